@@ -1,0 +1,26 @@
+"""dp: differentially private spatial histograms for point data.
+
+    import dp
+    data, domain = dp.load_sample("small_city_5k")         # or dp.load_points("file.csv")
+    rel = dp.release("e2epriv", data, domain, epsilon=1.0, seed=1)
+    rect = dp.Rect(-0.2, 51.45, -0.05, 51.55)
+    rel.answer(rect), data.true_count(rect, domain)          # private vs true (owner only)
+
+`dp` never imports dash or flask; the dashboard is one client of this API.
+"""
+from . import metrics, noise
+from .budget import Ledger, LedgerEntry
+from .domain import PRESETS, Domain, Projection, UniformGrid, fit_to_data
+from .errors import BudgetError, DataError, ParameterError, PrivacyLeakWarning
+from .io import load_points
+from .mechanisms import GridRelease, MechanismSpec, Param, Release, mechanisms, release
+from .points import LoadReport, PointData
+from .queries import Rect, random_workload
+from .samples import SAMPLES, load_sample
+
+__all__ = [
+    "BudgetError", "DataError", "Domain", "GridRelease", "Ledger", "LedgerEntry", "LoadReport",
+    "MechanismSpec", "PRESETS", "Param", "ParameterError", "PointData", "PrivacyLeakWarning",
+    "Projection", "Rect", "Release", "SAMPLES", "UniformGrid", "fit_to_data", "load_points",
+    "load_sample", "mechanisms", "metrics", "noise", "random_workload", "release",
+]

@@ -1,0 +1,69 @@
+"""The privacy ledger: every noisy draw that reads the data is charged here."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, asdict
+
+from .errors import BudgetError
+
+
+@dataclass(frozen=True)
+class LedgerEntry:
+    """One charged step: what was drawn, at which epsilon, against which sensitivity."""
+
+    step: str
+    epsilon: float
+    sensitivity: float
+    noise: str = "laplace"          # laplace | geometric | gaussian | exponential | none
+    scale: float | None = None      # noise scale actually used, e.g. sensitivity / epsilon
+    private: bool = True            # False for steps that read the data without any guarantee
+    note: str = ""
+
+
+class Ledger:
+    """Sequential-composition ledger of one release; `total` must equal the requested epsilon."""
+
+    def __init__(self):
+        self.entries: list[LedgerEntry] = []
+
+    def charge(self, step: str, epsilon: float, sensitivity: float, noise: str = "laplace",
+               scale: float | None = None, note: str = "") -> LedgerEntry:
+        if not (epsilon > 0 and math.isfinite(epsilon)):
+            raise BudgetError(f"step {step!r} must spend a positive, finite epsilon, got {epsilon}")
+        entry = LedgerEntry(step, float(epsilon), float(sensitivity), noise, scale, True, note)
+        self.entries.append(entry)
+        return entry
+
+    def record_leak(self, step: str, note: str) -> LedgerEntry:
+        """Record a step that used the data with no DP guarantee (e.g. a domain fitted to data)."""
+        entry = LedgerEntry(step, 0.0, math.inf, "none", None, False, note)
+        self.entries.append(entry)
+        return entry
+
+    @property
+    def total(self) -> float:
+        return math.fsum(e.epsilon for e in self.entries)
+
+    @property
+    def private(self) -> bool:
+        """True when no step leaked."""
+        return all(e.private for e in self.entries)
+
+    def check(self, epsilon: float, rel_tol: float = 1e-9):
+        """Refuse a release whose charges do not sum to the epsilon the user chose."""
+        if not math.isclose(self.total, epsilon, rel_tol=rel_tol, abs_tol=1e-12):
+            raise BudgetError(f"ledger sums to {self.total!r} but the release was asked to spend "
+                              f"{epsilon!r}")
+
+    def to_list(self) -> list[dict]:
+        return [asdict(e) for e in self.entries]
+
+    def __iter__(self):
+        return iter(self.entries)
+
+    def __len__(self):
+        return len(self.entries)
+
+    def __repr__(self):
+        rows = ", ".join(f"{e.step}={e.epsilon:g}" for e in self.entries)
+        return f"Ledger({rows}; total={self.total:g})"

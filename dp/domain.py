@@ -1,0 +1,163 @@
+"""The public domain (a lon/lat box), city presets, projections and uniform grids on it.
+
+The domain is public input: it comes from the user or a preset, never from the data, except
+through `fit_to_data`, which warns and marks the result as leaky.
+"""
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import ParameterError, PrivacyLeakWarning
+
+EARTH_RADIUS_M = 6_371_008.8
+
+
+@dataclass(frozen=True)
+class Domain:
+    """Axis-aligned public box in lon/lat degrees: [west, east] x [south, north]."""
+
+    west: float
+    south: float
+    east: float
+    north: float
+    name: str = "custom"
+    leaky: bool = False  # True when the box was fitted to the private data
+
+    def __post_init__(self):
+        vals = (self.west, self.south, self.east, self.north)
+        if not all(isinstance(v, (int, float, np.floating, np.integer)) and math.isfinite(v) for v in vals):
+            raise ParameterError(f"domain bounds must be finite numbers, got {vals}")
+        if not (-180 <= self.west < self.east <= 180):
+            raise ParameterError(
+                f"domain needs -180 <= west < east <= 180 (longitude), got west={self.west}, east={self.east}")
+        if not (-90 <= self.south < self.north <= 90):
+            raise ParameterError(
+                f"domain needs -90 <= south < north <= 90 (latitude), got south={self.south}, north={self.north}")
+
+    @property
+    def width(self) -> float:
+        return self.east - self.west
+
+    @property
+    def height(self) -> float:
+        return self.north - self.south
+
+    @property
+    def bounds(self) -> tuple[float, float, float, float]:
+        return (self.west, self.south, self.east, self.north)
+
+    @property
+    def area(self) -> float:
+        """Area in square degrees (the space the uniformity assumption lives in, spec 000 P13)."""
+        return self.width * self.height
+
+    def contains(self, x, y) -> np.ndarray:
+        """Boolean mask of points inside the closed box."""
+        x = np.asarray(x)
+        y = np.asarray(y)
+        return (x >= self.west) & (x <= self.east) & (y >= self.south) & (y <= self.north)
+
+    def size_m(self) -> tuple[float, float]:
+        """(width, height) in metres at the box's mid latitude."""
+        to_m = Projection(self)
+        return self.width * to_m.mx, self.height * to_m.my
+
+    def to_dict(self) -> dict:
+        return {"west": self.west, "south": self.south, "east": self.east, "north": self.north,
+                "name": self.name, "leaky": self.leaky}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Domain":
+        return cls(float(d["west"]), float(d["south"]), float(d["east"]), float(d["north"]),
+                   name=d.get("name", "custom"), leaky=bool(d.get("leaky", False)))
+
+
+# Public city boxes; a preset is public knowledge, so using one leaks nothing.
+PRESETS: dict[str, Domain] = {
+    d.name: d for d in [
+        Domain(-74.05, 40.60, -73.85, 40.90, name="New York (Manhattan & Brooklyn)"),
+        Domain(-0.35, 51.35, 0.15, 51.65, name="London"),
+        Domain(2.22, 48.80, 2.47, 48.92, name="Paris"),
+        Domain(-122.52, 37.70, -122.35, 37.82, name="San Francisco"),
+        Domain(116.20, 39.75, 116.55, 40.05, name="Beijing"),
+        Domain(144.85, -37.90, 145.05, -37.75, name="Melbourne"),
+        Domain(-125.5, 25.0, -65.5, 50.0, name="Contiguous USA"),
+        Domain(-180.0, -90.0, 180.0, 90.0, name="World"),
+    ]
+}
+
+
+def fit_to_data(x, y, pad: float = 1e-9) -> Domain:
+    """Smallest box around the points. LEAKS: min/max of private data become public."""
+    x = np.asarray(x, dtype=float)
+    y = np.asarray(y, dtype=float)
+    if x.size == 0:
+        raise ParameterError("cannot fit a domain to an empty dataset")
+    warnings.warn("fit_to_data derives the public domain from the private data: the release is "
+                  "no longer end-to-end differentially private", PrivacyLeakWarning, stacklevel=2)
+    w, e = float(x.min()), float(x.max())
+    s, n = float(y.min()), float(y.max())
+    pad_x = max(pad, (e - w) * 1e-6)
+    pad_y = max(pad, (n - s) * 1e-6)
+    return Domain(max(-180.0, w - pad_x), max(-90.0, s - pad_y), min(180.0, e + pad_x), min(90.0, n + pad_y),
+                  name="fitted to data (leaky)", leaky=True)
+
+
+class Projection:
+    """Equirectangular lon/lat <-> metres around the domain's mid latitude (cos-lat corrected)."""
+
+    def __init__(self, domain: Domain):
+        self.domain = domain
+        lat0 = math.radians((domain.south + domain.north) / 2)
+        self.my = math.pi * EARTH_RADIUS_M / 180.0
+        self.mx = self.my * math.cos(lat0)
+
+    def to_metres(self, lon, lat):
+        return ((np.asarray(lon) - self.domain.west) * self.mx, (np.asarray(lat) - self.domain.south) * self.my)
+
+    def to_lonlat(self, x_m, y_m):
+        return (np.asarray(x_m) / self.mx + self.domain.west, np.asarray(y_m) / self.my + self.domain.south)
+
+
+class UniformGrid:
+    """gx x gy equal cells (equal in degrees) over a domain; row j is latitude, column k longitude."""
+
+    def __init__(self, domain: Domain, gx: int, gy: int | None = None):
+        gy = gx if gy is None else gy
+        if int(gx) != gx or int(gy) != gy or gx < 1 or gy < 1:
+            raise ParameterError(f"grid size must be a positive integer, got {gx} x {gy}")
+        self.domain = domain
+        self.gx, self.gy = int(gx), int(gy)
+        self.edges_x = np.linspace(domain.west, domain.east, self.gx + 1)
+        self.edges_y = np.linspace(domain.south, domain.north, self.gy + 1)
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (self.gy, self.gx)
+
+    @property
+    def n_cells(self) -> int:
+        return self.gx * self.gy
+
+    def cell_index(self, x, y):
+        """Column k and row j of each point (spec 000 A0: half-open cells, last one closed)
+        and a mask of points inside the domain."""
+        d = self.domain
+        x = np.asarray(x, dtype=np.float64)
+        y = np.asarray(y, dtype=np.float64)
+        inside = d.contains(x, y)
+        k = np.floor((x - d.west) / d.width * self.gx)
+        j = np.floor((y - d.south) / d.height * self.gy)
+        k = np.clip(k, 0, self.gx - 1).astype(np.intp)
+        j = np.clip(j, 0, self.gy - 1).astype(np.intp)
+        return j, k, inside
+
+    def histogram(self, x, y) -> np.ndarray:
+        """Exact count matrix H[j, k] (spec 000 A0); points outside the domain are skipped."""
+        j, k, inside = self.cell_index(x, y)
+        flat = (j * self.gx + k)[inside]
+        return np.bincount(flat, minlength=self.n_cells).astype(np.float64).reshape(self.gy, self.gx)

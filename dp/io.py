@@ -1,0 +1,316 @@
+"""Parse and validate uploads (CSV, GeoJSON) into PointData, with errors that say what to fix."""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+
+from .errors import DataError
+from .points import LoadReport, PointData
+
+DEFAULT_MAX_ROWS = 20_000_000
+MAX_DROP_FRACTION = 0.5   # above this share of bad rows the file is refused, not cleaned
+
+LON_NAMES = ("longitude", "lon", "lng", "long", "x")
+LAT_NAMES = ("latitude", "lat", "y")
+USER_NAMES = ("user_id", "userid", "user", "uid")
+CSV_EXT = {".csv", ".txt", ".tsv"}
+JSON_EXT = {".geojson", ".json"}
+
+_BINARY_MAGIC = {
+    b"PK\x03\x04": "a ZIP archive (an .xlsx workbook or zipped shapefile?)",
+    b"\x89PNG": "a PNG image",
+    b"%PDF": "a PDF document",
+    b"\xd0\xcf\x11\xe0": "an old Excel/Office file",
+    b"\x1f\x8b": "a gzip archive",
+}
+
+
+def _read_source(source, filename):
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        return bytes(source), filename
+    if isinstance(source, (str, os.PathLike)):
+        path = Path(source)
+        if not path.is_file():
+            raise DataError(f"file not found: {str(path)!r}; expected a path to a CSV or GeoJSON file")
+        return path.read_bytes(), filename or path.name
+    raise DataError(f"expected a file path or bytes, got {type(source).__name__}")
+
+
+def _decode(raw: bytes) -> str:
+    for magic, what in _BINARY_MAGIC.items():
+        if raw.startswith(magic):
+            raise DataError(f"the file is {what}, not text; expected a CSV (comma-separated text) "
+                            "or a GeoJSON file")
+    if raw.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return raw.decode("utf-16")
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise DataError(f"the file is not UTF-8 text (byte 0x{raw[exc.start]:02x} at position "
+                        f"{exc.start}); save it as UTF-8 CSV or GeoJSON and upload again") from None
+    if "\x00" in text[:4096]:
+        raise DataError("the file contains binary (NUL) bytes; expected CSV text or GeoJSON")
+    return text
+
+
+def _detect_format(text: str, filename: str | None, fmt: str | None) -> str:
+    if fmt:
+        fmt = fmt.lower()
+        if fmt not in ("csv", "geojson"):
+            raise DataError(f"unknown format {fmt!r}; expected 'csv' or 'geojson'")
+        return fmt
+    if filename:
+        ext = Path(filename).suffix.lower()
+        if ext in CSV_EXT:
+            return "csv"
+        if ext in JSON_EXT:
+            return "geojson"
+        if ext:
+            raise DataError(f"unknown file type {ext!r} ({filename}); expected .csv, .tsv, .txt, "
+                            ".geojson or .json")
+    return "geojson" if text.lstrip().startswith("{") else "csv"
+
+
+def load_points(source, *, lon=None, lat=None, user=None, fmt: str | None = None,
+                filename: str | None = None, max_rows: int = DEFAULT_MAX_ROWS,
+                name: str | None = None) -> PointData:
+    """Load points from a CSV or GeoJSON path or bytes.
+
+    CSV columns are found by common names (lon/lng/long/longitude/x, lat/latitude/y, any case)
+    unless `lon`/`lat` (names or 0-based indices) are given; `user` names an optional id column.
+    Rows with unusable coordinates are dropped and counted in `data.report`; a file that is
+    mostly unusable raises DataError instead.
+    """
+    raw, filename = _read_source(source, filename)
+    if not raw.strip():
+        raise DataError("the file is empty; expected a CSV with a header row such as 'lon,lat' "
+                        "followed by one point per line, or a GeoJSON FeatureCollection of Points")
+    text = _decode(raw)
+    kind = _detect_format(text, filename, fmt)
+    if kind == "csv":
+        x, y, uid, report = _parse_csv(text, lon, lat, user, max_rows)
+    else:
+        x, y, uid, report = _parse_geojson(text, max_rows)
+    return PointData(x, y, uid, report, name=name or filename or "upload")
+
+
+# ----------------------------------------------------------------------------------- CSV
+def _find_column(header, wanted, candidates, role):
+    lowered = [h.strip().strip('"').strip().lower() for h in header]
+    if wanted is not None:
+        if isinstance(wanted, (int, np.integer)):
+            if not 0 <= wanted < len(header):
+                raise DataError(f"{role} column index {wanted} is out of range; the file has "
+                                f"{len(header)} columns: {', '.join(header)}")
+            return int(wanted)
+        if str(wanted).lower() in lowered:
+            return lowered.index(str(wanted).lower())
+        raise DataError(f"no column named {wanted!r} for {role}; the file has: {', '.join(header)}")
+    for cand in candidates:
+        if cand in lowered:
+            return lowered.index(cand)
+    return None
+
+
+def _sniff_delimiter(line: str) -> str:
+    counts = {d: line.count(d) for d in (",", ";", "\t", "|")}
+    best = max(counts, key=counts.get)
+    return best if counts[best] else ","
+
+
+def _parse_csv(text, lon, lat, user, max_rows):
+    lines = text.splitlines()
+    start = next(i for i, ln in enumerate(lines) if ln.strip())
+    delim = _sniff_delimiter(lines[start])
+    header = next(csv.reader([lines[start]], delimiter=delim))
+    if all(_is_number(h) for h in header):
+        raise DataError("the first line has no column names; expected a header row such as "
+                        "'lon,lat' (longitude and latitude in decimal degrees)")
+    ilon = _find_column(header, lon, LON_NAMES, "longitude")
+    ilat = _find_column(header, lat, LAT_NAMES, "latitude")
+    if ilon is None or ilat is None:
+        missing = " and ".join(r for r, i in (("longitude", ilon), ("latitude", ilat)) if i is None)
+        raise DataError(f"no {missing} column found among: {', '.join(header)}; expected columns "
+                        "named lon/lng/longitude/x and lat/latitude/y, or choose them explicitly")
+    if ilon == ilat:
+        raise DataError(f"longitude and latitude both point to column {header[ilon]!r}")
+    iuser = _find_column(header, user, USER_NAMES, "user id")
+    body = [ln for ln in lines[start + 1:] if ln.strip()]
+    n_rows = len(body)
+    if n_rows == 0:
+        raise DataError("the file has a header but no data rows")
+    if n_rows > max_rows:
+        raise DataError(f"the file has {n_rows:,} rows, more than the limit of {max_rows:,}; "
+                        "upload a sample or raise the limit")
+    cols = {"lon": header[ilon].strip(), "lat": header[ilat].strip()}
+    if iuser is not None:
+        cols["user"] = header[iuser].strip()
+    dropped: dict[str, int] = {}
+    try:   # fast path: a clean numeric file, parsed in C
+        xy = np.loadtxt(io.StringIO("\n".join(body)), delimiter=delim, usecols=(ilon, ilat),
+                        dtype=np.float64, ndmin=2, quotechar='"', comments=None)
+        x, y = xy[:, 0], xy[:, 1]
+        first_bad = {}
+    except ValueError:
+        x, y, first_bad, dropped = _parse_csv_tolerant(body, delim, ilon, ilat, len(header))
+    uid = None
+    if iuser is not None:
+        uid = _column_strings(body, delim, iuser)
+    keep = ~np.isnan(x) & ~np.isnan(y) if first_bad else np.ones(len(x), bool)
+    keep, hint = _validate_coords(x, y, keep, dropped)
+    report = LoadReport("CSV", n_rows, int(keep.sum()), cols, dropped)
+    _refuse_if_mostly_bad(report, first_bad, hint)
+    return x[keep], y[keep], (None if uid is None else uid[keep]), report
+
+
+def _is_number(s: str) -> bool:
+    try:
+        float(s.strip().strip('"'))
+        return True
+    except ValueError:
+        return False
+
+
+def _column_strings(body, delim, i):
+    rows = csv.reader(body, delimiter=delim)
+    return np.array([r[i].strip() if len(r) > i else "" for r in rows], dtype=object)
+
+
+def _parse_csv_tolerant(body, delim, ilon, ilat, n_cols):
+    """Slow path for files the C parser refused: find each bad row and say why."""
+    rows = list(csv.reader(body, delimiter=delim))
+    need = max(ilon, ilat) + 1
+    short = np.array([len(r) < need for r in rows])
+    sx = np.array([r[ilon].strip() if len(r) > ilon else "" for r in rows], dtype=object)
+    sy = np.array([r[ilat].strip() if len(r) > ilat else "" for r in rows], dtype=object)
+    x, badx = _to_float(sx)
+    y, bady = _to_float(sy)
+    empty = ((sx == "") | (sy == "")) & ~short
+    nonnum = (badx | bady) & ~empty & ~short
+    dropped = {}
+    first_bad = {}
+    for reason, mask in (("rows with too few fields", short), ("rows with a missing coordinate", empty),
+                         ("rows with a non-numeric coordinate", nonnum)):
+        if mask.any():
+            dropped[reason] = int(mask.sum())
+            i = int(np.argmax(mask))
+            first_bad[reason] = (i, delim.join(rows[i]))
+    bad = short | empty | nonnum
+    x[bad] = np.nan
+    y[bad] = np.nan
+    return x, y, first_bad, dropped
+
+
+def _to_float(strings):
+    vals = np.full(len(strings), np.nan)
+    bad = np.zeros(len(strings), bool)
+    for i, s in enumerate(strings):   # error path only; clean files take np.loadtxt
+        try:
+            vals[i] = float(s.strip('"'))
+        except ValueError:
+            bad[i] = True
+    return vals, bad
+
+
+def _validate_coords(x, y, keep, dropped):
+    """Drop non-finite and out-of-range coordinates, counting each reason; returns (keep, hint)."""
+    nonfinite = keep & ~(np.isfinite(x) & np.isfinite(y))
+    lon_bad = keep & ~nonfinite & ((x < -180) | (x > 180))
+    lat_bad = keep & ~nonfinite & ~lon_bad & ((y < -90) | (y > 90))
+    for reason, mask in (("rows with NaN or infinite coordinates", nonfinite),
+                         ("rows with longitude outside [-180, 180]", lon_bad),
+                         ("rows with latitude outside [-90, 90]", lat_bad)):
+        if mask.any():
+            dropped[reason] = dropped.get(reason, 0) + int(mask.sum())
+    hint = ""
+    if lat_bad.any() and np.all(np.abs(x[lat_bad]) <= 90):
+        hint = " The latitude values look like longitudes: are the two columns swapped?"
+    return keep & ~nonfinite & ~lon_bad & ~lat_bad, hint
+
+
+def _refuse_if_mostly_bad(report: LoadReport, first_bad: dict, hint: str = ""):
+    bad = report.rows_dropped
+    if report.rows_loaded == 0 or bad > MAX_DROP_FRACTION * report.rows_read:
+        reasons = "; ".join(f"{n:,} {why}" for why, n in report.dropped.items())
+        example = ""
+        if first_bad:
+            _, (_, row) = next(iter(first_bad.items()))
+            example = f" (first bad row: {row!r})"
+        raise DataError(f"{bad:,} of {report.rows_read:,} rows have unusable coordinates: {reasons}"
+                        f"{example}. Expected longitude in [-180, 180] and latitude in [-90, 90], "
+                        f"as decimal degrees.{hint}")
+
+
+# ------------------------------------------------------------------------------- GeoJSON
+def _parse_geojson(text, max_rows):
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise DataError(f"the file is not valid JSON (line {exc.lineno}, column {exc.colno}: "
+                        f"{exc.msg}); expected a GeoJSON FeatureCollection of Points") from None
+    if not isinstance(doc, dict) or "type" not in doc:
+        raise DataError("the JSON has no GeoJSON 'type'; expected a FeatureCollection, Feature or "
+                        "Point/MultiPoint geometry")
+    if doc["type"] == "FeatureCollection":
+        features = doc.get("features")
+        if not isinstance(features, list):
+            raise DataError("the FeatureCollection has no 'features' list")
+    elif doc["type"] == "Feature":
+        features = [doc]
+    else:
+        features = [{"type": "Feature", "geometry": doc, "properties": {}}]
+    if not features:
+        raise DataError("the GeoJSON has no features; expected Point or MultiPoint features")
+    coords, users, skipped = [], [], {}
+    for i, f in enumerate(features):   # JSON is parsed object by object; coordinates go to numpy
+        geom = (f or {}).get("geometry") or {}
+        gtype = geom.get("type")
+        props = (f or {}).get("properties") or {}
+        uid = next((props[k] for k in ("user_id", "userid", "user", "uid", "id") if k in props), None)
+        if gtype == "Point":
+            pts = [geom.get("coordinates")]
+        elif gtype == "MultiPoint":
+            pts = geom.get("coordinates") or []
+        else:
+            key = f"features that are not Point/MultiPoint ({gtype or 'no geometry'})"
+            skipped[key] = skipped.get(key, 0) + 1
+            continue
+        for p in pts:
+            if not isinstance(p, (list, tuple)) or len(p) < 2:
+                skipped["points without [lon, lat] coordinates"] = skipped.get(
+                    "points without [lon, lat] coordinates", 0) + 1
+                continue
+            coords.append(p[:2])
+            users.append(uid)
+    n_read = len(coords) + sum(skipped.values())
+    if n_read > max_rows:
+        raise DataError(f"the file has {n_read:,} points, more than the limit of {max_rows:,}")
+    if not coords:
+        found = "; ".join(f"{n:,} {why}" for why, n in skipped.items())
+        raise DataError(f"no Point or MultiPoint features found ({found}); expected point data. "
+                        "Region (Polygon) uploads are handled by the region loader")
+    try:
+        xy = np.array(coords, dtype=np.float64)
+    except (TypeError, ValueError):
+        xy = np.array([[_safe_float(a), _safe_float(b)] for a, b in coords])
+        skipped["points with non-numeric coordinates"] = int(np.isnan(xy).any(axis=1).sum())
+    x, y = xy[:, 0], xy[:, 1]
+    keep = ~(np.isnan(x) | np.isnan(y)) if "points with non-numeric coordinates" in skipped else \
+        np.ones(len(x), bool)
+    uid = np.array(users, dtype=object) if any(u is not None for u in users) else None
+    keep, hint = _validate_coords(x, y, keep, skipped)
+    report = LoadReport("GeoJSON", n_read, int(keep.sum()), {"geometry": "Point/MultiPoint"}, skipped)
+    _refuse_if_mostly_bad(report, {}, hint)
+    return x[keep], y[keep], (None if uid is None else uid[keep]), report
+
+
+def _safe_float(v):
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return np.nan

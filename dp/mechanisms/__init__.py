@@ -1,0 +1,53 @@
+"""Registry of mechanisms and the single entry point `release`."""
+from __future__ import annotations
+
+import math
+
+from ..domain import Domain
+from ..errors import ParameterError
+from ..noise import make_rng
+from . import grid
+from .base import GridRelease, MechanismSpec, Param, Release
+
+_REGISTRY: dict[str, MechanismSpec] = {s.name: s for s in grid.SPECS}
+
+
+def mechanisms(private_only: bool = False) -> dict[str, MechanismSpec]:
+    """name -> MechanismSpec for every registered mechanism (label, params, budget parts, guarantee)."""
+    return {k: v for k, v in _REGISTRY.items() if v.private or not private_only}
+
+
+def release(name: str, data, domain: Domain, epsilon: float = 1.0, split=None, params=None,
+            seed=None) -> Release:
+    """Run mechanism `name` on `data` inside the public `domain` and return its Release.
+
+    `split` gives the fraction of epsilon per budget part (default: the mechanism's); `seed`
+    fixes the one random Generator of the release (None draws fresh OS entropy). The ledger
+    must add up to epsilon or no release is returned.
+    """
+    if name not in _REGISTRY:
+        raise ParameterError(f"unknown mechanism {name!r}; choose one of {sorted(_REGISTRY)}")
+    spec = _REGISTRY[name]
+    if not isinstance(domain, Domain):
+        raise ParameterError("domain must be a dp.Domain (a public box), not "
+                             f"{type(domain).__name__}")
+    try:
+        epsilon = float(epsilon)
+    except (TypeError, ValueError):
+        raise ParameterError(f"epsilon must be a number, got {epsilon!r}") from None
+    if not (epsilon > 0 and math.isfinite(epsilon)):
+        raise ParameterError(f"epsilon must be positive and finite, got {epsilon}")
+    split = spec.resolve_split(split)
+    params = spec.resolve_params(params)
+    rel = spec.release(data, domain, epsilon, split, params, make_rng(seed))
+    if domain.leaky:
+        rel.ledger.record_leak("domain fitted to data", "the public box was derived from the "
+                               "private points (min/max leak)")
+    if spec.private:
+        rel.ledger.check(epsilon)
+    elif rel.ledger.total > epsilon * (1 + 1e-9):
+        rel.ledger.check(epsilon)
+    return rel
+
+
+__all__ = ["GridRelease", "MechanismSpec", "Param", "Release", "mechanisms", "release"]

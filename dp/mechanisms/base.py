@@ -1,0 +1,224 @@
+"""The one interface every mechanism follows: a MechanismSpec and a Release."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+from scipy import stats
+
+from ..budget import Ledger
+from ..domain import Domain, UniformGrid
+from ..errors import ParameterError
+from ..queries import Rect, as_rect_array, grid_answers, overlap_vectors
+
+
+@dataclass(frozen=True)
+class Param:
+    """One user-facing mechanism parameter; the app builds its control from this."""
+
+    name: str
+    kind: type            # int, float, str, bool or list (a list of ints)
+    default: Any
+    label: str
+    help: str
+    min: float | None = None
+    max: float | None = None
+    choices: tuple | None = None
+
+    def coerce(self, value):
+        """Validate and convert a user value; raises ParameterError saying what is expected."""
+        if value is None:
+            return self.default
+        try:
+            if self.kind is list:
+                if isinstance(value, str):
+                    value = [v for v in value.replace(";", ",").split(",") if v.strip()]
+                out = [int(float(v)) for v in value]
+                if not out:
+                    raise ValueError
+                bad = [v for v in out if (self.min is not None and v < self.min)
+                       or (self.max is not None and v > self.max)]
+                if bad:
+                    raise ParameterError(f"{self.label}: values {bad} outside [{self.min}, {self.max}]")
+                return sorted(set(out))
+            if self.kind is bool:
+                return bool(value)
+            v = self.kind(value)
+            if self.kind is int and float(value) != int(float(value)):
+                raise ValueError
+        except (TypeError, ValueError):
+            raise ParameterError(f"{self.label}: expected {self.kind.__name__}, got {value!r}") from None
+        if self.choices is not None and v not in self.choices:
+            raise ParameterError(f"{self.label}: expected one of {list(self.choices)}, got {v!r}")
+        if self.min is not None and v < self.min or self.max is not None and v > self.max:
+            raise ParameterError(f"{self.label}: expected a value in [{self.min}, {self.max}], got {v}")
+        return v
+
+
+@dataclass(frozen=True)
+class MechanismSpec:
+    """Metadata of a mechanism: what the app shows and how the budget is split."""
+
+    name: str
+    label: str
+    description: str
+    guarantee: str
+    params: tuple = ()
+    budget_parts: tuple = ("counts",)
+    default_split: tuple = (1.0,)
+    data_kind: str = "points"
+    private: bool = True   # False for experimental references that are NOT differentially private
+    release: Callable | None = field(default=None, repr=False, compare=False)
+
+    def resolve_params(self, params: dict | None) -> dict:
+        params = dict(params or {})
+        unknown = set(params) - {p.name for p in self.params}
+        if unknown:
+            raise ParameterError(f"{self.label} has no parameter(s) {sorted(unknown)}; "
+                                 f"known: {[p.name for p in self.params]}")
+        return {p.name: p.coerce(params.get(p.name)) for p in self.params}
+
+    def resolve_split(self, split) -> tuple:
+        """Fractions of epsilon per budget part, validated to be positive and sum to 1."""
+        if split is None:
+            return tuple(self.default_split)
+        if isinstance(split, dict):
+            missing = set(self.budget_parts) - set(split)
+            if missing:
+                raise ParameterError(f"split is missing parts {sorted(missing)}")
+            split = [split[p] for p in self.budget_parts]
+        split = tuple(float(s) for s in split)
+        if len(split) != len(self.budget_parts):
+            raise ParameterError(f"{self.label} splits epsilon into {len(self.budget_parts)} parts "
+                                 f"{list(self.budget_parts)}, got {len(split)} fractions")
+        if any(not s > 0 for s in split) or not np.isclose(sum(split), 1.0, atol=1e-9):
+            raise ParameterError(f"split fractions must be positive and sum to 1, got {split}")
+        return split
+
+
+class Release:
+    """A mechanism's public output plus its ledger. Subclasses implement the structure."""
+
+    def __init__(self, spec: MechanismSpec, domain: Domain, epsilon: float, split: tuple,
+                 params: dict, ledger: Ledger, diagnostics: dict | None = None, n_public=None):
+        self.spec = spec
+        self.domain = domain
+        self.epsilon = epsilon
+        self.split = split
+        self.params = params
+        self.ledger = ledger
+        self.diagnostics = diagnostics or {}   # NON-PRIVATE owner-only values; never exported
+        self.n_public = n_public                # dataset size, when the mechanism treats it as public
+
+    @property
+    def mechanism(self) -> str:
+        return self.spec.name
+
+    @property
+    def private(self) -> bool:
+        return self.spec.private and self.ledger.private and not self.domain.leaky
+
+    def answer(self, rect: Rect) -> float:
+        return float(self.answer_many(rect)[0])
+
+    def answer_many(self, rects) -> np.ndarray:
+        raise NotImplementedError
+
+    def metadata(self) -> dict:
+        """Public description of the release: mechanism, parameters, split, domain, ledger."""
+        meta = {
+            "mechanism": self.spec.name,
+            "label": self.spec.label,
+            "guarantee": self.spec.guarantee,
+            "differentially_private": self.private,
+            "epsilon": self.epsilon,
+            "split": dict(zip(self.spec.budget_parts, self.split)),
+            "params": self.params,
+            "domain": self.domain.to_dict(),
+            "ledger": [{k: v for k, v in e.items()} for e in self.ledger.to_list()],
+        }
+        if self.n_public is not None:
+            meta["dataset_size_public"] = int(self.n_public)
+        return meta
+
+    def to_geojson(self) -> dict:
+        raise NotImplementedError
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_geojson(), default=_json_default)
+
+
+def _json_default(o):
+    if isinstance(o, (np.integer,)):
+        return int(o)
+    if isinstance(o, (np.floating,)):
+        return float(o)
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+
+
+class GridRelease(Release):
+    """A noisy count per cell of a uniform grid, answered with the uniformity assumption."""
+
+    def __init__(self, spec, domain, epsilon, split, params, ledger, grid: UniformGrid,
+                 counts: np.ndarray, noise_scale: float | None, **kw):
+        super().__init__(spec, domain, epsilon, split, params, ledger, **kw)
+        self.grid = grid
+        self.counts = np.asarray(counts, dtype=np.float64)   # raw noisy counts, never clipped (P11)
+        self.noise_scale = noise_scale                        # Laplace scale per cell, None if exact
+
+    def answer_many(self, rects) -> np.ndarray:
+        """Spec 000 A2: sum of alpha_i * H'_i for each rectangle (clipped to the domain)."""
+        return grid_answers(self.grid, self.counts, rects)
+
+    def noise_variance(self, rects) -> np.ndarray:
+        """Variance of the answer due to noise: 2 b^2 * sum alpha_i^2 (separable)."""
+        if not self.noise_scale:
+            return np.zeros(len(as_rect_array(rects)))
+        ay, ax = overlap_vectors(self.grid, rects)
+        return 2 * self.noise_scale ** 2 * (ay ** 2).sum(1) * (ax ** 2).sum(1)
+
+    def interval(self, rect: Rect, level: float = 0.95, n_sim: int = 20000, seed: int = 0):
+        """Interval answer +- the noise quantile: the noise is sum alpha_i Y_i, Y_i ~ Lap(b).
+
+        Few cells: Monte Carlo of that sum (fixed seed, not a privacy cost: it uses no data).
+        Many cells: normal approximation with the exact variance (CLT).
+        """
+        est = self.answer(rect)
+        if not self.noise_scale:
+            return est, est
+        ay, ax = overlap_vectors(self.grid, rect)
+        a = np.outer(ay[0][ay[0] > 0], ax[0][ax[0] > 0]).ravel()
+        if a.size == 0:
+            return est, est
+        if a.size <= 64:
+            rng = np.random.default_rng(seed)
+            sims = rng.laplace(0, self.noise_scale, (n_sim, a.size)) @ a
+            half = float(np.quantile(np.abs(sims), level))
+        else:
+            half = float(stats.norm.ppf(0.5 + level / 2) * np.sqrt(2 * self.noise_scale ** 2 * (a ** 2).sum()))
+        return est - half, est + half
+
+    def cell_bounds(self) -> np.ndarray:
+        """(gy, gx, 4) array of [west, south, east, north] per cell."""
+        ex, ey = self.grid.edges_x, self.grid.edges_y
+        W, S = np.meshgrid(ex[:-1], ey[:-1])
+        E, N = np.meshgrid(ex[1:], ey[1:])
+        return np.stack([W, S, E, N], axis=-1)
+
+    def to_geojson(self) -> dict:
+        """Cells with their noisy counts plus public metadata. Nothing here reads the raw data."""
+        b = self.cell_bounds().reshape(-1, 4)
+        c = self.counts.ravel()
+        gx = self.grid.gx
+        feats = [{
+            "type": "Feature",
+            "geometry": {"type": "Polygon", "coordinates": [[[w, s], [e, s], [e, n], [w, n], [w, s]]]},
+            "properties": {"row": i // gx, "col": i % gx, "noisy_count": float(v)},
+        } for i, ((w, s, e, n), v) in enumerate(zip(b.tolist(), c.tolist()))]
+        meta = self.metadata()
+        meta["grid"] = {"cols": self.grid.gx, "rows": self.grid.gy}
+        return {"type": "FeatureCollection", "features": feats, "properties": meta}
