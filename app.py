@@ -1,0 +1,68 @@
+"""Dash app factory and command line: `python app.py` serves the dashboard on a built-in sample."""
+from __future__ import annotations
+
+import argparse
+
+from dash import Dash, dcc, html
+
+from components import (data_panel, evaluation_panel, export_panel, ids, ledger_panel,
+                        map_panel, mechanism_panel, queries_panel, state)
+
+DEFAULT_CONFIG = {
+    "max_upload_mb": 50.0,
+    "tiles_url": "https://tile.openstreetmap.org/{z}/{x}/{y}.png",
+    "tiles_attribution": "© OpenStreetMap contributors",
+    "cache_type": "SimpleCache",
+}
+PANELS = (data_panel, mechanism_panel, map_panel, queries_panel, ledger_panel, export_panel,
+          evaluation_panel)
+
+
+def serve_layout(config: dict):
+    """A fresh layout per page load, so every browser session gets its own session id."""
+    return lambda: html.Div(className="page", children=[
+        dcc.Store(id=ids.SESSION, data=state.new_session_id(), storage_type="memory"),
+        dcc.Store(id=ids.DATASET), dcc.Store(id=ids.RELEASE), dcc.Store(id=ids.SPEND, data=[]),
+        html.Header(className="top", children=[
+            html.H1("Private location statistics"),
+            html.P("Upload points, publish counts with differential privacy, and see what the "
+                   "privacy costs in accuracy."),
+        ]),
+        html.Div(className="layout", children=[
+            html.Div(className="sidebar", children=[
+                data_panel.layout(config), mechanism_panel.layout(config),
+                ledger_panel.layout(config), export_panel.layout(config)]),
+            html.Div(className="main", children=[
+                map_panel.layout(config), queries_panel.layout(config),
+                evaluation_panel.layout(config)]),
+        ]),
+    ])
+
+
+def create_app(config: dict | None = None) -> Dash:
+    """Build the Dash app; `config` overrides DEFAULT_CONFIG (upload limit, tiles, cache)."""
+    config = {**DEFAULT_CONFIG, **(config or {})}
+    app = Dash(__name__, title="Private location statistics", suppress_callback_exceptions=True)
+    state.init_cache(app.server, config)
+    state.sample(state.DEFAULT_SAMPLE)   # generate the default sample before the first request
+    app.layout = serve_layout(config)
+    for panel in PANELS:
+        panel.register_callbacks(app, config)
+    return app
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8050)
+    p.add_argument("--debug", action="store_true", help="Dash debug mode (reloader, error pop-ups)")
+    p.add_argument("--max-upload-mb", type=float, default=DEFAULT_CONFIG["max_upload_mb"])
+    p.add_argument("--tiles-url", default=DEFAULT_CONFIG["tiles_url"],
+                   help="base map tile URL template; the app works without tiles (offline)")
+    a = p.parse_args(argv)
+    app = create_app({"max_upload_mb": a.max_upload_mb, "tiles_url": a.tiles_url})
+    app.run(host=a.host, port=a.port, debug=a.debug)
+
+
+if __name__ == "__main__":
+    main()

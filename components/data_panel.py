@@ -1,0 +1,144 @@
+"""Data panel: built-in samples, CSV/GeoJSON upload, and the public domain."""
+from __future__ import annotations
+
+import base64
+import binascii
+import warnings
+
+from dash import ALL, Input, Output, State, ctx, dcc, html, no_update
+
+import dp
+
+from . import ids, state
+from .help import help_box
+
+SIDES = ("west", "south", "east", "north")
+CUSTOM = "__custom__"
+FIT = "__fit__"
+
+
+def layout(config: dict) -> html.Div:
+    limit_mb = config["max_upload_mb"]
+    return html.Div(className="card", children=[
+        html.H3("1 · Data"),
+        help_box("data"),
+        html.Label("Built-in sample", htmlFor=ids.SAMPLE_PICK),
+        dcc.Dropdown(id=ids.SAMPLE_PICK, clearable=False, value=state.DEFAULT_SAMPLE,
+                     options=[{"label": s.label, "value": k} for k, s in dp.SAMPLES.items()]),
+        dcc.Upload(id=ids.UPLOAD, multiple=False, className="upload", children=html.Div([
+            "Drop a CSV or GeoJSON here, or ", html.A("choose a file"),
+            html.Div(f"points with longitude/latitude columns; up to {limit_mb:g} MB",
+                     className="hint")])),
+        html.Details([
+            html.Summary("Column names (optional)"),
+            html.Div(className="row2", children=[
+                dcc.Input(id=ids.LON_COL, placeholder="longitude column", debounce=True),
+                dcc.Input(id=ids.LAT_COL, placeholder="latitude column", debounce=True)]),
+            html.Div("Leave empty to detect lon/lng/longitude/x and lat/latitude/y.", className="hint"),
+        ]),
+        html.Div(id=ids.UPLOAD_STATUS, role="status"),
+        html.Div(id=ids.DATA_SUMMARY, className="summary"),
+        html.Label("Domain (public bounding box)", htmlFor=ids.DOMAIN_PRESET),
+        dcc.Dropdown(id=ids.DOMAIN_PRESET, clearable=False,
+                     value=state.sample(state.DEFAULT_SAMPLE)[1].name,
+                     options=[{"label": k, "value": k} for k in dp.PRESETS]
+                     + [{"label": "Custom box…", "value": CUSTOM},
+                        {"label": "Fit to data (leaks min/max!)", "value": FIT}]),
+        html.Div(className="box-inputs", children=[
+            dcc.Input(id={"type": ids.DOMAIN_BOX, "side": s}, type="number", placeholder=s,
+                      debounce=True, step="any") for s in SIDES]),
+        html.Div(id=ids.DOMAIN_WARNING, role="alert"),
+    ])
+
+
+def decode_upload(contents: str, filename: str | None, max_bytes: int) -> bytes:
+    """Bytes of a dcc.Upload payload, refusing oversize files before parsing them."""
+    try:
+        _, b64 = contents.split(",", 1)
+    except (AttributeError, ValueError):
+        raise dp.DataError("the upload arrived incomplete; try again") from None
+    if len(b64) * 3 / 4 > max_bytes:
+        size = len(b64) * 3 / 4 / 1e6
+        raise dp.DataError(f"{filename or 'the file'} is {size:.1f} MB, over the {max_bytes / 1e6:g} MB "
+                           "upload limit; upload a sample of the rows or start the app with a "
+                           "larger --max-upload-mb")
+    try:
+        return base64.b64decode(b64)
+    except binascii.Error:
+        raise dp.DataError("the upload could not be decoded; try again") from None
+
+
+def domain_from_controls(preset: str, box: list, sid: str | None, info: dict | None) -> dp.Domain:
+    """The public domain chosen in the panel; 'fit to data' warns and marks the domain leaky."""
+    if preset == CUSTOM:
+        if any(v is None for v in box):
+            raise dp.ParameterError("enter all four sides of the custom box (west, south, east, north)")
+        return dp.Domain(*(float(v) for v in box), name="custom box")
+    if preset == FIT:
+        data = state.points(sid, info["fingerprint"])
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", dp.PrivacyLeakWarning)
+            return dp.fit_to_data(data.x, data.y)
+    return dp.PRESETS[preset]
+
+
+def summary_view(info: dict | None):
+    if not info:
+        return ""
+    dropped = info.get("dropped") or {}
+    return html.Div([
+        html.Div([html.B(info["name"]), f" — {info['n']:,} points"]),
+        html.Div(info["summary"], className="hint"),
+        html.Ul([html.Li(f"{n:,} {why}") for why, n in dropped.items()]) if dropped else None,
+    ])
+
+
+def register_callbacks(app, config: dict):
+    max_bytes = int(config["max_upload_mb"] * 1e6)
+
+    @app.callback(Output(ids.DATASET, "data"), Output(ids.UPLOAD_STATUS, "children"),
+                  Output(ids.DOMAIN_PRESET, "value"),
+                  Input(ids.UPLOAD, "contents"), Input(ids.SAMPLE_PICK, "value"),
+                  State(ids.UPLOAD, "filename"), State(ids.LON_COL, "value"),
+                  State(ids.LAT_COL, "value"), State(ids.SESSION, "data"))
+    def load(contents, sample_name, filename, lon, lat, sid):
+        if ctx.triggered_id == ids.UPLOAD and contents:
+            try:
+                raw = decode_upload(contents, filename, max_bytes)
+                data = dp.load_points(raw, filename=filename, lon=lon or None, lat=lat or None)
+            except (dp.DataError, dp.ParameterError) as exc:
+                msg = html.Div(className="error", children=[
+                    html.B(f"Could not load {filename or 'the file'}: "), str(exc),
+                    html.Div("The previously loaded data is still in use.", className="hint")])
+                return no_update, msg, no_update
+            info = state.put_upload(sid, data)
+            ok = html.Div(f"Loaded {filename}: {data.n:,} points.", className="ok")
+            return info, ok, no_update
+        info = state.use_sample(sid, sample_name)
+        return info, "", state.sample(sample_name)[1].name
+
+    @app.callback(Output(ids.DATA_SUMMARY, "children"), Input(ids.DATASET, "data"))
+    def show_summary(info):
+        return summary_view(info)
+
+    @app.callback(Output(ids.DOMAIN_WARNING, "children"),
+                  Output({"type": ids.DOMAIN_BOX, "side": ALL}, "disabled"),
+                  Input(ids.DOMAIN_PRESET, "value"), Input({"type": ids.DOMAIN_BOX, "side": ALL}, "value"),
+                  Input(ids.DATASET, "data"), State(ids.SESSION, "data"))
+    def check_domain(preset, box, info, sid):
+        disabled = [preset != CUSTOM] * len(SIDES)
+        try:
+            domain = domain_from_controls(preset, box, sid, info)
+            data = state.points(sid, info["fingerprint"])
+        except (dp.ParameterError, LookupError) as exc:
+            return html.Div(str(exc), className="error"), disabled
+        notes = []
+        if domain.leaky:
+            notes.append(html.Div("Fitting the box to the data reveals the extreme coordinates of "
+                                  "your points: the release is no longer differentially private "
+                                  "and the ledger says so.", className="warning"))
+        outside = data.n - int(data.in_domain(domain).sum())
+        if outside:
+            notes.append(html.Div(f"Owner only: {outside:,} of {data.n:,} points lie outside this "
+                                  "box and are not counted.", className="warning"))
+        return notes, disabled

@@ -1,0 +1,38 @@
+"""Export panel: download the public release (noisy cells) and its metadata; nothing else."""
+from __future__ import annotations
+
+import json
+
+from dash import Input, Output, State, dcc, html
+
+from . import ids, state
+from .help import help_box
+
+
+def layout(config: dict) -> html.Div:
+    return html.Div(className="card", children=[
+        html.H3("6 · Export"),
+        help_box("export"),
+        html.Button("Download release (GeoJSON)", id=ids.EXPORT_BUTTON, n_clicks=0),
+        html.Button("Download metadata (JSON)", id=ids.EXPORT_META_BUTTON, n_clicks=0),
+        dcc.Download(id=ids.EXPORT_DOWNLOAD), dcc.Download(id=ids.EXPORT_META_DOWNLOAD),
+    ])
+
+
+def export_files(rel) -> tuple[str, str]:
+    """(GeoJSON text, metadata JSON text) built only from the release's public outputs."""
+    return rel.to_json(), json.dumps(rel.metadata(), indent=2, default=str)
+
+
+def register_callbacks(app, config: dict):
+    @app.callback(Output(ids.EXPORT_DOWNLOAD, "data"), Input(ids.EXPORT_BUTTON, "n_clicks"),
+                  State(ids.RELEASE, "data"), State(ids.SESSION, "data"), prevent_initial_call=True)
+    def download(_, rinfo, sid):
+        rel = state.release(sid, rinfo["key"])
+        return dict(content=export_files(rel)[0], filename=f"release_{rel.mechanism}.geojson")
+
+    @app.callback(Output(ids.EXPORT_META_DOWNLOAD, "data"), Input(ids.EXPORT_META_BUTTON, "n_clicks"),
+                  State(ids.RELEASE, "data"), State(ids.SESSION, "data"), prevent_initial_call=True)
+    def download_meta(_, rinfo, sid):
+        rel = state.release(sid, rinfo["key"])
+        return dict(content=export_files(rel)[1], filename=f"release_{rel.mechanism}_metadata.json")

@@ -1,0 +1,57 @@
+"""Plain-language help for each panel, written for someone who has never heard of DP."""
+from dash import html
+
+TEXTS = {
+    "data": [
+        "Your data stays on this server for your browser session only; other visitors cannot see it, "
+        "and the page never receives the raw points, only a small sample for the owner's map layer.",
+        "The domain is the public box everything is counted in. Choose it from what anybody could "
+        "know (a city's boundary), not from the data: a box fitted to the data reveals where the "
+        "most extreme people are.",
+    ],
+    "mechanism": [
+        "A mechanism turns exact counts into counts with carefully calibrated random noise, so that "
+        "no single person's presence changes what is published by much.",
+        "Epsilon (ε) is the privacy budget: smaller means more noise and stronger privacy. Values "
+        "between 0.1 and 1 are common. Some mechanisms spend part of ε on choosing their own "
+        "settings (for example the grid size) and the rest on the counts; the sliders show the split.",
+        "The seed fixes the randomness so a demo can be repeated exactly. Each new release with a "
+        "new seed on the same data spends budget again.",
+    ],
+    "map": [
+        "Each coloured cell is a published count with noise. Darker means more people. Cells can "
+        "come out negative after noise; the map shows them as empty, the numbers keep them.",
+        "The owner-only layers show the true counts and the error (published minus true) so you can "
+        "see what privacy costs where. They are never part of the export.",
+        "Hover over a cell to read its published count and, for the owner, the true count.",
+    ],
+    "queries": [
+        "Draw a rectangle with the square tool on the map: the table compares the published answer "
+        "with the true one. The 95% interval is the range the published answer falls in 95% of the "
+        "time because of the noise alone; if a cell is only partly covered, the answer also assumes "
+        "people are spread evenly inside it, which adds error the interval does not include.",
+        "Answering rectangles costs no extra privacy: it only reads the published counts.",
+    ],
+    "evaluation": [
+        "Runs each mechanism many times on your data with random rectangles and plots the typical "
+        "(median) relative error: 0.1 means answers are off by about 10%. The shaded band spans the "
+        "middle half of the runs.",
+        "This analysis reads the true data and is for the data owner only; it is not a release.",
+    ],
+    "ledger": [
+        "The ledger lists every step that looked at the data and the part of ε it spent. Its total "
+        "equals the ε you chose. Every release you run adds to the running total for this dataset "
+        "in this session: publishing twice with fresh noise costs twice.",
+    ],
+    "export": [
+        "Downloads the published grid (GeoJSON) and a description of how it was made. It contains "
+        "only noisy counts and public settings, never true counts or the raw data.",
+    ],
+}
+
+
+def help_box(panel: str) -> html.Details:
+    return html.Details(className="help", children=[
+        html.Summary("What am I looking at?"),
+        *[html.P(t) for t in TEXTS[panel]],
+    ])

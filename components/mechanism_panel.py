@@ -1,0 +1,163 @@
+"""Mechanism panel: picker, total epsilon (log scale), budget split, parameters, seed, release."""
+from __future__ import annotations
+
+import secrets
+
+from dash import ALL, Input, Output, State, ctx, dcc, html, no_update
+
+import dp
+
+from . import ids, state
+from .data_panel import domain_from_controls
+from .help import help_box
+
+DEFAULT_MECHANISM = "e2epriv"
+EPS_MARKS = {-2: "0.01", -1: "0.1", 0: "1", 1: "10"}
+
+
+def layout(config: dict) -> html.Div:
+    mechs = dp.mechanisms(private_only=True)
+    return html.Div(className="card", children=[
+        html.H3("2 · Mechanism"),
+        help_box("mechanism"),
+        dcc.Dropdown(id=ids.MECHANISM, clearable=False, value=DEFAULT_MECHANISM,
+                     options=[{"label": s.label, "value": k} for k, s in mechs.items()]),
+        html.Div(id=ids.MECH_DESCRIPTION, className="mech-description"),
+        html.Label("Total privacy budget ε (log scale)", htmlFor=ids.EPSILON),
+        dcc.Slider(id=ids.EPSILON, min=-2, max=1, step=0.01, value=0, marks=EPS_MARKS, allow_direct_input=False,
+                   updatemode="drag"),
+        html.Div(id=ids.EPSILON_READOUT, className="readout"),
+        html.Div(id=ids.PARAMS_BOX),
+        html.Div(className="seed-row", children=[
+            dcc.RadioItems(id=ids.SEED_MODE, value="fixed", inline=True, options=[
+                {"label": " fixed seed ", "value": "fixed"},
+                {"label": " fresh randomness", "value": "fresh"}]),
+            dcc.Input(id=ids.SEED, type="number", value=1, min=0, step=1, debounce=True,
+                      className="seed-input"),
+        ]),
+        html.Button("Release (spends ε)", id=ids.RELEASE_BUTTON, className="primary", n_clicks=0),
+        dcc.Loading(html.Div(id=ids.RELEASE_STATUS, role="status"), type="dot"),
+    ])
+
+
+def epsilon_from_slider(v) -> float:
+    """Slider position (log10 ε) to ε, rounded to 3 significant digits for readable ledgers."""
+    eps = 10 ** float(v)
+    return float(f"{eps:.3g}")
+
+
+def param_control(p: dp.Param):
+    """A labelled control for one mechanism parameter, with its help text."""
+    pid = {"type": ids.PARAM, "name": p.name}
+    if p.kind is bool:
+        ctrl = dcc.Checklist(id=pid, options=[{"label": " on", "value": "on"}],
+                             value=["on"] if p.default else [])
+    elif p.choices:
+        ctrl = dcc.Dropdown(id=pid, options=list(p.choices), value=p.default, clearable=False)
+    elif p.kind is list:
+        ctrl = dcc.Input(id=pid, type="text", value=", ".join(map(str, p.default)), debounce=True)
+    else:
+        ctrl = dcc.Input(id=pid, type="number", value=p.default, min=p.min, max=p.max,
+                         step=1 if p.kind is int else "any", debounce=True)
+    return html.Div(className="param", children=[html.Label(p.label), ctrl,
+                                                  html.Div(p.help, className="hint")])
+
+
+def read_params(spec: dp.MechanismSpec, values: list, id_list: list) -> dict:
+    """Parameter values from the pattern-matched controls, converted back to Python values."""
+    out = {}
+    for pid, v in zip(id_list, values):
+        p = next((q for q in spec.params if q.name == pid["name"]), None)
+        if p is None:
+            continue
+        out[p.name] = bool(v) if p.kind is bool else v
+    return out
+
+
+def split_from_weights(weights) -> list[float]:
+    w = [max(float(x or 0), 0.0) for x in weights]
+    total = sum(w)
+    if total <= 0:
+        raise dp.ParameterError("every budget part needs a positive share")
+    return [x / total for x in w]
+
+
+def split_controls(spec: dp.MechanismSpec):
+    if len(spec.budget_parts) == 1:
+        return [html.Div(f"All of ε goes to the {spec.budget_parts[0]}.", className="hint"),
+                html.Div(id=ids.SPLIT_READOUT, hidden=True)]
+    return [html.Label("Budget split")] + [
+        html.Div(className="split-row", children=[
+            html.Span(part, className="split-name"),
+            dcc.Slider(id={"type": ids.SPLIT, "part": i}, min=1, max=99, step=1,
+                       value=round(100 * spec.default_split[i]), marks=None, updatemode="drag",
+                       allow_direct_input=False)])
+        for i, part in enumerate(spec.budget_parts)] + [html.Div(id=ids.SPLIT_READOUT, className="readout")]
+
+
+def split_readout(spec, split, epsilon) -> list:
+    return [html.Div(f"{part}: {100 * f:.0f}% = ε {epsilon * f:.3g}")
+            for part, f in zip(spec.budget_parts, split)]
+
+
+def register_callbacks(app, config: dict):
+    @app.callback(Output(ids.MECH_DESCRIPTION, "children"), Output(ids.PARAMS_BOX, "children"),
+                  Input(ids.MECHANISM, "value"))
+    def show_mechanism(name):
+        spec = dp.mechanisms()[name]
+        desc = [html.Div(spec.description), html.Div(["Guarantee: ", spec.guarantee], className="guarantee")]
+        params = split_controls(spec) + [param_control(p) for p in spec.params]
+        return desc, params
+
+    @app.callback(Output(ids.EPSILON_READOUT, "children"), Input(ids.EPSILON, "value"))
+    def show_epsilon(v):
+        return f"ε = {epsilon_from_slider(v):g}"
+
+    @app.callback(Output(ids.SPLIT_READOUT, "children"),
+                  Input({"type": ids.SPLIT, "part": ALL}, "value"), Input(ids.EPSILON, "value"),
+                  State(ids.MECHANISM, "value"))
+    def show_split(weights, v, name):
+        spec = dp.mechanisms()[name]
+        if len(weights) != len(spec.budget_parts):
+            return no_update
+        try:
+            return split_readout(spec, split_from_weights(weights), epsilon_from_slider(v))
+        except dp.ParameterError as exc:
+            return html.Div(str(exc), className="error")
+
+    @app.callback(Output(ids.RELEASE, "data"), Output(ids.RELEASE_STATUS, "children"),
+                  Output(ids.SPEND, "data"),
+                  Input(ids.RELEASE_BUTTON, "n_clicks"), Input(ids.DATASET, "data"),
+                  State(ids.MECHANISM, "value"), State(ids.EPSILON, "value"),
+                  State({"type": ids.SPLIT, "part": ALL}, "value"),
+                  State({"type": ids.PARAM, "name": ALL}, "value"),
+                  State({"type": ids.PARAM, "name": ALL}, "id"),
+                  State(ids.SEED_MODE, "value"), State(ids.SEED, "value"),
+                  State(ids.DOMAIN_PRESET, "value"), State({"type": ids.DOMAIN_BOX, "side": ALL}, "value"),
+                  State(ids.SESSION, "data"), State(ids.SPEND, "data"))
+    def run_release(_, info, name, eps_v, weights, pvals, pids, seed_mode, seed, preset, box, sid, spend):
+        if not info:
+            return no_update, no_update, no_update
+        spec = dp.mechanisms()[name]
+        try:
+            epsilon = epsilon_from_slider(eps_v)
+            split = split_from_weights(weights) if len(weights) == len(spec.budget_parts) \
+                else list(spec.default_split)
+            params = spec.resolve_params(read_params(spec, pvals, pids))
+            domain = domain_from_controls(preset, box, sid, info)
+            seed = secrets.randbelow(2**31) if seed_mode == "fresh" else int(seed if seed is not None else 0)
+            key = state.release_key(info["fingerprint"], domain, name, params, split, epsilon, seed)
+            rel = state.release(sid, key)
+        except (dp.ParameterError, dp.DataError, LookupError) as exc:
+            return no_update, html.Div(["Not released: ", str(exc)], className="error"), no_update
+        spend = list(spend or [])
+        if not any(s["key"] == key for s in spend):   # the same key is the same output: no new spend
+            spend.append({"key": key, "fingerprint": info["fingerprint"], "dataset": info["name"],
+                          "mechanism": spec.label, "epsilon": epsilon, "private": rel.private})
+        summary = {"key": key, "mechanism": name, "label": spec.label, "epsilon": epsilon,
+                   "split": split, "private": rel.private,
+                   "grid": [rel.grid.gx, rel.grid.gy] if hasattr(rel, "grid") else None}
+        grid_txt = f", {rel.grid.gx}×{rel.grid.gy} grid" if hasattr(rel, "grid") else ""
+        status = html.Div(f"Released {spec.label} at ε = {epsilon:g}{grid_txt} (seed {seed}).", className="ok")
+        return summary, status, spend
+

@@ -1,0 +1,82 @@
+"""Grid rendering for the map: one PNG image overlay per layer.
+
+A 256x256 grid is 65,536 cells; as GeoJSON polygons that is megabytes of SVG and a frozen tab.
+As one PNG (a few kB, drawn by the browser as a single <img>) any grid size stays smooth. Rows
+are resampled from equal-latitude cells to Web Mercator pixel rows so cells line up with the
+base map even for continent-sized boxes.
+"""
+from __future__ import annotations
+
+import base64
+import math
+import struct
+import zlib
+
+import numpy as np
+
+SEQUENTIAL = ["#fff7ec", "#fee8c8", "#fdd49e", "#fdbb84", "#fc8d59", "#ef6548", "#d7301f", "#990000"]
+DIVERGING = ["#2166ac", "#67a9cf", "#d1e5f0", "#f7f7f7", "#fddbc7", "#ef8a62", "#b2182b"]
+MAX_PIXELS = 1024
+
+
+def _hex_to_rgb(colours):
+    return np.array([[int(c[i:i + 2], 16) for i in (1, 3, 5)] for c in colours], dtype=np.float64)
+
+
+def colourise(values: np.ndarray, vmin: float, vmax: float, colours, alpha: int = 200) -> np.ndarray:
+    """RGBA uint8 image from values, linear between vmin and vmax (saturating outside)."""
+    anchors = _hex_to_rgb(colours)
+    t = np.clip((values - vmin) / (vmax - vmin if vmax > vmin else 1.0), 0, 1)
+    pos = t * (len(anchors) - 1)
+    lo = np.floor(pos).astype(int).clip(0, len(anchors) - 2)
+    frac = (pos - lo)[..., None]
+    rgb = anchors[lo] * (1 - frac) + anchors[lo + 1] * frac
+    a = np.full(values.shape + (1,), alpha, dtype=np.float64)
+    a[~np.isfinite(values)] = 0
+    return np.concatenate([rgb, a], axis=-1).round().astype(np.uint8)
+
+
+def _mercator_y(lat):
+    return np.log(np.tan(np.pi / 4 + np.radians(np.clip(lat, -85, 85)) / 2))
+
+
+def mercator_rows(south: float, north: float, n_rows: int, n_pixels: int) -> np.ndarray:
+    """Grid row (0 = south) shown by each image pixel row (0 = top) in Web Mercator."""
+    ys = np.linspace(_mercator_y(north), _mercator_y(south), n_pixels + 1)
+    mid = (ys[:-1] + ys[1:]) / 2
+    lat = np.degrees(2 * np.arctan(np.exp(mid)) - np.pi / 2)
+    return np.clip(((lat - south) / (north - south) * n_rows).astype(int), 0, n_rows - 1)
+
+
+def grid_image(values: np.ndarray, bounds, vmin, vmax, colours) -> str:
+    """PNG data URL of a (rows, cols) grid (row 0 = south) for an ImageOverlay on `bounds`."""
+    rows, cols = values.shape
+    west, south, east, north = bounds
+    px_w = min(MAX_PIXELS, max(cols, math.ceil(256 / cols) * cols))
+    px_h = min(MAX_PIXELS, max(rows * 2, 256))
+    col_idx = np.minimum((np.arange(px_w) + 0.5) * cols / px_w, cols - 1).astype(int)
+    row_idx = mercator_rows(south, north, rows, px_h)
+    img = colourise(values[row_idx][:, col_idx], vmin, vmax, colours)
+    return "data:image/png;base64," + base64.b64encode(png_bytes(img)).decode()
+
+
+def png_bytes(rgba: np.ndarray) -> bytes:
+    """Minimal PNG encoder (RGBA, 8 bit) so the app needs no imaging library."""
+    h, w, _ = rgba.shape
+    raw = np.concatenate([np.zeros((h, 1), np.uint8), rgba.reshape(h, w * 4)], axis=1).tobytes()
+
+    def chunk(tag, data):
+        return struct.pack(">I", len(data)) + tag + data + struct.pack(">I", zlib.crc32(tag + data))
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 6, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(raw, 6)) + chunk(b"IEND", b""))
+
+
+def colour_range(values: np.ndarray, diverging: bool = False) -> tuple[float, float]:
+    """Display range: 0 to the 99th percentile (counts), or symmetric around 0 (errors)."""
+    finite = values[np.isfinite(values)]
+    if finite.size == 0:
+        return (0.0, 1.0)
+    if diverging:
+        m = float(np.percentile(np.abs(finite), 99)) or 1.0
+        return (-m, m)
+    return (0.0, float(np.percentile(finite, 99)) or 1.0)

@@ -1,0 +1,104 @@
+"""Server-side state per browser session, kept in flask-caching; the browser holds only keys.
+
+Uploaded datasets are stored under their content fingerprint and each session records which
+fingerprint it owns, so one session can never reach another's upload. Releases are cached by
+(data, domain, mechanism, params, epsilon split, seed); with the seed in the key a release can
+be rebuilt identically if the cache drops it, so rebuilding spends no new budget.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+
+from flask_caching import Cache
+
+import dp
+
+cache = Cache()
+DEFAULT_SAMPLE = "city_200k"
+TIMEOUT = 4 * 3600
+_samples: dict = {}          # name -> (PointData, Domain); public, shared by every session
+_sample_by_fp: dict = {}     # fingerprint -> PointData of a sample
+
+
+def init_cache(server, config: dict):
+    cache.init_app(server, config={
+        "CACHE_TYPE": config.get("cache_type", "SimpleCache"),
+        "CACHE_DEFAULT_TIMEOUT": TIMEOUT,
+        "CACHE_THRESHOLD": config.get("cache_threshold", 2000),
+    })
+
+
+def new_session_id() -> str:
+    return uuid.uuid4().hex
+
+
+def sample(name: str):
+    """(data, domain) of a built-in sample, generated once per process."""
+    if name not in _samples:
+        data, domain = dp.load_sample(name)
+        _samples[name] = (data, domain)
+        _sample_by_fp[data.fingerprint] = data
+    return _samples[name]
+
+
+def dataset_summary(data, origin: str) -> dict:
+    """What the browser may hold about the data: name, size, the loader's report; no points."""
+    r = data.report
+    return {"fingerprint": data.fingerprint, "name": data.name, "n": data.n, "origin": origin,
+            "summary": r.summary(), "dropped": r.dropped}
+
+
+def use_sample(sid: str, name: str) -> dict:
+    data, _ = sample(name)
+    info = dataset_summary(data, f"sample:{name}")
+    cache.set(f"session:{sid}:dataset", info)
+    return info
+
+
+def put_upload(sid: str, data) -> dict:
+    cache.set(f"points:{data.fingerprint}", data)
+    info = dataset_summary(data, "upload")
+    cache.set(f"session:{sid}:dataset", info)
+    return info
+
+
+def points(sid: str | None, fingerprint: str):
+    """The PointData with this fingerprint, if it is a sample or this session's own upload."""
+    if fingerprint in _sample_by_fp:
+        return _sample_by_fp[fingerprint]
+    own = cache.get(f"session:{sid}:dataset") if sid else None
+    if own and own["fingerprint"] == fingerprint:
+        data = cache.get(f"points:{fingerprint}")
+        if data is not None:
+            return data
+    raise LookupError("this session's dataset is no longer on the server (it expired or the "
+                      "server restarted); upload it again or pick a sample")
+
+
+def release_key(fingerprint, domain: dp.Domain, mechanism, params, split, epsilon, seed) -> str:
+    return json.dumps([fingerprint, domain.to_dict(), mechanism, params, list(split), epsilon, seed],
+                      sort_keys=True, default=str)
+
+
+def key_fingerprint(key: str) -> str:
+    """Fingerprint of the dataset a release key was made from."""
+    return json.loads(key)[0]
+
+
+def key_domain(key: str) -> dp.Domain:
+    """The public domain a release key was made with."""
+    return dp.Domain.from_dict(json.loads(key)[1])
+
+
+def release(sid: str | None, key: str):
+    """The release for a key: from the cache, or rebuilt identically from the key's inputs."""
+    ck = "release:" + hashlib.blake2b(key.encode(), digest_size=16).hexdigest()
+    rel = cache.get(ck)
+    if rel is None:
+        fp, dom, mech, params, split, eps, seed = json.loads(key)
+        rel = dp.release(mech, points(sid, fp), dp.Domain.from_dict(dom), epsilon=eps,
+                         split=split, params=params, seed=seed)
+        cache.set(ck, rel)
+    return rel
