@@ -8,7 +8,7 @@
 
 `dp` never imports dash or flask; the dashboard is one client of this API.
 """
-from . import metrics, noise
+from . import evaluate, metrics, noise
 from .budget import Ledger, LedgerEntry
 from .domain import PRESETS, Domain, Projection, UniformGrid, fit_to_data
 from .errors import BudgetError, DataError, ParameterError, PrivacyLeakWarning
@@ -21,6 +21,6 @@ from .samples import SAMPLES, load_sample
 __all__ = [
     "BudgetError", "DataError", "Domain", "GridRelease", "Ledger", "LedgerEntry", "LoadReport",
     "MechanismSpec", "PRESETS", "Param", "ParameterError", "PointData", "PrivacyLeakWarning",
-    "Projection", "Rect", "Release", "SAMPLES", "UniformGrid", "fit_to_data", "load_points",
-    "load_sample", "mechanisms", "metrics", "noise", "random_workload", "release",
+    "Projection", "Rect", "Release", "SAMPLES", "UniformGrid", "evaluate", "fit_to_data",
+    "load_points", "load_sample", "mechanisms", "metrics", "noise", "random_workload", "release",
 ]

@@ -152,8 +152,14 @@ class UniformGrid:
         inside = d.contains(x, y)
         k = np.floor((x - d.west) / d.width * self.gx)
         j = np.floor((y - d.south) / d.height * self.gy)
-        k = np.clip(k, 0, self.gx - 1).astype(np.intp)
-        j = np.clip(j, 0, self.gy - 1).astype(np.intp)
+        k = np.clip(np.nan_to_num(k), 0, self.gx - 1).astype(np.intp)
+        j = np.clip(np.nan_to_num(j), 0, self.gy - 1).astype(np.intp)
+        # Rounding in the formula above can put a point lying exactly on a grid line in the
+        # neighbouring cell; snap to the edges that queries, true counts and exports use (P12).
+        k = k - (x < self.edges_x[k]) + ((x >= self.edges_x[k + 1]) & (k < self.gx - 1))
+        j = j - (y < self.edges_y[j]) + ((y >= self.edges_y[j + 1]) & (j < self.gy - 1))
+        k = np.clip(k, 0, self.gx - 1)
+        j = np.clip(j, 0, self.gy - 1)
         return j, k, inside
 
     def histogram(self, x, y) -> np.ndarray:

@@ -5,6 +5,7 @@ import csv
 import io
 import json
 import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -87,10 +88,13 @@ def load_points(source, *, lon=None, lat=None, user=None, fmt: str | None = None
     mostly unusable raises DataError instead.
     """
     raw, filename = _read_source(source, filename)
-    if not raw.strip():
+    if not raw or raw.isspace():   # not raw.strip(): no copy of a large file
         raise DataError("the file is empty; expected a CSV with a header row such as 'lon,lat' "
                         "followed by one point per line, or a GeoJSON FeatureCollection of Points")
     text = _decode(raw)
+    if not text or text.isspace():   # e.g. only a byte-order mark
+        raise DataError("the file is empty; expected a CSV with a header row such as 'lon,lat' "
+                        "followed by one point per line, or a GeoJSON FeatureCollection of Points")
     kind = _detect_format(text, filename, fmt)
     if kind == "csv":
         x, y, uid, report = _parse_csv(text, lon, lat, user, max_rows)
@@ -123,11 +127,48 @@ def _sniff_delimiter(line: str) -> str:
     return best if counts[best] else ","
 
 
+_LINE = re.compile(r"([^\r\n]*)(?:\r\n|\r|\n|$)")
+_NON_BLANK = re.compile(r"\S")
+PARSE_CHUNK_CHARS = 1 << 24
+
+
+def _header_line(text):
+    """The first non-blank line and the offset where the body after it starts."""
+    pos = 0
+    while True:
+        m = _LINE.match(text, pos)
+        if m.group(1).strip() or m.end() >= len(text):
+            return m.group(1), m.end()
+        pos = m.end()
+
+
+def _count_rows(text, start, limit):
+    """Non-blank lines from `start`, counted exactly only when a cheap bound exceeds `limit`."""
+    if text.count("\n", start) + 1 <= limit:
+        return None
+    return sum(1 for m in _LINE.finditer(text, start) if m.group(1).strip())
+
+
+def _loadtxt_chunks(text, start, delim, usecols):
+    """np.loadtxt over text[start:] in line-aligned chunks, so the parser's copy stays small."""
+    parts, n = [], len(text)
+    while start < n:
+        end = text.find("\n", min(start + PARSE_CHUNK_CHARS, n))
+        end = n if end < 0 else end + 1
+        if _NON_BLANK.search(text, start, end):
+            parts.append(np.loadtxt(io.StringIO(text[start:end]), delimiter=delim,
+                                    usecols=usecols, dtype=np.float64, ndmin=2, quotechar='"',
+                                    comments=None))
+        start = end
+    return np.concatenate(parts)
+
+
 def _parse_csv(text, lon, lat, user, max_rows):
-    lines = text.splitlines()
-    start = next(i for i, ln in enumerate(lines) if ln.strip())
-    delim = _sniff_delimiter(lines[start])
-    header = next(csv.reader([lines[start]], delimiter=delim))
+    """Header and columns from the first line; a clean numeric body is parsed in C without
+    splitting it into Python lines (fast, little memory); anything else takes the slow path."""
+    first, start = _header_line(text)
+    delim = _sniff_delimiter(first)
+    header = next(csv.reader([first], delimiter=delim))
     if all(_is_number(h) for h in header):
         raise DataError("the first line has no column names; expected a header row such as "
                         "'lon,lat' (longitude and latitude in decimal degrees)")
@@ -140,28 +181,32 @@ def _parse_csv(text, lon, lat, user, max_rows):
     if ilon == ilat:
         raise DataError(f"longitude and latitude both point to column {header[ilon]!r}")
     iuser = _find_column(header, user, USER_NAMES, "user id")
-    body = [ln for ln in lines[start + 1:] if ln.strip()]
-    n_rows = len(body)
-    if n_rows == 0:
-        raise DataError("the file has a header but no data rows")
-    if n_rows > max_rows:
+    if not _NON_BLANK.search(text, start):
+        raise DataError("the file has a header but no data rows; expected one point per line "
+                        "below the header")
+    n_rows = _count_rows(text, start, max_rows)
+    if n_rows is not None and n_rows > max_rows:
         raise DataError(f"the file has {n_rows:,} rows, more than the limit of {max_rows:,}; "
                         "upload a sample or raise the limit")
     cols = {"lon": header[ilon].strip(), "lat": header[ilat].strip()}
     if iuser is not None:
         cols["user"] = header[iuser].strip()
     dropped: dict[str, int] = {}
+    body = None
     try:   # fast path: a clean numeric file, parsed in C
-        xy = np.loadtxt(io.StringIO("\n".join(body)), delimiter=delim, usecols=(ilon, ilat),
-                        dtype=np.float64, ndmin=2, quotechar='"', comments=None)
+        xy = _loadtxt_chunks(text, start, delim, (ilon, ilat))
         x, y = xy[:, 0], xy[:, 1]
         first_bad = {}
+        unparsed = np.zeros(len(x), bool)
     except ValueError:
-        x, y, first_bad, dropped = _parse_csv_tolerant(body, delim, ilon, ilat, len(header))
+        body = [ln for ln in text[start:].splitlines() if ln.strip()]
+        x, y, first_bad, dropped, unparsed = _parse_csv_tolerant(body, delim, ilon, ilat, len(header))
+    n_rows = len(x)
     uid = None
     if iuser is not None:
+        body = body or [ln for ln in text[start:].splitlines() if ln.strip()]
         uid = _column_strings(body, delim, iuser)
-    keep = ~np.isnan(x) & ~np.isnan(y) if first_bad else np.ones(len(x), bool)
+    keep = ~unparsed   # rows already counted as dropped; a parsed NaN is counted below
     keep, hint = _validate_coords(x, y, keep, dropped)
     report = LoadReport("CSV", n_rows, int(keep.sum()), cols, dropped)
     _refuse_if_mostly_bad(report, first_bad, hint)
@@ -203,7 +248,7 @@ def _parse_csv_tolerant(body, delim, ilon, ilat, n_cols):
     bad = short | empty | nonnum
     x[bad] = np.nan
     y[bad] = np.nan
-    return x, y, first_bad, dropped
+    return x, y, first_bad, dropped, bad
 
 
 def _to_float(strings):
@@ -259,7 +304,8 @@ def _parse_geojson(text, max_rows):
     if doc["type"] == "FeatureCollection":
         features = doc.get("features")
         if not isinstance(features, list):
-            raise DataError("the FeatureCollection has no 'features' list")
+            raise DataError("the FeatureCollection has no 'features' list; expected "
+                            "\"features\": [...] with Point or MultiPoint features")
     elif doc["type"] == "Feature":
         features = [doc]
     else:
@@ -289,7 +335,8 @@ def _parse_geojson(text, max_rows):
             users.append(uid)
     n_read = len(coords) + sum(skipped.values())
     if n_read > max_rows:
-        raise DataError(f"the file has {n_read:,} points, more than the limit of {max_rows:,}")
+        raise DataError(f"the file has {n_read:,} points, more than the limit of {max_rows:,}; "
+                        "upload a sample or raise the limit")
     if not coords:
         found = "; ".join(f"{n:,} {why}" for why, n in skipped.items())
         raise DataError(f"no Point or MultiPoint features found ({found}); expected point data. "

@@ -53,10 +53,11 @@ def exponential_mechanism_probabilities(scores, epsilon: float, sensitivity) -> 
     d = np.broadcast_to(np.asarray(sensitivity, dtype=np.float64), s.shape)
     if not epsilon > 0 or np.any(d <= 0):
         raise ParameterError("exponential mechanism needs epsilon > 0 and positive sensitivities")
-    u = epsilon * s / (2.0 * d)
-    if np.isinf(epsilon):
-        best = u == u.max()
+    if np.isinf(epsilon):   # the limit concentrates on argmax s_r / Delta_r (inf * s is not usable)
+        r = s / d
+        best = r == r.max()
         return best / best.sum()
+    u = epsilon * s / (2.0 * d)
     u = u - u.max()
     p = np.exp(u)
     return p / p.sum()

@@ -44,10 +44,18 @@ class Param:
                     raise ParameterError(f"{self.label}: values {bad} outside [{self.min}, {self.max}]")
                 return sorted(set(out))
             if self.kind is bool:
+                if isinstance(value, str) and value.strip().lower() in ("true", "false", "1", "0"):
+                    return value.strip().lower() in ("true", "1")
+                if not isinstance(value, (bool, np.bool_)) and value not in (0, 1):
+                    raise ValueError
                 return bool(value)
             v = self.kind(value)
+            if self.kind is float and not np.isfinite(v):
+                raise ValueError
             if self.kind is int and float(value) != int(float(value)):
                 raise ValueError
+        except ParameterError:   # already says what was expected (it is also a ValueError)
+            raise
         except (TypeError, ValueError):
             raise ParameterError(f"{self.label}: expected {self.kind.__name__}, got {value!r}") from None
         if self.choices is not None and v not in self.choices:
@@ -89,7 +97,11 @@ class MechanismSpec:
             if missing:
                 raise ParameterError(f"split is missing parts {sorted(missing)}")
             split = [split[p] for p in self.budget_parts]
-        split = tuple(float(s) for s in split)
+        try:
+            split = tuple(float(s) for s in split)
+        except (TypeError, ValueError):
+            raise ParameterError(f"split must be {len(self.budget_parts)} numbers (fractions of "
+                                 f"epsilon for {list(self.budget_parts)}), got {split!r}") from None
         if len(split) != len(self.budget_parts):
             raise ParameterError(f"{self.label} splits epsilon into {len(self.budget_parts)} parts "
                                  f"{list(self.budget_parts)}, got {len(split)} fractions")
@@ -142,6 +154,10 @@ class Release:
         if self.n_public is not None:
             meta["dataset_size_public"] = int(self.n_public)
         return meta
+
+    def raster(self) -> tuple[np.ndarray, UniformGrid]:
+        """Released values on a uniform grid (row 0 = south), for maps; the grid is public."""
+        raise NotImplementedError
 
     def to_geojson(self) -> dict:
         raise NotImplementedError
@@ -201,6 +217,9 @@ class GridRelease(Release):
         else:
             half = float(stats.norm.ppf(0.5 + level / 2) * np.sqrt(2 * self.noise_scale ** 2 * (a ** 2).sum()))
         return est - half, est + half
+
+    def raster(self):
+        return self.counts, self.grid
 
     def cell_bounds(self) -> np.ndarray:
         """(gy, gx, 4) array of [west, south, east, north] per cell."""

@@ -1,0 +1,205 @@
+"""Browser tests: a real headless Chromium (Debian's chromium + chromedriver) drives the app.
+
+They cover start-up on the sample, mechanism and epsilon changes, a drawn and a typed rectangle
+whose row matches what `dp` computes, a malformed upload that keeps the old data, the export,
+and two sessions that cannot see each other's uploads.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.browser
+
+if not (shutil.which("chromedriver") and (shutil.which("chromium") or shutil.which("google-chrome"))):
+    pytest.skip("browser tests need chromium and chromedriver on PATH (the README's test command "
+                "installs Debian's packages)", allow_module_level=True)
+
+from selenium.webdriver.common.action_chains import ActionChains  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.common.keys import Keys  # noqa: E402
+
+import dp  # noqa: E402
+from app import create_app  # noqa: E402
+from components import ids  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLE = "city_200k"
+
+
+def start(dash_duo):
+    app = create_app({"tiles_url": "http://127.0.0.1:9/{z}/{x}/{y}.png"})   # no tiles: offline
+    dash_duo.start_server(app)
+    dash_duo.wait_for_element("img.grid-raster", timeout=30)
+    dash_duo.wait_for_contains_text(f"#{ids.RELEASE_STATUS}", "Released", timeout=30)
+    return app
+
+
+def ledger_steps(dash_duo) -> list[str]:
+    cells = dash_duo.find_elements(f"#{ids.LEDGER_TABLE} td[data-dash-column='step']")
+    return [c.text for c in cells]
+
+
+def table_rows(dash_duo) -> list[dict]:
+    out = []
+    for tr in dash_duo.find_elements(f"#{ids.QUERY_TABLE} tbody tr"):
+        cells = {td.get_attribute("data-dash-column"): td.text
+                 for td in tr.find_elements(By.CSS_SELECTOR, "td")}
+        if cells:
+            out.append(cells)
+    return out
+
+
+def wait_rows(dash_duo, n, timeout=20):
+    end = time.time() + timeout
+    while time.time() < end:
+        rows = table_rows(dash_duo)
+        if len(rows) >= n:
+            return rows
+        time.sleep(0.2)
+    raise AssertionError(f"expected {n} query rows, got {table_rows(dash_duo)}")
+
+
+def all_keys(obj):
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            yield k
+            yield from all_keys(v)
+    elif isinstance(obj, list):
+        for v in obj:
+            yield from all_keys(v)
+
+
+def expected_release(mechanism="e2epriv", epsilon=1.0, seed=1):
+    data, domain = dp.load_sample(SAMPLE)
+    return data, domain, dp.release(mechanism, data, domain, epsilon=epsilon, seed=seed)
+
+
+def test_starts_with_sample_and_draws_cells(dash_duo):
+    start(dash_duo)
+    img = dash_duo.find_element("img.grid-raster")
+    assert img.get_attribute("src").startswith("data:image/png;base64,")
+    assert "200,000 points" in dash_duo.find_element(f"#{ids.DATA_SUMMARY}").text
+    steps = ledger_steps(dash_duo)
+    assert steps == ["grid-size selection (exponential mechanism)", "noisy cell counts"]
+    # the chosen grid is what dp picks for the same inputs (seed 1, epsilon 1)
+    _, _, rel = expected_release()
+    assert f"{rel.grid.gx}×{rel.grid.gy} grid" in dash_duo.find_element(f"#{ids.RELEASE_STATUS}").text
+    assert dash_duo.get_logs() in ([], None) or all("tile" in e["message"] or "127.0.0.1:9" in e["message"]
+                                                    for e in dash_duo.get_logs())
+
+
+def test_switch_mechanism_and_epsilon_changes_map_and_ledger(dash_duo):
+    start(dash_duo)
+    src_before = dash_duo.find_element("img.grid-raster").get_attribute("src")
+    dash_duo.select_dcc_dropdown(f"#{ids.MECHANISM}", value="Uniform grid (Heuristic UG)")
+    dash_duo.wait_for_contains_text(f"#{ids.MECH_DESCRIPTION}", "Qardaji", timeout=10)
+    # keyboard on the log-scale epsilon slider: Home = 10^-2, each PageUp adds 10 steps of 0.01
+    thumb = dash_duo.find_element(f"#{ids.EPSILON} [role=slider]")
+    thumb.send_keys(Keys.HOME)
+    for _ in range(10):
+        thumb.send_keys(Keys.PAGE_UP)
+    dash_duo.wait_for_text_to_equal(f"#{ids.EPSILON_READOUT}", "ε = 0.1", timeout=10)
+    dash_duo.find_element(f"#{ids.RELEASE_BUTTON}").click()
+    dash_duo.wait_for_contains_text(f"#{ids.RELEASE_STATUS}", "Uniform grid (Heuristic UG) at ε = 0.1",
+                                    timeout=20)
+    _, _, rel = expected_release("ug", 0.1)
+    assert f"{rel.grid.gx}×{rel.grid.gy} grid" in dash_duo.find_element(f"#{ids.RELEASE_STATUS}").text
+    end = time.time() + 10
+    while ledger_steps(dash_duo) != ["noisy cell counts"] and time.time() < end:
+        time.sleep(0.2)
+    assert ledger_steps(dash_duo) == ["noisy cell counts"]
+    assert dash_duo.find_element("img.grid-raster").get_attribute("src") != src_before
+    total = dash_duo.find_element(f"#{ids.LEDGER_TOTAL}").text
+    assert "ε = 1.1 over 2 releases" in total   # 1 (start-up) + 0.1 (this release)
+
+
+def test_drawn_and_typed_rectangles_match_dp(dash_duo):
+    start(dash_duo)
+    data, domain, rel = expected_release()
+    # 1) draw a rectangle with the mouse using Leaflet.draw's rectangle tool
+    dash_duo.find_element(".leaflet-draw-draw-rectangle").click()
+    box = dash_duo.find_element(".leaflet-overlay-pane img.grid-raster")
+    w, h = box.size["width"], box.size["height"]
+    ActionChains(dash_duo.driver).move_to_element(box).move_by_offset(-w // 6, -h // 6) \
+        .click_and_hold().pause(0.2).move_by_offset(w // 6, h // 8).pause(0.2) \
+        .move_by_offset(w // 12, h // 12).pause(0.2).release().perform()
+    rows = wait_rows(dash_duo, 1)
+    # 2) type a rectangle's coordinates
+    rect = dp.Rect(-73.98, 40.70, -73.93, 40.76)
+    inp = dash_duo.find_element(f"#typed-rect")
+    inp.send_keys("-73.98, 40.70, -73.93, 40.76")
+    dash_duo.find_element("#typed-rect-button").click()
+    rows = wait_rows(dash_duo, 2)
+    typed = next(r for r in rows if r["id"] == "R1")
+    assert float(typed["private"]) == pytest.approx(round(rel.answer(rect), 1), abs=0.051)
+    assert int(typed["true"]) == data.true_count(rect, domain)
+    drawn = next(r for r in rows if r["id"] == "Q1")
+    w_, s_, e_, n_ = (float(v) for v in drawn["bounds"].split(","))
+    r2 = dp.Rect(w_, s_, e_, n_)
+    assert r2.area > 0
+    # the table rounds bounds to 4 decimals, so compare within one 1e-4-wide strip of points
+    assert float(drawn["private"]) == pytest.approx(rel.answer(r2), rel=0.02, abs=2)
+    assert abs(int(drawn["true"]) - data.true_count(r2, domain)) <= 0.02 * int(drawn["true"]) + 2
+    (ROOT / "docs").mkdir(exist_ok=True)
+    dash_duo.driver.set_window_size(1500, 1100)
+    time.sleep(0.5)
+    dash_duo.driver.save_screenshot(str(ROOT / "docs" / "screenshot.png"))
+    # deleting the drawn rectangle removes its row
+    dash_duo.find_element(".leaflet-draw-edit-remove").click()
+    dash_duo.find_element(".leaflet-interactive").click()
+    next(a for a in dash_duo.find_elements(".leaflet-draw-actions a") if a.text == "Save").click()
+    end = time.time() + 10
+    while any(r["id"] == "Q1" for r in table_rows(dash_duo)) and time.time() < end:
+        time.sleep(0.2)
+    assert [r["id"] for r in table_rows(dash_duo)] == ["R1"]
+
+
+def test_malformed_upload_shows_error_and_keeps_data(dash_duo, tmp_path):
+    start(dash_duo)
+    bad = tmp_path / "bad.csv"
+    bad.write_text("name,city\nann,paris\nbob,rome\n")
+    dash_duo.find_element(f"#{ids.UPLOAD} input[type=file]").send_keys(str(bad))
+    dash_duo.wait_for_contains_text(f"#{ids.UPLOAD_STATUS}", "Could not load bad.csv", timeout=20)
+    msg = dash_duo.find_element(f"#{ids.UPLOAD_STATUS}").text
+    assert "no longitude and latitude column" in msg and "still in use" in msg
+    assert "200,000 points" in dash_duo.find_element(f"#{ids.DATA_SUMMARY}").text
+    assert dash_duo.find_element("img.grid-raster")
+
+
+def test_export_has_no_true_counts(dash_duo):
+    start(dash_duo)
+    dash_duo.find_element(f"#{ids.EXPORT_BUTTON}").click()
+    path = Path(dash_duo.download_path) / "release_e2epriv.geojson"
+    end = time.time() + 20
+    while not path.exists() and time.time() < end:
+        time.sleep(0.2)
+    doc = json.loads(path.read_text())
+    data, _, rel = expected_release()
+    props = [f["properties"] for f in doc["features"]]
+    assert {k for p in props for k in p} == {"row", "col", "noisy_count"}
+    exported = [p["noisy_count"] for p in props]
+    assert exported == pytest.approx(rel.counts.ravel().tolist())
+    assert exported != pytest.approx(data.histogram(rel.grid).ravel().tolist())   # not the true counts
+    keys = set(all_keys(doc))
+    assert not {k for k in keys if "true" in k.lower() or "exact" in k.lower()}
+    assert not keys & {"diagnostics", "scores", "probabilities", "sensitivities", "tuning_errors"}
+
+
+def test_two_sessions_do_not_share_uploads(dash_duo, tmp_path):
+    start(dash_duo)
+    good = tmp_path / "mine.csv"
+    good.write_text("lat,lon\n40.75,-73.98\n40.71,-73.95\n40.72,-73.99\n")
+    dash_duo.find_element(f"#{ids.UPLOAD} input[type=file]").send_keys(str(good))
+    dash_duo.wait_for_contains_text(f"#{ids.DATA_SUMMARY}", "3 points", timeout=20)
+    first = dash_duo.driver.current_window_handle
+    dash_duo.driver.switch_to.new_window("tab")
+    dash_duo.driver.get(dash_duo.server_url)
+    dash_duo.wait_for_contains_text(f"#{ids.DATA_SUMMARY}", "200,000 points", timeout=30)
+    assert "mine.csv" not in dash_duo.find_element(f"#{ids.DATA_SUMMARY}").text
+    dash_duo.driver.switch_to.window(first)
+    assert "3 points" in dash_duo.find_element(f"#{ids.DATA_SUMMARY}").text

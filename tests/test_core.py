@@ -1,0 +1,499 @@
+"""Core API: domains, the ledger, parameter validation, every mechanism's budget and privacy flag,
+what an export may contain, exact counts, noise samplers, intervals and workloads."""
+from __future__ import annotations
+
+import json
+import math
+import warnings
+
+import numpy as np
+import pytest
+from scipy import stats
+
+import dp
+from dp import metrics, noise
+from dp.errors import BudgetError, ParameterError, PrivacyLeakWarning
+from dp.queries import random_workload
+
+UNIT = dp.Domain(0.0, 0.0, 1.0, 1.0)
+SMALL_PARAMS = {"grid_sizes": [5, 10, 20], "delta": 0.05, "tuning_queries": 20}
+
+
+def points(domain: dp.Domain, n: int, seed: int) -> dp.PointData:
+    """Clustered points inside the domain (two blobs plus uniform background)."""
+    rng = np.random.default_rng(seed)
+    k = n // 3
+    x = np.concatenate([rng.normal(0.3, 0.05, k), rng.normal(0.7, 0.1, k), rng.uniform(0, 1, n - 2 * k)])
+    y = np.concatenate([rng.normal(0.6, 0.08, k), rng.normal(0.3, 0.05, k), rng.uniform(0, 1, n - 2 * k)])
+    x = domain.west + np.clip(x, 0, 1) * domain.width
+    y = domain.south + np.clip(y, 0, 1) * domain.height
+    return dp.PointData(x, y)
+
+
+@pytest.fixture(scope="module")
+def data():
+    return points(UNIT, 2000, seed=1)
+
+
+def params_for(name):
+    if name == "identity":
+        return {"grid_size": 32}
+    return SMALL_PARAMS if name in ("e2epriv", "leaky", "best_nonpriv") else None
+
+
+# -------------------------------------------------------------------------------- Domain
+@pytest.mark.parametrize("bounds, words", [
+    ((float("nan"), 0, 1, 1), "finite"),
+    ((0, 0, float("inf"), 1), "finite"),
+    (("0", 0, 1, 1), "finite"),
+    ((1, 0, 1, 1), "west < east"),
+    ((2, 0, 1, 1), "west < east"),
+    ((-181, 0, 1, 1), "-180 <= west"),
+    ((0, 0, 181, 1), "east <= 180"),
+    ((0, 1, 1, 1), "south < north"),
+    ((0, -91, 1, 1), "-90 <= south"),
+    ((0, 0, 1, 90.5), "north <= 90"),
+])
+def test_domain_validation(bounds, words):
+    with pytest.raises(ParameterError, match="domain") as exc:
+        dp.Domain(*bounds)
+    assert words in str(exc.value)
+
+
+def test_domain_presets_are_valid_public_boxes():
+    assert {"London", "Paris", "World", "Contiguous USA"} <= set(dp.PRESETS)
+    for name, d in dp.PRESETS.items():
+        assert d.name == name and not d.leaky
+        assert d.width > 0 and d.height > 0
+        assert dp.Domain.from_dict(d.to_dict()) == d
+    usa = dp.PRESETS["Contiguous USA"]
+    assert usa.bounds == (-125.5, 25.0, -65.5, 50.0)          # the Storage/Landmark box of spec 000
+    w_m, h_m = dp.PRESETS["London"].size_m()
+    # 0.5 degrees of longitude at 51.5 N is about 34.6 km; 0.3 degrees of latitude about 33.4 km
+    assert w_m == pytest.approx(34_600, rel=0.01) and h_m == pytest.approx(33_360, rel=0.01)
+
+
+def test_domain_contains_is_closed_and_projection_round_trips():
+    d = dp.PRESETS["Paris"]
+    assert d.contains([d.west, d.east, d.west - 1e-9], [d.south, d.north, d.south]).tolist() == [True, True, False]
+    proj = dp.Projection(d)
+    lon, lat = np.array([2.3, 2.4]), np.array([48.85, 48.9])
+    back = proj.to_lonlat(*proj.to_metres(lon, lat))
+    assert np.allclose(back, [lon, lat], atol=1e-12)
+
+
+def test_uniform_grid_validation_and_boundaries():
+    for bad in (0, -3, 2.5):
+        with pytest.raises(ParameterError, match="positive integer"):
+            dp.UniformGrid(UNIT, bad)
+    grid = dp.UniformGrid(UNIT, 4)
+    # half-open cells with the last row/column closed; points outside the domain are skipped (P12)
+    H = grid.histogram([0.0, 0.25, 1.0, 1.0, 0.5, 1.01, -0.2], [0.0, 0.25, 1.0, 0.0, 0.999, 0.5, 0.5])
+    assert H.sum() == 5
+    assert H[0, 0] == 1 and H[1, 1] == 1 and H[3, 3] == 1 and H[0, 3] == 1 and H[3, 2] == 1
+
+
+# ------------------------------------------------------------------------ fit_to_data leak
+def test_fit_to_data_warns_and_release_is_marked_leaky(data):
+    with pytest.warns(PrivacyLeakWarning, match="no longer end-to-end differentially private"):
+        dom = dp.fit_to_data(data.x, data.y)
+    assert dom.leaky
+    assert np.all(dom.contains(data.x, data.y))
+    for name in ("identity", "e2epriv"):
+        rel = dp.release(name, data, dom, 1.0, params=params_for(name), seed=1)
+        leaks = [e for e in rel.ledger if not e.private]
+        assert len(leaks) == 1 and leaks[0].epsilon == 0 and leaks[0].noise == "none"
+        assert "domain" in leaks[0].step
+        assert rel.private is False and rel.ledger.private is False
+        assert rel.metadata()["differentially_private"] is False
+        assert rel.to_geojson()["properties"]["domain"]["leaky"] is True
+        assert rel.ledger.total == pytest.approx(1.0)   # the charged steps still add up
+
+
+def test_fit_to_data_empty():
+    with pytest.raises(ParameterError, match="empty"):
+        dp.fit_to_data([], [])
+
+
+# ---------------------------------------------------------------------------------- Ledger
+def test_ledger_sums_and_check():
+    led = dp.Ledger()
+    led.charge("a", 0.2, 1.0, "exponential")
+    led.charge("b", 0.8, 1.0, "laplace", 1.25)
+    assert led.total == pytest.approx(1.0) and len(led) == 2 and led.private
+    led.check(1.0)
+    with pytest.raises(BudgetError, match="ledger sums to 1.0 but the release was asked to spend 0.9"):
+        led.check(0.9)
+    with pytest.raises(BudgetError):
+        led.check(1.0 + 1e-6)
+    assert [e["step"] for e in led.to_list()] == ["a", "b"]
+
+
+@pytest.mark.parametrize("eps", [0.0, -0.5, math.inf, math.nan])
+def test_ledger_refuses_bad_charges(eps):
+    with pytest.raises(BudgetError, match="positive, finite epsilon"):
+        dp.Ledger().charge("step", eps, 1.0)
+
+
+def test_ledger_leak_makes_it_non_private():
+    led = dp.Ledger()
+    led.charge("a", 1.0, 1.0)
+    led.record_leak("peek", "looked at the data")
+    assert not led.private and led.total == 1.0
+    led.check(1.0)
+
+
+# ------------------------------------------------------------------- release validation
+@pytest.mark.parametrize("eps", [0, -1, math.nan, math.inf, -math.inf, "abc", None, [1.0]])
+def test_release_rejects_bad_epsilon(data, eps):
+    with pytest.raises(ParameterError, match="epsilon"):
+        dp.release("identity", data, UNIT, eps)
+
+
+@pytest.mark.parametrize("name, split, words", [
+    ("e2epriv", (1.0,), "2 parts"),
+    ("e2epriv", (0.2, 0.3, 0.5), "2 parts"),
+    ("e2epriv", (0.5, 0.6), "sum to 1"),
+    ("e2epriv", (0.0, 1.0), "positive"),
+    ("e2epriv", (-0.2, 1.2), "positive"),
+    ("e2epriv", (math.nan, 1.0), "positive"),
+    ("e2epriv", ("a", "b"), "split"),
+    ("e2epriv", (None, 1.0), "split"),
+    ("e2epriv", 0.2, "split"),
+    ("e2epriv", {"counts": 1.0}, "missing"),
+    ("identity", (0.5, 0.5), "1 parts"),
+])
+def test_release_rejects_bad_split(data, name, split, words):
+    with pytest.raises(ParameterError, match="split|parts|fractions") as exc:
+        dp.release(name, data, UNIT, 1.0, split=split, params=params_for(name))
+    assert words in str(exc.value)
+
+
+def test_release_accepts_split_dict(data):
+    rel = dp.release("e2epriv", data, UNIT, 2.0, split={"grid-size tuning": 0.25, "counts": 0.75},
+                     params=SMALL_PARAMS, seed=1)
+    assert [e.epsilon for e in rel.ledger] == pytest.approx([0.5, 1.5])
+
+
+@pytest.mark.parametrize("name, params, words", [
+    ("identity", {"grid_size": 0}, "Cells per side"),
+    ("identity", {"grid_size": 2.5}, "expected int"),
+    ("identity", {"grid_size": "many"}, "expected int"),
+    ("identity", {"gridsize": 10}, "no parameter"),
+    ("ug", {"c": -1}, "Constant c"),
+    ("e2epriv", {"grid_sizes": []}, "grid sizes"),
+    ("e2epriv", {"grid_sizes": [0, 10]}, "outside"),
+    ("e2epriv", {"grid_sizes": "10, abc"}, "grid sizes"),
+    ("e2epriv", {"delta": 0}, "δ"),
+    ("e2epriv", {"delta": 1.5}, "δ"),
+    ("e2epriv", {"tuning_query_area": 2.0}, "area"),
+    ("e2epriv", {"tuning_queries": 0}, "|Q|"),
+    ("e2epriv", {"variant": "median"}, "one of"),
+    ("e2epriv", {"sens_mode": "global"}, "one of"),
+    ("e2epriv", {"conservative": "maybe"}, "Conservative"),
+    ("leaky", {"variant": "rel"}, "no parameter"),
+])
+def test_release_rejects_bad_params(data, name, params, words):
+    with pytest.raises(ParameterError) as exc:
+        dp.release(name, data, UNIT, 1.0, params=params)
+    assert words in str(exc.value)
+
+
+@pytest.mark.parametrize("name", sorted(dp.mechanisms()))
+def test_every_float_param_rejects_non_finite(data, name):
+    spec = dp.mechanisms()[name]
+    for p in spec.params:
+        if p.kind is float:
+            for bad in (math.nan, "nan", math.inf):
+                with pytest.raises(ParameterError, match=p.label.split(" ")[0]):
+                    dp.release(name, data, UNIT, 1.0, params={p.name: bad})
+
+
+def test_bool_param_coercion():
+    spec = dp.mechanisms()["e2epriv"]
+    assert spec.resolve_params({"conservative": "false"})["conservative"] is False
+    assert spec.resolve_params({"conservative": "True"})["conservative"] is True
+    assert spec.resolve_params({"conservative": True})["conservative"] is True
+    assert spec.resolve_params({})["conservative"] is False
+
+
+def test_release_rejects_unknown_mechanism_and_non_domain(data):
+    with pytest.raises(ParameterError, match="unknown mechanism 'magic'"):
+        dp.release("magic", data, UNIT, 1.0)
+    with pytest.raises(ParameterError, match="dp.Domain"):
+        dp.release("identity", data, (0, 0, 1, 1), 1.0)
+
+
+def test_e2epriv_requires_rho_above_one():
+    tiny = dp.PointData([0.1, 0.2, 0.3, 0.4, 0.5], [0.5] * 5)
+    with pytest.raises(ParameterError, match=r"δ·N > 1.*Use δ ≥ 0.4"):
+        dp.release("e2epriv", tiny, UNIT, 1.0, params={"delta": 0.1})
+    with pytest.raises(ParameterError, match="δ·N > 1"):   # conservative: δ(N-1) must exceed 1
+        dp.release("e2epriv", tiny, UNIT, 1.0, params={"delta": 0.21, "conservative": True})
+    rel = dp.release("e2epriv", tiny, UNIT, 1.0, params={"delta": 0.1, "variant": "abs"}, seed=1)
+    assert rel.ledger.total == pytest.approx(1.0)
+
+
+# -------------------------------------------------------------- every registered mechanism
+@pytest.mark.parametrize("name", sorted(dp.mechanisms()))
+@pytest.mark.parametrize("eps", [0.1, 1.0, 3.7])
+def test_every_mechanism_ledger_and_privacy_flag(data, name, eps):
+    spec = dp.mechanisms()[name]
+    rel = dp.release(name, data, UNIT, eps, params=params_for(name), seed=3)
+    assert rel.mechanism == name and rel.spec is spec
+    if name in ("leaky", "best_nonpriv"):
+        assert spec.private is False and rel.private is False and rel.ledger.private is False
+        assert name not in dp.mechanisms(private_only=True)
+        assert "NOT" in spec.guarantee and rel.metadata()["differentially_private"] is False
+        assert rel.ledger.total <= eps * (1 + 1e-9)
+    else:
+        assert spec.private and rel.private and rel.ledger.private
+        assert name in dp.mechanisms(private_only=True)
+        assert rel.ledger.total == pytest.approx(eps, rel=1e-9)
+        rel.ledger.check(eps)
+        assert all(e.epsilon > 0 and e.private for e in rel.ledger)
+        # the parts of the ledger follow the split
+        assert sum(rel.split) == pytest.approx(1.0)
+        assert rel.ledger.entries[-1].epsilon == pytest.approx(eps * rel.split[-1])
+        assert rel.noise_scale == pytest.approx(1 / (eps * rel.split[-1]))
+
+
+def test_same_seed_same_release_and_fresh_entropy_differs(data):
+    a = dp.release("e2epriv", data, UNIT, 1.0, params=SMALL_PARAMS, seed=42)
+    b = dp.release("e2epriv", data, UNIT, 1.0, params=SMALL_PARAMS, seed=42)
+    c = dp.release("e2epriv", data, UNIT, 1.0, params=SMALL_PARAMS)
+    assert np.array_equal(a.counts, b.counts)
+    assert a.counts.shape != c.counts.shape or not np.array_equal(a.counts, c.counts)
+
+
+# ---------------------------------------------------------------- what an export contains
+def _all_keys(obj):
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            yield k
+            yield from _all_keys(v)
+    elif isinstance(obj, list):
+        for v in obj:
+            yield from _all_keys(v)
+
+
+@pytest.mark.parametrize("name", sorted(dp.mechanisms()))
+def test_geojson_contains_no_true_counts_or_diagnostics(data, name):
+    rel = dp.release(name, data, UNIT, 1.0, params=params_for(name), seed=5)
+    gj = json.loads(rel.to_json())          # serialisable as JSON
+    assert gj["type"] == "FeatureCollection"
+    assert len(gj["features"]) == rel.grid.n_cells
+    for f in gj["features"]:
+        assert set(f["properties"]) == {"row", "col", "noisy_count"}
+    keys = {str(k).lower() for k in _all_keys(gj)}
+    assert not any("true" in k or "exact" in k for k in keys)
+    # owner-only diagnostics (P18) never reach the export
+    for secret in ("diagnostics", "scores", "sensitivities", "probabilities", "tuning_errors", "chosen"):
+        assert secret not in keys
+    counts = np.array([[f["properties"]["row"], f["properties"]["col"], f["properties"]["noisy_count"]]
+                       for f in gj["features"]])
+    assert np.array_equal(counts[:, 2], rel.counts[counts[:, 0].astype(int), counts[:, 1].astype(int)])
+    if rel.spec.private:
+        assert not np.array_equal(rel.counts, data.histogram(rel.grid))
+
+
+def test_geojson_counts_are_true_counts_plus_data_independent_noise():
+    # with the noise fixed by the seed, changing the data changes the export only by the change
+    # in cell counts: the export is H + Y with Y independent of the data
+    d1 = points(UNIT, 1500, seed=7)
+    extra = points(UNIT, 300, seed=8)
+    d2 = dp.PointData(np.concatenate([d1.x, extra.x]), np.concatenate([d1.y, extra.y]))
+    r1 = dp.release("identity", d1, UNIT, 1.0, params={"grid_size": 12}, seed=9)
+    r2 = dp.release("identity", d2, UNIT, 1.0, params={"grid_size": 12}, seed=9)
+    c1 = np.array([f["properties"]["noisy_count"] for f in r1.to_geojson()["features"]])
+    c2 = np.array([f["properties"]["noisy_count"] for f in r2.to_geojson()["features"]])
+    dh = (d2.histogram(r2.grid) - d1.histogram(r1.grid)).ravel()
+    assert np.allclose(c2 - c1, dh, atol=1e-9)
+    assert not np.allclose(c1, d1.histogram(r1.grid).ravel())
+
+
+def test_geojson_cell_geometry_tiles_the_domain():
+    dom = dp.PRESETS["Paris"]
+    rel = dp.release("identity", points(dom, 500, seed=1), dom, 1.0, params={"grid_size": 6}, seed=1)
+    gj = rel.to_geojson()
+    area = 0.0
+    for f in gj["features"]:
+        ring = np.array(f["geometry"]["coordinates"][0])
+        assert ring.shape == (5, 2) and np.array_equal(ring[0], ring[-1])
+        assert np.all((ring[:, 0] >= dom.west - 1e-12) & (ring[:, 0] <= dom.east + 1e-12))
+        area += (ring[:, 0].max() - ring[:, 0].min()) * (ring[:, 1].max() - ring[:, 1].min())
+    assert area == pytest.approx(dom.area, rel=1e-9)
+    assert gj["properties"]["grid"] == {"cols": 6, "rows": 6}
+
+
+# ---------------------------------------------------------------------------- exact counts
+def _brute_force(x, y, r, domain=None):
+    w, s, e, n = r
+    if domain is None:
+        return int(np.count_nonzero((x >= w) & (x < e) & (y >= s) & (y < n)))
+    inside = domain.contains(x, y)
+    w, s = max(w, domain.west), max(s, domain.south)
+    right = (x <= domain.east) if e >= domain.east else (x < e)
+    top = (y <= domain.north) if n >= domain.north else (y < n)
+    return int(np.count_nonzero(inside & (x >= w) & right & (y >= s) & top))
+
+
+def test_true_counts_match_brute_force():
+    rng = np.random.default_rng(17)
+    dom = dp.Domain(-1.0, -1.0, 1.0, 1.0)
+    # coordinates on a 0.05 lattice (many ties with rectangle edges), some outside the domain
+    x = np.round(rng.uniform(-1.2, 1.2, 3000) / 0.05) * 0.05
+    y = np.round(rng.uniform(-1.2, 1.2, 3000) / 0.05) * 0.05
+    data = dp.PointData(x, y)
+    rects = []
+    for _ in range(300):
+        xs = np.sort(np.round(rng.uniform(-1.3, 1.3, 2) / 0.05) * 0.05)
+        ys = np.sort(np.round(rng.uniform(-1.3, 1.3, 2) / 0.05) * 0.05)
+        rects.append([xs[0], ys[0], xs[1], ys[1]])
+    rects += [[-1, -1, 1, 1], [0.5, -1, 1, 1], [-5, -5, 5, 5], [2, 2, 3, 3], [0, 0, 0, 0]]
+    rects = np.array(rects)
+    assert data.true_counts(rects).tolist() == [_brute_force(x, y, r) for r in rects]
+    assert data.true_counts(rects, dom).tolist() == [_brute_force(x, y, r, dom) for r in rects]
+    assert data.true_count(dp.Rect(*rects[0]), dom) == _brute_force(x, y, rects[0], dom)
+    # the whole domain holds every point inside it, including those on the east/north edges
+    assert data.true_count(dp.Rect(-1, -1, 1, 1), dom) == int(dom.contains(x, y).sum())
+
+
+# ---------------------------------------------------------------------------- noise draws
+@pytest.mark.parametrize("a", [0.2, 0.5, 1.0, 2.0])
+def test_two_sided_geometric_statistics(a):
+    n = 200_000
+    k = noise.two_sided_geometric(np.random.default_rng(int(a * 10)), a, n)
+    assert k.dtype.kind == "i"
+    q = math.exp(-a)
+    var = 2 * q / (1 - q) ** 2                 # variance of the discrete Laplace P(k) ∝ q^|k|
+    # mean: s.e. sqrt(var/n), accept 4 s.e.
+    assert abs(k.mean()) < 4 * math.sqrt(var / n)
+    # variance: relative s.e. ~ sqrt((kurtosis - 1)/n) with kurtosis <= 6 (the Laplace limit); 4 s.e.
+    assert k.var() == pytest.approx(var, rel=4 * math.sqrt(5 / n))
+    # P(0) = (1-q)/(1+q): binomial s.e.
+    p0 = (1 - q) / (1 + q)
+    assert abs(np.mean(k == 0) - p0) < 4 * math.sqrt(p0 * (1 - p0) / n)
+    # pmf shape: chi-square goodness of fit on |k| <= m (tail pooled), fixed seed
+    m = int(np.ceil(4 / a))
+    cats = np.arange(-m, m + 1)
+    pmf = (1 - q) / (1 + q) * q ** np.abs(cats)
+    obs = np.array([np.sum(k == c) for c in cats] + [np.sum(np.abs(k) > m)])
+    exp = np.append(pmf, 1 - pmf.sum()) * n
+    assert stats.chisquare(obs, exp).pvalue > 0.001
+
+
+def test_gaussian_and_laplace_samplers():
+    n, sigma = 100_000, 2.5
+    z = noise.gaussian(np.random.default_rng(3), sigma, n)
+    assert abs(z.mean()) < 4 * sigma / math.sqrt(n)
+    # sample variance of a normal: relative s.e. sqrt(2/n); 4 s.e.
+    assert z.var() == pytest.approx(sigma ** 2, rel=4 * math.sqrt(2 / n))
+    assert stats.kstest(z, "norm", args=(0, sigma)).pvalue > 0.01
+    y = noise.laplace(np.random.default_rng(4), 0.7, n)
+    assert stats.kstest(y, "laplace", args=(0, 0.7)).pvalue > 0.01
+    for bad in (0, -1):
+        with pytest.raises(ParameterError):
+            noise.gaussian(np.random.default_rng(0), bad)
+        with pytest.raises(ParameterError):
+            noise.laplace(np.random.default_rng(0), bad)
+        with pytest.raises(ParameterError):
+            noise.two_sided_geometric(np.random.default_rng(0), bad)
+    with pytest.raises(ParameterError):
+        noise.exponential_mechanism_probabilities([1, 2], 1.0, [1, 0])
+
+
+def test_make_rng_seeding():
+    g = np.random.default_rng(1)
+    assert noise.make_rng(g) is g
+    assert noise.make_rng(5).random() == np.random.default_rng(5).random()
+
+
+# ------------------------------------------------------------------------------ intervals
+@pytest.mark.slow
+def test_interval_coverage_about_95_percent():
+    # Each interval is answer ± the 95% quantile of |Σ α_i Y_i|; for queries with Agg = 0 (edges on
+    # grid lines) the true count is the noise-free answer, so coverage should be 95%. For a query
+    # with fractional α the interval covers the noise-free uniformity answer R at 95%.
+    dom = UNIT
+    data = points(dom, 3000, seed=21)
+    g, eps, runs = 16, 0.5, 1500
+    small = dp.Rect(0.25, 0.5, 0.375, 0.625)        # 2 x 2 cells: Monte Carlo quantile
+    large = dp.Rect(0.125, 0.125, 0.75, 0.75)        # 10 x 10 cells: normal approximation
+    frac = dp.Rect(0.21, 0.33, 0.47, 0.52)           # fractional α: Monte Carlo path
+    grid = dp.UniformGrid(dom, g)
+    H = data.histogram(grid)
+    targets = {small: data.true_count(small, dom), large: data.true_count(large, dom),
+               frac: float(dp.queries.grid_answers(grid, H, frac)[0])}
+    assert targets[small] == dp.queries.grid_answers(grid, H, small)[0]
+    hits = {r: 0 for r in targets}
+    for s in range(runs):
+        rel = dp.release("identity", data, dom, eps, params={"grid_size": g}, seed=s)
+        for r, t in targets.items():
+            lo, hi = rel.interval(r, n_sim=4000)
+            hits[r] += lo <= t <= hi
+    # coverage is Binomial(runs, 0.95)/runs with s.d. sqrt(0.95*0.05/runs) = 0.0056; accept 4 s.d.
+    # (plus 0.01 for the Monte Carlo error of the quantile itself at n_sim = 4000)
+    tol = 4 * math.sqrt(0.95 * 0.05 / runs) + 0.01
+    for r, h in hits.items():
+        assert abs(h / runs - 0.95) < tol, (r, h / runs)
+
+
+def test_interval_and_noise_variance_formulas(data):
+    rel = dp.release("identity", data, UNIT, 2.0, params={"grid_size": 10}, seed=1)
+    whole = dp.Rect(0, 0, 1, 1)
+    # Var = 2 b^2 Σ α_i^2: 2 * 0.25 * 100 for the whole domain with b = 1/2
+    assert rel.noise_variance(whole)[0] == pytest.approx(2 * 0.25 * 100)
+    lo, hi = rel.interval(whole)   # 100 cells: normal approximation
+    assert (hi - lo) / 2 == pytest.approx(stats.norm.ppf(0.975) * math.sqrt(50), rel=1e-9)
+    assert lo < rel.answer(whole) < hi
+    best = dp.release("best_nonpriv", data, UNIT, 1.0, params=SMALL_PARAMS, seed=1)
+    r = dp.Rect(0.2, 0.2, 0.4, 0.4)
+    assert best.interval(r) == (best.answer(r), best.answer(r))
+    assert rel.answer(dp.Rect(2, 2, 3, 3)) == 0.0           # outside the domain: no cells
+
+
+# ------------------------------------------------------------------------------ workloads
+@pytest.mark.parametrize("dom", [UNIT, dp.PRESETS["Contiguous USA"], dp.PRESETS["London"]])
+@pytest.mark.parametrize("area", [0.01, 0.04, 0.25, 0.64, 1.0])
+def test_random_workload_inside_domain_with_requested_area(dom, area):
+    Q = random_workload(dom, 200, area_frac=area, rng=3)
+    assert Q.shape == (200, 4)
+    assert np.all(Q[:, 0] >= dom.west) and np.all(Q[:, 2] <= dom.east + 1e-9 * dom.width)
+    assert np.all(Q[:, 1] >= dom.south) and np.all(Q[:, 3] <= dom.north + 1e-9 * dom.height)
+    areas = (Q[:, 2] - Q[:, 0]) * (Q[:, 3] - Q[:, 1])
+    assert np.allclose(areas / dom.area, area, rtol=1e-9)
+    f = math.sqrt(area)   # side fractions f of the width AND the height (spec 000 5.2)
+    assert np.allclose(Q[:, 2] - Q[:, 0], f * dom.width) and np.allclose(Q[:, 3] - Q[:, 1], f * dom.height)
+    assert np.array_equal(Q, random_workload(dom, 200, side_frac=f, rng=3))
+    if area < 0.5:   # lower-left corners spread over the whole allowed range
+        assert np.ptp(Q[:, 0]) > 0.5 * (1 - f) * dom.width
+
+
+def test_random_workload_errors():
+    with pytest.raises(ParameterError, match="exactly one"):
+        random_workload(UNIT, 5)
+    with pytest.raises(ParameterError, match="exactly one"):
+        random_workload(UNIT, 5, side_frac=0.1, area_frac=0.01)
+    for bad in (0.0, 1.5, -0.1):
+        with pytest.raises(ParameterError, match=r"\(0, 1\]"):
+            random_workload(UNIT, 5, side_frac=bad)
+
+
+def test_rect_validation_and_clip():
+    with pytest.raises(ParameterError):
+        dp.Rect(1, 0, 0, 1)
+    with pytest.raises(ParameterError):
+        dp.Rect(0, 0, math.nan, 1)
+    assert dp.Rect(-1, -1, 0.5, 2).clip(UNIT) == dp.Rect(0, 0, 0.5, 1)
+    assert dp.Rect(2, 2, 3, 3).clip(UNIT) is None
+
+
+# -------------------------------------------------------------------------------- metrics
+def test_relative_error_conventions():
+    # spec 000 5.3: RE = |est - true| / true; true = 0 gives 0 if est = 0 else inf; optional sanity bound
+    re = metrics.relative_error([10, 0, 5, 12], [8, 0, 0, 12])
+    assert re.tolist() == [0.25, 0.0, math.inf, 0.0]
+    assert metrics.relative_error([10, 5], [8, 0], sanity=4).tolist() == [0.25, 1.25]
+    assert metrics.median_relative_error([10, 0, 5, 12], [8, 0, 0, 12]) == pytest.approx(0.125)
+    assert metrics.absolute_error([1, -2], [3, 3]).tolist() == [2, 5]
