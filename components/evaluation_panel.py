@@ -13,6 +13,7 @@ from . import ids, jobs, state
 from .data_panel import domain_from_controls
 from .help import help_box
 
+EVAL_RESULTS = "eval-results"
 SIZES = (0.001, 0.01, 0.04, 0.09, 0.25, 0.64)
 PALETTE = ["#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e", "#e6ab02", "#a6761d", "#666666"]
 
@@ -43,7 +44,8 @@ def layout(config: dict) -> html.Div:
         html.Div(id=ids.EVAL_STATUS, role="status"),
         dcc.Interval(id=ids.EVAL_POLL, interval=500, disabled=True),
         dcc.Store(id=ids.EVAL_JOB),
-        html.Div(className="eval-figs", children=[dcc.Graph(id=ids.EVAL_FIG_EPS), dcc.Graph(id=ids.EVAL_FIG_SIZE)]),
+        html.Div(id=EVAL_RESULTS, hidden=True, className="eval-figs", children=[
+            dcc.Graph(id=ids.EVAL_FIG_EPS), dcc.Graph(id=ids.EVAL_FIG_SIZE)]),
         dash_table.DataTable(id=ids.EVAL_TABLE, data=[], page_size=10, sort_action="native",
                              style_cell={"fontSize": "12px"}),
     ])
@@ -134,6 +136,10 @@ def register_callbacks(app, config: dict):
                             epsilons=eps, area_fracs=cfg["sizes"], n_queries=cfg["nq"],
                             repetitions=cfg["reps"], seed=0)
         return {"id": job_id, "cache_key": cache_key}, False, "Running…", False
+
+    @app.callback(Output(EVAL_RESULTS, "hidden"), Input(ids.EVAL_TABLE, "data"))
+    def show_results(rows):
+        return not rows
 
     @app.callback(Output(ids.EVAL_PROGRESS, "value"), Output(ids.EVAL_PROGRESS, "max"),
                   Output(ids.EVAL_FIG_EPS, "figure"), Output(ids.EVAL_FIG_SIZE, "figure"),

@@ -147,6 +147,7 @@ def test_drawn_and_typed_rectangles_match_dp(dash_duo):
     assert abs(int(drawn["true"]) - data.true_count(r2, domain)) <= 0.02 * int(drawn["true"]) + 2
     (ROOT / "docs").mkdir(exist_ok=True)
     dash_duo.driver.set_window_size(1500, 1100)
+    dash_duo.driver.execute_script("window.scrollTo(0, 0)")
     time.sleep(0.5)
     dash_duo.driver.save_screenshot(str(ROOT / "docs" / "screenshot.png"))
     # deleting the drawn rectangle removes its row

@@ -1,0 +1,182 @@
+"""Unit tests for the pure functions the dashboard's callbacks call, with the app's own ids."""
+from __future__ import annotations
+
+import base64
+import json
+import struct
+import zlib
+
+import numpy as np
+import pytest
+
+import dp
+from app import create_app
+from components import (data_panel, evaluation_panel, export_panel, ids, ledger_panel, map_panel,
+                        mechanism_panel, queries_panel, render, state)
+
+
+@pytest.fixture(scope="module")
+def app():
+    return create_app({"tiles_url": "http://127.0.0.1:9/{z}/{x}/{y}.png"})
+
+
+@pytest.fixture(scope="module")
+def small():
+    return dp.load_sample("small_city_5k")
+
+
+def test_every_panel_registers_its_callbacks(app):
+    outputs = " ".join(app.callback_map)
+    for needed in (ids.DATASET, ids.RELEASE, ids.MAP_LAYERS, ids.QUERY_TABLE, ids.LEDGER_TABLE,
+                   ids.EXPORT_DOWNLOAD, ids.EVAL_JOB, ids.DOMAIN_WARNING):
+        assert needed in outputs, needed
+
+
+def test_decode_upload_refuses_oversize_and_garbage():
+    payload = "data:text/csv;base64," + base64.b64encode(b"lon,lat\n1,2\n").decode()
+    assert data_panel.decode_upload(payload, "a.csv", 1000) == b"lon,lat\n1,2\n"
+    big = "data:text/csv;base64," + base64.b64encode(b"x" * 3000).decode()
+    with pytest.raises(dp.DataError, match=r"over the 0.001 MB upload limit"):
+        data_panel.decode_upload(big, "big.csv", 1000)
+    with pytest.raises(dp.DataError, match="incomplete"):
+        data_panel.decode_upload("no-comma-here", "a.csv", 1000)
+
+
+def test_domain_from_controls_presets_custom_and_fit():
+    sid = state.new_session_id()
+    info = state.use_sample(sid, "small_city_5k")
+    assert data_panel.domain_from_controls("London", [None] * 4, sid, info) == dp.PRESETS["London"]
+    box = data_panel.domain_from_controls(data_panel.CUSTOM, [0, 1, 2, 3], sid, info)
+    assert box.bounds == (0, 1, 2, 3) and not box.leaky
+    with pytest.raises(dp.ParameterError, match="all four sides"):
+        data_panel.domain_from_controls(data_panel.CUSTOM, [0, None, 2, 3], sid, info)
+    fitted = data_panel.domain_from_controls(data_panel.FIT, [None] * 4, sid, info)
+    assert fitted.leaky   # "fit to data" is marked as leaking
+
+
+def test_sessions_cannot_reach_each_others_uploads(app):
+    a, b = state.new_session_id(), state.new_session_id()
+    data = dp.load_points(b"lon,lat\n1,2\n3,4\n")
+    info = state.put_upload(a, data)
+    assert state.points(a, info["fingerprint"]) is not None
+    with pytest.raises(LookupError):
+        state.points(b, info["fingerprint"])
+    with pytest.raises(LookupError):
+        state.points(None, info["fingerprint"])
+
+
+def test_release_key_rebuilds_the_same_release(app, small):
+    data, domain = small
+    sid = state.new_session_id()
+    info = state.use_sample(sid, "small_city_5k")
+    key = state.release_key(info["fingerprint"], domain, "ug", {"c": 10.0}, [1.0], 0.5, 3)
+    rel = state.release(sid, key)
+    direct = dp.release("ug", data, domain, epsilon=0.5, params={"c": 10.0}, seed=3)
+    np.testing.assert_array_equal(rel.counts, direct.counts)
+    assert state.key_domain(key) == domain and state.key_fingerprint(key) == info["fingerprint"]
+
+
+def test_mechanism_controls_follow_the_registry():
+    assert mechanism_panel.epsilon_from_slider(0) == 1.0
+    assert mechanism_panel.epsilon_from_slider(-2) == 0.01
+    assert mechanism_panel.epsilon_from_slider(np.log10(0.37)) == 0.37
+    assert mechanism_panel.split_from_weights([20, 80]) == pytest.approx([0.2, 0.8])
+    assert mechanism_panel.split_from_weights([1, 1, 2]) == pytest.approx([0.25, 0.25, 0.5])
+    with pytest.raises(dp.ParameterError):
+        mechanism_panel.split_from_weights([0, 0])
+    spec = dp.mechanisms()["e2epriv"]
+    pids = [{"type": ids.PARAM, "name": p.name} for p in spec.params]
+    vals = [p.default for p in spec.params]
+    vals[[p.name for p in spec.params].index("conservative")] = ["on"]   # a ticked checklist
+    params = spec.resolve_params(mechanism_panel.read_params(spec, vals, pids))
+    assert params["conservative"] is True and params["grid_sizes"] == [30, 40, 50, 60, 70, 80]
+    readout = mechanism_panel.split_readout(spec, [0.2, 0.8], 0.5)
+    assert [c.children for c in readout] == ["grid-size tuning: 20% = ε 0.1", "counts: 80% = ε 0.4"]
+    # non-private references are not offered as releases
+    assert "leaky" not in dp.mechanisms(private_only=True)
+
+
+def test_map_layers_and_hover_payload(small):
+    data, domain = small
+    rel = dp.release("identity", data, domain, epsilon=1.0, params={"grid_size": 32}, seed=0)
+    children, hover, legend = map_panel.cell_layers(rel, data, "private")
+    assert legend == "noisy count per cell"
+    assert hover["gx"] == 32 and len(hover["noisy"]) == 32 * 32
+    assert hover["truth"] == data.histogram(rel.grid).astype(int).ravel().tolist()
+    _, _, err_legend = map_panel.cell_layers(rel, data, "error")
+    assert "private − true" in err_legend
+
+
+def test_png_is_valid_and_rows_follow_mercator():
+    img = render.colourise(np.arange(6.0).reshape(2, 3), 0, 5, render.SEQUENTIAL)
+    png = render.png_bytes(img)
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    w, h = struct.unpack(">II", png[16:24])
+    assert (w, h) == (3, 2)
+    idat = png[png.index(b"IDAT") + 4:png.index(b"IEND") - 8]
+    raw = zlib.decompress(idat)
+    assert len(raw) == 2 * (1 + 3 * 4)
+    # top pixel row shows the northern grid row; rows are monotone north -> south
+    rows = render.mercator_rows(25.0, 50.0, 25, 500)
+    assert rows[0] == 24 and rows[-1] == 0 and np.all(np.diff(rows) <= 0)
+    # at high latitude, northern rows get more pixels than southern ones (Web Mercator stretch)
+    assert np.sum(rows == 24) > np.sum(rows == 0)
+
+
+def test_comparison_rows_match_dp(small):
+    data, domain = small
+    rel = dp.release("e2epriv", data, domain, epsilon=1.0, seed=4)
+    geo = {"type": "FeatureCollection", "features": [{"type": "Feature", "properties": {"type": "rectangle"},
+           "geometry": {"type": "Polygon", "coordinates": [[[-0.2, 51.45], [-0.05, 51.45], [-0.05, 51.55],
+                                                            [-0.2, 51.55], [-0.2, 51.45]]]}}]}
+    rects = queries_panel.rects_from_geojson(geo)
+    assert rects == [dp.Rect(-0.2, 51.45, -0.05, 51.55)]
+    rows = queries_panel.comparison_rows(rel, data, [("Q1", rects[0])])
+    assert rows[0]["private"] == round(rel.answer(rects[0]), 1)
+    assert rows[0]["true"] == data.true_count(rects[0], domain)
+    lo, hi = rel.interval(rects[0])
+    assert rows[0]["interval"] == f"[{lo:.1f}, {hi:.1f}]"
+    empty = dp.Rect(0.14, 51.36, 0.1401, 51.3601)
+    row = queries_panel.comparison_rows(rel, data, [("R1", empty)])[0]
+    assert row["true"] == 0 and (row["rel_error"] == "n/a (true = 0)" or row["private"] == 0)
+    assert queries_panel.parse_typed("1, 2, 3, 4") == dp.Rect(1, 2, 3, 4)
+    with pytest.raises(dp.ParameterError, match="four numbers"):
+        queries_panel.parse_typed("1, 2, 3")
+
+
+def test_ledger_rows_and_cumulative_spend(small):
+    data, domain = small
+    rel = dp.release("e2epriv", data, domain, epsilon=0.5, seed=1)
+    rows = ledger_panel.ledger_rows(rel)
+    assert [r["share"] for r in rows] == ["20%", "80%"]
+    spend = [{"fingerprint": "a", "epsilon": 0.5}, {"fingerprint": "a", "epsilon": 1.0},
+             {"fingerprint": "b", "epsilon": 2.0}]
+    assert ledger_panel.cumulative_epsilon(spend, "a") == 1.5   # sequential composition
+    leaky = dp.release("leaky", data, domain, epsilon=1.0, seed=1)
+    assert any("NOT private" in r["step"] for r in ledger_panel.ledger_rows(leaky))
+
+
+def test_export_files_hold_only_public_outputs(small):
+    data, domain = small
+    rel = dp.release("e2epriv", data, domain, epsilon=1.0, seed=2)
+    geo, meta = (json.loads(t) for t in export_panel.export_files(rel))
+    assert {k for f in geo["features"] for k in f["properties"]} == {"row", "col", "noisy_count"}
+    assert "diagnostics" not in meta and "scores" not in json.dumps(meta)
+    assert meta["epsilon"] == 1.0 and meta["differentially_private"] is True
+    assert sum(e["epsilon"] for e in meta["ledger"]) == pytest.approx(1.0)
+
+
+def test_evaluation_inputs_and_figures(small):
+    assert evaluation_panel.parse_epsilons("1, 0.1; 0.5") == [0.1, 0.5, 1.0]
+    for bad in ("", "a, b", "-1"):
+        with pytest.raises(dp.ParameterError):
+            evaluation_panel.parse_epsilons(bad)
+    data, domain = small
+    rows = dp.evaluate.evaluate(data, domain, ["ug", "uniform"], [0.5, 1.0], [0.01, 0.09],
+                                n_queries=20, repetitions=2, seed=0)
+    summary = dp.evaluate.summarise(rows)
+    f_eps, f_size = evaluation_panel.figures(summary)
+    # one band + one median line per mechanism
+    assert len(f_eps.data) == 4 and len(f_size.data) == 4
+    assert list(f_eps.data[1].x) == [0.5, 1.0] and list(f_size.data[1].x) == pytest.approx([1.0, 9.0])
+    assert len(evaluation_panel.table_rows(summary)) == 8
