@@ -204,3 +204,34 @@ def test_two_sessions_do_not_share_uploads(dash_duo, tmp_path):
     assert "mine.csv" not in dash_duo.find_element(f"#{ids.DATA_SUMMARY}").text
     dash_duo.driver.switch_to.window(first)
     assert "3 points" in dash_duo.find_element(f"#{ids.DATA_SUMMARY}").text
+
+
+def test_evaluation_runs_with_progress_and_charts(dash_duo):
+    start(dash_duo)
+    nq = dash_duo.find_element(f"#{ids.EVAL_NQ}")
+    nq.clear()
+    nq.send_keys("20")
+    reps = dash_duo.find_element(f"#{ids.EVAL_REPS}")
+    reps.clear()
+    reps.send_keys("1")
+    dash_duo.find_element(f"#{ids.EVAL_RUN}").click()
+    dash_duo.wait_for_contains_text(f"#{ids.EVAL_STATUS}", "Done", timeout=120)
+    assert dash_duo.find_element(f"#{ids.EVAL_PROGRESS}").get_attribute("value") == \
+        dash_duo.find_element(f"#{ids.EVAL_PROGRESS}").get_attribute("max")
+    lines = dash_duo.find_elements(f"#{ids.EVAL_FIG_EPS} .scatterlayer .trace")
+    assert len(lines) == 6   # band + median line for each of the 3 default mechanisms
+    assert len(dash_duo.find_elements(f"#{ids.EVAL_TABLE} tbody tr")) > 1
+
+
+def test_long_evaluation_can_be_cancelled(dash_duo):
+    start(dash_duo)
+    reps = dash_duo.find_element(f"#{ids.EVAL_REPS}")
+    reps.clear()
+    reps.send_keys("50")
+    dash_duo.find_element(f"#{ids.EVAL_RUN}").click()
+    dash_duo.wait_for_contains_text(f"#{ids.EVAL_STATUS}", "Running", timeout=20)
+    dash_duo.find_element(f"#{ids.EVAL_CANCEL}").click()
+    dash_duo.wait_for_contains_text(f"#{ids.EVAL_STATUS}", "Cancelled after", timeout=60)
+    done, total = (int(dash_duo.find_element(f"#{ids.EVAL_PROGRESS}").get_attribute(a))
+                   for a in ("value", "max"))
+    assert done < total == 50 * 3 * 3 * 3

@@ -1,0 +1,23 @@
+"""The README's Python example runs as written and its claims about the ledger hold."""
+import re
+from pathlib import Path
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def test_readme_python_example_runs():
+    code = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
+    assert code, "README has no python example"
+    scope: dict = {}
+    exec(compile(code[0].replace("print(", "(lambda *a: None)("), "README.md", "exec"), scope)
+    rel, rect, data, domain = scope["rel"], scope["rect"], scope["data"], scope["domain"]
+    assert abs(rel.ledger.total - 1.0) < 1e-12          # "sums to 1.0"
+    lo, hi = rel.interval(rect)
+    assert lo < rel.answer(rect) < hi
+    assert scope["geojson"]["features"]
+
+
+def test_readme_test_command_is_what_ci_runs():
+    ci = (Path(__file__).resolve().parents[1] / ".ci" / "run").read_text()
+    command = next(line for line in ci.splitlines() if line.startswith("(command -v chromedriver"))
+    assert command in README.read_text()
