@@ -89,6 +89,14 @@ def test_starts_with_sample_and_draws_cells(dash_duo):
     # the chosen grid is what dp picks for the same inputs (seed 1, epsilon 1)
     _, _, rel = expected_release()
     assert f"{rel.grid.gx}×{rel.grid.gy} grid" in dash_duo.find_element(f"#{ids.RELEASE_STATUS}").text
+    # hovering a cell shows its noisy count and the owner-only true count
+    ActionChains(dash_duo.driver).move_to_element(img).move_by_offset(3, 2).move_by_offset(1, 1).perform()
+    dash_duo.wait_for_contains_text(f"#{ids.MAP_HOVER}", "private", timeout=10)
+    text = dash_duo.find_element(f"#{ids.MAP_HOVER}").text
+    j, k = (int(v) for v in text.split(":")[0].replace("Cell row ", "").split(", col "))
+    assert f"private {rel.counts[j, k]:.1f}" in text
+    data, _, _ = expected_release()
+    assert f"true {int(data.histogram(rel.grid)[j, k])} (not private" in text
     assert dash_duo.get_logs() in ([], None) or all("tile" in e["message"] or "127.0.0.1:9" in e["message"]
                                                     for e in dash_duo.get_logs())
 
