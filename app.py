@@ -12,7 +12,7 @@ DEFAULT_CONFIG = {
     "max_upload_mb": 50.0,
     "tiles_url": "https://tile.openstreetmap.org/{z}/{x}/{y}.png",
     "tiles_attribution": "© OpenStreetMap contributors",
-    "cache_type": "SimpleCache",
+    "cache_type": "components.state.ObjectCache",
 }
 PANELS = (data_panel, mechanism_panel, map_panel, queries_panel, ledger_panel, export_panel,
           evaluation_panel)

@@ -17,6 +17,8 @@ TEXTS = {
         "settings (for example the grid size) and the rest on the counts; the sliders show the split.",
         "The seed fixes the randomness so a demo can be repeated exactly. Each new release with a "
         "new seed on the same data spends budget again.",
+        "Opening the page or loading new data runs one release with the current settings, so the "
+        "map is never empty; it counts in the ledger's running total like any other.",
     ],
     "map": [
         "Each coloured cell is a published count with noise. Darker means more people. Cells can "

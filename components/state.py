@@ -12,6 +12,7 @@ import json
 import uuid
 
 from flask_caching import Cache
+from flask_caching.backends.simplecache import SimpleCache
 
 import dp
 
@@ -22,9 +23,27 @@ _samples: dict = {}          # name -> (PointData, Domain); public, shared by ev
 _sample_by_fp: dict = {}     # fingerprint -> PointData of a sample
 
 
+class _Passthrough:
+    """Serializer that keeps the object itself: no pickling of large arrays on every get."""
+
+    def dumps(self, value):
+        return value
+
+    def loads(self, value):
+        return value
+
+
+class ObjectCache(SimpleCache):
+    """flask-caching's in-memory SimpleCache holding references instead of pickles, so a 1e6-point
+    upload is not copied per request and keeps its memoised histograms between releases.
+    Cached objects are treated as read-only."""
+
+    serializer = _Passthrough()
+
+
 def init_cache(server, config: dict):
     cache.init_app(server, config={
-        "CACHE_TYPE": config.get("cache_type", "SimpleCache"),
+        "CACHE_TYPE": config.get("cache_type", "components.state.ObjectCache"),
         "CACHE_DEFAULT_TIMEOUT": TIMEOUT,
         "CACHE_THRESHOLD": config.get("cache_threshold", 2000),
     })
