@@ -1,19 +1,35 @@
 /* Small functions dash-leaflet calls by name ({"variable": "dpMap.<name>"}). */
 window.dpMap = {
-  /* Readout of the cell under the mouse, from the per-cell values the server sent. */
+  /* Index of the released region under a (col, row) position in base-grid cells. */
+  regionAt: function (g, x, y) {
+    if (g.kind === "cells") {
+      var k = Math.min(Math.floor(x), g.gx - 1), j = Math.min(Math.floor(y), g.gy - 1);
+      return {i: j * g.gx + k, label: "Cell row " + j + ", col " + k};
+    }
+    var r = g.regions;
+    for (var i = 0; i < r.length / 4; i++) {
+      if (y >= r[4 * i] && y < r[4 * i + 1] && x >= r[4 * i + 2] && x < r[4 * i + 3]) {
+        return {i: i, label: "Leaf " + i};
+      }
+    }
+    return null;
+  },
+  /* Readout of the region under the mouse, from the values the server sent. */
   hover: function (e) {
     var g = window.dpGrid, out = document.getElementById("map-hover");
     if (!out) { return; }
-    if (!g) { out.textContent = "Hover readout is off for very fine grids."; return; }
+    if (!g) { out.textContent = "Hover readout is off for very fine structures."; return; }
     var b = g.bounds, lng = e.latlng.lng, lat = e.latlng.lat;
     if (lng < b[0] || lng > b[2] || lat < b[1] || lat > b[3]) {
       out.textContent = "Outside the domain."; return;
     }
-    var k = Math.min(Math.floor((lng - b[0]) / (b[2] - b[0]) * g.gx), g.gx - 1);
-    var j = Math.min(Math.floor((lat - b[1]) / (b[3] - b[1]) * g.gy), g.gy - 1);
-    var i = j * g.gx + k;
-    var text = "Cell row " + j + ", col " + k + ": private " + g.noisy[i].toFixed(1);
-    if (g.truth) { text += " · true " + g.truth[i] + " (not private, owner only)"; }
+    var x = (lng - b[0]) / (b[2] - b[0]) * g.gx, y = (lat - b[1]) / (b[3] - b[1]) * g.gy;
+    var hit = window.dpMap.regionAt(g, Math.min(x, g.gx - 1e-9), Math.min(y, g.gy - 1e-9));
+    if (!hit) { return; }
+    var text = hit.label + ": private " + g.noisy[hit.i].toFixed(1);
+    if (g.area) { text += " · area " + g.area[hit.i].toFixed(3) + " km²"; }
+    if (g.eps) { text += " · ε on path " + g.eps[hit.i]; }
+    if (g.truth) { text += " · true " + g.truth[hit.i] + " (not private, owner only)"; }
     out.textContent = text;
   },
   leave: function () {

@@ -1,8 +1,13 @@
-"""Map panel: the private structure on a Leaflet map, owner-only layers, hover readout, drawing."""
+"""Map panel: the private structure on a Leaflet map, owner-only layers, hover readout, drawing,
+and a level-by-level view of tree releases ("watch it grow")."""
 from __future__ import annotations
 
 import dash_leaflet as dl
+import numpy as np
 from dash import Input, Output, State, ctx, dcc, html, no_update
+
+import dp
+from dp.mechanisms.leaves import paint, region_sums, summed_area
 
 from . import ids, render, state
 from .help import help_box
@@ -13,9 +18,14 @@ LAYERS = {
     "error": "Error: private − true (owner only)",
     "none": "No cells",
 }
+UNITS = {"private": "noisy points per km²", "true": "true points per km² (not private)",
+         "error": "private − true, points per km²"}
 MAX_HOVER_CELLS = 512 * 512
+MAX_HOVER_REGIONS = 20000
+MAX_OUTLINED = 6000
 POINT_SAMPLE = 2000
 LEGEND_TITLE = "map-legend-title"
+GROW_BOX, GROW_DEPTH, GROW_PLAY, GROW_TIMER = "grow-box", "grow-depth", "grow-play", "grow-timer"
 
 
 def layout(config: dict) -> html.Div:
@@ -29,6 +39,15 @@ def layout(config: dict) -> html.Div:
                 {"label": f" raw point sample ({POINT_SAMPLE:,}, owner only)", "value": "points"}]),
         ]),
         help_box("map"),
+        html.Div(id=GROW_BOX, hidden=True, className="grow-box", children=[
+            html.Span("Watch it grow: tree depth", className="grow-label"),
+            html.Button("▶ Play", id=GROW_PLAY, n_clicks=0),
+            html.Div(dcc.Slider(id=GROW_DEPTH, min=0, max=1, step=1, value=1, marks=None,
+                                allow_direct_input=False,
+                                tooltip={"placement": "bottom", "always_visible": False}),
+                     className="grow-slider"),
+            dcc.Interval(id=GROW_TIMER, interval=700, disabled=True),
+        ]),
         html.Div(className="map-wrap", children=[
             dl.Map(id=ids.MAP, bounds=[[d.south, d.west], [d.north, d.east]], style={"height": "560px"},
                    trackViewport=False, zoomSnap=0.25,
@@ -53,38 +72,72 @@ def layout(config: dict) -> html.Div:
     ])
 
 
-def cell_layers(rel, data, layer: str):
+def structure(rel, depth: int | None = None):
+    """(base grid, regions, noisy counts, path epsilon or None) of a release, or of a tree cut
+    at `depth` for the growth view (post-processing of released leaves only)."""
+    grid, regions, counts = rel.regions()
+    eps = getattr(rel, "eps_path", None)
+    if depth is not None and getattr(rel, "nodes", None) is not None and depth < rel.max_depth():
+        regions, counts = rel.partition_at(depth)
+        eps = None
+    return grid, regions, counts, eps
+
+
+def cell_km2(grid: dp.UniformGrid) -> float:
+    """Area of one base cell in km² (equirectangular at the domain's mid latitude)."""
+    p = dp.Projection(grid.domain)
+    return grid.domain.width / grid.gx * p.mx * grid.domain.height / grid.gy * p.my / 1e6
+
+
+def cell_layers(rel, data, layer: str, depth: int | None = None):
     """(map children, hover payload, legend title) for the chosen layer of a release."""
-    values, grid = rel.raster()
+    grid, regions, counts, eps = structure(rel, depth)
     d = rel.domain
     bounds = (d.west, d.south, d.east, d.north)
-    truth = data.histogram(grid) if layer in ("true", "error") or grid.n_cells <= MAX_HOVER_CELLS else None
+    n = len(regions)
+    is_cells = n == grid.n_cells
+    area = (regions[:, 1] - regions[:, 0]) * (regions[:, 3] - regions[:, 2]) * cell_km2(grid)
+    need_truth = layer in ("true", "error") or (is_cells and n <= MAX_HOVER_CELLS) or \
+        (not is_cells and n <= MAX_HOVER_REGIONS)
+    truth = region_sums(summed_area(data.histogram(grid)), regions) if need_truth else None
     children = [dl.Rectangle(bounds=[[d.south, d.west], [d.north, d.east]], interactive=False,
                              pathOptions={"color": "#333", "weight": 2, "fill": False, "dashArray": "6 4"})]
+    unit = ""
     if layer != "none":
-        shown = {"private": values, "true": truth,
-                 "error": None if truth is None else values - truth}[layer]
+        per_region = {"private": counts, "true": truth,
+                      "error": None if truth is None else counts - truth}[layer] / area
         diverging = layer == "error"
         if not diverging:
-            shown = shown.clip(min=0)   # display only (spec 000 P11); numbers stay raw
-        vmin, vmax = render.colour_range(shown, diverging)
+            per_region = per_region.clip(min=0)   # display only (spec 000 P11); numbers stay raw
+        painted = per_region.reshape(grid.shape) if is_cells else paint(grid.shape, regions, per_region)
+        outline_ids = None
+        if n <= MAX_OUTLINED:
+            outline_ids = np.arange(n).reshape(grid.shape) if is_cells else \
+                paint(grid.shape, regions, np.arange(n, dtype=float))
+        vmin, vmax = render.colour_range(painted, diverging)
         colours = render.DIVERGING if diverging else render.SEQUENTIAL
-        children.append(dl.ImageOverlay(url=render.grid_image(shown, bounds, vmin, vmax, colours),
+        children.append(dl.ImageOverlay(url=render.grid_image(painted, bounds, vmin, vmax, colours, outline_ids),
                                         bounds=[[d.south, d.west], [d.north, d.east]],
                                         opacity=0.85, className="grid-raster", id="grid-raster"))
-        unit = {"private": "noisy count per cell", "true": "true count per cell (not private)",
-                "error": "private − true per cell"}[layer]
         children.append(dl.Colorbar(id=ids.MAP_LEGEND, colorscale=colours, min=vmin, max=vmax,
                                     nTicks=5, width=260, height=14, position="bottomright",
                                     tickDecimals=0 if vmax - vmin > 10 else 1))
-    else:
-        unit = ""
-    hover = None
-    if grid.n_cells <= MAX_HOVER_CELLS:
-        hover = {"bounds": list(bounds), "gx": grid.gx, "gy": grid.gy,
-                 "noisy": values.round(1).ravel().tolist(),
-                 "truth": None if truth is None else truth.astype(int).ravel().tolist()}
-    return children, hover, unit
+        unit = UNITS[layer]
+    return children, hover_payload(grid, regions, counts, truth, eps, area, is_cells), unit
+
+
+def hover_payload(grid, regions, counts, truth, eps, area, is_cells):
+    """Per-region values the browser needs for the hover readout (None when too many)."""
+    d = grid.domain
+    base = {"bounds": [d.west, d.south, d.east, d.north], "gx": grid.gx, "gy": grid.gy,
+            "noisy": np.round(counts, 1).tolist(),
+            "truth": None if truth is None else np.round(truth).astype(int).tolist()}
+    if is_cells:
+        return {**base, "kind": "cells"} if grid.n_cells <= MAX_HOVER_CELLS else None
+    if len(regions) > MAX_HOVER_REGIONS:
+        return None
+    return {**base, "kind": "regions", "regions": regions.ravel().tolist(),
+            "area": np.round(area, 4).tolist(), "eps": None if eps is None else np.round(eps, 5).tolist()}
 
 
 def points_layer(data, n: int = POINT_SAMPLE):
@@ -99,23 +152,44 @@ def register_callbacks(app, config: dict):
     @app.callback(Output(ids.MAP_LAYERS, "children"), Output(ids.MAP_GRID_STORE, "data"),
                   Output(ids.MAP, "viewport"), Output(LEGEND_TITLE, "children"),
                   Input(ids.RELEASE, "data"), Input(ids.MAP_LAYER_PICK, "value"),
-                  Input(ids.MAP_POINTS_TOGGLE, "value"),
-                  State(ids.SESSION, "data"), State(ids.DATASET, "data"))
-    def draw(rinfo, layer, toggles, sid, info):
-        if not rinfo or not info:
+                  Input(ids.MAP_POINTS_TOGGLE, "value"), Input(GROW_DEPTH, "value"),
+                  State(ids.SESSION, "data"))
+    def draw(rinfo, layer, toggles, depth, sid):
+        if not rinfo:
             return no_update, no_update, no_update, no_update
         try:
             rel = state.release(sid, rinfo["key"])
             data = state.points(sid, state.key_fingerprint(rinfo["key"]))
         except LookupError as exc:
             return [], None, no_update, str(exc)
-        children, hover, legend = cell_layers(rel, data, layer)
+        children, hover, legend = cell_layers(rel, data, layer, None if ctx.triggered_id == ids.RELEASE else depth)
         if "points" in (toggles or []):
             children.append(points_layer(data))
         d = rel.domain
         viewport = {"bounds": [[d.south, d.west], [d.north, d.east]]} \
             if ctx.triggered_id == ids.RELEASE else no_update
         return children, hover, viewport, legend
+
+    @app.callback(Output(GROW_BOX, "hidden"), Output(GROW_DEPTH, "max"), Output(GROW_DEPTH, "value"),
+                  Output(GROW_TIMER, "disabled"),
+                  Input(ids.RELEASE, "data"), Input(GROW_PLAY, "n_clicks"), Input(GROW_TIMER, "n_intervals"),
+                  State(GROW_DEPTH, "value"), State(GROW_DEPTH, "max"), State(ids.SESSION, "data"))
+    def grow(rinfo, _play, _tick, depth, top, sid):
+        if ctx.triggered_id == GROW_PLAY:
+            return no_update, no_update, 0, False
+        if ctx.triggered_id == GROW_TIMER:
+            nxt = min((depth or 0) + 1, top)
+            return no_update, no_update, nxt, nxt >= top
+        if not rinfo:
+            return True, no_update, no_update, True
+        try:
+            rel = state.release(sid, rinfo["key"])
+        except LookupError:
+            return True, no_update, no_update, True
+        if getattr(rel, "nodes", None) is None:
+            return True, 1, 1, True
+        top = rel.max_depth()
+        return False, top, top, True
 
     app.clientside_callback(
         "function(data){ window.dpGrid = data; return window.dash_clientside.no_update; }",

@@ -13,14 +13,14 @@ from .budget import Ledger, LedgerEntry
 from .domain import PRESETS, Domain, Projection, UniformGrid, fit_to_data
 from .errors import BudgetError, DataError, ParameterError, PrivacyLeakWarning
 from .io import load_points
-from .mechanisms import GridRelease, MechanismSpec, Param, Release, mechanisms, release
+from .mechanisms import GridRelease, LeafRelease, MechanismSpec, Param, Release, mechanisms, release
 from .points import LoadReport, PointData
 from .queries import Rect, random_workload
 from .samples import SAMPLES, load_sample
 
 __all__ = [
     "BudgetError", "DataError", "Domain", "GridRelease", "Ledger", "LedgerEntry", "LoadReport",
-    "MechanismSpec", "PRESETS", "Param", "ParameterError", "PointData", "PrivacyLeakWarning",
+    "LeafRelease", "MechanismSpec", "PRESETS", "Param", "ParameterError", "PointData", "PrivacyLeakWarning",
     "Projection", "Rect", "Release", "SAMPLES", "UniformGrid", "evaluate", "fit_to_data",
     "load_points", "load_sample", "mechanisms", "metrics", "noise", "random_workload", "release",
 ]

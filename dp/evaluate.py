@@ -18,7 +18,7 @@ from .points import LoadReport, PointData
 from .queries import random_workload
 
 ROW_KEYS = ("mechanism", "epsilon", "area_frac", "rep", "median_re", "mean_re",
-            "median_re_sanity", "mean_abs_error", "n_queries", "n_inf")
+            "median_re_sanity", "mean_abs_error", "n_queries", "n_inf", "grid_size")
 
 
 def workloads(domain: Domain, area_fracs, n_queries: int = 100, seed: int = 0) -> dict:
@@ -39,8 +39,9 @@ def evaluate(data: PointData, domain: Domain, mechanisms, epsilons, area_fracs,
     `params` maps a mechanism name to its parameters. A mechanism with a tuning workload is
     tuned on queries of the size it is evaluated on (spec 000 5.2), unless `params` fixes
     `tuning_query_area`. `median_re_sanity` divides by max(true, sanity) (spec 000 5.3's
-    optional variant). Repetitions are the outer loop, so a stopped run still covers every
-    (mechanism, epsilon, size) once it has finished one repetition.
+    optional variant); `grid_size` is the released grid's cells per side (a public output).
+    Repetitions are the outer loop, so a stopped run still covers every (mechanism, epsilon,
+    size) once it has finished one repetition.
     """
     specs = _registry()
     unknown = [m for m in mechanisms if m not in specs]
@@ -62,7 +63,8 @@ def evaluate(data: PointData, domain: Domain, mechanisms, epsilons, area_fracs,
                         p.setdefault("tuning_query_area", a)
                     rel = release(m, data, domain, eps, params=p,
                                   seed=[seed, rep, zlib.crc32(m.encode()), _code(eps), _code(a)])
-                    rows.append(_row(m, eps, a, rep, rel.answer_many(Q), T[a], sanity))
+                    rows.append(_row(m, eps, a, rep, rel.answer_many(Q), T[a], sanity,
+                                     getattr(getattr(rel, "grid", None), "gx", None)))
                     if progress is not None:
                         progress(len(rows), total)
     return rows
@@ -116,13 +118,14 @@ def _code(v: float) -> int:
     return int(round(float(v) * 1e6))
 
 
-def _row(mechanism, epsilon, area_frac, rep, est, true, sanity) -> dict:
+def _row(mechanism, epsilon, area_frac, rep, est, true, sanity, grid_size) -> dict:
     re = metrics.relative_error(est, true)
     return {"mechanism": mechanism, "epsilon": float(epsilon), "area_frac": float(area_frac),
             "rep": rep, "median_re": float(np.median(re)), "mean_re": float(np.mean(re)),
             "median_re_sanity": metrics.median_relative_error(est, true, sanity),
             "mean_abs_error": float(np.mean(metrics.absolute_error(est, true))),
-            "n_queries": int(len(true)), "n_inf": int(np.isinf(re).sum())}
+            "n_queries": int(len(true)), "n_inf": int(np.isinf(re).sum()),
+            "grid_size": grid_size}
 
 
 def _quantiles(v, qs) -> list[float]:

@@ -200,7 +200,8 @@ def _parse_csv(text, lon, lat, user, max_rows):
         unparsed = np.zeros(len(x), bool)
     except ValueError:
         body = [ln for ln in text[start:].splitlines() if ln.strip()]
-        x, y, first_bad, dropped, unparsed = _parse_csv_tolerant(body, delim, ilon, ilat, len(header))
+        x, y, first_bad, dropped, unparsed = _parse_csv_tolerant(body, delim, ilon, ilat,
+                                                                 len(header))
     n_rows = len(x)
     uid = None
     if iuser is not None:

@@ -100,8 +100,8 @@ def test_map_layers_and_hover_payload(small):
     data, domain = small
     rel = dp.release("identity", data, domain, epsilon=1.0, params={"grid_size": 32}, seed=0)
     children, hover, legend = map_panel.cell_layers(rel, data, "private")
-    assert legend == "noisy count per cell"
-    assert hover["gx"] == 32 and len(hover["noisy"]) == 32 * 32
+    assert legend == "noisy points per km²"
+    assert hover["kind"] == "cells" and hover["gx"] == 32 and len(hover["noisy"]) == 32 * 32
     assert hover["truth"] == data.histogram(rel.grid).astype(int).ravel().tolist()
     _, _, err_legend = map_panel.cell_layers(rel, data, "error")
     assert "private − true" in err_legend

@@ -99,7 +99,8 @@ def test_evaluation_workload_differs_from_tuning_workload():
 def test_summarise_quantiles_and_pooled_numbers():
     rows = [{"mechanism": "m", "epsilon": 1.0, "area_frac": 0.01, "rep": i, "median_re": v,
              "mean_re": 2 * v, "median_re_sanity": v / 2, "mean_abs_error": 10 * v,
-             "n_queries": 100, "n_inf": i % 2, "grid_size": 8} for i, v in enumerate([0.1, 0.2, 0.3, 0.4, 0.5])]
+             "n_queries": 100, "n_inf": i % 2, "grid_size": 8}
+            for i, v in enumerate([0.1, 0.2, 0.3, 0.4, 0.5])]
     rows.append({**rows[0], "mechanism": "other", "median_re": np.inf})
     s = summarise(rows)
     assert [g["mechanism"] for g in s] == ["m", "other"]

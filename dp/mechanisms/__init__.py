@@ -6,10 +6,11 @@ import math
 from ..domain import Domain
 from ..errors import ParameterError
 from ..noise import make_rng
-from . import grid
+from . import grid, htf, trees
 from .base import GridRelease, MechanismSpec, Param, Release
+from .leaves import LeafRelease
 
-_REGISTRY: dict[str, MechanismSpec] = {s.name: s for s in grid.SPECS}
+_REGISTRY: dict[str, MechanismSpec] = {s.name: s for m in (grid, htf, trees) for s in m.SPECS}
 
 
 def mechanisms(private_only: bool = False) -> dict[str, MechanismSpec]:
@@ -50,4 +51,4 @@ def release(name: str, data, domain: Domain, epsilon: float = 1.0, split=None, p
     return rel
 
 
-__all__ = ["GridRelease", "MechanismSpec", "Param", "Release", "mechanisms", "release"]
+__all__ = ["GridRelease", "LeafRelease", "MechanismSpec", "Param", "Release", "mechanisms", "release"]

@@ -159,6 +159,11 @@ class Release:
         """Released values on a uniform grid (row 0 = south), for maps; the grid is public."""
         raise NotImplementedError
 
+    def regions(self) -> tuple[UniformGrid, np.ndarray, np.ndarray]:
+        """(base grid, (L, 4) cell ranges [r0, r1, c0, c1), noisy count per range): the released
+        structure in one shape for every mechanism (grid cells or tree leaves)."""
+        raise NotImplementedError
+
     def to_geojson(self) -> dict:
         raise NotImplementedError
 
@@ -220,6 +225,10 @@ class GridRelease(Release):
 
     def raster(self):
         return self.counts, self.grid
+
+    def regions(self):
+        j, k = np.divmod(np.arange(self.grid.n_cells), self.grid.gx)
+        return self.grid, np.column_stack([j, j + 1, k, k + 1]), self.counts.ravel()
 
     def cell_bounds(self) -> np.ndarray:
         """(gy, gx, 4) array of [west, south, east, north] per cell."""

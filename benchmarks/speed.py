@@ -1,0 +1,89 @@
+"""Speed and peak memory of load -> bin -> release for 1e5, 1e6 and 1e7 points.
+
+Each size runs in a fresh subprocess so its peak RSS is its own; with --repeat R each stage
+reports its fastest of R cold runs (fresh load, empty caches), which filters out load from
+other processes. Usage:
+    python benchmarks/speed.py [--quick] [--repeat R]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import dp  # noqa: E402
+
+DOMAIN = dp.PRESETS["New York (Manhattan & Brooklyn)"]
+E2E_PARAMS = {"grid_sizes": [30, 40, 50, 60, 70, 80], "tuning_queries": 100, "delta": 0.01}
+TARGETS = "targets: E2EPriv on 1e6 points <= 1.5 s; 1e7 end to end (load + E2EPriv) <= 15 s " \
+          "with peak RSS < 2048 MB"
+
+
+def write_csv(path: Path, n: int, seed: int = 0, chunk: int = 1_000_000):
+    """Clustered-city points (the built-in sample's generator) as a lon,lat CSV, in chunks."""
+    x, y = dp.SAMPLES["city_200k"].make(DOMAIN, n, seed)
+    with open(path, "w") as f:
+        f.write("lon,lat\n")
+        for i in range(0, n, chunk):
+            xy = np.column_stack([x[i:i + chunk], y[i:i + chunk]]).ravel().tolist()
+            f.write(("%.6f,%.6f\n" * (len(xy) // 2)) % tuple(xy))
+
+
+def run_once(path: str) -> dict:
+    """Seconds per stage of one cold pipeline: load, bin, E2EPriv release, UG release."""
+    t0 = time.perf_counter()
+    data = dp.load_points(path)
+    t1 = time.perf_counter()
+    data.histogram(dp.UniformGrid(DOMAIN, 256))
+    t2 = time.perf_counter()
+    dp.release("e2epriv", data, DOMAIN, 1.0, params=E2E_PARAMS, seed=0)
+    t3 = time.perf_counter()
+    dp.release("ug", data, DOMAIN, 1.0, seed=0)
+    t4 = time.perf_counter()
+    return {"n": data.n, "load": t1 - t0, "bin": t2 - t1, "e2epriv": t3 - t2, "ug": t4 - t3}
+
+
+def measure(path: str, repeat: int) -> dict:
+    """Fastest time per stage over `repeat` runs, and the peak RSS of this process."""
+    runs = [run_once(path) for _ in range(repeat)]
+    best = {k: min(r[k] for r in runs) for k in runs[0]}
+    return {**best, "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="skip 1e7 points")
+    ap.add_argument("--repeat", type=int, default=1, help="cold runs per size (default 1)")
+    ap.add_argument("--worker", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.worker:
+        print(json.dumps(measure(args.worker, args.repeat)))
+        return
+    sizes = [10**5, 10**6] + ([] if args.quick else [10**7])
+    print(f"{'N':>10} {'load s':>8} {'bin s':>7} {'e2epriv s':>10} {'ug s':>6} "
+          f"{'load+e2e s':>11} {'peak RSS MB':>12}")
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in sizes:
+            path = Path(tmp) / f"points_{n}.csv"
+            write_csv(path, n)
+            out = subprocess.run([sys.executable, __file__, "--worker", str(path),
+                                  "--repeat", str(args.repeat)],
+                                 capture_output=True, text=True, check=True)
+            r = json.loads(out.stdout)
+            print(f"{r['n']:>10,} {r['load']:>8.2f} {r['bin']:>7.3f} {r['e2epriv']:>10.2f} "
+                  f"{r['ug']:>6.2f} {r['load'] + r['e2epriv']:>11.2f} {r['rss_mb']:>12.0f}",
+                  flush=True)
+            path.unlink()
+    print(TARGETS)
+
+
+if __name__ == "__main__":
+    main()

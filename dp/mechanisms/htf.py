@@ -1,0 +1,2 @@
+"""Homogeneous Tree Framework (paper 003): being written."""
+SPECS = ()

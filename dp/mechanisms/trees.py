@@ -1,0 +1,2 @@
+"""Tree and adaptive-grid competitors (AG, quadtree, kd-tree, PrivTree): being written."""
+SPECS = ()
