@@ -16,12 +16,11 @@ EPS_MARKS = {-2: "0.01", -1: "0.1", 0: "1", 1: "10"}
 
 
 def layout(config: dict) -> html.Div:
-    mechs = dp.mechanisms(private_only=True)
     return html.Div(className="card", children=[
         html.H3("2 · Mechanism"),
         help_box("mechanism"),
         dcc.Dropdown(id=ids.MECHANISM, clearable=False, value=DEFAULT_MECHANISM,
-                     options=[{"label": s.label, "value": k} for k, s in mechs.items()]),
+                     options=mechanism_options("points")),
         html.Div(id=ids.MECH_DESCRIPTION, className="mech-description"),
         html.Label("Total privacy budget ε (log scale)", htmlFor=ids.EPSILON),
         dcc.Slider(id=ids.EPSILON, min=-2, max=1, step=0.01, value=0, marks=EPS_MARKS, allow_direct_input=False,
@@ -38,6 +37,12 @@ def layout(config: dict) -> html.Div:
         html.Button("Release (spends ε)", id=ids.RELEASE_BUTTON, className="primary", n_clicks=0),
         dcc.Loading(html.Div(id=ids.RELEASE_STATUS, role="status"), type="dot"),
     ])
+
+
+def mechanism_options(kind: str) -> list[dict]:
+    """Private mechanisms that apply to this kind of data ('points' or 'regions')."""
+    return [{"label": s.label, "value": k} for k, s in dp.mechanisms(private_only=True).items()
+            if s.data_kind == kind]
 
 
 def epsilon_from_slider(v) -> float:
@@ -101,6 +106,13 @@ def split_readout(spec, split, epsilon) -> list:
 
 
 def register_callbacks(app, config: dict):
+    @app.callback(Output(ids.MECHANISM, "options"), Output(ids.MECHANISM, "value"),
+                  Input(ids.DATASET, "data"), State(ids.MECHANISM, "value"))
+    def offer_mechanisms(info, current):
+        opts = mechanism_options((info or {}).get("kind", "points"))
+        values = [o["value"] for o in opts]
+        return opts, current if current in values else (values[0] if values else None)
+
     @app.callback(Output(ids.MECH_DESCRIPTION, "children"), Output(ids.PARAMS_BOX, "children"),
                   Input(ids.MECHANISM, "value"))
     def show_mechanism(name):
@@ -138,6 +150,9 @@ def register_callbacks(app, config: dict):
     def run_release(_, info, name, eps_v, weights, pvals, pids, seed_mode, seed, preset, box, sid, spend):
         if not info:
             return no_update, no_update, no_update
+        kinds = [o["value"] for o in mechanism_options(info.get("kind", "points"))]
+        if name not in kinds:   # new data of another kind: the picker is switching too
+            name = kinds[0]
         spec = dp.mechanisms()[name]
         try:
             epsilon = epsilon_from_slider(eps_v)

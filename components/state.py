@@ -62,10 +62,16 @@ def sample(name: str):
     return _samples[name]
 
 
+def data_kind(data) -> str:
+    """'points' or 'regions': which mechanisms apply to this dataset."""
+    return getattr(data, "kind", "points")
+
+
 def dataset_summary(data, origin: str) -> dict:
     """What the browser may hold about the data: name, size, the loader's report; no points."""
     r = data.report
     return {"fingerprint": data.fingerprint, "name": data.name, "n": data.n, "origin": origin,
+            "kind": data_kind(data),
             "summary": r.summary(), "dropped": r.dropped}
 
 

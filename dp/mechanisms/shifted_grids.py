@@ -1,0 +1,2 @@
+"""Shifted grids under delta-neighbourhood privacy (paper 001): being written."""
+SPECS = ()
