@@ -11,6 +11,7 @@ import pytest
 from scipy import stats
 
 import dp
+from dp.mechanisms.leaves import region_sums, summed_area
 from dp import metrics, noise
 from dp.errors import BudgetError, ParameterError, PrivacyLeakWarning
 from dp.queries import random_workload
@@ -33,6 +34,9 @@ def points(domain: dp.Domain, n: int, seed: int) -> dp.PointData:
 @pytest.fixture(scope="module")
 def data():
     return points(UNIT, 2000, seed=1)
+
+
+POINT_MECHANISMS = sorted(n for n, s in dp.mechanisms().items() if s.data_kind == "points")
 
 
 def params_for(name):
@@ -199,7 +203,7 @@ def test_release_rejects_bad_params(data, name, params, words):
     assert words in str(exc.value)
 
 
-@pytest.mark.parametrize("name", sorted(dp.mechanisms()))
+@pytest.mark.parametrize("name", POINT_MECHANISMS)
 def test_every_float_param_rejects_non_finite(data, name):
     spec = dp.mechanisms()[name]
     for p in spec.params:
@@ -235,7 +239,7 @@ def test_e2epriv_requires_rho_above_one():
 
 
 # -------------------------------------------------------------- every registered mechanism
-@pytest.mark.parametrize("name", sorted(dp.mechanisms()))
+@pytest.mark.parametrize("name", POINT_MECHANISMS)
 @pytest.mark.parametrize("eps", [0.1, 1.0, 3.7])
 def test_every_mechanism_ledger_and_privacy_flag(data, name, eps):
     spec = dp.mechanisms()[name]
@@ -252,10 +256,10 @@ def test_every_mechanism_ledger_and_privacy_flag(data, name, eps):
         assert rel.ledger.total == pytest.approx(eps, rel=1e-9)
         rel.ledger.check(eps)
         assert all(e.epsilon > 0 and e.private for e in rel.ledger)
-        # the parts of the ledger follow the split
         assert sum(rel.split) == pytest.approx(1.0)
-        assert rel.ledger.entries[-1].epsilon == pytest.approx(eps * rel.split[-1])
-        assert rel.noise_scale == pytest.approx(1 / (eps * rel.split[-1]))
+        if isinstance(rel, dp.GridRelease):   # grids: the last part is the Laplace counts
+            assert rel.ledger.entries[-1].epsilon == pytest.approx(eps * rel.split[-1])
+            assert rel.noise_scale == pytest.approx(1 / (eps * rel.split[-1]))
 
 
 def test_same_seed_same_release_and_fresh_entropy_differs(data):
@@ -277,24 +281,29 @@ def _all_keys(obj):
             yield from _all_keys(v)
 
 
-@pytest.mark.parametrize("name", sorted(dp.mechanisms()))
+@pytest.mark.parametrize("name", POINT_MECHANISMS)
 def test_geojson_contains_no_true_counts_or_diagnostics(data, name):
     rel = dp.release(name, data, UNIT, 1.0, params=params_for(name), seed=5)
     gj = json.loads(rel.to_json())          # serialisable as JSON
     assert gj["type"] == "FeatureCollection"
-    assert len(gj["features"]) == rel.grid.n_cells
-    for f in gj["features"]:
-        assert set(f["properties"]) == {"row", "col", "noisy_count"}
     keys = {str(k).lower() for k in _all_keys(gj)}
     assert not any("true" in k or "exact" in k for k in keys)
     # owner-only diagnostics (P18) never reach the export
     for secret in ("diagnostics", "scores", "sensitivities", "probabilities", "tuning_errors", "chosen"):
         assert secret not in keys
-    counts = np.array([[f["properties"]["row"], f["properties"]["col"], f["properties"]["noisy_count"]]
-                       for f in gj["features"]])
-    assert np.array_equal(counts[:, 2], rel.counts[counts[:, 0].astype(int), counts[:, 1].astype(int)])
-    if rel.spec.private:
-        assert not np.array_equal(rel.counts, data.histogram(rel.grid))
+    grid, regions, counts = rel.regions()
+    if isinstance(rel, dp.GridRelease):
+        assert len(gj["features"]) == rel.grid.n_cells
+        assert all(set(f["properties"]) == {"row", "col", "noisy_count"} for f in gj["features"])
+        exported = np.array([[f["properties"]["row"], f["properties"]["col"], f["properties"]["noisy_count"]]
+                             for f in gj["features"]])
+        assert np.array_equal(exported[:, 2],
+                              rel.counts[exported[:, 0].astype(int), exported[:, 1].astype(int)])
+    elif isinstance(rel, dp.LeafRelease):   # one feature per leaf, in leaf order
+        assert [f["properties"]["noisy_count"] for f in gj["features"]] == pytest.approx(counts.tolist())
+    if rel.spec.private:   # the released counts are not the true ones
+        true = region_sums(summed_area(data.histogram(grid)), regions)
+        assert not np.allclose(counts, true)
 
 
 def test_geojson_counts_are_true_counts_plus_data_independent_noise():

@@ -74,6 +74,7 @@ class LeafRelease(Release):
         self.eps_path = None if eps_path is None else np.asarray(eps_path, dtype=np.float64)
         self.nodes = None if nodes is None else np.asarray(nodes, dtype=np.int64).reshape(-1, 5)
         self._sat = None
+        self._is_leaf = None
 
     # ------------------------------------------------------------------ structure
     @property
@@ -109,14 +110,20 @@ class LeafRelease(Release):
         if self.nodes is None:
             return self.leaves, self.counts
         d = self.nodes[:, 4]
-        region_is_leaf = self._node_is_leaf()
+        if self._is_leaf is None:
+            self._is_leaf = self._node_is_leaf()
+        region_is_leaf = self._is_leaf
         pick = (d == depth) | (region_is_leaf & (d < depth))
         regions = self.nodes[pick, :4]
         return regions, self._region_sums(regions)
 
     def _node_is_leaf(self) -> np.ndarray:
-        leaf_keys = {tuple(r) for r in self.leaves.tolist()}
-        return np.array([tuple(r) in leaf_keys for r in self.nodes[:, :4].tolist()], dtype=bool)
+        """Which nodes are released leaves (matched by region, vectorised via integer keys)."""
+        k = max(self.base.gx, self.base.gy) + 1
+
+        def key(r):
+            return ((r[:, 0] * k + r[:, 1]) * k + r[:, 2]) * k + r[:, 3]
+        return np.isin(key(self.nodes[:, :4]), key(self.leaves))
 
     def _region_sums(self, regions) -> np.ndarray:
         return region_sums(self._cell_sat(), regions)

@@ -1,2 +1,613 @@
-"""Tree and adaptive-grid competitors (AG, quadtree, kd-tree, PrivTree): being written."""
-SPECS = ()
+"""Tree and adaptive-grid competitors of HTF (spec 003 section 5.3): AG, quadtree, kd-tree, PrivTree.
+
+Every mechanism here releases a LeafRelease on a public base grid (`base_cells` cells on the
+longer side, cells square in metres). Node regions are half-open cell ranges [r0, r1) x [c0, c1)
+with row 0 = south (spec 003 section 2). Exact counts of any region come from one 2-D prefix sum
+of the base matrix, so nothing loops over points or cells; loops run over tree levels only.
+
+Conventions shared by the trees (decisions the sources leave open are marked "choice"):
+
+- Neighbours: add/remove one point; a count has sensitivity 1.
+- depth: root = 0. height = h - depth, where h is the tree height; budgets are indexed by height.
+- Noisy counts are kept raw (negative values included, spec 003 section 6 item 19).
+- A node that cannot be split any further (one base cell) stops early. Its count then gets the
+  budget of every level below it, so each root-to-leaf path spends exactly the counts budget
+  (choice; the same rule as HTF's pruned leaves).
+- Smoothing is the inverse-variance (least-squares) consistency of Hay et al. for any tree:
+  bottom-up Z_v = w Y_v + (1 - w) sum Z_u with w = (1/var_v) / (1/var_v + 1/sum V_u), then
+  top-down x_u = Z_u + V_u / sum V_w (x_v - sum Z_w). With a uniform fanout f and per-height
+  budgets this is exactly spec 003's alpha_j = f^j eps_j^2 / E_j and the 1/f share of the
+  residual; the general form also covers thin nodes with fewer children and early leaves.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..budget import Ledger
+from ..errors import ParameterError
+from .base import MechanismSpec, Param
+from .leaves import LeafRelease, square_base_grid
+
+ADD_REMOVE = "add/remove one point"
+
+
+# ============================================================================ shared machinery
+def prefix_sum(F: np.ndarray) -> np.ndarray:
+    """Summed-area table S with S[i, j] = sum of F[:i, :j]; shape (rows + 1, cols + 1)."""
+    F = np.asarray(F, dtype=np.float64)
+    S = np.zeros((F.shape[0] + 1, F.shape[1] + 1))
+    S[1:, 1:] = F.cumsum(0).cumsum(1)
+    return S
+
+
+def region_counts(S: np.ndarray, regions: np.ndarray) -> np.ndarray:
+    """Exact counts of regions [r0, r1) x [c0, c1) from the summed-area table (vectorised)."""
+    regions = np.asarray(regions, dtype=np.int64).reshape(-1, 4)
+    r0, r1, c0, c1 = regions.T
+    return S[r1, c1] - S[r0, c1] - S[r1, c0] + S[r0, c0]
+
+
+def geometric_budgets(h: int, eps: float, fanout: int = 2) -> np.ndarray:
+    """E[i] for heights i = 0 (leaves) .. h (root): spec 003 Eq. (G) generalised to fanout f.
+
+    Minimising sum_i f^(h-i) / eps_i^2 (the count variance summed over all nodes of every level)
+    subject to sum_i eps_i = eps gives eps_i proportional to f^((h-i)/3), so
+    eps_i = r^(h-i) eps (r - 1) / (r^(h+1) - 1) with r = f^(1/3). f = 2 is HTF's Eq. (G).
+    """
+    if h < 0:
+        raise ParameterError(f"tree height must be >= 0, got {h}")
+    r = float(fanout) ** (1.0 / 3.0)
+    i = np.arange(h + 1)
+    return r ** (h - i) * eps * (r - 1.0) / (r ** (h + 1) - 1.0)
+
+
+def uniform_budgets(h: int, eps: float) -> np.ndarray:
+    """E[i] = eps / (h + 1) at every height."""
+    return np.full(h + 1, eps / (h + 1))
+
+
+def level_budgets(h: int, eps: float, mode: str, fanout: int) -> np.ndarray:
+    if mode == "geometric":
+        return geometric_budgets(h, eps, fanout)
+    if mode == "uniform":
+        return uniform_budgets(h, eps)
+    raise ParameterError(f"count budget must be 'geometric' or 'uniform', got {mode!r}")
+
+
+@dataclass
+class Tree:
+    """Nodes in breadth-first order (depth non-decreasing); parent = -1 for the root."""
+
+    regions: np.ndarray   # (K, 4) int64 [r0, r1, c0, c1)
+    depth: np.ndarray     # (K,) int64
+    parent: np.ndarray    # (K,) int64
+
+    @property
+    def n_nodes(self) -> int:
+        return len(self.depth)
+
+    @property
+    def is_leaf(self) -> np.ndarray:
+        has_child = np.zeros(self.n_nodes, dtype=bool)
+        has_child[self.parent[self.parent >= 0]] = True
+        return ~has_child
+
+    @property
+    def height(self) -> int:
+        return int(self.depth.max())
+
+    def level_bounds(self) -> np.ndarray:
+        """starts[d] .. starts[d + 1] is the index range of the nodes at depth d."""
+        return np.searchsorted(self.depth, np.arange(self.height + 2))
+
+    def nodes(self) -> np.ndarray:
+        """(K, 5) [r0, r1, c0, c1, depth] for LeafRelease.nodes."""
+        return np.column_stack([self.regions, self.depth])
+
+
+class _TreeBuilder:
+    """Collects one level of nodes at a time (breadth-first)."""
+
+    def __init__(self, shape):
+        gy, gx = shape
+        self.levels = [np.array([[0, gy, 0, gx]], dtype=np.int64)]
+        self.parents = [np.array([-1], dtype=np.int64)]
+        self.offset = 0          # global index of the first node of the last level
+
+    @property
+    def frontier(self) -> np.ndarray:
+        return self.levels[-1]
+
+    def add_level(self, children: np.ndarray, parent_local: np.ndarray):
+        self.parents.append(self.offset + np.asarray(parent_local, dtype=np.int64))
+        self.offset += len(self.levels[-1])
+        self.levels.append(np.asarray(children, dtype=np.int64).reshape(-1, 4))
+
+    def tree(self) -> Tree:
+        depth = np.concatenate([np.full(len(l), d, dtype=np.int64) for d, l in enumerate(self.levels)])
+        return Tree(np.concatenate(self.levels), depth, np.concatenate(self.parents))
+
+
+def splittable(regions: np.ndarray) -> np.ndarray:
+    """A node can be split while it has more than one base cell."""
+    return (regions[:, 1] - regions[:, 0] > 1) | (regions[:, 3] - regions[:, 2] > 1)
+
+
+def quad_children(regions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """4-way split at the middle row and column (children SW, SE, NW, NE; empty ones dropped).
+
+    The southern/western child gets floor(U/2) rows / floor(V/2) columns; a side of one cell is
+    not split, so thin nodes get 2 children. Returns (children, index of each child's parent).
+    """
+    r0, r1, c0, c1 = regions.T
+    U, V = r1 - r0, c1 - c0
+    rm = np.where(U > 1, r0 + U // 2, r1)
+    cm = np.where(V > 1, c0 + V // 2, c1)
+    ch = np.stack([np.column_stack([r0, rm, c0, cm]), np.column_stack([r0, rm, cm, c1]),
+                   np.column_stack([rm, r1, c0, cm]), np.column_stack([rm, r1, cm, c1])], axis=1)
+    par = np.repeat(np.arange(len(regions)), 4)
+    ch = ch.reshape(-1, 4)
+    keep = (ch[:, 1] > ch[:, 0]) & (ch[:, 3] > ch[:, 2])
+    return ch[keep], par[keep]
+
+
+def node_budgets(tree: Tree, h: int, E: np.ndarray) -> np.ndarray:
+    """Count budget of every node: E[h - depth], and for a leaf all budget left on its path."""
+    height = h - tree.depth
+    eps = E[height].copy()
+    cum = np.cumsum(E)                     # cum[i] = E[0] + ... + E[i]
+    leaf = tree.is_leaf
+    eps[leaf] = cum[height[leaf]]
+    return eps
+
+
+def noisy_node_counts(tree: Tree, S: np.ndarray, eps_node: np.ndarray, rng) -> tuple[np.ndarray, np.ndarray]:
+    """Exact count + Laplace(1/eps_node) for every node; returns (noisy counts, their variances)."""
+    scale = 1.0 / eps_node
+    y = region_counts(S, tree.regions) + rng.laplace(0.0, 1.0, tree.n_nodes) * scale
+    return y, 2.0 * scale ** 2
+
+
+def smooth(tree: Tree, y: np.ndarray, var: np.ndarray) -> np.ndarray:
+    """Hay et al. consistency (least squares) on any tree: see the module docstring.
+
+    Returns consistent estimates of every node: each internal node equals the sum of its children.
+    """
+    y = np.asarray(y, dtype=np.float64)
+    var = np.asarray(var, dtype=np.float64)
+    Z, V = y.copy(), var.copy()
+    starts = tree.level_bounds()
+    leaf = tree.is_leaf
+    child_sums = {}
+    for d in range(tree.height, 0, -1):                       # bottom-up
+        lo, hi = starts[d], starts[d + 1]
+        plo, phi = starts[d - 1], starts[d]
+        p = tree.parent[lo:hi] - plo
+        sz = np.bincount(p, Z[lo:hi], minlength=phi - plo)
+        sv = np.bincount(p, V[lo:hi], minlength=phi - plo)
+        child_sums[d] = (sz, sv)
+        own = var[plo:phi]
+        internal = ~leaf[plo:phi]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            w = sv / (own + sv)                               # weight of the node's own count
+            zc = w * y[plo:phi] + (1.0 - w) * sz
+            vc = own * sv / (own + sv)
+        Z[plo:phi] = np.where(internal, zc, Z[plo:phi])
+        V[plo:phi] = np.where(internal, vc, V[plo:phi])
+    X = Z.copy()
+    for d in range(1, tree.height + 1):                       # top-down
+        lo, hi = starts[d], starts[d + 1]
+        plo = starts[d - 1]
+        p = tree.parent[lo:hi] - plo
+        sz, sv = child_sums[d]
+        resid = X[tree.parent[lo:hi]] - sz[p]
+        X[lo:hi] = Z[lo:hi] + V[lo:hi] / sv[p] * resid
+    return X
+
+
+def _base(data, domain, params):
+    base = square_base_grid(domain, params["base_cells"])
+    F = data.histogram(base)
+    return base, F, prefix_sum(F)
+
+
+def _auto_height(n: int, epsilon: float, per_level_bits: float, h_max: int) -> int:
+    """floor(log2(N eps / 10) / bits), clamped to [1, h_max]: HTF's height rule with N public."""
+    x = max(n * epsilon / 10.0, 1.0)
+    return int(min(max(math.floor(math.log2(x) / per_level_bits + 1e-12), 1), h_max))
+
+
+def _max_quad_height(shape) -> int:
+    return max(1, math.ceil(math.log2(max(shape))))
+
+
+def _max_kd_height(shape) -> int:
+    gy, gx = shape
+    return max(1, math.ceil(math.log2(gy)) + math.ceil(math.log2(gx)))
+
+
+def _charge_count_levels(ledger: Ledger, E: np.ndarray, h: int, what: str):
+    for i in range(h, -1, -1):
+        ledger.charge(f"{what} counts, height {i} (depth {h - i})", float(E[i]), 1.0, "laplace",
+                      1.0 / float(E[i]), note="Laplace(1/ε_i) on every node of the level; the "
+                      "nodes of a level are disjoint" + ("; leaves that stop early also get "
+                      "the budget of the levels below them" if i == 0 else ""))
+
+
+P_BASE = Param("base_cells", int, 1024, "Base grid (cells on the longer side)",
+               "The fixed public grid all regions are made of; cells are square in metres. 1024 "
+               "as in the HTF paper; fewer cells run faster.", min=8, max=4096)
+P_BUDGET = Param("budget", str, "geometric", "Count budget per level",
+                 "geometric: more ε near the leaves, ε_i ∝ f^((h−i)/3) (least total noise "
+                 "variance over all nodes); uniform: the same ε at every level.",
+                 choices=("geometric", "uniform"))
+
+
+# ================================================================================== quadtree
+def quadtree_partition(shape, h: int) -> Tree:
+    """Data-independent quadtree of height h on the base grid (nodes of one cell stop early)."""
+    b = _TreeBuilder(shape)
+    for _ in range(h):
+        f = b.frontier
+        idx = np.flatnonzero(splittable(f))
+        if idx.size == 0:
+            break
+        ch, par = quad_children(f[idx])
+        b.add_level(ch, idx[par])
+    return b.tree()
+
+
+def release_quadtree(data, domain, epsilon, split, params, rng):
+    base, F, S = _base(data, domain, params)
+    h_max = _max_quad_height(base.shape)
+    n_public = None
+    h = params["height"]
+    if h == 0:
+        n_public = int(round(S[-1, -1]))
+        h = _auto_height(n_public, epsilon, 2.0, h_max)
+    tree = quadtree_partition(base.shape, min(h, h_max))
+    h = tree.height
+    eps_counts = epsilon * split[0]
+    E = level_budgets(h, eps_counts, params["budget"], 4)
+    eps_node = node_budgets(tree, h, E)
+    y, var = noisy_node_counts(tree, S, eps_node, rng)
+    x = smooth(tree, y, var)
+    ledger = Ledger()
+    _charge_count_levels(ledger, E, h, "quadtree")
+    leaf = tree.is_leaf
+    return LeafRelease(QUADTREE, domain, epsilon, split, params, ledger, base, tree.regions[leaf],
+                       x[leaf], leaf_var=None, eps_path=np.full(leaf.sum(), eps_counts),
+                       nodes=tree.nodes(), n_public=n_public,
+                       diagnostics={"height": h, "n_nodes": tree.n_nodes, "level_eps": E.tolist()})
+
+
+QUADTREE = MechanismSpec(
+    name="quadtree", label="Quadtree (Cormode et al.)",
+    description="Splits every region into four equal quarters down to a fixed height, adds "
+                "Laplace noise to the count of every node, then makes the levels consistent "
+                "(Cormode et al. 2012; smoothing of Hay et al. 2010). The leaves are released.",
+    guarantee=f"ε-differential privacy, {ADD_REMOVE}: the splits do not look at the data, and "
+              "the count budgets along any root-to-leaf path add up to ε. With automatic height "
+              "the dataset size N is treated as public (it sets the height).",
+    params=(P_BASE,
+            Param("height", int, 0, "Tree height (0 = automatic)",
+                  "Levels of 4-way splits below the root. 0 picks ⌊log₂(N·ε/10)/2⌋, so there "
+                  "are about N·ε/10 leaves as in the UG rule (N is then treated as public).",
+                  min=0, max=12),
+            P_BUDGET),
+    budget_parts=("counts",), default_split=(1.0,),
+    release=release_quadtree)
+
+
+# =================================================================================== kd-tree
+def kd_split_positions(S, regions, use_x, eps_m, rng) -> np.ndarray:
+    """Private median split k (cells in the first child) of every region, one EM per region.
+
+    Candidates k = 1 .. n - 1 along the axis; utility u(k) = -|count of the first k rows (or
+    columns) - n_node / 2| with the exact node count; Pr[k] ∝ exp(eps_m u(k) / 2), i.e.
+    sensitivity 1 as in spec 003 section 5.3 (the true sensitivity is 1/2, so this is
+    conservative). Sampled for all regions at once with the Gumbel-max trick, which draws
+    exactly from the exponential mechanism's distribution.
+    """
+    r0, r1, c0, c1 = regions.T
+    n_ax = np.where(use_x, c1 - c0, r1 - r0)
+    lens = n_ax - 1
+    seg = np.repeat(np.arange(len(regions)), lens)
+    starts = np.concatenate([[0], np.cumsum(lens)[:-1]])
+    k = np.arange(lens.sum()) - np.repeat(starts, lens) + 1
+    ux = use_x[seg]
+    rhi = np.where(ux, r1[seg], r0[seg] + k)
+    chi = np.where(ux, c0[seg] + k, c1[seg])
+    first = S[rhi, chi] - S[r0[seg], chi] - S[rhi, c0[seg]] + S[r0[seg], c0[seg]]
+    n_node = region_counts(S, regions)
+    utility = -np.abs(first - n_node[seg] / 2.0)
+    score = eps_m * utility / 2.0 + rng.gumbel(0.0, 1.0, seg.size)
+    order = np.lexsort((-score, seg))
+    return k[order[starts]]
+
+
+def kd_axis(regions, height: int) -> np.ndarray:
+    """True for an x-split (columns): axis = height mod 2 with 0 = x as in HTF; a side of one
+    cell forces the other axis."""
+    U = regions[:, 1] - regions[:, 0]
+    V = regions[:, 3] - regions[:, 2]
+    want_x = height % 2 == 0
+    return (V > 1) & (want_x | (U <= 1))
+
+
+def kdtree_partition(S, shape, h: int, eps_m: float, rng) -> Tree:
+    """kd-tree of height h with private medians (eps_m per level; the nodes of a level are disjoint)."""
+    b = _TreeBuilder(shape)
+    for d in range(h):
+        f = b.frontier
+        idx = np.flatnonzero(splittable(f))
+        if idx.size == 0:
+            break
+        reg = f[idx]
+        use_x = kd_axis(reg, h - d)
+        k = kd_split_positions(S, reg, use_x, eps_m, rng)
+        r0, r1, c0, c1 = reg.T
+        first = np.where(use_x[:, None], np.column_stack([r0, r1, c0, c0 + k]),
+                         np.column_stack([r0, r0 + k, c0, c1]))
+        second = np.where(use_x[:, None], np.column_stack([r0, r1, c0 + k, c1]),
+                          np.column_stack([r0 + k, r1, c0, c1]))
+        ch = np.stack([first, second], axis=1).reshape(-1, 4)
+        b.add_level(ch, np.repeat(idx, 2))
+    return b.tree()
+
+
+def release_kdtree(data, domain, epsilon, split, params, rng):
+    base, F, S = _base(data, domain, params)
+    h_max = _max_kd_height(base.shape)
+    n_public = None
+    h = params["height"]
+    if h == 0:
+        n_public = int(round(S[-1, -1]))
+        h = _auto_height(n_public, epsilon, 1.0, h_max)
+    h = min(h, h_max)
+    eps_prt, eps_counts = epsilon * split[0], epsilon * split[1]
+    eps_m = eps_prt / h
+    tree = kdtree_partition(S, base.shape, h, eps_m, rng)
+    ledger = Ledger()
+    for d in range(h):
+        ledger.charge(f"kd-tree medians, depth {d}", eps_m, 1.0, "exponential", None,
+                      note="exponential mechanism over the split positions of every node of the "
+                           "level, utility −|first-child count − n/2|; partition budget spread "
+                           "evenly over the levels")
+    ht = tree.height          # = h unless every node became a single cell earlier
+    E = level_budgets(ht, eps_counts, params["budget"], 2)
+    eps_node = node_budgets(tree, ht, E)
+    y, var = noisy_node_counts(tree, S, eps_node, rng)
+    x = smooth(tree, y, var)
+    _charge_count_levels(ledger, E, ht, "kd-tree")
+    leaf = tree.is_leaf
+    eps_path = eps_counts + eps_m * tree.depth[leaf]
+    return LeafRelease(KDTREE, domain, epsilon, split, params, ledger, base, tree.regions[leaf],
+                       x[leaf], leaf_var=None, eps_path=eps_path, nodes=tree.nodes(),
+                       n_public=n_public,
+                       diagnostics={"height": h, "n_nodes": tree.n_nodes, "level_eps": E.tolist(),
+                                    "median_eps_per_level": eps_m})
+
+
+KDTREE = MechanismSpec(
+    name="kdtree", label="kd-tree (Cormode et al.)",
+    description="Splits regions in two at a privately chosen median, alternating x and y, to a "
+                "fixed height; then noisy counts at every node made consistent (Cormode et al. "
+                "2012; smoothing of Hay et al. 2010). The leaves are released.",
+    guarantee=f"ε-differential privacy, {ADD_REMOVE}: the medians use the exponential mechanism "
+              "(ε_medians spread over the levels) and the count budgets along any root-to-leaf "
+              "path add up to ε_counts. With automatic height the dataset size N is treated as "
+              "public (it sets the height).",
+    params=(P_BASE,
+            Param("height", int, 0, "Tree height (0 = automatic)",
+                  "Levels of 2-way splits below the root. 0 picks ⌊log₂(N·ε/10)⌋, HTF's height "
+                  "rule (N is then treated as public).", min=0, max=24),
+            P_BUDGET),
+    budget_parts=("medians", "counts"), default_split=(0.15, 0.85),
+    release=release_kdtree)
+
+
+# ========================================================================================= AG
+def snap_edges(n_cells: int, m: int) -> np.ndarray:
+    """m + 1 base-grid lines closest to an even split of n_cells into m parts (m <= n_cells).
+
+    Uses floor(j n / m + 1/2) in integer arithmetic; with m <= n the parts are never empty.
+    """
+    j = np.arange(m + 1, dtype=np.int64)
+    return (2 * j * n_cells + m) // (2 * m)
+
+
+def ag_first_level_size(n: int, epsilon: float, c: float = 10.0, m_min: int = 10) -> int:
+    """m1 = max(m_min, ceil(sqrt(N eps / c) / 4)) (Qardaji et al. 2013; spec 003 section 5.3)."""
+    return max(int(m_min), math.ceil(0.25 * math.sqrt(max(n, 0) * epsilon / c)))
+
+
+def ag_second_level_size(v_noisy, eps2: float, c2: float = 5.0) -> np.ndarray:
+    """m2 = ceil(sqrt(max(v, 0) eps2 / c2)), at least 1, with eps2 = (1 - alpha) eps."""
+    return np.maximum(1, np.ceil(np.sqrt(np.maximum(v_noisy, 0.0) * eps2 / c2))).astype(np.int64)
+
+
+def ag_cells(shape, m1: int) -> np.ndarray:
+    """Level-1 cells: an m1 x m1 grid (as UG) with edges snapped to base-grid lines."""
+    gy, gx = shape
+    re = snap_edges(gy, min(m1, gy))
+    ce = snap_edges(gx, min(m1, gx))
+    R0, C0 = np.meshgrid(re[:-1], ce[:-1], indexing="ij")
+    R1, C1 = np.meshgrid(re[1:], ce[1:], indexing="ij")
+    return np.column_stack([R0.ravel(), R1.ravel(), C0.ravel(), C1.ravel()])
+
+
+def ag_subcells(cells: np.ndarray, m2: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Split each level-1 cell into m2 x m2 parts snapped to base-grid lines.
+
+    A side shorter than m2 cells is split into as many parts as it has cells. Returns
+    (sub-cells, index of each sub-cell's level-1 cell, number of sub-cells k per cell).
+    """
+    r0, r1, c0, c1 = cells.T
+    U, V = r1 - r0, c1 - c0
+    ky, kx = np.minimum(m2, U), np.minimum(m2, V)
+    k = ky * kx
+    cell = np.repeat(np.arange(len(cells)), k)
+    j = np.arange(k.sum()) - np.repeat(np.cumsum(k) - k, k)
+    a, b = j // kx[cell], j % kx[cell]
+    Uc, Vc, kyc, kxc = U[cell], V[cell], ky[cell], kx[cell]
+    sub = np.column_stack([r0[cell] + (2 * a * Uc + kyc) // (2 * kyc),
+                           r0[cell] + (2 * (a + 1) * Uc + kyc) // (2 * kyc),
+                           c0[cell] + (2 * b * Vc + kxc) // (2 * kxc),
+                           c0[cell] + (2 * (b + 1) * Vc + kxc) // (2 * kxc)])
+    return sub, cell, k
+
+
+def ag_inference(v, u, cell, k, alpha: float) -> np.ndarray:
+    """Constrained inference of AG (spec 003 section 5.3), with k = m2^2 sub-cells per cell:
+
+    v' = (alpha^2 k v + (1 - alpha)^2 sum u) / (alpha^2 k + (1 - alpha)^2),
+    u' = u + (v' - sum u) / k.  (Inverse-variance weighting of v against sum u.)
+    """
+    su = np.bincount(cell, u, minlength=len(v))
+    a2k = alpha ** 2 * k
+    b2 = (1.0 - alpha) ** 2
+    v2 = (a2k * v + b2 * su) / (a2k + b2)
+    return u + ((v2 - su) / k)[cell]
+
+
+def release_ag(data, domain, epsilon, split, params, rng):
+    base, F, S = _base(data, domain, params)
+    n = int(round(S[-1, -1]))
+    alpha = split[0]
+    eps1, eps2 = epsilon * split[0], epsilon * split[1]
+    m1 = ag_first_level_size(n, epsilon, params["c"], params["m1_min"])
+    cells = ag_cells(base.shape, m1)
+    v = region_counts(S, cells) + rng.laplace(0.0, 1.0 / eps1, len(cells))
+    m2 = ag_second_level_size(v, eps2, params["c2"])
+    sub, cell, k = ag_subcells(cells, m2)
+    u = region_counts(S, sub) + rng.laplace(0.0, 1.0 / eps2, len(sub))
+    counts = ag_inference(v, u, cell, k, alpha)
+    ledger = Ledger()
+    ledger.charge("AG level-1 counts", eps1, 1.0, "laplace", 1.0 / eps1,
+                  note=f"{m1}x{m1} grid (edges on base-grid lines), Laplace(1/(αε)) per cell")
+    ledger.charge("AG level-2 counts", eps2, 1.0, "laplace", 1.0 / eps2,
+                  note="each level-1 cell split into m2 x m2 by its noisy count, Laplace(1/((1−α)ε)) "
+                       "per sub-cell; then constrained inference")
+    # nodes for the level view: root (depth 0), level-1 cells (1), sub-cells of split cells (2);
+    # a region is listed once (a 1 x 1 level-1 grid is the root itself)
+    gy, gx = base.shape
+    split_sub = (k > 1)[cell]
+    top = 0 if len(cells) == 1 else 1
+    nodes = np.concatenate([
+        np.zeros((0, 5), np.int64) if top == 0 else np.array([[0, gy, 0, gx, 0]]),
+        np.column_stack([cells, np.full(len(cells), top)]),
+        np.column_stack([sub[split_sub], np.full(int(split_sub.sum()), top + 1)]),
+    ])
+    return LeafRelease(AG, domain, epsilon, split, params, ledger, base, sub, counts,
+                       leaf_var=None, eps_path=np.full(len(sub), epsilon), nodes=nodes,
+                       n_public=n, diagnostics={"m1": m1, "m2": m2.tolist(), "n_leaves": len(sub)})
+
+
+AG = MechanismSpec(
+    name="ag", label="Adaptive grid (AG)",
+    description="A coarse grid with noisy counts; each cell is then split again into a finer "
+                "grid sized by its own noisy count, and the two levels are reconciled "
+                "(Qardaji, Yang & Li 2013).",
+    guarantee=f"ε-differential privacy, {ADD_REMOVE}, with ε = ε1 + ε2 (the level-1 and level-2 "
+              "counts); the dataset size N is treated as public (it sets the first-level grid).",
+    params=(P_BASE,
+            Param("c", float, 10.0, "Constant c (level 1)",
+                  "Level-1 grid m1 = max(m1_min, ⌈√(N·ε/c)/4⌉); 10 as in the AG paper.",
+                  min=0.01, max=1000),
+            Param("c2", float, 5.0, "Constant c₂ (level 2)",
+                  "Each cell with noisy count v is split m2 × m2, m2 = ⌈√(v·ε2/c₂)⌉; c₂ = c/2 "
+                  "in the AG paper.", min=0.01, max=1000),
+            Param("m1_min", int, 10, "Smallest level-1 grid", "Lower bound on m1 (10 in the "
+                  "AG paper).", min=1, max=1024)),
+    budget_parts=("level-1 counts", "level-2 counts"), default_split=(0.5, 0.5),
+    release=release_ag)
+
+
+# ================================================================================= PrivTree
+def privtree_constants(eps_tree: float, fanout: int = 4) -> tuple[float, float]:
+    """λ = (2β − 1)/(β − 1) / ε_tree and δ = λ ln β, β = fanout (Zhang, Xiao & Xie 2016).
+
+    With these constants the privacy loss of the whole split process is at most ε_tree, whatever
+    the depth: along the path of nodes holding a point, the biased counts fall by δ per level, so
+    the per-node losses form a geometric series of ratio e^(−δ/λ) = 1/β.
+    """
+    if not eps_tree > 0:
+        raise ParameterError(f"PrivTree needs a positive tree budget, got {eps_tree}")
+    lam = (2.0 * fanout - 1.0) / (fanout - 1.0) / eps_tree
+    return lam, lam * math.log(fanout)
+
+
+def privtree_biased_count(c, depth, theta: float, delta: float):
+    """b(v) = max(θ − δ, c(v) − depth(v) δ): the paper's biased count, before noise."""
+    return np.maximum(np.asarray(c, dtype=np.float64) - np.asarray(depth) * delta, theta - delta)
+
+
+def privtree_grow(S, shape, lam: float, delta: float, theta: float, noise) -> Tree:
+    """Grow the PrivTree: split a node (4-way) while b(v) + noise > θ and it has > 1 cell.
+
+    `noise(n)` returns n draws of Laplace(λ) (the release passes the Generator's draws).
+    Nodes of one cell are never tested (a data-independent stop), so they draw no noise.
+    """
+    b = _TreeBuilder(shape)
+    d = 0
+    while True:
+        f = b.frontier
+        idx = np.flatnonzero(splittable(f))
+        if idx.size == 0:
+            break
+        bias = privtree_biased_count(region_counts(S, f[idx]), d, theta, delta)
+        go = idx[bias + noise(idx.size) > theta]
+        if go.size == 0:
+            break
+        ch, par = quad_children(f[go])
+        b.add_level(ch, go[par])
+        d += 1
+    return b.tree()
+
+
+def release_privtree(data, domain, epsilon, split, params, rng):
+    base, F, S = _base(data, domain, params)
+    eps_tree, eps_counts = epsilon * split[0], epsilon * split[1]
+    theta = params["theta"]
+    lam, delta = privtree_constants(eps_tree, 4)
+    tree = privtree_grow(S, base.shape, lam, delta, theta, lambda n: rng.laplace(0.0, lam, n))
+    leaf = tree.is_leaf
+    leaves = tree.regions[leaf]
+    scale = 1.0 / eps_counts
+    counts = region_counts(S, leaves) + rng.laplace(0.0, scale, len(leaves))
+    ledger = Ledger()
+    ledger.charge("PrivTree decomposition", eps_tree, 1.0, "laplace", lam,
+                  note=f"biased counts max(θ−δ, c − depth·δ) + Laplace(λ), λ = 7/(3ε) = {lam:.4g}, "
+                       f"δ = λ ln 4 = {delta:.4g}, θ = {theta:g}; split while above θ. The cost "
+                       "does not grow with the depth")
+    ledger.charge("PrivTree leaf counts", eps_counts, 1.0, "laplace", scale,
+                  note="Laplace(1/ε) on every leaf; the leaves are disjoint")
+    return LeafRelease(PRIVTREE, domain, epsilon, split, params, ledger, base, leaves, counts,
+                       leaf_var=np.full(len(leaves), 2.0 * scale ** 2),
+                       eps_path=np.full(len(leaves), epsilon), nodes=tree.nodes(),
+                       diagnostics={"lambda": lam, "delta": delta, "depth": tree.height,
+                                    "n_leaves": int(leaf.sum())})
+
+
+PRIVTREE = MechanismSpec(
+    name="privtree", label="PrivTree (Zhang et al.)",
+    description="Splits a region into quarters while its noisy, depth-penalised count stays "
+                "above a threshold, so dense areas get small leaves and sparse ones large "
+                "leaves, with no height limit; then a noisy count per leaf (Zhang, Xiao & Xie 2016).",
+    guarantee=f"ε-differential privacy, {ADD_REMOVE}, with ε = ε_tree + ε_counts: the split "
+              "decisions cost ε_tree in total however deep the tree grows (the paper's privacy "
+              "theorem, λ = (2β−1)/((β−1)ε_tree), δ = λ ln β, β = 4), and the leaf counts are "
+              "disjoint. Nothing is treated as public except the box and the base grid.",
+    params=(P_BASE,
+            Param("theta", float, 0.0, "Split threshold θ",
+                  "A region is split while its biased noisy count exceeds θ; larger θ gives "
+                  "fewer, larger leaves. 0 as in the PrivTree paper.", min=-1e6, max=1e9)),
+    budget_parts=("tree", "counts"), default_split=(0.5, 0.5),
+    release=release_privtree)
+
+
+SPECS = (AG, QUADTREE, KDTREE, PRIVTREE)
