@@ -105,6 +105,14 @@ def split_readout(spec, split, epsilon) -> list:
             for part, f in zip(spec.budget_parts, split)]
 
 
+def describe(rel) -> str:
+    """One phrase for the released structure: its grid size or its number of regions."""
+    if isinstance(rel, dp.GridRelease):
+        return f"{rel.grid.gx}×{rel.grid.gy} grid"
+    _, regions, _ = rel.regions()
+    return f"{len(regions):,} {'leaves' if isinstance(rel, dp.LeafRelease) else 'regions'}"
+
+
 def register_callbacks(app, config: dict):
     @app.callback(Output(ids.MECHANISM, "options"), Output(ids.MECHANISM, "value"),
                   Input(ids.DATASET, "data"), State(ids.MECHANISM, "value"))
@@ -170,9 +178,8 @@ def register_callbacks(app, config: dict):
             spend.append({"key": key, "fingerprint": info["fingerprint"], "dataset": info["name"],
                           "mechanism": spec.label, "epsilon": epsilon, "private": rel.private})
         summary = {"key": key, "mechanism": name, "label": spec.label, "epsilon": epsilon,
-                   "split": split, "private": rel.private,
-                   "grid": [rel.grid.gx, rel.grid.gy] if hasattr(rel, "grid") else None}
-        grid_txt = f", {rel.grid.gx}×{rel.grid.gy} grid" if hasattr(rel, "grid") else ""
-        status = html.Div(f"Released {spec.label} at ε = {epsilon:g}{grid_txt} (seed {seed}).", className="ok")
+                   "split": split, "private": rel.private}
+        status = html.Div(f"Released {spec.label} at ε = {epsilon:g}, {describe(rel)} (seed {seed}).",
+                          className="ok")
         return summary, status, spend
 
