@@ -1,2 +1,628 @@
-"""Homogeneous Tree Framework (paper 003): being written."""
-SPECS = ()
+"""HTF: the Homogeneous Tree Framework (Shaham, Ghinita, Ahuja, Krumm, Shahabi, SIGSpatial 2021).
+
+Spec 003. Points are binned into a fixed, public base grid F (row 0 = south, column 0 = west).
+A binary tree is grown top-down over F. Split axes alternate with the node's height. Each split
+position is the one whose two children are most homogeneous (least summed absolute deviation
+from each child's mean, Eq. O). It is picked privately by a short noisy search (Algorithm 1: at
+most 2T+1 Laplace-perturbed objective values, sensitivity 2). The tree height comes from a noisy
+dataset size (H1-H4). Counts are spent top-down on a geometric schedule (Eq. G). A node whose
+noisy count is small, or whose region is tiny, becomes a leaf and gets a fresh count with the
+rest of its path's budget (Algorithm 3). Only the leaves are released.
+
+Implementation notes (see the spec for the [P]/[P-fix]/[REC] tags):
+- The corrected Algorithm 1 (spec 3.3) is used: offsets fixed, each candidate gets one noisy
+  value per call (memoised), and the winner's noisy value is carried forward, never redrawn.
+- The tree is built lazily and level by level (spec 3.8). Only nodes that Algorithm 3 does not
+  prune are split, so this is equivalent in distribution to running Algorithm 2 on the full
+  tree followed by Algorithm 3. All nodes of one level are processed together with numpy: the
+  count draws, the pruning rule and every step of the split search are vectorised over nodes,
+  and objective values come from the non-zero cells of the active nodes (for counts c >= 0,
+  sum |c - mu| = 2 * sum over c > mu of (c - mu), so empty cells never need to be visited).
+- Budgets are indexed by height (root = h, partition leaves = 0). Every node at height i has
+  already spent sum_{j >= i} E[j] on its path, so the path-local accumulator of Algorithm 3 is a
+  function of the height alone. A pruned node's fresh draw uses sum_{j < i} E[j], so each
+  leaf's path spends exactly eps_data.
+- Two budget modes. "paper": eps_height = 1e-4, a fixed partition budget per level and the rest
+  for counts (Sec. 5). "share" (default): the MechanismSpec split (height, partition, counts)
+  scales every part with epsilon. With eps_height = 1e-4 the noisy size is off by about +-10^4
+  points, so for uploads much smaller than 10^5 points the paper mode picks a meaningless height
+  (spec 4, last paragraph). Share mode therefore is the default.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..budget import Ledger
+from ..errors import ParameterError
+from ..noise import laplace
+from .base import MechanismSpec, Param
+from .leaves import LeafRelease, square_base_grid
+
+PAPER_EPS_HEIGHT = 1e-4          # [P] Sec. 5.2
+DEFAULT_SPLIT = (0.01, 0.15, 0.84)
+OBJECTIVE_SENSITIVITY = 2.0      # Theorem 1: |delta o_k| < 2
+_CHUNK = 1 << 22                 # elements per broadcast block in `objectives`
+
+
+# ----------------------------------------------------------------------------- objective (Eq. O)
+def _lines(X, axis: int) -> np.ndarray:
+    """X as lines along the split direction: axis 0 (x-split) cuts columns, axis 1 cuts rows."""
+    X = np.asarray(X, dtype=np.float64)
+    if X.ndim != 2:
+        raise ValueError(f"expected a 2-D matrix, got shape {X.shape}")
+    if axis not in (0, 1):
+        raise ValueError(f"axis must be 0 (x-split) or 1 (y-split), got {axis!r}")
+    return X.T if axis == 0 else X
+
+
+def objective(X, k: int, axis: int) -> float:
+    """Homogeneity objective o_k (Eq. O) of splitting X after k lines; reference implementation.
+
+    axis 1 (y-split): the first child is rows [0, k) (the southern part); axis 0 (x-split): the
+    first child is columns [0, k) (the western part). k = 0 or k = n leaves one side empty, which
+    contributes 0 (the paper's "no split" candidate).
+    """
+    Y = _lines(X, axis)
+    n = Y.shape[0]
+    if not 0 <= k <= n:
+        raise ValueError(f"split index k must be in [0, {n}], got {k}")
+    out = 0.0
+    for part in (Y[:k], Y[k:]):
+        if part.size:
+            out += float(np.abs(part - part.mean()).sum())
+    return out
+
+
+def objectives(X, axis: int, ks=None) -> np.ndarray:
+    """o_k for many candidates at once (default: every proper split k = 1..n-1).
+
+    Efficient form of spec 3.1: sum |c - mu| = sum over non-zero c of |c - mu| + (#zeros) |mu|.
+    Side means come from prefix sums of the line totals; the non-zero cells are compared with
+    every candidate's means by broadcasting, in blocks of candidates (no loop over cells).
+    """
+    Y = _lines(X, axis)
+    n, W = Y.shape
+    ks = np.arange(1, n, dtype=np.int64) if ks is None else np.atleast_1d(np.asarray(ks, np.int64))
+    if ks.size and (ks.min() < 0 or ks.max() > n):
+        raise ValueError(f"split indices must be in [0, {n}]")
+    P = np.concatenate([[0.0], np.cumsum(Y.sum(axis=1))])
+    li, _ = np.nonzero(Y)
+    val = Y[li, _]
+    Z = np.concatenate([[0], np.cumsum(np.bincount(li, minlength=n))])   # non-zeros before line k
+    cells1, cells2 = ks * W, (n - ks) * W
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mu1 = np.where(cells1 > 0, P[ks] / cells1, 0.0)
+        mu2 = np.where(cells2 > 0, (P[n] - P[ks]) / cells2, 0.0)
+    zeros = (cells1 - Z[ks]) * np.abs(mu1) + (cells2 - (Z[n] - Z[ks])) * np.abs(mu2)
+    dev = np.zeros(ks.size)
+    step = max(1, _CHUNK // max(1, val.size))
+    for s in range(0, ks.size, step):      # blocks of candidates, never a loop over cells
+        kc = ks[s:s + step]
+        side1 = li[None, :] < kc[:, None]
+        mu = np.where(side1, mu1[s:s + step, None], mu2[s:s + step, None])
+        dev[s:s + step] = np.abs(val[None, :] - mu).sum(axis=1)
+    return dev + zeros
+
+
+# ------------------------------------------------------------------- Algorithm 1 (corrected)
+_TIE = 1e-9
+
+
+def _le(a, b):
+    """a <= b, counting values equal up to floating-point rounding as ties.
+
+    Applied to the noisy values only, so it is post-processing. It matters only in the
+    noise-free limit: there the paper's tie rule (prefer k, then k1, then k2) then decides the
+    same way whichever summation order computed the objective (exact ties are common for the
+    piecewise-linear objective on small integer matrices).
+    """
+    return a <= b + _TIE * (1.0 + np.minimum(np.abs(a), np.abs(b)))
+
+
+def _search(n, evaluate, scale: float, T: int, draw, trace: list | None = None):
+    """Corrected Algorithm 1 (spec 3.3) for m independent nodes at once.
+
+    n:         (m,) extents along the split axis, each >= 2
+    evaluate:  evaluate(idx, ks) -> exact o_k of nodes idx at candidates ks (arrays)
+    draw:      draw(idx, size) -> `size` Laplace(scale) draws for nodes idx (in that order)
+    Returns (k, evals): chosen split per node (1 <= k <= n-1) and its number of noisy evaluations
+    (<= 2T+1). Each node's evaluations are memoised, so a candidate is drawn at most once.
+    """
+    n = np.asarray(n, dtype=np.int64).reshape(-1)
+    m = n.size
+    if m and n.min() < 2:
+        raise ValueError("a split needs at least 2 lines along the split axis")
+    l = np.ones(m, np.int64)
+    r = n - 1
+    k = (l + r) // 2
+    memo_k = np.full((m, 2 * T + 1), -1, np.int64)
+    memo_v = np.zeros((m, 2 * T + 1))
+    cnt = np.zeros(m, np.int64)
+
+    def noisy(idx, ks):
+        vals = evaluate(idx, ks) + draw(idx, idx.size)
+        memo_k[idx, cnt[idx]] = ks
+        memo_v[idx, cnt[idx]] = vals
+        cnt[idx] += 1
+        if trace is not None:
+            trace.extend(int(v) for v in ks)
+        return vals
+
+    o = noisy(np.arange(m), k) if m else np.zeros(0)
+    active = np.ones(m, bool)
+    for _ in range(T):
+        idx = np.flatnonzero(active)
+        if not idx.size:
+            break
+        kk = k[idx]
+        k1 = (l[idx] + kk) // 2
+        k2 = -((-(kk + r[idx])) // 2)                      # ceil((k + r) / 2)
+        hit1 = memo_k[idx] == k1[:, None]
+        hit2 = memo_k[idx] == k2[:, None]
+        new1 = (k1 != kk) & ~hit1.any(1)
+        new2 = (k2 != kk) & ~hit2.any(1)
+        go = new1 | new2                                   # line 10: no new candidate -> stop
+        active[idx[~go]] = False
+        if not go.any():
+            break
+        idx, kk, k1, k2, new1, new2, hit1, hit2 = (a[go] for a in (idx, kk, k1, k2, new1, new2,
+                                                                     hit1, hit2))
+        rows = np.arange(idx.size)
+        # line 11: +inf for "same as centre", the memo for a known candidate, else one new draw
+        v1 = np.where(k1 != kk, memo_v[idx, hit1.argmax(1)], np.inf)
+        v2 = np.where(k2 != kk, memo_v[idx, hit2.argmax(1)], np.inf)
+        if new1.any():
+            v1[rows[new1]] = noisy(idx[new1], k1[new1])
+        if new2.any():
+            v2[rows[new2]] = noisy(idx[new2], k2[new2])
+        oc = o[idx]
+        centre = _le(oc, v1) & _le(oc, v2)                 # ties: prefer k, then k1, then k2
+        w1 = ~centre & _le(v1, v2)
+        w2 = ~centre & ~w1
+        l[idx[centre]], r[idx[centre]] = k1[centre], k2[centre]
+        r[idx[w1]], k[idx[w1]], o[idx[w1]] = kk[w1], k1[w1], v1[w1]    # carried, not redrawn
+        l[idx[w2]], k[idx[w2]], o[idx[w2]] = kk[w2], k2[w2], v2[w2]
+    return k, cnt
+
+
+def get_split_point(X, eps_level: float, axis: int, T: int, rng=None, *, noise=None,
+                    trace: list | None = None, size: int | None = None):
+    """Private split index of X along `axis` (spec 3.3, corrected Algorithm 1).
+
+    Spends eps_level on the node: at most 2T+1 noisy objective values, each with Laplace scale
+    2(2T+1)/eps_level. `noise(scale, size)` replaces the Laplace sampler (tests count its calls);
+    `trace` receives the evaluated candidates in order. With `size`, returns that many
+    independent runs on the same X (an array) instead of one int.
+    """
+    Y = _lines(X, axis)
+    n = Y.shape[0]
+    if n < 2:
+        raise ValueError(f"cannot split along axis {axis}: only {n} line(s)")
+    if not eps_level > 0:
+        raise ValueError(f"eps_level must be positive, got {eps_level}")
+    scale = OBJECTIVE_SENSITIVITY * (2 * T + 1) / eps_level
+    if noise is None:
+        gen = np.random.default_rng(rng) if not isinstance(rng, np.random.Generator) else rng
+        noise = lambda s, sz: laplace(gen, s, sz)  # noqa: E731
+    cache: dict[int, float] = {}
+
+    def evaluate(idx, ks):
+        u, inv = np.unique(ks, return_inverse=True)
+        todo = [int(v) for v in u if int(v) not in cache]
+        if todo:
+            cache.update(zip(todo, objectives(X, axis, todo).tolist()))
+        return np.array([cache[int(v)] for v in u])[inv]
+
+    m = 1 if size is None else int(size)
+    k, _ = _search(np.full(m, n), evaluate, scale, T,
+                   lambda idx, sz: np.asarray(noise(scale, sz), dtype=np.float64), trace)
+    return int(k[0]) if size is None else k
+
+
+def baseline_split(X, eps_level: float, axis: int, rng) -> int:
+    """Reference B1 (spec 3.2): every k = 1..n-1 gets eps_level/(n-1); only for ablations."""
+    o = objectives(X, axis)
+    scale = OBJECTIVE_SENSITIVITY * o.size / eps_level
+    return int(np.argmin(o + laplace(rng, scale, o.size))) + 1
+
+
+# ------------------------------------------------------------------------- height and budgets
+def grid_h_max(shape) -> int:
+    """h_max = ceil(log2 N) + ceil(log2 M) (spec H3)."""
+    N, M = shape
+    return int(math.ceil(math.log2(N)) + math.ceil(math.log2(M)))
+
+
+def estimate_height(n_noisy: float, eps_tot: float, c0: float = 10.0, h_max: int | None = None) -> int:
+    """h = floor(log2(max(n_noisy, 1) * eps_tot / c0)), clamped to [1, h_max] (spec H2-H3)."""
+    v = max(float(n_noisy), 1.0) * float(eps_tot) / float(c0)
+    h = math.floor(math.log2(v)) if v > 0 else 1
+    h = max(h, 1)
+    return h if h_max is None else min(h, int(h_max))
+
+
+def geometric_budgets(h: int, eps_data: float) -> np.ndarray:
+    """E[i] for heights i = 0..h (Eq. G): E[i] proportional to 2^((h-i)/3), summing to eps_data."""
+    i = np.arange(h + 1, dtype=np.float64)
+    q = 2.0 ** (1.0 / 3.0)
+    E = 2.0 ** ((h - i) / 3.0) * eps_data * (q - 1.0) / (2.0 ** ((h + 1) / 3.0) - 1.0)
+    return E * (eps_data / math.fsum(E))           # cancel the last-bit rounding of the sum
+
+
+def height_budget(epsilon: float, mode: str, split=DEFAULT_SPLIT) -> float:
+    """eps_height: 1e-4 in paper mode; max(1e-4, split[0] * epsilon) in share mode (spec 4)."""
+    if mode == "paper":
+        return PAPER_EPS_HEIGHT
+    if mode == "share":
+        return max(PAPER_EPS_HEIGHT, split[0] * epsilon)
+    raise ParameterError(f"budget_mode must be 'share' or 'paper', got {mode!r}")
+
+
+def plan_budget(epsilon: float, h: int, eps_height: float, *, mode: str = "share",
+                split=DEFAULT_SPLIT, eps_prt_level: float = 1e-3) -> dict:
+    """Partition and count budgets once h is known (spec 3.8 line 1, pitfall 18).
+
+    Raises ParameterError if nothing is left for the counts (H4), saying what to change.
+    """
+    if mode == "paper":
+        eps_prt = h * eps_prt_level
+    elif mode == "share":
+        eps_prt = split[1] * epsilon
+        eps_prt_level = eps_prt / h if h else 0.0
+    else:
+        raise ParameterError(f"budget_mode must be 'share' or 'paper', got {mode!r}")
+    if h == 0:
+        eps_prt = 0.0
+    eps_data = epsilon - eps_height - eps_prt
+    if not eps_data > 1e-12 * epsilon:
+        if mode == "paper":
+            need = eps_height + eps_prt
+            raise ParameterError(
+                f"HTF paper budget mode leaves nothing for the counts: ε = {epsilon:g} but the "
+                f"dataset size takes ε_height = {eps_height:g} and the split level"
+                f"{'s' if h != 1 else ''} take{'s' if h == 1 else ''} {h} × {eps_prt_level:g} = "
+                f"{eps_prt:g}. Raise ε above {need:.6g}, lower the "
+                f"partition ε per level below {(epsilon - eps_height) / max(h, 1):.3g}, or use "
+                f"budget_mode 'share', which scales every part with ε")
+        raise ParameterError(
+            f"HTF share budget mode leaves nothing for the counts: ε = {epsilon:g}, ε_height = "
+            f"{eps_height:g} (at least {PAPER_EPS_HEIGHT:g}) and partition {eps_prt:g}. Raise ε "
+            f"above {(PAPER_EPS_HEIGHT / (1 - split[1]) if split[1] < 1 else 1):.3g} or give the "
+            f"counts a larger share of the split")
+    return {"h": int(h), "eps_height": float(eps_height), "eps_prt_level": float(eps_prt_level),
+            "eps_prt": float(eps_prt), "eps_data": float(eps_data),
+            "E": geometric_budgets(h, eps_data).tolist()}
+
+
+# ---------------------------------------------------------------------------- count step (Alg. 3)
+def count_step(true_counts, cells, i: int, E, *, stop_count: float, stop_cells: int,
+               extent_first: bool = False, combine_pruned: bool = False, draw=None, rng=None):
+    """Algorithm 3 at one height for a vector of disjoint nodes (spec 3.7 and 3.8 lines 4-7).
+
+    Returns a dict of arrays: pruned (node becomes a leaf), value (released count of a leaf),
+    eps_final (budget of the released value, or of the equivalent single draw), var (noise
+    variance of value), y (the first noisy count, nan where none was drawn). cells = region size
+    in base cells (1 means 1x1). draw(kind, scale, idx) -> Laplace(scale) draws for nodes idx.
+    """
+    x = np.asarray(true_counts, dtype=np.float64)
+    cells = np.asarray(cells)
+    m = x.size
+    if draw is None:
+        draw = lambda kind, scale, idx: laplace(rng, scale, idx.size)  # noqa: E731
+    E = np.asarray(E, dtype=np.float64)
+    ei = float(E[i])
+    below = math.fsum(E[:i])                 # = eps_data - sum_{j >= i} E[j], exactly > 0 for i >= 1
+    y = np.full(m, np.nan)
+    value = np.full(m, np.nan)
+    eps_final = np.full(m, np.nan)
+    var = np.full(m, np.nan)
+    all_idx = np.arange(m)
+    if i == 0:                               # partition leaf [P-fix line 5]: release the E[0] draw
+        y[:] = x + draw("count", 1.0 / ei, all_idx)
+        return {"pruned": np.ones(m, bool), "value": y.copy(), "eps_final": np.full(m, ei),
+                "var": np.full(m, 2.0 / ei ** 2), "y": y}
+    tiny = (cells < stop_cells) | (cells == 1)
+    pruned = np.zeros(m, bool)
+    if extent_first:                         # 3.7 (a): data-independent stop, before the draw
+        idx = np.flatnonzero(tiny)
+        e_all = ei + below
+        value[idx] = x[idx] + draw("count", 1.0 / e_all, idx)
+        eps_final[idx], var[idx] = e_all, 2.0 / e_all ** 2
+        pruned[idx] = True
+        rest = np.flatnonzero(~tiny)
+        y[rest] = x[rest] + draw("count", 1.0 / ei, rest)
+        stop = np.zeros(m, bool)
+        stop[rest] = y[rest] <= stop_count
+    else:
+        y[:] = x + draw("count", 1.0 / ei, all_idx)
+        stop = (y <= stop_count) | tiny
+    idx = np.flatnonzero(stop)
+    if below <= 1e-12 * max(1.0, ei):        # pitfall 9: never Laplace(1/0)
+        raise AssertionError("no budget left for a pruned node's fresh count")
+    fresh = x[idx] + draw("count", 1.0 / below, idx)       # FRESH draw replaces the old one [P]
+    if combine_pruned:                       # 3.7 (b): inverse-variance weighting of both draws
+        # var = 2/(E_i^2 + rem^2) is the variance of the weighted sum of the two independent
+        # Laplace draws. For a node stopped by its count, y was selected (y <= stop_count): that
+        # truncation lowers the variance of its noise (the Laplace density is log-concave) but
+        # biases it downwards, and the bias is not part of var.
+        w1, w2 = ei ** 2, below ** 2
+        value[idx] = (w1 * y[idx] + w2 * fresh) / (w1 + w2)
+        var[idx] = 2.0 / (w1 + w2)
+        eps_final[idx] = math.sqrt(w1 + w2)  # single-draw budget with the same variance
+    else:
+        value[idx] = fresh
+        var[idx] = 2.0 / below ** 2
+        eps_final[idx] = below
+    pruned[idx] = True
+    return {"pruned": pruned, "value": value, "eps_final": eps_final, "var": var, "y": y}
+
+
+# ----------------------------------------------------------------------------- fused build (3.8)
+@dataclass
+class HTFTree:
+    """Result of `build`: the released leaves and the public facts about the tree."""
+
+    leaves: np.ndarray          # (L, 4) [r0, r1, c0, c1)
+    counts: np.ndarray          # (L,) released noisy counts
+    eps_final: np.ndarray       # (L,) budget of each released count (see count_step)
+    eps_path: np.ndarray        # (L,) budget spent on the leaf's root-to-leaf path (= eps_data)
+    leaf_var: np.ndarray        # (L,) noise variance of each released count
+    leaf_height: np.ndarray     # (L,) height at which each leaf stopped
+    nodes: np.ndarray           # (K, 5) [r0, r1, c0, c1, depth] of every visited node
+    info: dict = field(default_factory=dict)   # h, noisy size and the budget plan (all public)
+
+
+def _rect_sums(S: np.ndarray, R: np.ndarray) -> np.ndarray:
+    r0, r1, c0, c1 = R[:, 0], R[:, 1], R[:, 2], R[:, 3]
+    return S[r1, c1] - S[r0, c1] - S[r1, c0] + S[r0, c0]
+
+
+def build(F, epsilon: float, rng=None, *, budget_mode: str = "share", split=DEFAULT_SPLIT,
+          eps_prt_level: float = 1e-3, T: int = 3, stop_count: float = 100.0,
+          stop_cells: int = 5, c0: float = 10.0, extent_first: bool = False,
+          combine_pruned: bool = False, noise=None, on_draw=None) -> HTFTree:
+    """HTF on a count matrix F (rows south -> north), spending exactly `epsilon` (spec 3.8).
+
+    noise(kind, scale, size) replaces the Laplace sampler (kind: "height", "split", "count");
+    on_draw(kind, regions (m, 4), eps (m,)) sees every noisy draw with the region it reads.
+    """
+    F = np.asarray(F, dtype=np.float64)
+    if F.ndim != 2 or F.size == 0:
+        raise ValueError("F must be a non-empty 2-D count matrix")
+    if np.any(F < 0):
+        raise ValueError("F must hold non-negative counts")
+    if not epsilon > 0:
+        raise ParameterError(f"epsilon must be positive, got {epsilon}")
+    N, M = F.shape
+    if noise is None:
+        gen = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+        noise = lambda kind, scale, size: laplace(gen, scale, size)  # noqa: E731
+    full = np.array([[0, N, 0, M]], np.int64)
+
+    def draw(kind, scale, R, eps):
+        v = np.asarray(noise(kind, scale, len(R)), dtype=np.float64).reshape(len(R))
+        if on_draw is not None:
+            on_draw(kind, R, np.broadcast_to(np.asarray(eps, np.float64), (len(R),)))
+        return v
+
+    # H1-H4: noisy size -> height -> budgets (h before eps_data, pitfall 18)
+    eps_height = height_budget(epsilon, budget_mode, split)
+    # data-independent feasibility first (h >= 1), so an impossible request spends nothing
+    plan_budget(epsilon, min(1, grid_h_max(F.shape)), eps_height, mode=budget_mode, split=split,
+                eps_prt_level=eps_prt_level)
+    n_true = float(F.sum())
+    n_noisy = n_true + float(draw("height", 1.0 / eps_height, full, eps_height)[0])
+    h = estimate_height(n_noisy, epsilon, c0, grid_h_max(F.shape))
+    plan = plan_budget(epsilon, h, eps_height, mode=budget_mode, split=split,
+                       eps_prt_level=eps_prt_level)
+    E = np.array(plan["E"])
+    eps_data, eps_lvl = plan["eps_data"], plan["eps_prt_level"]
+    scale_split = OBJECTIVE_SENSITIVITY * (2 * T + 1) / eps_lvl if h else 0.0
+    eps_eval = eps_lvl / (2 * T + 1) if h else 0.0
+
+    S = np.zeros((N + 1, M + 1))
+    S[1:, 1:] = F.cumsum(0).cumsum(1)
+    er, ec = np.nonzero(F)                    # non-zero cells of the active nodes
+    ev = F[er, ec]
+    er, ec = er.astype(np.int32), ec.astype(np.int32)     # 32-bit: less memory traffic
+    en = np.zeros(er.size, np.int32)          # index of each cell's node in the current level
+    R = full.copy()
+    out_leaves, out_counts, out_eps, out_path, out_var, out_hgt, out_nodes = ([] for _ in range(7))
+
+    for i in range(h, -1, -1):
+        m = len(R)
+        if m == 0:
+            break
+        out_nodes.append(np.column_stack([R, np.full(m, h - i)]))
+        tot = _rect_sums(S, R)
+        cells = (R[:, 1] - R[:, 0]) * (R[:, 3] - R[:, 2])
+        st = count_step(tot, cells, i, E, stop_count=stop_count, stop_cells=stop_cells,
+                        extent_first=extent_first, combine_pruned=combine_pruned,
+                        draw=lambda kind, scale, idx: draw(kind, scale, R[idx], 1.0 / scale))
+        pr = st["pruned"]
+        if pr.any():
+            out_leaves.append(R[pr])
+            out_counts.append(st["value"][pr])
+            out_eps.append(st["eps_final"][pr])
+            out_var.append(st["var"][pr])
+            out_hgt.append(np.full(int(pr.sum()), i))
+            acc = math.fsum(E[i:])           # path-local spend so far, a function of the height
+            out_path.append(np.full(int(pr.sum()), acc + math.fsum(E[:i]) if i else acc))
+        keep = ~pr
+        if not keep.any():
+            break
+        # drop the cells of pruned nodes and renumber the splitting nodes
+        R = R[keep]
+        m = len(R)
+        sel = keep[en]
+        er, ec, ev, en = er[sel], ec[sel], ev[sel], (np.cumsum(keep) - 1)[en[sel]]
+        # Algorithm 2's axis rule: height mod 2 (0 = x-split), switch if that extent is 1
+        rows, cols = R[:, 1] - R[:, 0], R[:, 3] - R[:, 2]
+        ax = np.full(m, i % 2, np.int64)
+        ax[(ax == 0) & (cols == 1)] = 1
+        ax[(ax == 1) & (rows == 1)] = 0
+        xs = ax == 0
+        n = np.where(xs, cols, rows)
+        W = np.where(xs, rows, cols)
+        start = np.where(xs, R[:, 2], R[:, 0])
+        tot = tot[keep]
+        coord = np.where(xs[en], ec, er) - start[en].astype(np.int32)   # position along the axis
+        en2 = 2 * en
+
+        def evaluate(idx, ks, R=R, xs=xs, n=n, W=W, tot=tot, coord=coord, en2=en2, ev=ev, m=m):
+            kf = np.ones(m, np.int32)
+            kf[idx] = ks
+            first = R.copy()
+            first[xs, 3] = R[xs, 2] + kf[xs]
+            first[~xs, 1] = R[~xs, 0] + kf[~xs]
+            s1 = _rect_sums(S, first)
+            mu = np.empty((m, 2))
+            mu[:, 0] = (tot - s1) / ((n - kf) * W)            # second child
+            mu[:, 1] = s1 / (kf * W)                          # first child
+            d = ev - mu.ravel()[en2 + (coord < kf[en])]
+            np.maximum(d, 0.0, out=d)
+            o = 2.0 * np.bincount(en, weights=d, minlength=m)  # sum|c-mu| = 2 sum_{c>mu}(c-mu)
+            return o[idx]
+
+        k, _ = _search(n, evaluate, scale_split, T,
+                       lambda idx, size, R=R: draw("split", scale_split, R[idx], eps_eval))
+        # children: first = [start, start + k), second = the rest; child 2j, 2j+1 of node j
+        first, second = R.copy(), R.copy()
+        first[xs, 3] = second[xs, 2] = R[xs, 2] + k[xs]
+        first[~xs, 1] = second[~xs, 0] = R[~xs, 0] + k[~xs]
+        R = np.empty((2 * m, 4), np.int64)
+        R[0::2], R[1::2] = first, second
+        en = en2 + (coord >= k.astype(np.int32)[en])
+
+    cat = lambda parts, dt=np.float64: (np.concatenate(parts).astype(dt) if parts  # noqa: E731
+                                        else np.zeros(0, dt))
+    info = dict(plan, noisy_size=float(n_noisy), T=int(T), eps_eval=float(eps_eval),
+                split_noise_scale=float(scale_split), budget_mode=budget_mode,
+                eps_total=float(epsilon), h_max=grid_h_max(F.shape))
+    return HTFTree(leaves=np.concatenate(out_leaves).astype(np.int64).reshape(-1, 4),
+                   counts=cat(out_counts), eps_final=cat(out_eps), eps_path=cat(out_path),
+                   leaf_var=cat(out_var), leaf_height=cat(out_hgt, np.int64),
+                   nodes=np.concatenate(out_nodes).astype(np.int64).reshape(-1, 5), info=info)
+
+
+# ------------------------------------------------------------------------------------ ledger
+def htf_ledger(info: dict) -> Ledger:
+    """One entry for the noisy size, one per split level, one per height's counts (spec 4)."""
+    h, T = info["h"], info["T"]
+    led = Ledger()
+    eh = info["eps_height"]
+    led.charge("noisy dataset size (sets the tree height)", eh, 1.0, "laplace", 1.0 / eh,
+               note=f"|D| + Laplace(1/ε_height); h = ⌊log2(noisy size · ε / c0)⌋ = {h}")
+    lvl = info["eps_prt_level"]
+    for j in range(h):
+        led.charge(f"split positions, level {j + 1} of {h} (height {h - j})", lvl,
+                   OBJECTIVE_SENSITIVITY, "laplace", OBJECTIVE_SENSITIVITY * (2 * T + 1) / lvl,
+                   note=f"Laplace on at most 2T+1 = {2 * T + 1} homogeneity objective values per "
+                        f"node (sensitivity 2), each at ε/{2 * T + 1}; nodes of a level are "
+                        "disjoint (parallel composition)")
+    E = info["E"]
+    for i in range(h, -1, -1):
+        led.charge(f"node counts at height {i}" + (" (root)" if i == h else "")
+                   + (" (partition leaves)" if i == 0 else ""), E[i], 1.0, "laplace", 1.0 / E[i],
+                   note="Laplace(1/ε_i) on each node count at this height (sensitivity 1, "
+                        "disjoint nodes); a region that stops higher up is recounted with the "
+                        "budget of the heights below it, so every path spends ε_data")
+    return led
+
+
+class HTFRelease(LeafRelease):
+    """LeafRelease plus the public tree facts (h, budget plan) and each leaf's final budget."""
+
+    def __init__(self, *args, tree_info: dict | None = None, eps_final=None, **kw):
+        super().__init__(*args, **kw)
+        self.tree_info = dict(tree_info or {})
+        self.eps_final = None if eps_final is None else np.asarray(eps_final, np.float64)
+
+    def metadata(self) -> dict:
+        meta = super().metadata()
+        meta["tree"] = dict(self.tree_info)
+        return meta
+
+    def to_geojson(self) -> dict:
+        gj = super().to_geojson()
+        if self.eps_final is not None:
+            for f, e in zip(gj["features"], self.eps_final.tolist()):
+                f["properties"]["eps_final"] = e
+        return gj
+
+
+# ----------------------------------------------------------------------------------- release
+def release_htf(data, domain, epsilon, split, params, rng):
+    base = square_base_grid(domain, params["base_cells"])
+    t0 = time.perf_counter()
+    F = data.histogram(base)
+    t1 = time.perf_counter()
+    tree = build(F, epsilon, rng, budget_mode=params["budget_mode"], split=split,
+                 eps_prt_level=params["eps_prt_level"], T=params["T"],
+                 stop_count=params["stop_count"], stop_cells=params["stop_cells"],
+                 c0=params["c0"], extent_first=params["extent_first"],
+                 combine_pruned=params["combine_pruned"])
+    t2 = time.perf_counter()
+    info = tree.info
+    ledger = htf_ledger(info)
+    spent = (info["eps_height"], info["eps_prt"], info["eps_data"])
+    effective = tuple(s / epsilon for s in spent)     # what was actually spent, per part
+    info = dict(info, n_leaves=int(len(tree.leaves)), n_nodes=int(len(tree.nodes)),
+                base_grid={"cols": base.gx, "rows": base.gy})
+    return HTFRelease(HTF, domain, epsilon, effective, params, ledger, base, tree.leaves,
+                      tree.counts, leaf_var=tree.leaf_var, eps_path=tree.eps_path,
+                      nodes=tree.nodes, tree_info=info, eps_final=tree.eps_final,
+                      diagnostics={"binning_seconds": t1 - t0, "build_seconds": t2 - t1})
+
+
+HTF = MechanismSpec(
+    name="htf", label="HTF tree (homogeneity splits)",
+    description="Binary tree over a fine grid whose splits make both halves as even as possible, "
+                "chosen privately; noisy leaf counts (Shaham et al. 2021).",
+    guarantee="ε-differential privacy for adding or removing one point. Event-level: each point "
+              "is one record, so a person with many points is protected per point, not as a "
+              "whole. The box and the base grid are public and never derived from the data.",
+    params=(
+        Param("base_cells", int, 1024, "Base grid cells (longer side)",
+              "The tree splits a fixed grid laid over the map box; this many cells on the "
+              "box's longer side, with square cells. The paper uses 1024; fewer is faster and "
+              "coarser.", min=2, max=4096),
+        Param("budget_mode", str, "share", "Budget mode",
+              "share: ε is divided by the split below (dataset size, split positions, counts), "
+              "so it works for any upload size. paper: the paper's fixed amounts (0.0001 for "
+              "the dataset size, 'Partition ε per level' per tree level, the rest for counts); "
+              "the split is then ignored. The size noise is about ±10,000 points, so use it "
+              "only for uploads of 100,000 points or more.", choices=("share", "paper")),
+        Param("eps_prt_level", float, 1e-3, "Partition ε per level (paper mode)",
+              "Privacy budget spent on choosing the split positions of each tree level, in "
+              "paper mode only (the paper uses 0.0005 or 0.001).", min=1e-9, max=10.0),
+        Param("T", int, 3, "Search steps T",
+              "How often the split search halves its interval. Each region compares at most "
+              "2T+1 noisy candidates: more steps find finer splits, but each comparison gets "
+              "less budget. The paper uses 3.", min=1, max=12),
+        Param("stop_count", float, 100.0, "Stop count",
+              "A region stops splitting when its noisy count is at most this many points "
+              "(the paper uses 100, and studies 10 to 100).", min=-1e12, max=1e12),
+        Param("stop_cells", int, 5, "Stop size (cells)",
+              "A region with fewer base cells than this is not split further (paper: 5).",
+              min=1, max=1 << 24),
+        Param("c0", float, 10.0, "Height constant c0",
+              "The tree height is ⌊log2(noisy size × ε / c0)⌋, i.e. about size·ε/c0 leaves "
+              "(paper: 10).", min=1e-6, max=1e9),
+        Param("extent_first", bool, False, "Check region size first",
+              "Improvement, off in the paper: decide 'too small to split' before drawing the "
+              "region's noisy count, so its final count gets more budget. Still private."),
+        Param("combine_pruned", bool, False, "Combine both counts of stopped regions",
+              "Improvement, off in the paper: when a region stops, average its two noisy "
+              "counts weighted by their precision instead of discarding the first. Less noise, "
+              "but a slight downward bias for regions stopped because their first count was "
+              "small."),
+    ),
+    budget_parts=("height", "partition", "counts"), default_split=DEFAULT_SPLIT,
+    release=release_htf)
+
+SPECS = (HTF,)

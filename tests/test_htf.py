@@ -1,0 +1,669 @@
+"""HTF (spec 003): every test case of section 7, plus end-to-end releases through dp.release.
+
+Statistical checks use fixed seeds. Their tolerances are 5 standard errors of the estimated
+quantity, computed from the distribution being tested (stated next to each check), so a
+correct implementation fails with negligible probability and the seeds only make runs repeatable.
+"""
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+import dp
+from dp import noise
+from dp.errors import ParameterError
+from dp.mechanisms import htf
+from dp.mechanisms.leaves import LeafRelease, paint
+
+UNIT = dp.Domain(0.0, 0.0, 1.0, 1.0)
+
+
+def zero_noise(scale, size):
+    """A split sampler that returns exact zeros (the 'all ε -> ∞' limit without overflow)."""
+    return np.zeros(size)
+
+
+def zero3(kind, scale, size):
+    """The same for build(), whose sampler also receives the kind of draw."""
+    return np.zeros(size)
+
+
+def leaf_set(leaves):
+    return {tuple(r) for r in np.asarray(leaves).tolist()}
+
+
+def assert_tiles(leaves, shape):
+    """Leaves are disjoint, cover the grid, have area >= 1 (spec 7 case 8)."""
+    lv = np.asarray(leaves)
+    area = (lv[:, 1] - lv[:, 0]) * (lv[:, 3] - lv[:, 2])
+    assert (area >= 1).all()
+    assert area.sum() == shape[0] * shape[1]
+    cover = paint(shape, lv, np.ones(len(lv)))
+    assert np.allclose(cover, 1.0)          # every cell covered exactly once
+
+
+def gaussian_points(n, sigma_cells, seed, domain=UNIT, side=1024):
+    """Spec 5.2 synthetic data: one Gaussian cluster, sigma in cells of a side x side grid."""
+    rng = np.random.default_rng(seed)
+    c = rng.uniform(0, side, 2)
+    out = np.zeros((0, 2))
+    while len(out) < n:
+        p = c + rng.normal(0, sigma_cells, (n, 2))
+        p = p[((p >= 0) & (p < side)).all(1)]          # reject and resample outside the domain
+        out = np.vstack([out, p])
+    p = out[:n] / side
+    return dp.PointData(domain.west + p[:, 0] * domain.width, domain.south + p[:, 1] * domain.height)
+
+
+# ====================================================================== exact / unit tests
+def test_objective_paper_examples():
+    # spec 7 case 1: B1, B2 and the 3x3 tie, k = n meaning "no split"
+    B1 = np.array([[3, 3], [3, 3], [0, 0]])
+    assert [htf.objective(B1, k, axis=1) for k in (1, 2, 3)] == [6, 0, 8]
+    B2 = np.array([[1], [1], [4]])
+    assert [htf.objective(B2, k, axis=1) for k in (1, 2, 3)] == [3, 0, 4]
+    F = np.array([[3, 3, 1], [3, 3, 1], [0, 0, 4]])
+    assert [htf.objective(F, k, axis=0) for k in (1, 2, 3)] == [12, 12, 12]
+    for X, ax in ((B1, 1), (B2, 1), (F, 0)):
+        assert np.allclose(htf.objectives(X, ax, [1, 2, 3]),
+                           [htf.objective(X, k, ax) for k in (1, 2, 3)])
+    assert htf.get_split_point(B1, 1e12, 1, 3, noise=zero_noise) == 2   # the paper's k* = 2
+
+
+def test_objective_step_1x16():
+    # spec 7 case 2: columns 0-3 = 10, x-split: o_4 = 0, o_8 = 40, o_1 = 48
+    X = np.zeros((1, 16))
+    X[0, :4] = 10
+    assert htf.objective(X, 4, 0) == 0 and htf.objective(X, 8, 0) == 40
+    assert htf.objective(X, 1, 0) == 48
+    assert np.allclose(htf.objectives(X, 0, [4, 8, 1]), [0, 40, 48])
+
+
+def test_vectorised_objectives_match_reference():
+    # spec 3.1 efficient form == Eq. O, for every k including the empty sides k = 0 and k = n
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        U, V = rng.integers(1, 9, 2)
+        X = rng.poisson(rng.uniform(0.1, 4), (U, V)) * (rng.random((U, V)) < 0.6)
+        for ax in (0, 1):
+            n = V if ax == 0 else U
+            ks = np.arange(0, n + 1)
+            ref = [htf.objective(X, k, ax) for k in ks]
+            assert np.allclose(htf.objectives(X, ax, ks), ref, atol=1e-9)
+            if n >= 2:
+                assert np.allclose(htf.objectives(X, ax), ref[1:-1], atol=1e-9)
+
+
+def test_objective_sensitivity_below_two():
+    # spec 7 case 3: adding one point changes o_k by at most 2(n1-1)/n1 < 2 (Theorem 1)
+    rng = np.random.default_rng(1)
+    worst = 0.0
+    for _ in range(3000):
+        U, V = rng.integers(1, 7, 2)
+        X = rng.poisson(rng.uniform(0, 5), (U, V)).astype(float)
+        r, c = rng.integers(U), rng.integers(V)
+        X2 = X.copy()
+        X2[r, c] += 1
+        for ax in (0, 1):
+            n, W, pos = (V, U, c) if ax == 0 else (U, V, r)
+            if n < 2:
+                continue
+            ks = np.arange(1, n)
+            d = np.abs(htf.objectives(X2, ax, ks) - htf.objectives(X, ax, ks))
+            n1 = np.where(pos < ks, ks * W, (n - ks) * W)       # cells of the side that changed
+            assert (d <= 2 * (n1 - 1) / n1 + 1e-9).all()
+            worst = max(worst, d.max())
+    assert worst < 2
+
+
+def test_split_point_search_trace_and_budget():
+    # spec 7 case 4: noise-free results, the evaluation order, <= 2T+1 sampler calls, k in [1, n-1]
+    X = np.zeros((1, 16))
+    X[0, :4] = 10
+    assert htf.get_split_point(X, 1e12, 0, 3, noise=zero_noise) == 4
+    step = np.zeros((1, 1024))
+    step[0, :300] = 5
+    draws, trace = [], []
+
+    def counting(scale, size):
+        draws.append(size)
+        return np.zeros(size)
+    assert htf.get_split_point(step, 1e12, 0, 3, noise=counting, trace=trace) == 320
+    assert trace == [512, 256, 768, 128, 384, 192, 320]
+    assert sum(draws) == 7
+    assert htf.get_split_point(np.array([[1.0, 5.0]]), 1e12, 0, 3, noise=zero_noise) == 1
+    # y-split of the same step turned into a column
+    assert htf.get_split_point(step.T, 1e12, 1, 3, noise=zero_noise) == 320
+    rng = np.random.default_rng(2)
+    for T in (1, 2, 3, 5):
+        for n in (2, 3, 4, 5, 7, 16, 100, 1024):
+            X = rng.poisson(2.0, (3, n))
+            draws.clear()
+
+            def laplace_counting(scale, size):
+                draws.append(size)
+                return rng.laplace(0, scale, size)
+            trace = []
+            k = htf.get_split_point(X, 0.01, 0, T, noise=laplace_counting, trace=trace)
+            assert 1 <= k <= n - 1
+            assert sum(draws) == len(trace) <= 2 * T + 1
+            assert len(set(trace)) == len(trace)      # memoised: each candidate drawn once
+            assert k in trace                         # the winner was evaluated, never redrawn
+            ks = htf.get_split_point(X, 0.01, 0, T, rng, size=500)
+            assert ks.min() >= 1 and ks.max() <= n - 1
+    with pytest.raises(ValueError):
+        htf.get_split_point(np.ones((1, 5)), 1.0, 1, 3, rng)   # a single row cannot be y-split
+
+
+def test_baseline_split_noise_free_is_argmin():
+    # spec 3.2 B1 (reference only): with a huge budget it returns argmin o_k
+    X = np.zeros((1, 16))
+    X[0, :4] = 10
+    assert htf.baseline_split(X, 1e12, 0, np.random.default_rng(0)) == 4
+
+
+def test_height_rule():
+    # spec 7 case 5: floor gives 15/16/17 at 3.5M points; |D| <= 0 gives 1; huge gives h_max
+    assert [htf.estimate_height(3.5e6, e) for e in (0.1, 0.3, 0.5)] == [15, 16, 17]
+    assert htf.estimate_height(0, 0.1) == 1 and htf.estimate_height(-5e4, 1.0) == 1
+    assert htf.estimate_height(1e30, 1.0, h_max=20) == 20
+    assert htf.grid_h_max((1024, 1024)) == 20 and htf.grid_h_max((1024, 600)) == 20
+    assert htf.estimate_height(1e30, 1.0, h_max=htf.grid_h_max((8, 8))) == 6
+
+
+def test_geometric_budgets():
+    # spec 7 case 6: sum = eps_data, ratio 2^(1/3), decreasing in height; the reference vector
+    rng = np.random.default_rng(3)
+    for h in rng.integers(1, 21, 30):
+        ed = float(rng.uniform(0.01, 5))
+        E = htf.geometric_budgets(int(h), ed)
+        assert len(E) == h + 1
+        assert abs(math.fsum(E) - ed) <= 1e-12
+        assert np.allclose(E[:-1] / E[1:], 2 ** (1 / 3), rtol=1e-12)
+        assert (np.diff(E) < 0).all()
+    assert np.allclose(htf.geometric_budgets(2, 1.0), [0.412599, 0.327480, 0.259921], atol=1e-6)
+
+
+@pytest.mark.parametrize("eps, h, lvl, eps_data, root, leaf, scale", [
+    (0.1, 15, 5e-4, 0.0924, 6.11e-4, 0.01955, 51.2),
+    (0.1, 15, 1e-3, 0.0849, 5.61e-4, 0.01796, 55.7),
+    (0.3, 16, 5e-4, 0.2919, 1.52e-3, 0.06143, 16.3),
+    (0.3, 16, 1e-3, 0.2839, 1.48e-3, 0.05974, 16.7),
+    (0.5, 17, 5e-4, 0.4914, 2.03e-3, 0.10298, 9.7),
+    (0.5, 17, 1e-3, 0.4829, 1.99e-3, 0.10120, 9.9),
+])
+def test_budget_table_rows(eps, h, lvl, eps_data, root, leaf, scale):
+    # spec 7 case 7: the rows of the section 4 table (paper mode, |D| = 3.5M, T = 3)
+    hh = htf.estimate_height(3.5e6, eps, h_max=20)
+    plan = htf.plan_budget(eps, hh, htf.height_budget(eps, "paper"), mode="paper",
+                           eps_prt_level=lvl)
+    assert plan["h"] == h and plan["eps_prt"] == pytest.approx(h * lvl)
+    assert plan["eps_data"] == pytest.approx(eps_data, abs=5e-5)
+    assert plan["E"][h] == pytest.approx(root, rel=5e-3)
+    assert plan["E"][0] == pytest.approx(leaf, rel=5e-4)
+    assert 1 / plan["E"][0] == pytest.approx(scale, abs=0.05)
+    assert 2 * 7 / lvl in (28000, 14000)
+    assert math.fsum([plan["eps_height"], plan["eps_prt"], *plan["E"]]) == pytest.approx(eps, abs=1e-15)
+
+
+def _recorded_build(F, eps, seed, **kw):
+    """build() with a log of every draw: (kind, region, eps, value)."""
+    rng = np.random.default_rng(seed)
+    values, log = [], []
+
+    def sampler(kind, scale, size):
+        v = rng.laplace(0, scale, size)
+        values.append(v)
+        return v
+
+    def on_draw(kind, regions, e):
+        log.append((kind, np.array(regions), np.array(e), values[-1]))
+    return htf.build(F, eps, noise=sampler, on_draw=on_draw, **kw), log
+
+
+def clustered_matrix(shape, seed, n=20000):
+    rng = np.random.default_rng(seed)
+    N, M = shape
+    pts = np.vstack([rng.normal([0.3 * N, 0.6 * M], [0.05 * N, 0.08 * M], (n // 2, 2)),
+                     rng.uniform([0, 0], [N, M], (n - n // 2, 2))])
+    pts = pts[(pts[:, 0] >= 0) & (pts[:, 0] < N) & (pts[:, 1] >= 0) & (pts[:, 1] < M)]
+    F, _, _ = np.histogram2d(pts[:, 0], pts[:, 1], bins=(N, M), range=((0, N), (0, M)))
+    return F
+
+
+@pytest.mark.parametrize("mode, kw", [
+    ("share", {}), ("paper", {}), ("share", {"extent_first": True}),
+    ("share", {"combine_pruned": True}), ("paper", {"extent_first": True, "combine_pruned": True}),
+    ("share", {"T": 1, "stop_count": 10, "stop_cells": 2}),
+])
+def test_odometer_ledger_and_path_epsilon(mode, kw):
+    # spec 7 case 7: per-cell odometer, path epsilon == eps_data, the ledger sums to eps
+    F = clustered_matrix((64, 48), seed=4)
+    eps = 1.0
+    T = kw.get("T", 3)
+    tree, log = _recorded_build(F, eps, 5, budget_mode=mode, **kw)
+    info = tree.info
+    assert math.fsum([info["eps_height"], info["h"] * info["eps_prt_level"], info["eps_data"]]) \
+        == pytest.approx(eps, rel=1e-12)
+    assert np.abs(tree.eps_path - info["eps_data"]).max() <= 1e-12
+    led = htf.htf_ledger(info)
+    led.check(eps)
+    assert len(led) == 1 + info["h"] + info["h"] + 1
+    # per cell: every count draw covering it adds up to eps_height + eps_data exactly
+    count_eps = np.zeros(F.shape)
+    split_eps = np.zeros(F.shape)
+    evals = {}
+    for kind, regions, e, _ in log:
+        target = split_eps if kind == "split" else count_eps
+        target += paint(F.shape, regions, e)
+        if kind == "split":
+            for r in map(tuple, regions.tolist()):
+                evals[r] = evals.get(r, 0) + 1
+    assert np.allclose(count_eps, info["eps_height"] + info["eps_data"], rtol=1e-12)
+    # split draws happen only at internal nodes, at most 2T+1 per node, eps'' each
+    leaves = leaf_set(tree.leaves)
+    internal = {tuple(r) for r in tree.nodes[:, :4].tolist()} - leaves
+    assert set(evals) == internal and max(evals.values()) <= 2 * T + 1
+    assert split_eps.max() <= info["h"] * info["eps_prt_level"] * (1 + 1e-12)
+    assert (count_eps + split_eps).max() <= eps * (1 + 1e-12)
+    assert all(np.allclose(e, info["eps_eval"]) for k, _, e, _ in log if k == "split")
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_partition_tiles_and_pruning_rule(seed):
+    # spec 7 case 8: disjoint leaves covering N x M; a pruned leaf has area < θ_cells or a
+    # pre-prune noisy count <= θ_cnt; every split node had a larger count and extent
+    F = clustered_matrix((50, 70), seed=seed)
+    stop_count, stop_cells = 40.0, 5
+    tree, log = _recorded_build(F, 2.0, seed, stop_count=stop_count, stop_cells=stop_cells)
+    assert_tiles(tree.leaves, F.shape)
+    assert (tree.leaf_height >= 0).all()
+    S = np.zeros((F.shape[0] + 1, F.shape[1] + 1))
+    S[1:, 1:] = F.cumsum(0).cumsum(1)
+    first = {}                                  # region -> its first (pre-prune) noisy count
+    for kind, regions, e, v in log:
+        if kind != "count":
+            continue
+        true = htf._rect_sums(S, regions)
+        for r, y in zip(map(tuple, regions.tolist()), (true + v).tolist()):
+            first.setdefault(r, y)
+    areas = (tree.leaves[:, 1] - tree.leaves[:, 0]) * (tree.leaves[:, 3] - tree.leaves[:, 2])
+    for r, a, hgt in zip(map(tuple, tree.leaves.tolist()), areas, tree.leaf_height):
+        if hgt > 0:
+            assert a < stop_cells or first[r] <= stop_count
+    internal = {tuple(r) for r in tree.nodes[:, :4].tolist()} - leaf_set(tree.leaves)
+    for r in internal:
+        assert first[r] > stop_count and (r[1] - r[0]) * (r[3] - r[2]) >= stop_cells
+    # nodes: depth 0 is the root, each depth's regions are disjoint
+    assert tuple(tree.nodes[0]) == (0, F.shape[0], 0, F.shape[1], 0)
+    for d in range(tree.nodes[:, 4].max() + 1):
+        reg = tree.nodes[tree.nodes[:, 4] == d, :4]
+        assert paint(F.shape, reg, np.ones(len(reg))).max() <= 1 + 1e-12
+
+
+def test_pruning_paper_examples():
+    # spec 7 case 9: θ_cells = 4 prunes a 3-cell node; θ_cnt = 6 prunes a 6-point node (zero noise)
+    F = np.array([[1.0, 2.0, 3.0]])
+    t = htf.build(F, 1e12, noise=zero3, stop_count=-np.inf, stop_cells=4)
+    assert leaf_set(t.leaves) == {(0, 1, 0, 3)} and t.counts.tolist() == [6.0]
+    t = htf.build(F, 1e12, noise=zero3, stop_count=-np.inf, stop_cells=3)
+    assert len(t.leaves) > 1
+    F = np.zeros((4, 4))
+    F[1, 2], F[3, 0] = 4, 2
+    t = htf.build(F, 1e12, noise=zero3, stop_count=6, stop_cells=1)
+    assert leaf_set(t.leaves) == {(0, 4, 0, 4)} and t.counts.tolist() == [6.0]
+    F[0, 0] = 1                                  # 7 points: the root splits
+    t = htf.build(F, 1e12, noise=zero3, stop_count=6, stop_cells=1)
+    assert len(t.leaves) > 1
+
+
+def _paper_query_release(counts):
+    dom = dp.Domain(0.0, 0.0, 3.0, 3.0)
+    base = dp.UniformGrid(dom, 3)
+    leaves = [[2, 3, 0, 2], [0, 2, 0, 2], [2, 3, 2, 3], [0, 2, 2, 3]]   # C1, C2, C3, C4
+    return LeafRelease(htf.HTF, dom, 1.0, (0.01, 0.15, 0.84), {}, dp.Ledger(), base,
+                       leaves, counts), dom
+
+
+def test_query_answers_paper_example():
+    # spec 7 case 10: ans = 12/4 + 2/2 = 4 noise-free, (12+n2)/4 + (2+n4)/2 noisy, fractions
+    rel, dom = _paper_query_release([0.0, 12.0, 4.0, 2.0])
+    Q = dp.Rect(1.0, 0.0, 3.0, 1.0)                     # cells (row 0, col 1) and (row 0, col 2)
+    assert rel.answer(Q) == pytest.approx(4.0, abs=1e-12)
+    n = np.array([0.7, -3.1, 2.2, 5.3])
+    rel, _ = _paper_query_release(np.array([0.0, 12.0, 4.0, 2.0]) + n)
+    assert rel.answer(Q) == pytest.approx((12 + n[1]) / 4 + (2 + n[3]) / 2, abs=1e-12)
+    assert rel.answer(dp.Rect(0.0, 0.0, 2.0, 1.0)) == pytest.approx((12 + n[1]) / 2, abs=1e-12)
+    assert rel.answer(dp.Rect(0.0, 0.0, 3.0, 3.0)) == pytest.approx(rel.counts.sum(), abs=1e-12)
+    rng = np.random.default_rng(6)
+    a = rng.uniform(0, 3, (200, 2))
+    b = rng.uniform(0, 3, (200, 2))
+    rects = np.column_stack([np.minimum(a[:, 0], b[:, 0]), np.minimum(a[:, 1], b[:, 1]),
+                             np.maximum(a[:, 0], b[:, 0]), np.maximum(a[:, 1], b[:, 1])])
+    direct = [rel.overlap_fractions(dp.Rect(*r)) @ rel.counts for r in rects]
+    assert np.allclose(rel.answer_many(rects), direct, atol=1e-9)
+
+
+def test_relative_error_convention():
+    # spec 7 case 11: RE = 100 |c - ĉ| / max(c, 20)
+    re = 100 * dp.metrics.relative_error([5, 90, 25], [0, 100, 20], sanity=20)
+    assert np.allclose(re, [25, 10, 25])
+
+
+def test_determinism_by_seed():
+    # spec 7 case 12: the same seed gives identical leaves and counts; other seeds differ
+    data, dom = dp.load_sample("small_city_5k")
+    a = dp.release("htf", data, dom, 1.0, seed=11)
+    b = dp.release("htf", data, dom, 1.0, seed=11)
+    c = dp.release("htf", data, dom, 1.0, seed=12)
+    assert np.array_equal(a.leaves, b.leaves) and np.array_equal(a.counts, b.counts)
+    assert np.array_equal(a.nodes, b.nodes)
+    assert a.leaves.shape != c.leaves.shape or not np.array_equal(a.counts, c.counts)
+
+
+def test_noise_free_limit_block_matrix():
+    # spec 7 case 13: zero noise, θ_cnt = -inf: the first split lands on the block boundary
+    # (16 is on the search path of 64 columns) and homogeneous leaves answer exactly
+    F = np.ones((64, 64))
+    F[:, :16] = 3
+    t = htf.build(F, 1e12, noise=zero3, stop_count=-np.inf, stop_cells=1)
+    assert t.info["h"] == 12 and t.info["h"] % 2 == 0       # root height even: an x-split
+    depth1 = leaf_set(t.nodes[t.nodes[:, 4] == 1, :4])
+    assert depth1 == {(0, 64, 0, 16), (0, 64, 16, 64)}
+    for r0, r1, c0, c1 in t.leaves:
+        block = F[r0:r1, c0:c1]
+        assert block.min() == block.max()                  # every leaf homogeneous
+    assert_tiles(t.leaves, F.shape)
+    areas = (t.leaves[:, 1] - t.leaves[:, 0]) * (t.leaves[:, 3] - t.leaves[:, 2])
+    raster = paint(F.shape, t.leaves, t.counts / areas)
+    assert np.allclose(raster, F)                          # so every aligned query is exact
+    rng = np.random.default_rng(7)
+    S = np.pad(F.cumsum(0).cumsum(1), ((1, 0), (1, 0)))
+    P = np.pad(raster.cumsum(0).cumsum(1), ((1, 0), (1, 0)))
+    for _ in range(100):
+        r0, r1 = np.sort(rng.integers(0, 65, 2))
+        c0, c1 = np.sort(rng.integers(0, 65, 2))
+        q = lambda A: A[r1, c1] - A[r0, c1] - A[r1, c0] + A[r0, c0]  # noqa: E731
+        assert q(P) == pytest.approx(q(S), abs=1e-6)
+
+
+def _reference_htf(F, h, E, eps_lvl, T, stop_count, stop_cells):
+    """Spec 3.8 VISIT written recursively, node by node, with zero noise."""
+    out = []
+
+    def visit(r0, r1, c0, c1, i):
+        y = F[r0:r1, c0:c1].sum()
+        cells = (r1 - r0) * (c1 - c0)
+        if i == 0 or y <= stop_count or cells < stop_cells or cells == 1:
+            out.append((r0, r1, c0, c1))
+            return
+        axis = i % 2
+        if axis == 0 and c1 - c0 == 1:
+            axis = 1
+        elif axis == 1 and r1 - r0 == 1:
+            axis = 0
+        k = htf.get_split_point(F[r0:r1, c0:c1], eps_lvl, axis, T, noise=zero_noise)
+        if axis == 0:
+            visit(r0, r1, c0, c0 + k, i - 1)
+            visit(r0, r1, c0 + k, c1, i - 1)
+        else:
+            visit(r0, r0 + k, c0, c1, i - 1)
+            visit(r0 + k, r1, c0, c1, i - 1)
+    visit(0, F.shape[0], 0, F.shape[1], h)
+    return set(out)
+
+
+@pytest.mark.parametrize("seed", range(9))
+def test_level_by_level_build_matches_recursive_reference(seed):
+    # spec 3.8: the vectorised fused build makes the same tree as the node-by-node recursion
+    # (zero noise; integer counts, continuous values, and continuous values with empty cells;
+    # exact ties of the objective are frequent here and must be resolved the same way)
+    rng = np.random.default_rng(seed)
+    N, M = rng.integers(5, 40, 2)
+    F = [rng.poisson(rng.gamma(0.6, 6, (N, M))).astype(float),
+         rng.gamma(0.6, 6, (N, M)) + 0.01,
+         rng.gamma(0.6, 6, (N, M)) * (rng.random((N, M)) < 0.7)][seed % 3]
+    stop_count, stop_cells, T = float(rng.integers(0, 60)), int(rng.integers(1, 8)), int(rng.integers(1, 4))
+    t = htf.build(F, 1e6, noise=zero3, stop_count=stop_count, stop_cells=stop_cells, T=T)
+    ref = _reference_htf(F, t.info["h"], t.info["E"], t.info["eps_prt_level"], T, stop_count,
+                         stop_cells)
+    assert leaf_set(t.leaves) == ref
+    S = {tuple(r): F[r[0]:r[1], r[2]:r[3]].sum() for r in t.leaves.tolist()}
+    assert np.allclose(t.counts, [S[tuple(r)] for r in t.leaves.tolist()])
+
+
+# ======================================================================== statistical tests
+def test_laplace_sampler():
+    # spec 7 case 14: mean 0 and variance 2b^2 within 5 s.e. (s.e. of the variance of a
+    # Laplace sample: sqrt((mu4 - sigma^4)/n) = sqrt(5/n) sigma^2), KS p > 1e-3
+    n, b = 100_000, 1.7
+    y = noise.laplace(np.random.default_rng(8), b, n)
+    sigma2 = 2 * b * b
+    assert abs(y.mean()) < 5 * math.sqrt(sigma2 / n)
+    assert abs(y.var() / sigma2 - 1) < 5 * math.sqrt(5 / n)
+    assert stats.kstest(y, "laplace", args=(0, b)).pvalue > 1e-3
+
+
+@pytest.mark.slow
+def test_leaf_counts_unbiased_with_fixed_partition():
+    # spec 7 case 15: splits noise-free (so the partition tree is fixed), the count pass
+    # repeated R = 2000 times; for each leaf region mean(ŷ - y) ~ 0 within 5 s.e. and
+    # var(ŷ - y) ~ 2/eps_final^2 within 5 s.e. (relative s.e. of a Laplace variance: sqrt(5/R_leaf))
+    rng = np.random.default_rng(9)
+    F = rng.poisson(3.0, (8, 8)).astype(float)
+    F[:4, :4] += rng.poisson(6.0, (4, 4))
+
+    def sampler(kind, scale, size):
+        return rng.laplace(0, scale, size) if kind == "count" else np.zeros(size)
+    errs: dict = {}
+    for _ in range(2000):
+        t = htf.build(F, 1.0, noise=sampler, stop_count=30, stop_cells=2)
+        for r, v, e, hgt in zip(map(tuple, t.leaves.tolist()), t.counts, t.eps_final,
+                                t.leaf_height):
+            errs.setdefault((r, e, hgt), []).append(v - F[r[0]:r[1], r[2]:r[3]].sum())
+    checked = 0
+    pruned_checked = 0
+    for (r, e, hgt), d in errs.items():
+        d = np.array(d)
+        if d.size < 100:
+            continue
+        var = 2 / e ** 2
+        assert abs(d.mean()) < 5 * math.sqrt(var / d.size), (r, e, d.mean())
+        assert abs(d.var() / var - 1) < 5 * math.sqrt(5 / d.size), (r, e, d.var(), var)
+        checked += 1
+        # stopped above height 0 by the noisy count (area >= stop_cells): the conditioned case
+        pruned_checked += hgt > 0 and (r[1] - r[0]) * (r[3] - r[2]) >= 2
+    assert checked >= 5 and pruned_checked >= 3
+
+
+def _log_ratio_ok(a, b, eps, n):
+    """|log p_a/p_b| <= eps + 5 s.e. for outcomes with p > 1% (s.e. of a log frequency ~ 1/sqrt(count))."""
+    keys = set(a) | set(b)
+    checked = 0
+    for k in keys:
+        ca, cb = a.get(k, 0), b.get(k, 0)
+        if max(ca, cb) / n <= 0.01:
+            continue
+        assert ca > 0 and cb > 0
+        tol = 5 * math.sqrt(1 / ca + 1 / cb)
+        assert abs(math.log(ca / cb)) <= eps + tol, (k, ca, cb)
+        checked += 1
+    return checked
+
+
+def _freq(values):
+    u, c = np.unique(values, return_counts=True, axis=0)
+    return {tuple(np.atleast_1d(k).tolist()): int(v) for k, v in zip(u, c)}
+
+
+@pytest.mark.slow
+def test_empirical_dp_of_split_height_and_count_steps():
+    # spec 7 case 16: D = [0,0,5,5,5]^T, D' = +1 in row 1, ε'_prt = 1, T = 1, 4e4 runs
+    runs = 40_000
+    D = np.array([[0.0], [0.0], [5.0], [5.0], [5.0]])
+    D2 = D.copy()
+    D2[1] += 1
+    ka = htf.get_split_point(D, 1.0, 1, 1, np.random.default_rng(10), size=runs)
+    kb = htf.get_split_point(D2, 1.0, 1, 1, np.random.default_rng(11), size=runs)
+    assert _log_ratio_ok(_freq(ka), _freq(kb), 1.0, runs) >= 2
+    # height step: |D| = 40 vs 41 at ε_height = 1 sits on the h = 1 / h = 2 boundary (ratio = e)
+    ra, rb = np.random.default_rng(12), np.random.default_rng(13)
+    ha = [htf.estimate_height(40 + v, 1.0) for v in noise.laplace(ra, 1.0, runs)]
+    hb = [htf.estimate_height(41 + v, 1.0) for v in noise.laplace(rb, 1.0, runs)]
+    assert _log_ratio_ok(_freq(np.array(ha)), _freq(np.array(hb)), 1.0, runs) >= 2
+    # count step at height 1 (E = geometric(1, 1)): output = (pruned, value binned by 2);
+    # a pruned node spends E[1] + E[0] = 1, an unpruned one releases only y at E[1]
+    E = htf.geometric_budgets(1, 1.0)
+    outs = []
+    for x, seed in ((5.0, 14), (6.0, 15)):
+        st = htf.count_step(np.full(runs, x), np.full(runs, 100), 1, E, stop_count=5.0,
+                            stop_cells=5, rng=np.random.default_rng(seed))
+        v = np.where(st["pruned"], st["value"], st["y"])
+        outs.append(_freq(np.column_stack([st["pruned"], np.floor(np.clip(v, -10, 22) / 2)])))
+    assert _log_ratio_ok(outs[0], outs[1], 1.0, runs) >= 6
+
+
+@pytest.mark.slow
+def test_regression_direction_against_grids():
+    # spec 7 case 17 (small version): 200k points, 1024^2, ε = 0.1, 5 seeds per sigma:
+    # MRE(HTF) < MRE(UG) < MRE(Uniform) and MRE(HTF) < MRE(Identity), RE = |c - ĉ| / max(c, 20)
+    eps = 0.1
+    for sigma in (20, 50, 100):
+        mre = {m: [] for m in ("htf", "ug", "uniform", "identity")}
+        for seed in range(5):
+            data = gaussian_points(200_000, sigma, seed=100 * sigma + seed)
+            Q = np.vstack([dp.random_workload(UNIT, 200, area_frac=a, rng=seed) for a in (0.02, 0.06, 0.10)])
+            true = data.true_counts(Q, UNIT)
+            for m in mre:
+                params = {"grid_size": 1024} if m == "identity" else None
+                rel = dp.release(m, data, UNIT, eps, params=params, seed=seed)
+                mre[m].append(dp.metrics.mean_relative_error(rel.answer_many(Q), true, sanity=20))
+        avg = {m: float(np.mean(v)) for m, v in mre.items()}
+        assert avg["htf"] < avg["ug"] < avg["uniform"], (sigma, avg)
+        assert avg["htf"] < avg["identity"], (sigma, avg)
+
+
+# ================================================================= end to end via dp.release
+def _all_keys(obj):
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            yield k
+            yield from _all_keys(v)
+    elif isinstance(obj, list):
+        for v in obj:
+            yield from _all_keys(v)
+
+
+def _check_release(rel, eps):
+    assert isinstance(rel, LeafRelease) and rel.mechanism == "htf" and rel.private
+    rel.ledger.check(eps)
+    info = rel.tree_info
+    assert len(rel.ledger) == 2 * info["h"] + 2
+    assert_tiles(rel.leaves, rel.base.shape)
+    assert np.abs(rel.eps_path - info["eps_data"]).max() <= 1e-12
+    assert np.allclose(rel.leaf_var, 2 / rel.eps_final ** 2)
+    assert rel.nodes[:, 4].min() == 0 and rel.max_depth() <= info["h"]
+    assert leaf_set(rel.leaves) <= leaf_set(rel.nodes[:, :4])
+    gj = json.loads(rel.to_json())
+    assert len(gj["features"]) == rel.n_leaves
+    keys = {str(k).lower() for k in _all_keys(gj)}
+    assert not any("true" in k or "exact" in k or "diagnostic" in k for k in keys)
+    meta = rel.metadata()
+    for k in ("h", "eps_height", "eps_prt_level", "eps_prt", "eps_data", "E"):
+        assert k in meta["tree"]
+    assert sum(meta["split"].values()) == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("eps", [0.1, 1.0, 3.7])
+def test_release_small_city(eps):
+    data, dom = dp.load_sample("small_city_5k")
+    rel = dp.release("htf", data, dom, eps, seed=3)
+    _check_release(rel, eps)
+    assert rel.base.gx == 1024 or rel.base.gy == 1024
+    # the total over the domain is unbiased-ish: within 6 sd of the summed leaf noise
+    total = rel.answer(dp.Rect(*dom.bounds))
+    assert abs(total - data.n) < 6 * math.sqrt(rel.leaf_var.sum())
+
+
+def test_release_city_200k_and_paper_mode():
+    data, dom = dp.load_sample("city_200k")
+    for mode, eps in (("share", 0.5), ("paper", 0.5)):
+        rel = dp.release("htf", data, dom, eps, params={"budget_mode": mode}, seed=4)
+        _check_release(rel, eps)
+        info = rel.tree_info
+        if mode == "paper":
+            assert info["eps_height"] == 1e-4 and info["eps_prt_level"] == 1e-3
+        else:
+            assert info["eps_prt"] == pytest.approx(0.15 * eps)
+            assert info["eps_prt_level"] == pytest.approx(0.15 * eps / info["h"])
+        assert 8 <= info["h"] <= 20 and rel.n_leaves > 100
+
+
+def test_release_options_and_split():
+    data, dom = dp.load_sample("small_city_5k")
+    rel = dp.release("htf", data, dom, 1.0, split=(0.05, 0.25, 0.7), seed=2,
+                     params={"extent_first": True, "combine_pruned": True, "T": 2,
+                             "stop_count": 20, "stop_cells": 3, "base_cells": 256, "c0": 5})
+    rel.ledger.check(1.0)
+    assert max(rel.base.gx, rel.base.gy) == 256
+    assert rel.tree_info["eps_prt"] == pytest.approx(0.25)
+    assert_tiles(rel.leaves, rel.base.shape)
+    assert np.abs(rel.eps_path - rel.tree_info["eps_data"]).max() <= 1e-12
+    assert np.allclose(rel.leaf_var, 2 / rel.eps_final ** 2)
+
+
+def test_extent_first_and_combine_budgets():
+    # spec 3.7 (a): an extent-stopped node's only draw gets E[i] + sum_{j<i} E[j];
+    # (b): the combined estimate has variance 2 / (E[i]^2 + rem^2)
+    E = htf.geometric_budgets(3, 1.0)
+    x, cells = np.array([500.0, 3.0, 500.0]), np.array([100, 2, 1])
+    st = htf.count_step(x, cells, 2, E, stop_count=10, stop_cells=5, extent_first=True,
+                        rng=np.random.default_rng(0))
+    assert st["pruned"].tolist() == [False, True, True]
+    assert np.allclose(st["eps_final"][1:], E[2] + E[1] + E[0])
+    assert np.isnan(st["y"][1:]).all()             # no count was drawn before the extent stop
+    st = htf.count_step(np.array([0.0, 500.0]), np.array([100, 100]), 2, E, stop_count=10,
+                        stop_cells=5, combine_pruned=True, rng=np.random.default_rng(1))
+    rem = E[0] + E[1]
+    assert st["pruned"].tolist() == [True, False]
+    assert st["var"][0] == pytest.approx(2 / (E[2] ** 2 + rem ** 2))
+    st = htf.count_step(np.array([3.0]), np.array([9]), 0, E, stop_count=10, stop_cells=5,
+                        rng=np.random.default_rng(2))
+    assert st["pruned"].all() and st["eps_final"][0] == E[0]   # height 0: release the E[0] draw
+
+
+def test_small_upload_share_works_paper_explains():
+    rng = np.random.default_rng(5)
+    tiny = dp.PointData(rng.uniform(0.2, 0.4, 50), rng.uniform(0.5, 0.6, 50))
+    rel = dp.release("htf", tiny, UNIT, 1.0, seed=1)
+    _check_release(rel, 1.0)
+    with pytest.raises(ParameterError, match="budget_mode 'share'") as exc:
+        dp.release("htf", tiny, UNIT, 0.001, params={"budget_mode": "paper"}, seed=1)
+    assert "Raise ε" in str(exc.value)
+    with pytest.raises(ParameterError, match="Raise ε"):
+        dp.release("htf", tiny, UNIT, 1.0, params={"budget_mode": "paper", "eps_prt_level": 1.0},
+                   seed=1)
+    with pytest.raises(ParameterError, match="Raise ε"):
+        dp.release("htf", tiny, UNIT, 1e-4, seed=1)        # share mode: ε_height floor is 1e-4
+    empty = dp.PointData([], [])
+    rel = dp.release("htf", empty, UNIT, 1.0, seed=2)
+    _check_release(rel, 1.0)
+
+
+def test_spec_and_params():
+    spec = dp.mechanisms()["htf"]
+    assert spec.label == "HTF tree (homogeneity splits)" and spec.private
+    assert spec.budget_parts == ("height", "partition", "counts")
+    assert spec.default_split == (0.01, 0.15, 0.84)
+    assert "event-level" in spec.guarantee.lower() and "add" in spec.guarantee.lower()
+    p = spec.resolve_params({})
+    assert p["budget_mode"] == "share" and p["T"] == 3 and p["stop_count"] == 100
+    assert p["stop_cells"] == 5 and p["c0"] == 10 and p["base_cells"] == 1024
+    assert p["extent_first"] is False and p["combine_pruned"] is False
+    assert all(q.label and len(q.help) > 20 for q in spec.params)
+    with pytest.raises(ParameterError):
+        spec.resolve_params({"budget_mode": "magic"})
