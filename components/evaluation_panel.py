@@ -18,15 +18,21 @@ SIZES = (0.001, 0.01, 0.04, 0.09, 0.25, 0.64)
 PALETTE = ["#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e", "#e6ab02", "#a6761d", "#666666"]
 
 
+DEFAULT_EVAL = ("ug", "e2epriv", "identity")
+
+
+def eval_options(kind: str) -> list[dict]:
+    """Every registered mechanism for this data kind, the non-private references included."""
+    return [{"label": f" {s.label}", "value": k} for k, s in dp.mechanisms().items() if s.data_kind == kind]
+
+
 def layout(config: dict) -> html.Div:
-    mechs = dp.mechanisms()
     return html.Div(className="card", children=[
         html.H3("7 · Evaluation on your data (owner only)"),
         help_box("evaluation"),
         html.Div(className="eval-controls", children=[
             html.Div([html.Label("Mechanisms"), dcc.Checklist(
-                id=ids.EVAL_MECHS, value=["ug", "e2epriv", "identity"],
-                options=[{"label": f" {s.label}", "value": k} for k, s in mechs.items()])]),
+                id=ids.EVAL_MECHS, value=list(DEFAULT_EVAL), options=eval_options("points"))]),
             html.Div([
                 html.Label("ε values"), dcc.Input(id=ids.EVAL_EPSILONS, value="0.1, 0.5, 1", debounce=True),
                 html.Label("Query sizes (% of the domain's area)"),
@@ -107,6 +113,14 @@ def table_rows(summary):
 
 
 def register_callbacks(app, config: dict):
+    @app.callback(Output(ids.EVAL_MECHS, "options"), Output(ids.EVAL_MECHS, "value"),
+                  Input(ids.DATASET, "data"), State(ids.EVAL_MECHS, "value"))
+    def offer(info, chosen):
+        opts = eval_options((info or {}).get("kind", "points"))
+        values = [o["value"] for o in opts]
+        keep = [v for v in chosen or [] if v in values]
+        return opts, keep or values[:3]
+
     @app.callback(Output(ids.EVAL_JOB, "data"), Output(ids.EVAL_POLL, "disabled"),
                   Output(ids.EVAL_STATUS, "children"), Output(ids.EVAL_CANCEL, "disabled"),
                   Input(ids.EVAL_RUN, "n_clicks"), Input(ids.EVAL_CANCEL, "n_clicks"),
