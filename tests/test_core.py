@@ -259,7 +259,7 @@ def test_every_mechanism_ledger_and_privacy_flag(data, name, eps):
         assert sum(rel.split) == pytest.approx(1.0)
         if isinstance(rel, dp.GridRelease):   # grids: the last part is the Laplace counts
             assert rel.ledger.entries[-1].epsilon == pytest.approx(eps * rel.split[-1])
-            assert rel.noise_scale == pytest.approx(1 / (eps * rel.split[-1]))
+            assert rel.noise_scale == pytest.approx(rel.ledger.entries[-1].sensitivity / (eps * rel.split[-1]))
 
 
 def test_same_seed_same_release_and_fresh_entropy_differs(data):

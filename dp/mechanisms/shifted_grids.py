@@ -1,2 +1,692 @@
-"""Shifted grids under delta-neighbourhood privacy (paper 001): being written."""
-SPECS = ()
+"""Shifted equi-width grids under δ-neighbourhood privacy, and the bounded uniform-grid baseline.
+
+Fang & Chang, "Differential Privacy with δ-Neighbourhood for Spatial and Dynamic Datasets"
+(ASIA CCS 2014), spec 001 sections 1, 2.4-2.6 and 4.
+
+`shifted_grids` (spec 2.4, with the P1 correction):
+- m = max(1, min(floor(w/δ), m_max)) grids, step s = w/m >= δ; grid g is grid 0 shifted
+  diagonally by g*s. Taken together the grid lines of all m grids form the fine lattice s*Z on
+  each axis, so a move with |dx|, |dy| <= δ <= s crosses at most one x-line and one y-line and
+  changes the bins of at most two grids: joint δ-sensitivity 4 (2 when m = 1).
+- Every point gets ONE integer fine index u = floor(x/s) per axis; its bin in grid g is
+  floor((u - g)/m) + 1, computed with integer maths (P13).
+- Laplace(Δ/ε) on every bin of every grid, ε NOT split across grids (P15): one ledger entry.
+- Range queries: the average over grids of each grid's uniformity estimate (eq. 8), with
+  border bins divided by their area inside the box (the [rec] of P9, default) or by the full
+  bin area (the paper's literal version, `denominator="full"`).
+- Noise variance of a query: (2Δ²/(ε²m²)) Σ_g (Σ_i fx_g[i]²)(Σ_j fy_g[j]²) (spec 2.5).
+
+`bounded_grid` (spec 2.6): one uniform grid with Laplace(2/ε) per cell, ε-DP under bounded
+(replace-one) neighbours; n is public.
+
+Geometry. The public box is projected to metres with `dp.Projection`, with the east-west scale
+taken at the box latitude farthest from the equator (spec 4), so projected distances never
+exceed true distances inside the box and δ needs no inflation. Points are clamped into the box
+(clamping is 1-Lipschitz), never dropped: under bounded neighbours a dropped point is a
+removal. For a point outside the box the guarantee concerns its clamped position. The fine lattice tiles the box exactly: U_x = floor(W/s) cells of width W/U_x >= s
+across, likewise in y, so bins may be very slightly wider than the requested w (never
+narrower, which keeps s_x, s_y >= δ). This lattice is a `UniformGrid` on the domain and is the
+rendering form of the release (spec 2.5, "fine-lattice form").
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+from scipy import sparse, stats
+
+from ..budget import Ledger
+from ..domain import Domain, Projection, UniformGrid
+from ..errors import ParameterError
+from ..noise import laplace
+from ..queries import Rect, as_rect_array
+from .base import GridRelease, MechanismSpec, Param, Release
+
+# Marker the app reads to tell guarantees apart (ε under δ-neighbourhood is not standard ε).
+GUARANTEE_KIND = "delta-neighbourhood"
+GUARANTEE_KINDS = {"shifted_grids": GUARANTEE_KIND, "bounded_grid": "standard-bounded"}
+
+MAX_BINS = 5_000_000          # spec 4: refuse above about 5e6 released values (m(K+1)^2)
+MAX_DISPLAY_SIDE = 1024       # spec 4: display raster at most 1024 x 1024 cells
+MAX_GEOJSON_FEATURES = 100_000
+REL_TOL = 1e-9                # tolerance in floor(w/δ) and floor(W/s): 0.3 km / 0.1 km gives m = 3
+MC_MAX_TERMS = 64             # interval: Monte Carlo below this many noise terms, normal above
+POLE_LIMIT_DEG = 89.0
+
+
+# ------------------------------------------------------------------------- geometry helpers
+@dataclass(frozen=True)
+class BoxMetres:
+    """The public box in projected metres: x = (lon - west) * mx, y = (lat - south) * my."""
+
+    width: float
+    height: float
+    mx: float
+    my: float
+    phi_ref: float     # latitude (degrees) where the east-west scale is taken
+
+    @classmethod
+    def of(cls, domain: Domain) -> "BoxMetres":
+        phi_ref = max(abs(domain.south), abs(domain.north))
+        if phi_ref > POLE_LIMIT_DEG:
+            raise ParameterError(f"the box reaches latitude {phi_ref:g}°: east-west distances "
+                                 f"cannot be measured near a pole; use a box within ±{POLE_LIMIT_DEG:g}°")
+        p = Projection(domain)
+        mid = math.radians((domain.south + domain.north) / 2)
+        mx = p.mx * math.cos(math.radians(phi_ref)) / math.cos(mid)
+        return cls(domain.width * mx, domain.height * p.my, mx, p.my, phi_ref)
+
+    def to_metres(self, domain: Domain, lon, lat):
+        """Projected metres, clamped into [0, W] x [0, H] (points are never dropped)."""
+        x = (np.asarray(lon, dtype=np.float64) - domain.west) * self.mx
+        y = (np.asarray(lat, dtype=np.float64) - domain.south) * self.my
+        return (np.clip(np.nan_to_num(x), 0.0, self.width), np.clip(np.nan_to_num(y), 0.0, self.height))
+
+
+def resolve_bin_width(box: BoxMetres, params: dict) -> float:
+    """w in metres: `bin_km` when positive (it takes precedence), else longer side / bins_per_side."""
+    bin_km = params.get("bin_km") or 0.0
+    if bin_km > 0:
+        return float(bin_km) * 1000.0
+    k = int(params.get("bins_per_side") or 0)
+    if k < 1:
+        raise ParameterError("Bins per side: give a bin width in km or at least one bin per side")
+    return max(box.width, box.height) / k
+
+
+def equivalent_standard_epsilon(epsilon: float, m: int) -> dict:
+    """Spec 1 [derived]: relocation (2m/Δ)ε and presence/absence (m/Δ)ε, Δ = 4 (2 when m = 1)."""
+    delta_sens = 2 if m == 1 else 4
+    return {"relocation": 2 * m * epsilon / delta_sens, "presence": m * epsilon / delta_sens}
+
+
+@dataclass(frozen=True)
+class ShiftedLattice:
+    """The m shifted grids over a W x H box (metres), indexed through the fine lattice.
+
+    Fine cells: ux x uy, widths sx = W/ux and sy = H/uy (both >= s >= δ). Grid g has bins
+    i = 0..bx-1 on x covering fine cells [(i-1)m + g, i*m + g) (clipped to the box), likewise
+    on y. Bins outside the box on both sides are part of the index range but hold no point.
+    """
+
+    width: float
+    height: float
+    bin_width: float     # requested w (metres)
+    delta: float         # δ (metres)
+    m: int
+    m_uncapped: int
+    ux: int
+    uy: int
+
+    @classmethod
+    def build(cls, width: float, height: float, bin_width: float, delta: float,
+              m_max: int = 128) -> "ShiftedLattice":
+        if not (delta > 0 and math.isfinite(delta)):
+            raise ParameterError(f"δ must be a positive distance, got {delta}")
+        if not (bin_width > 0 and math.isfinite(bin_width)):
+            raise ParameterError(f"bin width must be positive, got {bin_width}")
+        ratio = bin_width / delta
+        if ratio * (1 + REL_TOL) < 1:
+            raise ParameterError(
+                f"bin width ({bin_width / 1000:.4g} km) must be at least δ ({delta / 1000:.4g} km): "
+                "with bins narrower than δ one move crosses several grid lines and the shifted-grid "
+                "sensitivity 4 no longer holds; widen the bins or lower δ")
+        m_unc = int(math.floor(ratio * (1 + REL_TOL)))
+        m = max(1, min(m_unc, int(m_max)))
+        s = bin_width / m
+        ux = max(1, int(math.floor(width / s * (1 + REL_TOL))))
+        uy = max(1, int(math.floor(height / s * (1 + REL_TOL))))
+        lat = cls(float(width), float(height), float(bin_width), float(delta), m, m_unc, ux, uy)
+        if lat.n_values > MAX_BINS:
+            raise ParameterError(
+                f"{m} grids of {lat.by}×{lat.bx} bins = {lat.n_values:,} noisy values exceeds "
+                f"{MAX_BINS:,}: increase δ or the bin width, or lower the cap on the number of grids")
+        return lat
+
+    # ---------------------------------------------------------------- derived sizes
+    @property
+    def sx(self) -> float:
+        return self.width / self.ux
+
+    @property
+    def sy(self) -> float:
+        return self.height / self.uy
+
+    @property
+    def step(self) -> float:
+        """Nominal shift step s = w/m (the lattice steps sx, sy are at least this)."""
+        return self.bin_width / self.m
+
+    @property
+    def bx(self) -> int:
+        return (self.ux - 1) // self.m + 2
+
+    @property
+    def by(self) -> int:
+        return (self.uy - 1) // self.m + 2
+
+    @property
+    def n_values(self) -> int:
+        return self.m * self.bx * self.by
+
+    @property
+    def sensitivity(self) -> int:
+        """Joint δ-sensitivity of the whole series (spec 2.4 step 5)."""
+        return 2 if self.m == 1 else 4
+
+    # ---------------------------------------------------------------- bins
+    def fine_coords(self, x_m, y_m):
+        """Continuous fine-lattice coordinates of metre positions, clipped to the box."""
+        fx = np.clip(np.asarray(x_m, dtype=np.float64) / self.sx, 0.0, self.ux)
+        fy = np.clip(np.asarray(y_m, dtype=np.float64) / self.sy, 0.0, self.uy)
+        return fx, fy
+
+    def fine_index(self, x_m, y_m):
+        """Integer fine index (u, v) of each point; points outside the box are clamped (spec 4)."""
+        x = np.nan_to_num(np.asarray(x_m, dtype=np.float64))
+        y = np.nan_to_num(np.asarray(y_m, dtype=np.float64))
+        u = np.clip(np.floor(x / self.sx), 0, self.ux - 1).astype(np.int64)
+        v = np.clip(np.floor(y / self.sy), 0, self.uy - 1).astype(np.int64)
+        return u, v
+
+    def bin_of(self, u, g: int):
+        """Bin index of fine index u in grid g: floor((u - g)/m) + 1, integer maths (P13)."""
+        return (np.asarray(u, dtype=np.int64) - g) // self.m + 1
+
+    def bins(self, u, v):
+        """(i, j) bin indices of every point in every grid, shapes (m, N)."""
+        g = np.arange(self.m)[:, None]
+        u = np.asarray(u, dtype=np.int64)[None, :]
+        v = np.asarray(v, dtype=np.int64)[None, :]
+        return (u - g) // self.m + 1, (v - g) // self.m + 1
+
+    def counts(self, u, v) -> np.ndarray:
+        """Exact counts c_g[j, i] of all grids, shape (m, by, bx) (NON-PRIVATE)."""
+        out = np.zeros((self.m, self.by, self.bx))
+        for g in range(self.m):
+            flat = self.bin_of(v, g) * self.bx + self.bin_of(u, g)
+            out[g] = np.bincount(flat, minlength=self.by * self.bx).reshape(self.by, self.bx)
+        return out
+
+    def axis_edges(self, axis: int):
+        """(lo, hi) fine edges of every bin of every grid on one axis, clipped to the box: (m, B)."""
+        U, B = (self.ux, self.bx) if axis == 0 else (self.uy, self.by)
+        g = np.arange(self.m)[:, None]
+        i = np.arange(B)[None, :]
+        return np.clip((i - 1) * self.m + g, 0, U), np.clip(i * self.m + g, 0, U)
+
+    @cached_property
+    def in_box(self) -> np.ndarray:
+        """(m, by, bx) mask of bins that meet the box (the only ones that can hold points)."""
+        lx, hx = self.axis_edges(0)
+        ly, hy = self.axis_edges(1)
+        return ((hy > ly)[:, :, None]) & ((hx > lx)[:, None, :])
+
+    def knots(self, axis: int, g: int, denominator: str = "clipped"):
+        """Piecewise-linear map from fine coordinate to bin coordinate t for grid g.
+
+        Inside bin i, t = i + (x - left_i) / width_i: with clipped denominators left/width are
+        those of the bin's part inside the box; with full ones, the unclipped bin (width m).
+        The overlap fraction of a query with bin i is then the t-length of [i, i+1] it covers.
+        """
+        lo, hi = self.axis_edges(axis)
+        lo, hi = lo[g], hi[g]
+        pos = np.flatnonzero(hi > lo)
+        first, last = int(pos[0]), int(pos[-1])
+        x = np.append(lo[pos], hi[last]).astype(np.float64)
+        t = first + np.arange(len(pos) + 1, dtype=np.float64)
+        if denominator == "full":
+            U = self.ux if axis == 0 else self.uy
+            t[0] = first + (0 - ((first - 1) * self.m + g)) / self.m
+            t[-1] = last + (U - ((last - 1) * self.m + g)) / self.m
+        return x, t
+
+    def denominators(self, denominator: str = "clipped") -> np.ndarray:
+        """(m, by, bx) bin areas in fine cells used as denominators (0 outside the box)."""
+        if denominator == "full":
+            return np.where(self.in_box, float(self.m * self.m), 0.0)
+        lx, hx = self.axis_edges(0)
+        ly, hy = self.axis_edges(1)
+        return ((hy - ly)[:, :, None] * (hx - lx)[:, None, :]).astype(np.float64)
+
+
+# ------------------------------------------------------------------------- estimator helpers
+def _bilinear(S: np.ndarray, tx: np.ndarray, ty: np.ndarray) -> np.ndarray:
+    """Integral of a piecewise-constant count surface over [0, tx) x [0, ty) in bin coordinates."""
+    by, bx = S.shape[0] - 1, S.shape[1] - 1
+    i = np.clip(np.floor(tx).astype(np.int64), 0, bx - 1)
+    j = np.clip(np.floor(ty).astype(np.int64), 0, by - 1)
+    fx, fy = tx - i, ty - j
+    return (S[j, i] * (1 - fx) * (1 - fy) + S[j, i + 1] * fx * (1 - fy)
+            + S[j + 1, i] * (1 - fx) * fy + S[j + 1, i + 1] * fx * fy)
+
+
+def _sum_sq_fractions(t0: np.ndarray, t1: np.ndarray) -> np.ndarray:
+    """Σ_i f_i² where f_i = |[t0, t1] ∩ [i, i+1]| (unit bins in t): the closed form of spec 2.5."""
+    t1 = np.maximum(t1, t0)
+    i0, i1 = np.floor(t0), np.floor(t1)
+    same = i0 == i1
+    split = (i0 + 1 - t0) ** 2 + (t1 - i1) ** 2 + np.maximum(i1 - i0 - 1, 0)
+    return np.where(same, (t1 - t0) ** 2, split)
+
+
+def _fractions(t0: float, t1: float, n_bins: int) -> np.ndarray:
+    """Overlap fractions f_i = |[t0, t1] ∩ [i, i+1]| for one query (vector over bins)."""
+    i = np.arange(n_bins)
+    return np.clip(np.minimum(t1, i + 1) - np.maximum(t0, i), 0.0, None)
+
+
+def _fraction_matrix(t: np.ndarray, n_bins: int) -> np.ndarray:
+    """Rows: consecutive intervals [t[a], t[a+1]]; columns: bins; entries: overlap fractions."""
+    i = np.arange(n_bins)[None, :]
+    return np.clip(np.minimum(t[1:, None], i + 1) - np.maximum(t[:-1, None], i), 0.0, None)
+
+
+# ------------------------------------------------------------------------------ the release
+class ShiftedGridsRelease(Release):
+    """Noisy counts of m shifted grids; answers average the grids (spec 2.5).
+
+    counts: (m, by, bx) raw noisy counts (never clipped, P19); bins outside the box are 0
+    (they hold no point by construction and carry no noise).
+    """
+
+    guarantee_kind = GUARANTEE_KIND
+
+    def __init__(self, spec, domain, epsilon, split, params, ledger, box: BoxMetres,
+                 lattice: ShiftedLattice, counts, noise_scale: float | None,
+                 denominator: str = "clipped", **kw):
+        super().__init__(spec, domain, epsilon, split, params, ledger, **kw)
+        self.box = box
+        self.lattice = lattice
+        self.counts = np.asarray(counts, dtype=np.float64)
+        self.noise_scale = noise_scale
+        self.denominator = denominator
+        self._sats = None
+        self._knots = None
+        self._raster = None
+
+    # ---------------------------------------------------------------- structure
+    @property
+    def n_grids(self) -> int:
+        return self.lattice.m
+
+    @property
+    def m(self) -> int:
+        return self.lattice.m
+
+    @property
+    def sensitivity(self) -> int:
+        return self.lattice.sensitivity
+
+    @cached_property
+    def fine_grid(self) -> UniformGrid:
+        """The fine s x s lattice as a UniformGrid on the domain (row 0 = south)."""
+        return UniformGrid(self.domain, self.lattice.ux, self.lattice.uy)
+
+    @cached_property
+    def display_grid(self) -> UniformGrid:
+        """The fine lattice, or a coarser grid with at most 1024 cells per side (spec 4)."""
+        ux, uy = self.lattice.ux, self.lattice.uy
+        if max(ux, uy) <= MAX_DISPLAY_SIDE:
+            return self.fine_grid
+        f = MAX_DISPLAY_SIDE / max(ux, uy)
+        return UniformGrid(self.domain, max(1, round(ux * f)), max(1, round(uy * f)))
+
+    def _grid_knots(self):
+        if self._knots is None:
+            L = self.lattice
+            self._knots = [(L.knots(0, g, self.denominator), L.knots(1, g, self.denominator))
+                           for g in range(L.m)]
+        return self._knots
+
+    def _grid_sats(self):
+        if self._sats is None:
+            m, by, bx = self.counts.shape
+            S = np.zeros((m, by + 1, bx + 1))
+            S[:, 1:, 1:] = self.counts.cumsum(1).cumsum(2)
+            self._sats = S
+        return self._sats
+
+    def _fine_rects(self, rects):
+        """Rectangles as fine-lattice coordinates (x0, y0, x1, y1), clipped to the box."""
+        r = as_rect_array(rects)
+        d, L = self.domain, self.lattice
+        x = np.clip((r[:, [0, 2]] - d.west) / d.width * L.ux, 0.0, L.ux)
+        y = np.clip((r[:, [1, 3]] - d.south) / d.height * L.uy, 0.0, L.uy)
+        x[:, 1] = np.maximum(x[:, 1], x[:, 0])
+        y[:, 1] = np.maximum(y[:, 1], y[:, 0])
+        return x[:, 0], y[:, 0], x[:, 1], y[:, 1]
+
+    def _t(self, rects):
+        """Per grid: bin coordinates (tx0, ty0, tx1, ty1) of every rectangle."""
+        x0, y0, x1, y1 = self._fine_rects(rects)
+        for (kx, tx), (ky, ty) in self._grid_knots():
+            yield (np.interp(x0, kx, tx), np.interp(y0, ky, ty),
+                   np.interp(x1, kx, tx), np.interp(y1, ky, ty))
+
+    # ---------------------------------------------------------------- answers
+    def answer_many(self, rects) -> np.ndarray:
+        """Averaged estimator (eq. 8): (1/m) Σ_g Σ_b f_{g,b} c̃_{g,b}, O(m) per rectangle."""
+        S = self._grid_sats()
+        out = np.zeros(len(as_rect_array(rects)))
+        for g, (tx0, ty0, tx1, ty1) in enumerate(self._t(rects)):
+            out += (_bilinear(S[g], tx1, ty1) - _bilinear(S[g], tx0, ty1)
+                    - _bilinear(S[g], tx1, ty0) + _bilinear(S[g], tx0, ty0))
+        return out / self.m
+
+    def answer_per_grid(self, rects) -> np.ndarray:
+        """(m, q) per-grid estimates Σ_ij fx_g[i] fy_g[j] c̃_g[j, i], from explicit fractions.
+
+        The mean over axis 0 is `answer_many` (an independent computation, kept for checks).
+        """
+        out = []
+        for g, (tx0, ty0, tx1, ty1) in enumerate(self._t(rects)):
+            fx = np.clip(np.minimum(tx1[:, None], np.arange(1, self.lattice.bx + 1))
+                         - np.maximum(tx0[:, None], np.arange(self.lattice.bx)), 0, None)
+            fy = np.clip(np.minimum(ty1[:, None], np.arange(1, self.lattice.by + 1))
+                         - np.maximum(ty0[:, None], np.arange(self.lattice.by)), 0, None)
+            out.append(np.einsum("qj,ji,qi->q", fy, self.counts[g], fx))
+        return np.array(out)
+
+    def noise_variance(self, rects) -> np.ndarray:
+        """Closed form (spec 2.5): (2Δ²/(ε²m²)) Σ_g (Σ_i fx_g[i]²)(Σ_j fy_g[j]²) = 2b²/m² Σ_g ..."""
+        q = len(as_rect_array(rects))
+        if not self.noise_scale:
+            return np.zeros(q)
+        acc = np.zeros(q)
+        for tx0, ty0, tx1, ty1 in self._t(rects):
+            acc += _sum_sq_fractions(tx0, tx1) * _sum_sq_fractions(ty0, ty1)
+        return 2 * self.noise_scale ** 2 * acc / self.m ** 2
+
+    def interval(self, rect: Rect, level: float = 0.95, n_sim: int = 20000, seed: int = 0):
+        """Answer ± the noise quantile. The noise is Σ_g Σ_b (f_{g,b}/m) Y_{g,b}, Y ~ Lap(Δ/ε).
+
+        Few terms (<= 64): Monte Carlo of that weighted Laplace sum (fixed seed; it uses no data,
+        so it costs no privacy). More terms: normal approximation with the closed-form variance
+        (a sum of many independent Laplace terms is close to normal; spec 4 uses ±1.96σ).
+        """
+        est = self.answer(rect)
+        if not self.noise_scale:
+            return est, est
+        coef = []
+        for tx0, ty0, tx1, ty1 in self._t(rect):
+            fx = _fractions(tx0[0], tx1[0], self.lattice.bx)
+            fy = _fractions(ty0[0], ty1[0], self.lattice.by)
+            a = np.outer(fy[fy > 0], fx[fx > 0]).ravel() / self.m
+            coef.append(a)
+            if sum(len(c) for c in coef) > MC_MAX_TERMS:
+                break
+        a = np.concatenate(coef) if coef else np.zeros(0)
+        if a.size == 0:
+            return est, est
+        if a.size <= MC_MAX_TERMS:
+            sims = np.random.default_rng(seed).laplace(0.0, self.noise_scale, (n_sim, a.size)) @ a
+            half = float(np.quantile(np.abs(sims), level))
+        else:
+            sd = math.sqrt(float(self.noise_variance(rect)[0]))
+            half = float(stats.norm.ppf(0.5 + level / 2) * sd)
+        return est - half, est + half
+
+    # ---------------------------------------------------------------- rendering
+    def raster(self):
+        """Expected count per display cell, and the display grid (row 0 = south).
+
+        On the fine lattice this is the spec's F[u, v] = (1/m) Σ_g c̃_g[bin_g(u, v)] / n_in(bin)
+        (n_in = m² with full denominators); on a coarser display grid each cell is the range
+        query of eq. (8) over that cell. Values are raw (may be negative, P19).
+        """
+        if self._raster is None:
+            L, G = self.lattice, self.display_grid
+            ex = np.linspace(0.0, L.ux, G.gx + 1)
+            ey = np.linspace(0.0, L.uy, G.gy + 1)
+            out = np.zeros((G.gy, G.gx))
+            for g, ((kx, tx), (ky, ty)) in enumerate(self._grid_knots()):
+                Ax = sparse.csr_matrix(_fraction_matrix(np.interp(ex, kx, tx), L.bx))   # (gx, bx)
+                Ay = sparse.csr_matrix(_fraction_matrix(np.interp(ey, ky, ty), L.by))   # (gy, by)
+                left = Ay @ self.counts[g]                                              # (gy, bx)
+                out += np.asarray((Ax @ left.T).T)
+            self._raster = out / L.m
+        return self._raster, self.display_grid
+
+    def regions(self):
+        """(display grid, one [r, r+1, c, c+1) range per cell, expected count per cell)."""
+        values, grid = self.raster()
+        j, k = np.divmod(np.arange(grid.n_cells), grid.gx)
+        return grid, np.column_stack([j, j + 1, k, k + 1]), values.ravel()
+
+    def _display_edges(self, axis: int, g: int):
+        """Fine edges of grid g's in-box bins mapped to display-grid cell edges (rounded)."""
+        L, G = self.lattice, self.display_grid
+        lo, hi = L.axis_edges(axis)
+        U, P = (L.ux, G.gx) if axis == 0 else (L.uy, G.gy)
+        keep = np.flatnonzero(hi[g] > lo[g])
+        if P == U:
+            return keep, lo[g][keep], hi[g][keep]
+        return keep, np.rint(lo[g][keep] * P / U).astype(np.int64), np.rint(hi[g][keep] * P / U).astype(np.int64)
+
+    def grid_regions(self, i: int):
+        """Grid i of the series on the display grid: ((L, 4) ranges [r0, r1, c0, c1), noisy counts).
+
+        The regions tile the box. On a coarsened display grid, bin edges are rounded to the
+        nearest display edge and bins that round to nothing are left out (display only).
+        """
+        if not 0 <= int(i) < self.m:
+            raise ParameterError(f"grid index must be in 0..{self.m - 1}, got {i}")
+        i = int(i)
+        kx, x0, x1 = self._display_edges(0, i)
+        ky, y0, y1 = self._display_edges(1, i)
+        J, I = np.meshgrid(np.arange(len(ky)), np.arange(len(kx)), indexing="ij")
+        J, I = J.ravel(), I.ravel()
+        regions = np.column_stack([y0[J], y1[J], x0[I], x1[I]]).astype(np.int64)
+        counts = self.counts[i][ky[J], kx[I]]
+        ok = (regions[:, 1] > regions[:, 0]) & (regions[:, 3] > regions[:, 2])
+        return regions[ok], counts[ok]
+
+    def bin_bounds(self, i: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Grid i's in-box bins: row and column indices, [west, south, east, north] (clipped), counts."""
+        L, d = self.lattice, self.domain
+        lx, hx = L.axis_edges(0)
+        ly, hy = L.axis_edges(1)
+        kx = np.flatnonzero(hx[i] > lx[i])
+        ky = np.flatnonzero(hy[i] > ly[i])
+        J, I = np.meshgrid(ky, kx, indexing="ij")
+        J, I = J.ravel(), I.ravel()
+        fx = d.width / L.ux
+        fy = d.height / L.uy
+        b = np.column_stack([d.west + lx[i][I] * fx, d.south + ly[i][J] * fy,
+                             d.west + hx[i][I] * fx, d.south + hy[i][J] * fy])
+        b[:, 2] = np.where(hx[i][I] == L.ux, d.east, b[:, 2])
+        b[:, 3] = np.where(hy[i][J] == L.uy, d.north, b[:, 3])
+        return J, I, b, self.counts[i][J, I]
+
+    # ---------------------------------------------------------------- export
+    def metadata(self) -> dict:
+        meta = super().metadata()
+        L, eps = self.lattice, self.epsilon
+        eq = equivalent_standard_epsilon(eps, L.m)
+        delta_km = L.delta / 1000
+        meta.update({
+            "guarantee_kind": GUARANTEE_KIND,
+            "guarantee_for_this_release": guarantee_for(eps, delta_km, L.m),
+            "delta_km": delta_km,
+            "bin_km": L.bin_width / 1000,
+            "bin_km_x": L.m * L.sx / 1000,
+            "bin_km_y": L.m * L.sy / 1000,
+            "lattice_step_km": [L.sx / 1000, L.sy / 1000],
+            "m": L.m,
+            "m_uncapped": L.m_uncapped,
+            "bins_per_grid": [L.bx, L.by],
+            "fine_lattice": [L.ux, L.uy],
+            "sensitivity": L.sensitivity,
+            "noise_scale": self.noise_scale,
+            "noisy_values": int(self.lattice.in_box.sum()),
+            "denominator": self.denominator,
+            "equivalent_standard_epsilon": eq,
+            "epsilon_split": "single release: ε is not split across the grids",
+            "projection": {"kind": "equirectangular", "phi_ref_deg": self.box.phi_ref,
+                           "metres_per_degree_lon": self.box.mx, "metres_per_degree_lat": self.box.my,
+                           "note": "east-west scale at the box latitude farthest from the equator, "
+                                   "so projected distances never exceed true distances in the box"},
+        })
+        return meta
+
+    def to_geojson(self) -> dict:
+        """Bins of every grid with their noisy counts (grid 0 only above 100,000 bins in all),
+        plus metadata and the complete noisy counts as arrays. Nothing here reads raw data."""
+        n_feat = int(self.lattice.in_box.sum())
+        shown = range(self.m) if n_feat <= MAX_GEOJSON_FEATURES else range(1)
+        feats = []
+        for g in shown:
+            J, I, b, c = self.bin_bounds(g)
+            feats += [{
+                "type": "Feature",
+                "geometry": {"type": "Polygon", "coordinates": [[[w, s], [e, s], [e, n], [w, n], [w, s]]]},
+                "properties": {"grid": g, "row": int(j), "col": int(i), "noisy_count": float(v)},
+            } for j, i, (w, s, e, n), v in zip(J.tolist(), I.tolist(), b.tolist(), c.tolist())]
+        meta = self.metadata()
+        meta["features_cover_grids"] = list(shown)
+        grids = self.counts.astype(object)
+        grids[~self.lattice.in_box] = None
+        meta["grids"] = grids.tolist()
+        meta["grids_note"] = ("grids[g][row][col]: noisy count of bin (row, col) of grid g; null for "
+                              "bins outside the box. Bin (row, col) of grid g covers fine cells "
+                              "[(col-1)m+g, col*m+g) x [(row-1)m+g, row*m+g) of the fine lattice.")
+        return {"type": "FeatureCollection", "features": feats, "properties": meta}
+
+
+def guarantee_for(epsilon: float, delta_km: float, m: int) -> str:
+    """The four guarantee sentences of spec 1 with this release's numbers filled in."""
+    eq = equivalent_standard_epsilon(epsilon, m)
+    return (f"{epsilon:g}-DP under δ-neighbourhood (δ = {delta_km:g} km, Euclidean, no sources): "
+            f"one person's location being anywhere within {delta_km:g} km of its true position "
+            f"changes output probabilities by at most a factor of e^{epsilon:g}. "
+            f"Protection falls off with distance: for alternatives r away the factor is "
+            f"e^({epsilon:g}·⌈r/δ⌉), and for this release (m = {m} grids) never worse than "
+            f"e^{eq['relocation']:g} for relocation or e^{eq['presence']:g} for presence/absence "
+            f"(equivalent standard ε {eq['relocation']:g} and {eq['presence']:g}). "
+            "The dataset size n is treated as public (bounded neighbourhood). "
+            "This ε is not comparable with the ε of the standard-DP mechanisms (grid, HTF, trees); "
+            "at equal ε those mechanisms give the stronger guarantee.")
+
+
+# ------------------------------------------------------------------------- the mechanisms
+def release_shifted_grids(data, domain, epsilon, split, params, rng):
+    """Spec 2.4: m shifted grids, Laplace(Δ/ε) on every in-box bin of every grid, one charge."""
+    box = BoxMetres.of(domain)
+    w = resolve_bin_width(box, params)
+    lattice = ShiftedLattice.build(box.width, box.height, w, params["delta_km"] * 1000.0,
+                                   params["m_max"])
+    x, y = box.to_metres(domain, data.x, data.y)
+    u, v = lattice.fine_index(x, y)
+    exact = lattice.counts(u, v)
+    eps = epsilon * split[-1]
+    scale = lattice.sensitivity / eps
+    mask = lattice.in_box
+    noisy = exact.copy()
+    noisy[mask] += laplace(rng, scale, int(mask.sum()))
+    ledger = Ledger()
+    ledger.charge("noisy bin counts of all grids (one joint release)", eps, lattice.sensitivity,
+                  "laplace", scale,
+                  note=f"m = {lattice.m} grids of {lattice.by}×{lattice.bx} bins "
+                       f"({int(mask.sum()):,} in the box); joint δ-sensitivity {lattice.sensitivity} "
+                       "(a δ-move changes at most two grids); ε is not split across grids")
+    clamped = int(np.count_nonzero(~domain.contains(data.x, data.y)))
+    return ShiftedGridsRelease(SHIFTED_GRIDS, domain, epsilon, split, params, ledger, box, lattice,
+                               noisy, scale, params["denominator"],
+                               diagnostics={"points_clamped_into_box": clamped}, n_public=len(data))
+
+
+class BoundedGridRelease(GridRelease):
+    """The paper's baseline uniform grid (spec 2.6) with its guarantee marker."""
+
+    guarantee_kind = GUARANTEE_KINDS["bounded_grid"]
+    bin_km: tuple = (math.nan, math.nan)   # actual cell width and height, set by the release
+
+    def metadata(self) -> dict:
+        meta = super().metadata()
+        meta.update({"guarantee_kind": self.guarantee_kind, "sensitivity": 2,
+                     "noise_scale": self.noise_scale,
+                     "bin_km": [self.bin_km[0], self.bin_km[1]]})
+        return meta
+
+
+def release_bounded_grid(data, domain, epsilon, split, params, rng):
+    """Spec 2.6: K_x x K_y cells of width about w, Laplace(2/ε) per cell; points clamped."""
+    box = BoxMetres.of(domain)
+    w = resolve_bin_width(box, params)
+    kx = max(1, int(round(box.width / w)))
+    ky = max(1, int(round(box.height / w)))
+    if kx * ky > MAX_BINS:
+        raise ParameterError(f"{kx}×{ky} cells exceeds {MAX_BINS:,}: widen the bins")
+    grid = UniformGrid(domain, kx, ky)
+    lon = np.clip(np.nan_to_num(np.asarray(data.x, dtype=np.float64), nan=domain.west), domain.west, domain.east)
+    lat = np.clip(np.nan_to_num(np.asarray(data.y, dtype=np.float64), nan=domain.south), domain.south, domain.north)
+    H = grid.histogram(lon, lat)
+    eps = epsilon * split[-1]
+    scale = 2.0 / eps
+    noisy = H + laplace(rng, scale, H.shape)
+    ledger = Ledger()
+    ledger.charge("noisy cell counts", eps, 2.0, "laplace", scale,
+                  note=f"{kx}×{ky} cells; bounded neighbours: moving one point changes two cells by 1")
+    rel = BoundedGridRelease(BOUNDED_GRID, domain, epsilon, split, params, ledger, grid, noisy, scale,
+                             diagnostics={"points_clamped_into_box":
+                                          int(np.count_nonzero(~domain.contains(data.x, data.y)))},
+                             n_public=len(data))
+    rel.bin_km = (box.width / kx / 1000, box.height / ky / 1000)
+    return rel
+
+
+P_BIN_KM = Param("bin_km", float, 0.0, "Bin width w (km)",
+                 "Width of each grid bin in kilometres. Leave at 0 to size the bins from "
+                 "'Bins per side' instead; a positive width takes precedence.", min=0.0, max=20000.0)
+P_BINS_PER_SIDE = Param("bins_per_side", int, 32, "Bins per side",
+                        "Used when the bin width is 0: the longer side of the box is cut into this "
+                        "many bins (w = longer side / bins).", min=1, max=4096)
+
+SHIFTED_GUARANTEE = (
+    "ε-DP under δ-neighbourhood (δ = the distance threshold you set, Euclidean, no sources): one "
+    "person's location being anywhere within δ of its true position changes output probabilities "
+    "by at most a factor of e^ε. "
+    "Protection falls off with distance: for alternatives r away the factor is e^(ε·⌈r/δ⌉), and "
+    "for this mechanism never worse than e^(ε·m/2) for relocation or e^(ε·m/4) for "
+    "presence/absence (m = number of grids; ε and ε/2 when m = 1), shown as the equivalent "
+    "standard ε. "
+    "The dataset size n is treated as public (bounded neighbourhood). "
+    "This ε is not comparable with the ε of the standard-DP mechanisms (grid, HTF, trees) on the "
+    "same screen: at equal ε those mechanisms give the stronger guarantee.")
+
+SHIFTED_GRIDS = MechanismSpec(
+    name="shifted_grids", label="Shifted grids (δ-neighbourhood)",
+    description="m = ⌊w/δ⌋ copies of an equi-width grid, each shifted diagonally by w/m, all "
+                "released with Laplace noise at the joint sensitivity 4 (ε is not split across "
+                "grids); range queries average the grids (Fang & Chang 2014). Protects small "
+                "moves (up to δ) most; see the guarantee.",
+    guarantee=SHIFTED_GUARANTEE,
+    params=(Param("delta_km", float, 0.1, "Distance threshold δ (km)",
+                  "Moves of one person's location by up to this distance are protected at ε; "
+                  "farther alternatives get weaker protection (ε per δ of distance).",
+                  min=1e-4, max=5000.0),
+            P_BIN_KM, P_BINS_PER_SIDE,
+            Param("m_max", int, 128, "Cap on the number of grids",
+                  "At most this many shifted grids (bounds the cost); fewer grids stay private "
+                  "and only lose accuracy.", min=1, max=1024),
+            Param("denominator", str, "clipped", "Border bins",
+                  "clipped: a bin sticking out of the box is divided by its area inside the box "
+                  "(the whole box then sums to n in expectation); full: by the full bin area "
+                  "(the paper's literal version).", choices=("clipped", "full"))),
+    release=release_shifted_grids)
+
+BOUNDED_GRID = MechanismSpec(
+    name="bounded_grid", label="Uniform grid, bounded DP (baseline)",
+    description="One equi-width grid with Laplace(2/ε) per cell: the shifted grids' baseline "
+                "(Fang & Chang 2014, sec. 5.4.2). Standard DP with bounded neighbours.",
+    guarantee="ε-differential privacy with bounded neighbours (standard DP): replacing one "
+              "person's location by any other location in the box changes output probabilities "
+              "by at most a factor of e^ε. The dataset size n is treated as public; points "
+              "outside the box are clamped to its edge, never dropped.",
+    params=(P_BIN_KM, P_BINS_PER_SIDE),
+    release=release_bounded_grid)
+
+SPECS = (SHIFTED_GRIDS, BOUNDED_GRID)

@@ -1,0 +1,483 @@
+"""Library functions for differential privacy under δ-neighbourhood (spec 001, Fang & Chang 2014).
+
+Not app mechanisms: building blocks with tests. Notation follows the spec; the distance
+threshold is `delta_dist` (δ in (ε, δ)-DP means something else).
+
+- Linear strategies (spec 2.1): standard and δ-sensitivity of A (the δ version includes the
+  sources term N_S), neighbour structures for grids and for discrete point domains, and the
+  workload variance (2Δ²/ε²)·diag(Q (AᵀA)⁻¹ Qᵀ).
+- The graph/cut view and the greedy augmentation (spec 2.3, Algorithm 2).
+- The 1-D cumulative strategy C_n (spec 2.2, Algorithm 1).
+- Sorted 1-D points (spec 2.7) and the δ-capped smooth-sensitivity median (spec 2.8).
+- Sustainable time-series budgets (spec 2.9): window sums, the offline allocation (Problem 1)
+  and the online allocation (Problem 2 over sampled futures).
+
+Half-open bins. For grid bins [x0, x1) the distance between two bins is attained only when
+the gap between them is 0, so bins i, j are δ-neighbours iff gap < δ (strict). The spec's
+"gap ≤ δ" is the closed-bin version; it adds pairs exactly δ apart and would give Δ = 2
+instead of 1 for C_4 with δ one bin wide (test T1).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy.optimize import isotonic_regression
+
+__all__ = [
+    "standard_sensitivity", "delta_sensitivity", "grid_neighbour_pairs", "grid_source_bins",
+    "point_neighbours", "workload_variances", "cut_counts", "graph_edges", "greedy_augment",
+    "cumulative_strategy", "cumulative_release", "cumulative_range", "cumulative_range_variance",
+    "sorted_points_sensitivity", "sorted_points_release", "sorted_points_range_counts",
+    "median_smooth_sensitivity", "smooth_median_release",
+    "window_matrix", "window_sums", "is_sustainable", "allocation_error", "uniform_allocation",
+    "offline_allocation", "online_allocation",
+]
+
+BOTTOM = -1     # the source vertex ⊥ in edge lists (spec 2.3)
+
+
+# ============================================================ 2.1 linear strategies
+def standard_sensitivity(A, bounded_only: bool = False) -> float:
+    """Δ_A = max(max_{i,j} ‖a_i − a_j‖₁, max_i ‖a_i‖₁) over the columns a_i of A (spec 2.1).
+
+    bounded_only: only the replace-one term (bounded DP, n public).
+    """
+    A = np.asarray(A, dtype=np.float64)
+    r, k = A.shape
+    step = max(1, 4_000_000 // max(1, r * k))           # bounded memory: columns i in blocks
+    diff = max(float(np.abs(A[:, i:i + step, None] - A[:, None, :]).sum(axis=0).max())
+               for i in range(0, k, step))
+    return diff if bounded_only else float(max(diff, np.abs(A).sum(axis=0).max()))
+
+
+def delta_sensitivity(A, pairs, source_bins=()) -> float:
+    """Δ_δ(A) = max(max_{(i,j)∈N} ‖a_i − a_j‖₁, max_{i∈N_S} ‖a_i‖₁) (spec 2.1 with the N_S term).
+
+    pairs: (P, 2) bin indices of δ-neighbouring bins N; source_bins: the bins N_S within δ of
+    a source (empty when S = ∅, i.e. bounded neighbours).
+    """
+    A = np.asarray(A, dtype=np.float64)
+    pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
+    src = np.asarray(list(source_bins), dtype=np.int64)
+    best = 0.0
+    step = max(1, 4_000_000 // max(1, A.shape[0]))    # bounded memory for big grids
+    for lo in range(0, len(pairs), step):
+        p = pairs[lo:lo + step]
+        best = max(best, float(np.abs(A[:, p[:, 0]] - A[:, p[:, 1]]).sum(axis=0).max(initial=0.0)))
+    if src.size:
+        best = max(best, float(np.abs(A[:, src]).sum(axis=0).max()))
+    return best
+
+
+def grid_neighbour_pairs(shape, bin_width, delta_dist: float) -> np.ndarray:
+    """δ-neighbouring pairs of a grid of half-open bins, flat row-major indices, (P, 2), a < b.
+
+    Bins with index offsets (di, dj) have gap gx = max(0, |di| − 1)·wx (likewise gy); they are
+    neighbours iff gx² + gy² < δ² or they touch (gap 0). For δ < w: the 8-neighbourhood.
+    """
+    ny, nx = shape
+    wx, wy = (bin_width, bin_width) if np.isscalar(bin_width) else bin_width
+    Dx = min(nx - 1, int(math.ceil(delta_dist / wx)) + 1)
+    Dy = min(ny - 1, int(math.ceil(delta_dist / wy)) + 1)
+    idx = np.arange(ny * nx).reshape(ny, nx)
+    out = []
+    for dj in range(0, Dy + 1):
+        for di in range(-Dx, Dx + 1):
+            if dj == 0 and di <= 0:
+                continue
+            gx = max(0, abs(di) - 1) * wx
+            gy = max(0, dj - 1) * wy
+            if not (gx == 0 and gy == 0) and not gx * gx + gy * gy < delta_dist * delta_dist:
+                continue
+            a = idx[:ny - dj, max(0, -di):nx - max(0, di)]
+            b = idx[dj:, max(0, di):nx - max(0, -di)]
+            out.append(np.column_stack([a.ravel(), b.ravel()]))
+    return np.vstack(out) if out else np.zeros((0, 2), np.int64)
+
+
+def grid_source_bins(shape, bin_width, delta_dist: float, sources) -> np.ndarray:
+    """Bins (flat indices) whose closure lies within δ of some source point (x, y) (N_S).
+
+    Uses the closed bin, so it may include a bin whose nearest point is on an open edge
+    (conservative: a larger N_S can only raise Δ_δ).
+    """
+    ny, nx = shape
+    wx, wy = (bin_width, bin_width) if np.isscalar(bin_width) else bin_width
+    S = np.asarray(sources, dtype=np.float64).reshape(-1, 2)
+    j, i = np.divmod(np.arange(ny * nx), nx)
+    dx = np.maximum(np.maximum(i[:, None] * wx - S[None, :, 0], S[None, :, 0] - (i[:, None] + 1) * wx), 0)
+    dy = np.maximum(np.maximum(j[:, None] * wy - S[None, :, 1], S[None, :, 1] - (j[:, None] + 1) * wy), 0)
+    return np.flatnonzero((dx ** 2 + dy ** 2 <= delta_dist ** 2).any(axis=1))
+
+
+def point_neighbours(points, delta_dist: float, sources=(), tol: float = 1e-12):
+    """Discrete domain, one bin per point: (pairs with d ≤ δ, bins within δ of a source)."""
+    P = np.asarray(points, dtype=np.float64)
+    P = P[:, None] if P.ndim == 1 else P
+    eps = tol * max(1.0, delta_dist)
+    d = np.sqrt(((P[:, None, :] - P[None, :, :]) ** 2).sum(-1))
+    a, b = np.nonzero(np.triu(d <= delta_dist + eps, k=1))
+    src = np.zeros(0, np.int64)
+    S = np.asarray(sources, dtype=np.float64)
+    if S.size:
+        S = S.reshape(-1, P.shape[1])
+        ds = np.sqrt(((P[:, None, :] - S[None, :, :]) ** 2).sum(-1))
+        src = np.flatnonzero((ds <= delta_dist + eps).any(axis=1))
+    return np.column_stack([a, b]), src
+
+
+def workload_variances(A, Q, epsilon: float, sensitivity: float) -> np.ndarray:
+    """Per-query noise variance of q·A⁺c̃: (2Δ²/ε²)·diag(Q (AᵀA)⁻¹ Qᵀ) (spec 2.1, P5).
+
+    A must have full column rank.
+    """
+    A = np.asarray(A, dtype=np.float64)
+    Q = np.atleast_2d(np.asarray(Q, dtype=np.float64))
+    G = A.T @ A
+    if np.linalg.matrix_rank(G) < G.shape[0]:
+        raise ValueError("the strategy A does not have full column rank")
+    X = np.linalg.solve(G, Q.T)
+    return 2 * sensitivity ** 2 / epsilon ** 2 * np.einsum("qk,kq->q", Q, X)
+
+
+# ============================================================ 2.3 graph / cut view, greedy
+def graph_edges(pairs, source_bins=()) -> np.ndarray:
+    """Edge list E = N ∪ {(i, ⊥) : i ∈ N_S}; ⊥ is encoded as -1."""
+    pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
+    src = np.asarray(list(source_bins), dtype=np.int64)
+    return np.vstack([pairs, np.column_stack([src, np.full(src.size, BOTTOM)])])
+
+
+def _cuts(rows: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """(r, e) boolean: does row (a set of bins) cut edge e (exactly one end inside; ⊥ in no set)."""
+    R = np.atleast_2d(np.asarray(rows, dtype=bool))
+    R = np.hstack([R, np.zeros((R.shape[0], 1), dtype=bool)])      # column -1 is ⊥
+    u, v = edges[:, 0], edges[:, 1]
+    return R[:, u] != R[:, v]
+
+
+def cut_counts(rows, edges) -> np.ndarray:
+    """C(e) = number of rows cutting edge e; for binary A, Δ_A = max_e C(e) (spec 2.3)."""
+    edges = np.asarray(edges, dtype=np.int64).reshape(-1, 2)
+    rows = np.atleast_2d(np.asarray(rows, dtype=bool))
+    if rows.shape[0] == 0:
+        return np.zeros(len(edges), dtype=np.int64)
+    return _cuts(rows, edges).sum(axis=0)
+
+
+def greedy_augment(rows, candidates, edges, delta_star: int | None = None):
+    """GREEDY(G, A, F, Δ*) of spec 2.3: add candidate sets while every cut stays ≤ Δ*.
+
+    rows, candidates: boolean (r, k) / (f, k) bin-membership matrices; edges from
+    `graph_edges`. Candidates are tried in order, repeatedly, until a pass adds nothing.
+    Returns (augmented rows, Δ*); release them with Lap(Δ*/ε) per row.
+    """
+    edges = np.asarray(edges, dtype=np.int64).reshape(-1, 2)
+    R = [np.asarray(r, dtype=bool) for r in np.atleast_2d(np.asarray(rows, dtype=bool))]
+    C = cut_counts(np.array(R), edges) if R else np.zeros(len(edges), np.int64)
+    if delta_star is None:
+        delta_star = int(C.max(initial=0))
+    have = {r.tobytes() for r in R}
+    cand = np.atleast_2d(np.asarray(candidates, dtype=bool))
+    cand_cuts = _cuts(cand, edges)
+    changed = True
+    while changed:
+        changed = False
+        for a, cut in zip(cand, cand_cuts):
+            if a.tobytes() in have:
+                continue
+            if C[cut].max(initial=0) + 1 <= delta_star:
+                R.append(a.copy())
+                have.add(a.tobytes())
+                C[cut] += 1
+                changed = True
+    return np.array(R), delta_star
+
+
+# ============================================================ 2.2 1-D cumulative strategy
+def cumulative_strategy(n: int, source: str = "left") -> np.ndarray:
+    """C_n: suffix sums (upper-triangular ones) for a source at the left end, prefix sums
+    (lower-triangular) for a source at the right end (spec 2.2, P7)."""
+    ones = np.ones((n, n))
+    if source == "left":
+        return np.triu(ones)
+    if source == "right":
+        return np.tril(ones)
+    raise ValueError(f"source must be 'left' or 'right', got {source!r}")
+
+
+def cumulative_release(counts, epsilon: float, delta_bins: int, rng, source: str = "left") -> np.ndarray:
+    """ã = C_n c + Lap(δ_b/ε)^n: Δ = δ_b under δ-neighbourhood with one source at the end."""
+    c = np.asarray(counts, dtype=np.float64)
+    a = cumulative_strategy(len(c), source) @ c
+    return a + np.random.default_rng(rng).laplace(0.0, delta_bins / epsilon, len(c))
+
+
+def cumulative_range(a_noisy, i, j, source: str = "left") -> np.ndarray:
+    """Count of bins i..j (0-based, inclusive): ã_i − ã_{j+1} (ã_n := 0) for suffix sums;
+    ã_j − ã_{i−1} (ã_{−1} := 0) for prefix sums. Vectorised over i, j; a_noisy may carry
+    extra trailing axes (e.g. many draws as columns)."""
+    a = np.asarray(a_noisy, dtype=np.float64)
+    a = np.concatenate([a, np.zeros((1,) + a.shape[1:])])      # a[n] = 0, a[-1] = 0
+    i, j = np.asarray(i), np.asarray(j)
+    if source == "left":
+        return a[i] - a[j + 1]
+    return a[j] - a[i - 1]
+
+
+def cumulative_range_variance(n: int, i, j, epsilon: float, delta_bins: int, source: str = "left"):
+    """4δ_b²/ε² when the range needs two released values, 2δ_b²/ε² when one (spec 2.2)."""
+    i, j = np.asarray(i), np.asarray(j)
+    two = (j < n - 1) if source == "left" else (i > 0)
+    return np.where(two, 4.0, 2.0) * delta_bins ** 2 / epsilon ** 2
+
+
+# ============================================================ 2.7 sorted 1-D points
+def sorted_points_sensitivity(delta_dist: float, domain_size: float = 1.0) -> float:
+    """Δ = δΛ: replacing x by y with |x − y| ≤ δΛ changes the sorted vector by |x − y| in L1."""
+    return delta_dist * domain_size
+
+
+def sorted_points_release(x, epsilon: float, delta_dist: float, rng, domain_size: float = 1.0,
+                          postprocess: bool = False) -> np.ndarray:
+    """z̃ = sort(x) + Lap(δΛ/ε)^n (spec 2.7, S = ∅ so n is public). `postprocess`: isotonic
+    regression to non-decreasing values, then clip to [0, Λ] (privacy-free)."""
+    z = np.sort(np.asarray(x, dtype=np.float64))
+    scale = sorted_points_sensitivity(delta_dist, domain_size) / epsilon
+    zt = z + np.random.default_rng(rng).laplace(0.0, scale, z.size)
+    if postprocess and zt.size:
+        zt = np.clip(isotonic_regression(zt).x, 0.0, domain_size)
+    return zt
+
+
+def sorted_points_range_counts(z_noisy, lo, hi) -> np.ndarray:
+    """#{i : lo ≤ z̃_i < hi} for each range (vectorised)."""
+    z = np.sort(np.asarray(z_noisy, dtype=np.float64))
+    return (np.searchsorted(z, np.asarray(hi, dtype=np.float64), side="left")
+            - np.searchsorted(z, np.asarray(lo, dtype=np.float64), side="left"))
+
+
+# ============================================================ 2.8 smooth-sensitivity median
+def median_smooth_sensitivity(x, beta: float, domain_size: float = 1.0,
+                              delta_dist: float | None = None) -> float:
+    """β-smooth sensitivity of the median (n odd), Nissim-Raskhodnikova-Smith 2007:
+
+        S(x) = max_{k=0..n} e^{−kβ} · max_{t=0..k+1} (x_{m*+t} − x_{m*+t−k−1}),
+
+    x sorted, padded with 0 below index 1 and Λ above n, m* = (n+1)/2. With `delta_dist`
+    (fraction of Λ) each inner term is capped at δΛ, the global δ-sensitivity (spec 2.8).
+    """
+    x = np.sort(np.asarray(x, dtype=np.float64))
+    n = x.size
+    if n % 2 != 1:
+        raise ValueError(f"the median needs an odd number of points, got {n}")
+    ms = (n + 1) // 2
+    off = n                                      # xp[idx + off] = x_idx for idx in [-n, 2n+2]
+    xp = np.concatenate([np.zeros(n + 1), x, np.full(n + 3, float(domain_size))])
+    cap = math.inf if delta_dist is None else delta_dist * domain_size
+    top = min(cap, float(domain_size))
+    t = np.arange(n + 2)
+    chunk = max(1, 2_000_000 // (n + 2))
+    best = 0.0
+    for k0 in range(0, n + 1, chunk):
+        if math.exp(-k0 * beta) * top <= best:    # later k cannot beat the current maximum
+            break
+        k = np.arange(k0, min(n + 1, k0 + chunk))[:, None]
+        hi = xp[ms + t[None, :] + off]
+        lo = xp[np.maximum(ms + t[None, :] - k - 1 + off, 0)]
+        A = np.where(t[None, :] <= k + 1, hi - lo, -np.inf).max(axis=1)
+        best = max(best, float((np.exp(-k[:, 0] * beta) * np.minimum(cap, A)).max()))
+    return best
+
+
+def smooth_median_release(x, epsilon: float, failure_prob: float, rng, domain_size: float = 1.0,
+                          delta_dist: float | None = None):
+    """median + (S/α)·Lap(1) with α = ε/2, β = ε/(2 ln(2/δ')): (ε, δ')-DP (spec 2.8; δ' is
+    `failure_prob`). Returns (noisy median, S, β)."""
+    beta = epsilon / (2 * math.log(2 / failure_prob))
+    S = median_smooth_sensitivity(x, beta, domain_size, delta_dist)
+    med = float(np.median(x))
+    return med + S / (epsilon / 2) * np.random.default_rng(rng).laplace(0.0, 1.0), S, beta
+
+
+# ============================================================ 2.9 time series
+def window_matrix(n: int, delta_steps: int) -> np.ndarray:
+    """(K, n) 0/1 matrix of the windows {k, ..., k+δ−1}, k = 0..n−δ (P18: from k = 0).
+
+    A horizon shorter than δ has one window holding every step.
+    """
+    starts = np.arange(max(n - delta_steps, 0) + 1)
+    t = np.arange(n)
+    return ((t[None, :] >= starts[:, None]) & (t[None, :] < starts[:, None] + delta_steps)).astype(float)
+
+
+def window_sums(eps, delta_steps: int) -> np.ndarray:
+    """Σ_{i=1..δ} ε_{k+i} for every window (Theorem 2's condition is all ≤ ε)."""
+    e = np.asarray(eps, dtype=np.float64)
+    return window_matrix(e.size, delta_steps) @ e
+
+
+def is_sustainable(eps, epsilon: float, delta_steps: int, tol: float = 1e-9) -> bool:
+    e = np.asarray(eps, dtype=np.float64)
+    return bool(np.all(e >= -tol) and np.all(window_sums(e, delta_steps) <= epsilon + tol))
+
+
+def allocation_error(w, eps) -> float:
+    """Σ_t w_t / ε_t² (Laplace variance, constants in w); steps with w_t = 0 cost nothing."""
+    w = np.asarray(w, dtype=np.float64)
+    e = np.asarray(eps, dtype=np.float64)
+    pos = w > 0
+    if np.any(e[pos] <= 0):
+        return math.inf
+    return float(np.sum(w[pos] / e[pos] ** 2))
+
+
+def uniform_allocation(n: int, epsilon: float, delta_steps: int) -> np.ndarray:
+    """Baseline e_I: ε_t = ε/δ forever (error δ²Σw/ε²)."""
+    return np.full(n, epsilon / delta_steps)
+
+
+def _barrier_batch(W: np.ndarray, M: np.ndarray, R: np.ndarray, rel_gap: float = 1e-11):
+    """Minimise Σ_t W[b,t]/x_t² s.t. M x ≤ R[b], x > 0, for every row b (log-barrier Newton).
+
+    W (B, n) ≥ 0, M (K, n) 0/1 with every column in some row, R (B, K) > 0. Steps with W = 0
+    stay variables (they tend to 0; the objective ignores them). Returns (x, objective).
+    The duality gap at the end is at most rel_gap times the objective.
+    """
+    B, n = W.shape
+    K = M.shape[0]
+    cnt = np.maximum(M.sum(axis=1), 1)
+    x = np.min(np.where(M.T[None, :, :] > 0, (R / cnt)[:, None, :], np.inf), axis=2) * 0.5
+    f = lambda x: (W / x ** 2).sum(axis=1)
+
+    def phi(x, tau):
+        s = R - x @ M.T
+        with np.errstate(invalid="ignore", divide="ignore"):
+            val = tau * f(x) - np.log(s).sum(1) - np.log(x).sum(1)
+        bad = (s <= 0).any(1) | (x <= 0).any(1)
+        return np.where(bad, np.inf, val)
+
+    zero = W.sum(axis=1) == 0                 # nothing to minimise: any feasible x is optimal
+    tau = np.where(zero, 1.0, (n + K) / np.maximum(f(x), 1e-300))
+    for _outer in range(60):
+        for _newton in range(60):
+            s = R - x @ M.T
+            g = tau[:, None] * (-2 * W / x ** 3) + (1 / s) @ M - 1 / x
+            H = np.einsum("kt,bk,ku->btu", M, 1 / s ** 2, M)
+            H[:, np.arange(n), np.arange(n)] += tau[:, None] * 6 * W / x ** 4 + 1 / x ** 2
+            dx = -np.linalg.solve(H, g[:, :, None])[:, :, 0]
+            dec = -(g * dx).sum(1)
+            conv = dec < 1e-10
+            if np.all(conv):
+                break
+            ds = dx @ M.T
+            with np.errstate(divide="ignore", invalid="ignore"):
+                amax = np.minimum(np.where(dx < 0, -x / dx, np.inf).min(1),
+                                  np.where(ds > 0, s / ds, np.inf).min(1))
+            alpha = np.minimum(1.0, 0.99 * amax)
+            p0 = phi(x, tau)
+            slack = 1e-13 * np.abs(p0)              # rounding of phi at large tau
+            for _ls in range(60):
+                trial = x + alpha[:, None] * dx
+                ok = (phi(trial, tau) <= p0 - 0.25 * alpha * dec + slack) | conv
+                if ok.all():
+                    break
+                alpha = np.where(ok, alpha, alpha * 0.5)
+            x = np.where(conv[:, None], x, x + alpha[:, None] * dx)
+        if np.all(zero | ((n + K) / tau <= rel_gap * f(x))):
+            break
+        tau = np.where(zero, tau, tau * 50)
+    return x, f(x)
+
+
+def offline_allocation(w, epsilon: float, delta_steps: int, fixed=None):
+    """Problem 1 (spec 2.9): minimise Σ w_t/ε_t² s.t. every δ-window sums to ≤ ε, ε_t ≥ 0.
+
+    ε_t = 0 where w_t = 0. `fixed` commits ε_1..ε_k (Problem 2 of the online algorithm).
+    Convex; solved by an interior-point (log-barrier Newton) method started strictly inside
+    the feasible set. Returns (ε, error); error is inf when the fixed prefix leaves no budget
+    for a step with w_t > 0.
+    """
+    w = np.asarray(w, dtype=np.float64)
+    n = w.size
+    fixed = np.zeros(0) if fixed is None else np.asarray(fixed, dtype=np.float64)
+    k = fixed.size
+    eps = np.zeros(n)
+    eps[:k] = fixed
+    free = np.flatnonzero((w > 0) & (np.arange(n) >= k))
+    M = window_matrix(n, delta_steps)
+    resid = epsilon - M[:, :k] @ fixed
+    if np.any(resid < -1e-9 * epsilon):
+        raise ValueError("the fixed prefix already exceeds ε in some window")
+    if free.size:
+        Mf = M[:, free]
+        use = Mf.sum(axis=1) > 0
+        if np.any(resid[use] <= 1e-12 * epsilon):
+            return eps, math.inf
+        x, _ = _barrier_batch(w[free][None, :] / epsilon ** 2, Mf[use],
+                              (resid[use] / epsilon)[None, :])
+        eps[free] = x[0] * epsilon
+    return eps, allocation_error(w, eps)
+
+
+def online_allocation(w, epsilon: float, delta_steps: int, p: float | None = None, sampler=None,
+                      n_samples: int = 1000, candidates=None, rng=None) -> np.ndarray:
+    """Online allocation (spec 2.9): at step i, with ε_1..ε_{i−1} committed and w_1..w_i known,
+    commit the candidate e minimising the mean optimal error over sampled futures.
+
+    - futures w_{i+1..n}: `sampler(rng, n_samples, length)`, default i.i.d. Bernoulli(p);
+    - candidates: default {0, 0.01, ..., 1.00}·ε [rec: with 0]; infeasible values are skipped,
+      0 is forced when w_i = 0, and the largest feasible value is always a candidate [rec], so
+      a step with w_i > 0 never gets 0 when budget is left;
+    - each candidate's score: Problem 1 with ε_1..ε_{i−1} and ε_i = e fixed, solved for every
+      distinct sampled future (common random numbers across candidates).
+    w is only read up to step i when deciding step i. Returns the committed ε (feasible).
+    """
+    w = np.asarray(w, dtype=np.float64)
+    n = w.size
+    gen = np.random.default_rng(rng)
+    if sampler is None:
+        if p is None:
+            raise ValueError("give the Bernoulli probability p or a sampler")
+        sampler = lambda g, N, L: (g.random((N, L)) < p).astype(np.float64)
+    cand = np.round(np.arange(0, 101) * 0.01, 2) * epsilon if candidates is None \
+        else np.asarray(candidates, dtype=np.float64)
+    M = window_matrix(n, delta_steps)
+    eps = np.zeros(n)
+    for i in range(n):
+        if w[i] <= 0:
+            continue
+        mine = M[:, i] > 0
+        room = epsilon - (M[mine][:, :i] @ eps[:i]).max()
+        if room <= 0:
+            continue
+        cs = np.unique(np.append(cand[(cand > 0) & (cand <= room + 1e-12)], room))
+        L = n - i - 1
+        if L == 0:
+            eps[i] = cs.max()          # nothing left to save budget for: largest feasible value
+            continue
+        fut = sampler(gen, n_samples, L)
+        pats, counts = np.unique(fut, axis=0, return_counts=True)
+        future_rows = M[:, i + 1:].sum(axis=1) > 0
+        Mf = M[future_rows][:, i + 1:]
+        base = epsilon - M[future_rows][:, :i] @ eps[:i]
+        inc = M[future_rows][:, i]
+        scores = np.empty(cs.size)
+        Wb = np.repeat(pats[None, :, :], cs.size, axis=0).reshape(-1, L)
+        Rb = np.repeat((base[None, :] - cs[:, None] * inc[None, :]), len(pats), axis=0)
+        # windows with no budget left: infinite error if a future step inside has weight,
+        # otherwise the constraint only binds weight-0 steps and can be relaxed
+        empty = Rb <= 1e-12 * epsilon
+        dead = (empty[:, :, None] & (Mf[None, :, :] > 0) & (Wb[:, None, :] > 0)).any(axis=(1, 2))
+        Rb = np.where(empty, epsilon, Rb)
+        val = np.full(len(Wb), math.inf)
+        live = ~dead
+        if live.any():
+            _, obj = _barrier_batch(Wb[live] / epsilon ** 2, Mf, Rb[live] / epsilon, rel_gap=1e-8)
+            val[live] = obj
+        val = val.reshape(cs.size, len(pats))
+        with np.errstate(invalid="ignore"):
+            scores = w[i] / cs ** 2 + (val * counts[None, :]).sum(axis=1) / counts.sum()
+        eps[i] = cs[int(np.argmin(scores))] if np.isfinite(scores).any() else cs.min()
+    return eps
