@@ -82,8 +82,11 @@ def _band_figure(summary, x_key, fixed_key, fixed_value, title, x_title, log_x):
         fig.add_trace(go.Scatter(x=x + x[::-1], y=[r["q75_re"] for r in pts] + [r["q25_re"] for r in pts][::-1],
                                  fill="toself", fillcolor=colour, opacity=0.18, line={"width": 0},
                                  hoverinfo="skip", showlegend=False, legendgroup=m))
-        fig.add_trace(go.Scatter(x=x, y=[r["median_re"] for r in pts], mode="lines+markers",
-                                 name=labels.get(m, m), line={"color": colour}, legendgroup=m))
+        comparable = dp.mechanisms()[m].comparable if m in dp.mechanisms() else True
+        name = labels.get(m, m) + ("" if comparable else " — other ε, not comparable at equal ε")
+        fig.add_trace(go.Scatter(x=x, y=[r["median_re"] for r in pts], mode="lines+markers", name=name,
+                                 line={"color": colour, "dash": "solid" if comparable else "dot"},
+                                 legendgroup=m))
     fig.update_layout(title=title, xaxis_title=x_title, yaxis_title="median relative error",
                       yaxis_type="log", template="plotly_white", margin={"l": 50, "r": 10, "t": 40, "b": 40},
                       legend={"orientation": "h", "y": -0.25}, height=360)

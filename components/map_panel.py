@@ -26,6 +26,7 @@ MAX_OUTLINED = 6000
 POINT_SAMPLE = 2000
 LEGEND_TITLE = "map-legend-title"
 GROW_BOX, GROW_DEPTH, GROW_PLAY, GROW_TIMER = "grow-box", "grow-depth", "grow-play", "grow-timer"
+SERIES_BOX, SERIES_PICK = "series-box", "series-pick"
 
 
 def layout(config: dict) -> html.Div:
@@ -47,6 +48,13 @@ def layout(config: dict) -> html.Div:
                                 tooltip={"placement": "bottom", "always_visible": False}),
                      className="grow-slider"),
             dcc.Interval(id=GROW_TIMER, interval=700, disabled=True),
+        ]),
+        html.Div(id=SERIES_BOX, hidden=True, className="grow-box", children=[
+            html.Span("Grid shown (0 = all grids averaged, the published estimate)", className="grow-label"),
+            html.Div(dcc.Slider(id=SERIES_PICK, min=0, max=1, step=1, value=0, marks=None,
+                                allow_direct_input=False,
+                                tooltip={"placement": "bottom", "always_visible": True}),
+                     className="grow-slider"),
         ]),
         html.Div(className="map-wrap", children=[
             dl.Map(id=ids.MAP, bounds=[[d.south, d.west], [d.north, d.east]], style={"height": "560px"},
@@ -72,11 +80,15 @@ def layout(config: dict) -> html.Div:
     ])
 
 
-def structure(rel, depth: int | None = None):
-    """(base grid, regions, noisy counts, path epsilon or None) of a release, or of a tree cut
-    at `depth` for the growth view (post-processing of released leaves only)."""
+def structure(rel, depth: int | None = None, series: int = 0):
+    """(base grid, regions, noisy counts, path epsilon or None) of a release, of a tree cut at
+    `depth` (growth view), or of grid `series` (1..m) of a shifted-grid series; all of them
+    post-processing of what was released."""
     grid, regions, counts = rel.regions()
     eps = getattr(rel, "eps_path", None)
+    if series and hasattr(rel, "grid_regions"):
+        regions, counts = rel.grid_regions(series - 1)
+        return grid, regions, counts, None
     if depth is not None and getattr(rel, "nodes", None) is not None and depth < rel.max_depth():
         regions, counts = rel.partition_at(depth)
         eps = None
@@ -89,9 +101,9 @@ def cell_km2(grid: dp.UniformGrid) -> float:
     return grid.domain.width / grid.gx * p.mx * grid.domain.height / grid.gy * p.my / 1e6
 
 
-def cell_layers(rel, data, layer: str, depth: int | None = None):
+def cell_layers(rel, data, layer: str, depth: int | None = None, series: int = 0):
     """(map children, hover payload, legend title) for the chosen layer of a release."""
-    grid, regions, counts, eps = structure(rel, depth)
+    grid, regions, counts, eps = structure(rel, depth, series)
     d = rel.domain
     bounds = (d.west, d.south, d.east, d.north)
     n = len(regions)
@@ -153,8 +165,8 @@ def register_callbacks(app, config: dict):
                   Output(ids.MAP, "viewport"), Output(LEGEND_TITLE, "children"),
                   Input(ids.RELEASE, "data"), Input(ids.MAP_LAYER_PICK, "value"),
                   Input(ids.MAP_POINTS_TOGGLE, "value"), Input(GROW_DEPTH, "value"),
-                  State(ids.SESSION, "data"))
-    def draw(rinfo, layer, toggles, depth, sid):
+                  Input(SERIES_PICK, "value"), State(ids.SESSION, "data"))
+    def draw(rinfo, layer, toggles, depth, series, sid):
         if not rinfo:
             return no_update, no_update, no_update, no_update
         try:
@@ -162,7 +174,9 @@ def register_callbacks(app, config: dict):
             data = state.points(sid, state.key_fingerprint(rinfo["key"]))
         except LookupError as exc:
             return [], None, no_update, str(exc)
-        children, hover, legend = cell_layers(rel, data, layer, None if ctx.triggered_id == ids.RELEASE else depth)
+        fresh = ctx.triggered_id == ids.RELEASE
+        children, hover, legend = cell_layers(rel, data, layer, None if fresh else depth,
+                                              0 if fresh else int(series or 0))
         if "points" in (toggles or []):
             children.append(points_layer(data))
         d = rel.domain
@@ -190,6 +204,16 @@ def register_callbacks(app, config: dict):
             return True, 1, 1, True
         top = rel.max_depth()
         return False, top, top, True
+
+    @app.callback(Output(SERIES_BOX, "hidden"), Output(SERIES_PICK, "max"), Output(SERIES_PICK, "value"),
+                  Input(ids.RELEASE, "data"), State(ids.SESSION, "data"))
+    def series(rinfo, sid):
+        try:
+            rel = state.release(sid, rinfo["key"]) if rinfo else None
+        except LookupError:
+            rel = None
+        m = getattr(rel, "n_grids", 0) if rel is not None else 0
+        return (False, m, 0) if m > 1 else (True, 1, 0)
 
     app.clientside_callback(
         "function(data){ window.dpGrid = data; return window.dash_clientside.no_update; }",

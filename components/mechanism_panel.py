@@ -129,9 +129,22 @@ def register_callbacks(app, config: dict):
         params = split_controls(spec) + [param_control(p) for p in spec.params]
         return desc, params
 
-    @app.callback(Output(ids.EPSILON_READOUT, "children"), Input(ids.EPSILON, "value"))
-    def show_epsilon(v):
-        return f"ε = {epsilon_from_slider(v):g}"
+    @app.callback(Output(ids.EPSILON_READOUT, "children"), Input(ids.EPSILON, "value"),
+                  Input(ids.MECHANISM, "value"), Input({"type": ids.PARAM, "name": ALL}, "value"),
+                  Input(ids.DOMAIN_PRESET, "value"), Input({"type": ids.DOMAIN_BOX, "side": ALL}, "value"),
+                  State({"type": ids.PARAM, "name": ALL}, "id"), State(ids.DATASET, "data"),
+                  State(ids.SESSION, "data"))
+    def show_epsilon(v, name, pvals, preset, box, pids, info, sid):
+        eps = epsilon_from_slider(v)
+        spec = dp.mechanisms().get(name)
+        if spec is None or spec.explain is None:
+            return f"ε = {eps:g}"
+        try:
+            params = spec.resolve_params(read_params(spec, pvals, pids))
+            note = spec.explain(domain_from_controls(preset, box, sid, info), params, eps)
+        except (dp.ParameterError, LookupError, TypeError) as exc:
+            note = str(exc)
+        return [html.Div(f"ε = {eps:g}"), html.Div(note, className="equivalent-eps")]
 
     @app.callback(Output(ids.SPLIT_READOUT, "children"),
                   Input({"type": ids.SPLIT, "part": ALL}, "value"), Input(ids.EPSILON, "value"),

@@ -16,11 +16,14 @@ from .io import load_points
 from .mechanisms import GridRelease, LeafRelease, MechanismSpec, Param, Release, mechanisms, release
 from .points import LoadReport, PointData
 from .queries import Rect, random_workload
+from .regions import RegionData, load_regions
 from .samples import SAMPLES, load_sample
+from .samples import load_region_sample
 
 __all__ = [
     "BudgetError", "DataError", "Domain", "GridRelease", "Ledger", "LedgerEntry", "LoadReport",
     "LeafRelease", "MechanismSpec", "PRESETS", "Param", "ParameterError", "PointData", "PrivacyLeakWarning",
     "Projection", "Rect", "Release", "SAMPLES", "UniformGrid", "evaluate", "fit_to_data",
     "load_points", "load_sample", "mechanisms", "metrics", "noise", "random_workload", "release",
+    "RegionData", "load_regions", "load_region_sample",
 ]

@@ -65,3 +65,95 @@ def load_sample(name: str) -> tuple[PointData, Domain]:
     """(data, its public domain) for a built-in sample."""
     s = SAMPLES[name]
     return s.load(), s.domain
+
+
+# ------------------------------------------------------------------ region samples
+def _square_domain(lon: float, lat: float, side_km: float, name: str) -> Domain:
+    """A box that is exactly side_km square in the domain projection, centred at (lon, lat)."""
+    import math
+    from .domain import EARTH_RADIUS_M
+    my = math.pi * EARTH_RADIUS_M / 180.0
+    dlat = side_km * 500.0 / my
+    dlon = side_km * 500.0 / (my * math.cos(math.radians(lat)))
+    return Domain(lon - dlon, lat - dlat, lon + dlon, lat + dlat, name=name)
+
+
+BEIJING_20KM = _square_domain(116.4074, 39.9042, 20.0, "Beijing 20 km square")
+
+
+def _home_range_points(domain: Domain, n_users: int, seed: int, spread: str):
+    """GPS-like points per user: a cloud around a home (clustered or even over the box) with a
+    few far trips, so the pre-processing has outliers to discard."""
+    from .domain import Projection
+    rng = np.random.default_rng(seed)
+    if spread == "clustered":
+        hx, hy = _city(domain, n_users, seed)
+    else:
+        hx = domain.west + rng.uniform(0.03, 0.97, n_users) * domain.width
+        hy = domain.south + rng.uniform(0.03, 0.97, n_users) * domain.height
+    proj = Projection(domain)
+    hxm, hym = proj.to_metres(hx, hy)
+    m = rng.integers(15, 60, n_users)
+    user = np.repeat(np.arange(n_users), m)
+    scale = rng.lognormal(np.log(350.0), 0.5, n_users)          # metres
+    aspect = rng.uniform(0.4, 1.0, n_users)
+    angle = rng.uniform(0, np.pi, n_users)
+    z = rng.normal(0, 1, (user.size, 2)) * np.column_stack([scale[user], (scale * aspect)[user]])
+    ca, sa = np.cos(angle[user]), np.sin(angle[user])
+    dx, dy = ca * z[:, 0] - sa * z[:, 1], sa * z[:, 0] + ca * z[:, 1]
+    trip = rng.random(user.size) < 0.05                            # far trips: outliers
+    dx[trip] += rng.normal(0, 4000, trip.sum())
+    dy[trip] += rng.normal(0, 4000, trip.sum())
+    lon, lat = proj.to_lonlat(hxm[user] + dx, hym[user] + dy)
+    ids = np.char.add("u", user.astype(str))
+    return lon, lat, ids
+
+
+@dataclass(frozen=True)
+class RegionSample:
+    """A built-in region dataset: users' home ranges built from synthetic GPS points."""
+
+    name: str
+    label: str
+    description: str
+    domain: Domain
+    n_users: int
+    seed: int
+    spread: str = "clustered"
+    bound_km: float = 2.0
+
+    def load(self):
+        from .regions import RegionData, RegionLoadReport, regions_from_points
+        lon, lat, ids = _home_range_points(self.domain, self.n_users, self.seed, self.spread)
+        geoms, uid, st = regions_from_points(lon, lat, ids, bound_km=self.bound_km)
+        report = RegionLoadReport(f"built-in sample '{self.name}'", st["points"], st["points"],
+                                  {"lon": "lon", "lat": "lat", "user": "user_id"}, unit="points",
+                                  regions=len(geoms))
+        report.changed["zero-area regions (one point or collinear points) kept as a point or "
+                       "line"] = st["degenerate"]
+        report.notes.append(f"regions: KDE mode, points within B/2 = {self.bound_km / 2:g} km of "
+                            f"it, convex hull ({st['outliers']:,} outlying points left out)")
+        return RegionData(geoms, uid, report, name=self.label)
+
+
+REGION_SAMPLES: dict[str, RegionSample] = {s.name: s for s in [
+    RegionSample("home_ranges_3k", "City home ranges, 3k users",
+                 "3,000 users' home ranges (convex hulls of synthetic GPS points, diameter at "
+                 "most 2 km) in a 20 km square over Beijing: a dense centre and neighbourhoods.",
+                 BEIJING_20KM, 3_000, 11, "clustered"),
+    RegionSample("tdrive_like_10k", "T-Drive-like regions, 10k users",
+                 "10,000 home ranges spread evenly over the 20 km Beijing square, like the "
+                 "paper's T-Drive setting (d = 1 km, B = 2 km).",
+                 BEIJING_20KM, 10_000, 12, "even"),
+]}
+
+_REGION_CACHE: dict = {}
+
+
+def load_region_sample(name: str):
+    """(RegionData, its public domain) for a built-in region sample (cached: it is built by
+    running the points-to-regions pre-processing)."""
+    s = REGION_SAMPLES[name]
+    if name not in _REGION_CACHE:
+        _REGION_CACHE[name] = s.load()
+    return _REGION_CACHE[name], s.domain

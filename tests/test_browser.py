@@ -270,3 +270,20 @@ def test_tree_release_shows_leaves_and_grows_level_by_level(dash_duo):
         time.sleep(0.2)
     assert len(seen) >= 3   # several intermediate partitions were drawn
     assert dash_duo.find_element("img.grid-raster").get_attribute("src") == src_full
+
+
+def test_shifted_grids_show_equivalent_epsilon_and_one_grid_at_a_time(dash_duo):
+    start(dash_duo)
+    dash_duo.select_dcc_dropdown(f"#{ids.MECHANISM}", value="Shifted grids (δ-neighbourhood)")
+    dash_duo.wait_for_contains_text(f"#{ids.EPSILON_READOUT}", "equivalent standard ε", timeout=10)
+    assert "not comparable" in dash_duo.find_element(f"#{ids.MECH_DESCRIPTION}").text
+    dash_duo.find_element(f"#{ids.RELEASE_BUTTON}").click()
+    dash_duo.wait_for_contains_text(f"#{ids.RELEASE_STATUS}", "Shifted grids", timeout=30)
+    assert dash_duo.find_element("#series-box").is_displayed()
+    before = dash_duo.find_element("img.grid-raster").get_attribute("src")
+    thumb = dash_duo.find_element("#series-pick [role=slider]")
+    thumb.send_keys(Keys.ARROW_RIGHT)   # grid 1 of the series
+    end = time.time() + 15
+    while dash_duo.find_element("img.grid-raster").get_attribute("src") == before and time.time() < end:
+        time.sleep(0.2)
+    assert dash_duo.find_element("img.grid-raster").get_attribute("src") != before

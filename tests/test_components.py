@@ -180,3 +180,25 @@ def test_evaluation_inputs_and_figures(small):
     assert len(f_eps.data) == 4 and len(f_size.data) == 4
     assert list(f_eps.data[1].x) == [0.5, 1.0] and list(f_size.data[1].x) == pytest.approx([1.0, 9.0])
     assert len(evaluation_panel.table_rows(summary)) == 8
+
+
+def test_shifted_grids_explain_map_series_and_marking(small):
+    data, domain = small
+    spec = dp.mechanisms()["shifted_grids"]
+    params = spec.resolve_params({"delta_km": 0.5, "bin_km": 2.0})
+    # m = floor(w / δ) = 4 grids; equivalent standard ε is m·ε/2 and m·ε/4 (spec 001 section 1)
+    assert spec.explain(domain, params, 1.0).startswith("m = 4 grids · equivalent standard ε: 2 for "
+                                                        "relocation, 1 for presence")
+    assert not spec.comparable and dp.mechanisms()["htf"].comparable
+    rel = dp.release("shifted_grids", data, domain, 1.0, params=params, seed=1)
+    grid, regions, counts, _ = map_panel.structure(rel, series=2)
+    r2, c2 = rel.grid_regions(1)
+    assert np.array_equal(regions, r2) and np.array_equal(counts, c2)
+    children, hover, _ = map_panel.cell_layers(rel, data, "private", series=2)
+    assert hover["kind"] == "regions"
+    rows = dp.evaluate.evaluate(data, domain, ["shifted_grids", "ug"], [1.0], [0.04], n_queries=10,
+                                repetitions=1, params={"shifted_grids": params})
+    fig, _ = evaluation_panel.figures(dp.evaluate.summarise(rows))
+    names = [t.name for t in fig.data if t.name]
+    assert any("not comparable at equal ε" in n for n in names)
+    assert not any("not comparable" in n for n in names if n.startswith("Uniform grid"))

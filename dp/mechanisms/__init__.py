@@ -6,11 +6,11 @@ import math
 from ..domain import Domain
 from ..errors import ParameterError
 from ..noise import make_rng
-from . import grid, htf, shifted_grids, trees
+from . import euler, grid, htf, shifted_grids, trees
 from .base import GridRelease, MechanismSpec, Param, Release
 from .leaves import LeafRelease
 
-_REGISTRY: dict[str, MechanismSpec] = {s.name: s for m in (grid, htf, trees, shifted_grids) for s in m.SPECS}
+_REGISTRY: dict[str, MechanismSpec] = {s.name: s for m in (grid, htf, trees, shifted_grids, euler) for s in m.SPECS}
 
 
 def mechanisms(private_only: bool = False) -> dict[str, MechanismSpec]:

@@ -79,6 +79,10 @@ class MechanismSpec:
     data_kind: str = "points"
     private: bool = True   # False for experimental references that are NOT differentially private
     release: Callable | None = field(default=None, repr=False, compare=False)
+    # False when this ε means something else (e.g. δ-neighbourhood): not comparable at equal ε
+    comparable: bool = True
+    # optional (domain, params, epsilon) -> text shown next to the ε control before release
+    explain: Callable | None = field(default=None, repr=False, compare=False)
 
     def resolve_params(self, params: dict | None) -> dict:
         params = dict(params or {})

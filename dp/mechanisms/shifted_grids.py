@@ -572,12 +572,26 @@ def guarantee_for(epsilon: float, delta_km: float, m: int) -> str:
 
 
 # ------------------------------------------------------------------------- the mechanisms
-def release_shifted_grids(data, domain, epsilon, split, params, rng):
-    """Spec 2.4: m shifted grids, Laplace(Δ/ε) on every in-box bin of every grid, one charge."""
+def plan(domain: Domain, params: dict) -> tuple[BoxMetres, ShiftedLattice]:
+    """The public box in metres and the shifted lattice that `params` give on it (no data)."""
     box = BoxMetres.of(domain)
     w = resolve_bin_width(box, params)
-    lattice = ShiftedLattice.build(box.width, box.height, w, params["delta_km"] * 1000.0,
-                                   params["m_max"])
+    return box, ShiftedLattice.build(box.width, box.height, w, params["delta_km"] * 1000.0,
+                                     params["m_max"])
+
+
+def explain(domain: Domain, params: dict, epsilon: float) -> str:
+    """The equivalent standard ε the app shows next to the slider (spec 001 section 1)."""
+    _, lattice = plan(domain, params)
+    eq = equivalent_standard_epsilon(epsilon, lattice.m)
+    return (f"m = {lattice.m} grid{'s' if lattice.m > 1 else ''} · equivalent standard ε: "
+            f"{eq['relocation']:.3g} for relocation, {eq['presence']:.3g} for presence "
+            f"(δ-neighbourhood ε = {epsilon:g} is not comparable with the other mechanisms' ε)")
+
+
+def release_shifted_grids(data, domain, epsilon, split, params, rng):
+    """Spec 2.4: m shifted grids, Laplace(Δ/ε) on every in-box bin of every grid, one charge."""
+    box, lattice = plan(domain, params)
     x, y = box.to_metres(domain, data.x, data.y)
     u, v = lattice.fine_index(x, y)
     exact = lattice.counts(u, v)
@@ -663,7 +677,7 @@ SHIFTED_GRIDS = MechanismSpec(
                 "released with Laplace noise at the joint sensitivity 4 (ε is not split across "
                 "grids); range queries average the grids (Fang & Chang 2014). Protects small "
                 "moves (up to δ) most; see the guarantee.",
-    guarantee=SHIFTED_GUARANTEE,
+    guarantee=SHIFTED_GUARANTEE, comparable=False, explain=explain,
     params=(Param("delta_km", float, 0.1, "Distance threshold δ (km)",
                   "Moves of one person's location by up to this distance are protected at ε; "
                   "farther alternatives get weaker protection (ε per δ of distance).",
