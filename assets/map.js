@@ -36,6 +36,16 @@ window.dpMap = {
     var out = document.getElementById("map-hover");
     if (out) { out.textContent = "Hover over a cell to read its counts."; }
   },
+  valueStyle: function (feature) {
+    return {color: feature.properties.colour, weight: 3, opacity: 0.9};
+  },
+  vertex: function (feature, latlng) {
+    return L.circleMarker(latlng, {radius: 3, color: "#333", weight: 1,
+                                   fillColor: feature.properties.colour, fillOpacity: 1});
+  },
+  valueTip: function (feature, layer) {
+    layer.bindTooltip("noisy value " + feature.properties.value);
+  },
   point: function (feature, latlng) {
     return L.circleMarker(latlng, {radius: 2, color: "#222", weight: 0, fillOpacity: 0.6});
   }

@@ -8,11 +8,15 @@ import warnings
 from dash import ALL, Input, Output, State, ctx, dcc, html, no_update
 
 import dp
+from dp.samples import REGION_SAMPLES
 
 from . import ids, state
 from .help import help_box
 
 SIDES = ("west", "south", "east", "north")
+# presets plus the public boxes the built-in samples come with (all chosen without the data)
+DOMAINS = {**dp.PRESETS, **{s.domain.name: s.domain for s in REGION_SAMPLES.values()}}
+DATA_KIND = "upload-kind"
 CUSTOM = "__custom__"
 FIT = "__fit__"
 
@@ -24,10 +28,16 @@ def layout(config: dict) -> html.Div:
         help_box("data"),
         html.Label("Built-in sample", htmlFor=ids.SAMPLE_PICK),
         dcc.Dropdown(id=ids.SAMPLE_PICK, clearable=False, value=state.DEFAULT_SAMPLE,
-                     options=[{"label": s.label, "value": k} for k, s in dp.SAMPLES.items()]),
+                     options=[{"label": f"Points: {s.label}", "value": k} for k, s in dp.SAMPLES.items()]
+                     + [{"label": f"Regions: {s.label}", "value": k} for k, s in REGION_SAMPLES.items()]),
+        html.Label("Upload contains", htmlFor=DATA_KIND),
+        dcc.RadioItems(id=DATA_KIND, value="points", inline=True, options=[
+            {"label": " points (one record each)", "value": "points"},
+            {"label": " regions (one per user)", "value": "regions"}]),
         dcc.Upload(id=ids.UPLOAD, multiple=False, className="upload", children=html.Div([
             "Drop a CSV or GeoJSON here, or ", html.A("choose a file"),
-            html.Div(f"points with longitude/latitude columns; up to {limit_mb:g} MB",
+            html.Div(f"points: longitude/latitude columns or Point features; regions: one Polygon "
+                     f"per user, or points with a user id column; up to {limit_mb:g} MB",
                      className="hint")])),
         html.Details([
             html.Summary("Column names (optional)"),
@@ -41,7 +51,7 @@ def layout(config: dict) -> html.Div:
         html.Label("Domain (public bounding box)", htmlFor=ids.DOMAIN_PRESET),
         dcc.Dropdown(id=ids.DOMAIN_PRESET, clearable=False,
                      value=state.sample(state.DEFAULT_SAMPLE)[1].name,
-                     options=[{"label": k, "value": k} for k in dp.PRESETS]
+                     options=[{"label": k, "value": k} for k in DOMAINS]
                      + [{"label": "Custom box…", "value": CUSTOM},
                         {"label": "Fit to data (leaks min/max!)", "value": FIT}]),
         html.Div(className="box-inputs", children=[
@@ -79,7 +89,7 @@ def domain_from_controls(preset: str, box: list, sid: str | None, info: dict | N
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", dp.PrivacyLeakWarning)
             return dp.fit_to_data(data.x, data.y)
-    return dp.PRESETS[preset]
+    return DOMAINS[preset]
 
 
 def summary_view(info: dict | None):
@@ -87,7 +97,7 @@ def summary_view(info: dict | None):
         return ""
     dropped = info.get("dropped") or {}
     return html.Div([
-        html.Div([html.B(info["name"]), f" — {info['n']:,} points"]),
+        html.Div([html.B(info["name"]), f" — {info['n']:,} {info.get('kind', 'points')}"]),
         html.Div(info["summary"], className="hint"),
         html.Ul([html.Li(f"{n:,} {why}") for why, n in dropped.items()]) if dropped else None,
     ])
@@ -100,19 +110,21 @@ def register_callbacks(app, config: dict):
                   Output(ids.DOMAIN_PRESET, "value"),
                   Input(ids.UPLOAD, "contents"), Input(ids.SAMPLE_PICK, "value"),
                   State(ids.UPLOAD, "filename"), State(ids.LON_COL, "value"),
-                  State(ids.LAT_COL, "value"), State(ids.SESSION, "data"))
-    def load(contents, sample_name, filename, lon, lat, sid):
+                  State(ids.LAT_COL, "value"), State(DATA_KIND, "value"), State(ids.SESSION, "data"))
+    def load(contents, sample_name, filename, lon, lat, kind, sid):
         if ctx.triggered_id == ids.UPLOAD and contents:
             try:
                 raw = decode_upload(contents, filename, max_bytes)
-                data = dp.load_points(raw, filename=filename, lon=lon or None, lat=lat or None)
+                loader = dp.load_regions if kind == "regions" else dp.load_points
+                data = loader(raw, filename=filename, lon=lon or None, lat=lat or None)
             except (dp.DataError, dp.ParameterError) as exc:
                 msg = html.Div(className="error", children=[
                     html.B(f"Could not load {filename or 'the file'}: "), str(exc),
                     html.Div("The previously loaded data is still in use.", className="hint")])
                 return no_update, msg, no_update
             info = state.put_upload(sid, data)
-            ok = html.Div(f"Loaded {filename}: {data.n:,} points.", className="ok")
+            what = "regions" if kind == "regions" else "points"
+            ok = html.Div(f"Loaded {filename}: {data.n:,} {what}.", className="ok")
             return info, ok, no_update
         info = state.use_sample(sid, sample_name)
         return info, "", state.sample(sample_name)[1].name

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dash_leaflet as dl
 import numpy as np
+import plotly.graph_objects as go
 from dash import Input, Output, State, ctx, dcc, html, no_update
 
 import dp
@@ -27,6 +28,9 @@ POINT_SAMPLE = 2000
 LEGEND_TITLE = "map-legend-title"
 GROW_BOX, GROW_DEPTH, GROW_PLAY, GROW_TIMER = "grow-box", "grow-depth", "grow-play", "grow-timer"
 SERIES_BOX, SERIES_PICK = "series-box", "series-pick"
+EULER_BOX, EULER_STAGE, EULER_EXTRAS = "euler-box", "euler-stage", "euler-extras"
+EULER_STATUS, EULER_CHART = "euler-status", "euler-violations"
+MAX_EDGE_CELLS = 64
 
 
 def layout(config: dict) -> html.Div:
@@ -56,6 +60,20 @@ def layout(config: dict) -> html.Div:
                                 tooltip={"placement": "bottom", "always_visible": True}),
                      className="grow-slider"),
         ]),
+        html.Div(id=EULER_BOX, hidden=True, className="euler-box", children=[
+            html.Div(className="grow-box", children=[
+                html.Span("Stage", className="grow-label"),
+                dcc.RadioItems(id=EULER_STAGE, value="round", inline=True, options=[
+                    {"label": " exact (owner only, not private)", "value": "exact"},
+                    {"label": " DiffPriv", "value": "diffpriv"},
+                    {"label": " LinProg", "value": "linprog"},
+                    {"label": " Round", "value": "round"}]),
+                dcc.Checklist(id=EULER_EXTRAS, value=[], inline=True, options=[
+                    {"label": f" edges and vertices (grids up to {MAX_EDGE_CELLS}×{MAX_EDGE_CELLS})",
+                     "value": "edges"}]),
+            ]),
+            dcc.Loading(html.Div(id=EULER_STATUS, className="hint"), type="dot"),
+        ]),
         html.Div(className="map-wrap", children=[
             dl.Map(id=ids.MAP, bounds=[[d.south, d.west], [d.north, d.east]], style={"height": "560px"},
                    trackViewport=False, zoomSnap=0.25,
@@ -76,6 +94,8 @@ def layout(config: dict) -> html.Div:
                      children="Hover over a cell to read its counts."),
             html.Div(id=LEGEND_TITLE, className="legend-title"),
         ]),
+        html.Div(id=EULER_CHART + "-box", hidden=True, children=[
+            dcc.Graph(id=EULER_CHART, config={"displayModeBar": False}, style={"height": "220px"})]),
         dcc.Store(id=ids.MAP_GRID_STORE),
     ])
 
@@ -95,6 +115,16 @@ def structure(rel, depth: int | None = None, series: int = 0):
     return grid, regions, counts, eps
 
 
+def region_truth(data, grid: dp.UniformGrid, regions: np.ndarray) -> np.ndarray:
+    """True count per released region (owner only): points by prefix sums of their histogram,
+    users' regions by counting the regions that meet each rectangle."""
+    if hasattr(data, "histogram"):
+        return region_sums(summed_area(data.histogram(grid)), regions)
+    ex, ey = grid.edges_x, grid.edges_y
+    rects = np.column_stack([ex[regions[:, 2]], ey[regions[:, 0]], ex[regions[:, 3]], ey[regions[:, 1]]])
+    return data.true_counts(rects, grid.domain).astype(np.float64)
+
+
 def cell_km2(grid: dp.UniformGrid) -> float:
     """Area of one base cell in km² (equirectangular at the domain's mid latitude)."""
     p = dp.Projection(grid.domain)
@@ -111,7 +141,7 @@ def cell_layers(rel, data, layer: str, depth: int | None = None, series: int = 0
     area = (regions[:, 1] - regions[:, 0]) * (regions[:, 3] - regions[:, 2]) * cell_km2(grid)
     need_truth = layer in ("true", "error") or (is_cells and n <= MAX_HOVER_CELLS) or \
         (not is_cells and n <= MAX_HOVER_REGIONS)
-    truth = region_sums(summed_area(data.histogram(grid)), regions) if need_truth else None
+    truth = region_truth(data, grid, regions) if need_truth else None
     children = [dl.Rectangle(bounds=[[d.south, d.west], [d.north, d.east]], interactive=False,
                              pathOptions={"color": "#333", "weight": 2, "fill": False, "dashArray": "6 4"})]
     unit = ""
@@ -134,7 +164,7 @@ def cell_layers(rel, data, layer: str, depth: int | None = None, series: int = 0
         children.append(dl.Colorbar(id=ids.MAP_LEGEND, colorscale=colours, min=vmin, max=vmax,
                                     nTicks=5, width=260, height=14, position="bottomright",
                                     tickDecimals=0 if vmax - vmin > 10 else 1))
-        unit = UNITS[layer]
+        unit = UNITS[layer] if hasattr(data, "histogram") else UNITS[layer].replace("points", "users' regions")
     return children, hover_payload(grid, regions, counts, truth, eps, area, is_cells), unit
 
 
@@ -152,6 +182,66 @@ def hover_payload(grid, regions, counts, truth, eps, area, is_cells):
             "area": np.round(area, 4).tolist(), "eps": None if eps is None else np.round(eps, 5).tolist()}
 
 
+def staged(rel, stage: str, layer: str):
+    """An Euler release answering from `stage`; the exact stage is the owner-only true layer.
+
+    Running LinProg the first time takes a moment; the result stays on the cached release.
+    """
+    if stage == "exact":
+        return rel, ("true" if layer == "private" else layer)
+    return rel.with_stage(stage or rel.stage), layer
+
+
+def stage_status(rel, stage: str) -> str:
+    """One line on the chosen Euler stage: its constraint violations and the LP's time."""
+    if stage == "exact":
+        return "Exact Euler histogram: the true counts, shown to the owner only; not private."
+    r = rel.with_stage(stage)
+    total = sum(r.violations().values())
+    text = f"{stage}: {total:,} violated consistency constraints"
+    secs = r.stage_info("linprog").get("seconds") if stage in ("linprog", "round") else None
+    if secs is not None:
+        text += f"; LP solved in {secs:.2f} s (cached)"
+    return text
+
+
+def violations_figure(rel) -> go.Figure:
+    """Bars of C1/C2/C3 violations for every stage (all three are computed: post-processing)."""
+    for st in ("diffpriv", "linprog", "round"):
+        rel.compute(st)
+    table = rel.violation_table()
+    fig = go.Figure()
+    for c, colour in (("C1", "#1b9e77"), ("C2", "#d95f02"), ("C3", "#7570b3")):
+        fig.add_trace(go.Bar(x=list(table), y=[table[st].get(c, 0) for st in table], name=c,
+                             marker_color=colour))
+    fig.update_layout(barmode="group", template="plotly_white", height=220,
+                      title="Constraint violations per stage", margin={"l": 40, "r": 10, "t": 36, "b": 30},
+                      yaxis_title="violated constraints")
+    return fig
+
+
+def euler_extras(rel) -> list:
+    """Edges as coloured lines and vertices as dots, with their noisy values (small grids)."""
+    if rel.egrid.n > MAX_EDGE_CELLS:
+        return []
+    segs, ev = rel.edges_layer()
+    pts, vv = rel.vertices_layer()
+    lo, hi = render.colour_range(np.concatenate([ev, vv]))
+    def colour(v):
+        return render.colourise(np.asarray(v, float), lo, hi, render.SEQUENTIAL)[..., :3]
+    ec, vc = colour(ev), colour(vv)
+    lines = [{"type": "Feature", "geometry": {"type": "LineString", "coordinates": seg},
+              "properties": {"value": round(float(v), 1), "colour": "#%02x%02x%02x" % tuple(c)}}
+             for seg, v, c in zip(segs.tolist(), ev.tolist(), ec.tolist())]
+    dots = [{"type": "Feature", "geometry": {"type": "Point", "coordinates": p},
+             "properties": {"value": round(float(v), 1), "colour": "#%02x%02x%02x" % tuple(c)}}
+            for p, v, c in zip(pts.tolist(), vv.tolist(), vc.tolist())]
+    return [dl.GeoJSON(data={"type": "FeatureCollection", "features": lines}, id="euler-edges",
+                       style={"variable": "dpMap.valueStyle"}, onEachFeature={"variable": "dpMap.valueTip"}),
+            dl.GeoJSON(data={"type": "FeatureCollection", "features": dots}, id="euler-vertices",
+                       pointToLayer={"variable": "dpMap.vertex"}, onEachFeature={"variable": "dpMap.valueTip"})]
+
+
 def points_layer(data, n: int = POINT_SAMPLE):
     pts = data.sample(n)
     feats = [{"type": "Feature", "geometry": {"type": "Point", "coordinates": [x, y]}}
@@ -165,8 +255,9 @@ def register_callbacks(app, config: dict):
                   Output(ids.MAP, "viewport"), Output(LEGEND_TITLE, "children"),
                   Input(ids.RELEASE, "data"), Input(ids.MAP_LAYER_PICK, "value"),
                   Input(ids.MAP_POINTS_TOGGLE, "value"), Input(GROW_DEPTH, "value"),
-                  Input(SERIES_PICK, "value"), State(ids.SESSION, "data"))
-    def draw(rinfo, layer, toggles, depth, series, sid):
+                  Input(SERIES_PICK, "value"), Input(EULER_STAGE, "value"), Input(EULER_EXTRAS, "value"),
+                  State(ids.SESSION, "data"))
+    def draw(rinfo, layer, toggles, depth, series, stage, extras, sid):
         if not rinfo:
             return no_update, no_update, no_update, no_update
         try:
@@ -175,8 +266,12 @@ def register_callbacks(app, config: dict):
         except LookupError as exc:
             return [], None, no_update, str(exc)
         fresh = ctx.triggered_id == ids.RELEASE
+        if hasattr(rel, "with_stage"):
+            rel, layer = staged(rel, stage, layer)
         children, hover, legend = cell_layers(rel, data, layer, None if fresh else depth,
                                               0 if fresh else int(series or 0))
+        if hasattr(rel, "edges_layer") and "edges" in (extras or []):
+            children += euler_extras(rel)
         if "points" in (toggles or []):
             children.append(points_layer(data))
         d = rel.domain
@@ -204,6 +299,29 @@ def register_callbacks(app, config: dict):
             return True, 1, 1, True
         top = rel.max_depth()
         return False, top, top, True
+
+    @app.callback(Output(EULER_BOX, "hidden"), Output(EULER_STAGE, "value"),
+                  Output(EULER_CHART + "-box", "hidden"), Output(EULER_CHART, "figure"),
+                  Input(ids.RELEASE, "data"), State(ids.SESSION, "data"))
+    def euler_panel(rinfo, sid):
+        try:
+            rel = state.release(sid, rinfo["key"]) if rinfo else None
+        except LookupError:
+            rel = None
+        if rel is None or not hasattr(rel, "with_stage"):
+            return True, no_update, True, no_update
+        return False, rel.stage, False, violations_figure(rel)
+
+    @app.callback(Output(EULER_STATUS, "children"), Input(EULER_STAGE, "value"),
+                  Input(ids.RELEASE, "data"), State(ids.SESSION, "data"))
+    def euler_status(stage, rinfo, sid):
+        try:
+            rel = state.release(sid, rinfo["key"]) if rinfo else None
+        except LookupError:
+            return ""
+        if rel is None or not hasattr(rel, "with_stage"):
+            return ""
+        return stage_status(rel, stage)
 
     @app.callback(Output(SERIES_BOX, "hidden"), Output(SERIES_PICK, "max"), Output(SERIES_PICK, "value"),
                   Input(ids.RELEASE, "data"), State(ids.SESSION, "data"))

@@ -109,6 +109,8 @@ def describe(rel) -> str:
     """One phrase for the released structure: its grid size or its number of regions."""
     if isinstance(rel, dp.GridRelease):
         return f"{rel.grid.gx}×{rel.grid.gy} grid"
+    if hasattr(rel, "egrid"):
+        return f"{rel.egrid.n}×{rel.egrid.n} Euler grid (faces, edges and vertices)"
     _, regions, _ = rel.regions()
     return f"{len(regions):,} {'leaves' if isinstance(rel, dp.LeafRelease) else 'regions'}"
 

@@ -9,11 +9,13 @@ import dp
 
 from . import ids, state
 from .help import help_box
+from .map_panel import EULER_STAGE
 
 EXTRA = "extra-rects"     # store of random / typed rectangles (the EditControl owns drawn ones)
 TYPED = "typed-rect"
 TYPED_BUTTON = "typed-rect-button"
 QUERY_MSG = "query-message"
+QUERY_WARNING = "query-warning"
 
 COLUMNS = [
     ("id", "#"), ("bounds", "Rectangle (W, S, E, N)"), ("private", "Private answer"),
@@ -40,6 +42,7 @@ def layout(config: dict) -> html.Div:
             html.Button("Clear added", id=ids.CLEAR_BUTTON, n_clicks=0),
         ]),
         html.Div(id=QUERY_MSG, role="alert"),
+        html.Div(id=QUERY_WARNING, role="alert"),
         dash_table.DataTable(id=ids.QUERY_TABLE, columns=[{"name": n, "id": i} for i, n in COLUMNS],
                              data=[], page_size=12, style_table={"overflowX": "auto"},
                              style_cell={"fontFamily": "inherit", "fontSize": "13px", "padding": "4px"},
@@ -70,23 +73,58 @@ def parse_typed(text: str) -> dp.Rect:
     return dp.Rect(*vals)
 
 
-def comparison_rows(rel, data, labelled_rects) -> list[dict]:
-    """One table row per rectangle: private answer, noise interval, true count and errors."""
+SNAP_COLUMNS = [("snapped", "Answered rectangle (snapped to cells)"), ("raw", "Raw (before clamping at 0)"),
+                ("true_drawn", "True on drawn rectangle (owner only)")]
+
+
+def columns_for(rel, stage: str | None = None) -> list[dict]:
+    """Table columns; releases that snap rectangles to cells (Euler) get the snapping columns."""
+    cols = list(COLUMNS)
+    if stage == "exact":
+        cols[2] = ("private", "Exact answer (owner only, NOT private)")
+    if hasattr(rel, "snap"):
+        cols[4] = ("true", "True on snapped rectangle (owner only)")
+        cols = cols[:2] + [SNAP_COLUMNS[0]] + cols[2:3] + [SNAP_COLUMNS[1]] + cols[3:5] + [SNAP_COLUMNS[2]] + cols[5:]
+    return [{"name": n, "id": i} for i, n in cols]
+
+
+def _fmt(r) -> str:
+    return f"{r.west:.4f}, {r.south:.4f}, {r.east:.4f}, {r.north:.4f}"
+
+
+def comparison_rows(rel, data, labelled_rects, stage: str | None = None) -> list[dict]:
+    """One table row per rectangle: private answer, noise interval, true count and errors.
+
+    A release that snaps rectangles to its cells (Euler) answers the snapped rectangle, so the
+    errors compare with the true count there; the drawn rectangle's true count is shown too.
+    With stage "exact" the answer column holds the exact (owner-only) answer.
+    """
     if not labelled_rects:
         return []
     labels, rects = zip(*labelled_rects)
-    private = rel.answer_many(list(rects))
-    true = data.true_counts(list(rects), rel.domain)
+    rects = list(rects)
+    snapping = hasattr(rel, "snap")
+    answered = [rel.snap(r) or r for r in rects] if snapping else rects
+    true = data.true_counts(answered, rel.domain)
+    private = true.astype(float) if stage == "exact" else rel.answer_many(rects)
     rel_err = dp.metrics.relative_error(private, true)
+    extra = {}
+    if snapping:
+        raw = true.astype(float) if stage == "exact" else rel.answer_raw_many(rects)
+        extra = {"raw": raw, "true_drawn": data.true_counts(rects, rel.domain)}
     rows = []
-    for lab, r, p, t, e in zip(labels, rects, private, true, rel_err):
-        lo, hi = rel.interval(r)
-        rows.append({
-            "id": lab, "bounds": f"{r.west:.4f}, {r.south:.4f}, {r.east:.4f}, {r.north:.4f}",
-            "private": round(float(p), 1), "interval": f"[{lo:.1f}, {hi:.1f}]", "true": int(t),
-            "abs_error": round(abs(float(p) - int(t)), 1),
+    for i, (lab, r, p, t, e) in enumerate(zip(labels, rects, private, true, rel_err)):
+        lo, hi = (p, p) if stage == "exact" else rel.interval(r)
+        row = {
+            "id": lab, "bounds": _fmt(r), "private": round(float(p), 1),
+            "interval": "n/a (no closed form for this stage)" if np.isnan(lo) else f"[{lo:.1f}, {hi:.1f}]",
+            "true": int(t), "abs_error": round(abs(float(p) - int(t)), 1),
             "rel_error": "n/a (true = 0)" if not np.isfinite(e) else f"{100 * e:.1f}%",
-        })
+        }
+        if snapping:
+            row.update(snapped=_fmt(answered[i]), raw=round(float(extra["raw"][i]), 1),
+                       true_drawn=int(extra["true_drawn"][i]))
+        rows.append(row)
     return rows
 
 
@@ -122,17 +160,24 @@ def register_callbacks(app, config: dict):
                              children=dl.Tooltip(f"R{i + 1}", permanent=True, direction="center"))
                 for i, (w, s, e, n) in enumerate(extra or [])]
 
-    @app.callback(Output(ids.QUERY_TABLE, "data"),
+    @app.callback(Output(ids.QUERY_TABLE, "data"), Output(ids.QUERY_TABLE, "columns"),
+                  Output(QUERY_WARNING, "children"),
                   Input(ids.EDIT, "geojson"), Input(EXTRA, "data"), Input(ids.RELEASE, "data"),
-                  State(ids.SESSION, "data"))
-    def compare(geojson, extra, rinfo, sid):
+                  Input(EULER_STAGE, "value"), State(ids.SESSION, "data"))
+    def compare(geojson, extra, rinfo, stage, sid):
         if not rinfo:
-            return no_update
+            return no_update, no_update, no_update
         try:
             rel = state.release(sid, rinfo["key"])
             data = state.points(sid, state.key_fingerprint(rinfo["key"]))
         except LookupError:
-            return []
+            return [], no_update, ""
+        if hasattr(rel, "with_stage"):
+            rel = rel if stage == "exact" else rel.with_stage(stage or rel.stage)
+        else:
+            stage = None
         labelled = [(f"Q{i + 1}", r) for i, r in enumerate(rects_from_geojson(geojson))]
         labelled += [(f"R{i + 1}", dp.Rect(*r)) for i, r in enumerate(extra or [])]
-        return comparison_rows(rel, data, labelled)
+        warning = getattr(rel, "sparse_warning", None)
+        return (comparison_rows(rel, data, labelled, stage), columns_for(rel, stage),
+                html.Div(warning, className="warning") if warning else "")

@@ -15,6 +15,7 @@ from flask_caching import Cache
 from flask_caching.backends.simplecache import SimpleCache
 
 import dp
+from dp.samples import REGION_SAMPLES
 
 cache = Cache()
 DEFAULT_SAMPLE = "city_200k"
@@ -54,9 +55,9 @@ def new_session_id() -> str:
 
 
 def sample(name: str):
-    """(data, domain) of a built-in sample, generated once per process."""
+    """(data, domain) of a built-in point or region sample, generated once per process."""
     if name not in _samples:
-        data, domain = dp.load_sample(name)
+        data, domain = dp.load_region_sample(name) if name in REGION_SAMPLES else dp.load_sample(name)
         _samples[name] = (data, domain)
         _sample_by_fp[data.fingerprint] = data
     return _samples[name]

@@ -287,3 +287,31 @@ def test_shifted_grids_show_equivalent_epsilon_and_one_grid_at_a_time(dash_duo):
     while dash_duo.find_element("img.grid-raster").get_attribute("src") == before and time.time() < end:
         time.sleep(0.2)
     assert dash_duo.find_element("img.grid-raster").get_attribute("src") != before
+
+
+def test_region_sample_euler_stages_and_snapped_queries(dash_duo):
+    start(dash_duo)
+    dash_duo.select_dcc_dropdown(f"#{ids.SAMPLE_PICK}", value="Regions: City home ranges, 3k users")
+    dash_duo.wait_for_contains_text(f"#{ids.RELEASE_STATUS}", "Euler grid", timeout=30)
+    # k and the sensitivity are shown before any release (spec 004: k = ceil(B/d), Δ = (2k+1)²)
+    assert "k = ⌈B/d⌉ = 2; sensitivity Δ = 25" in dash_duo.find_element(f"#{ids.EPSILON_READOUT}").text
+    dash_duo.wait_for_contains_text("#euler-status", "round: 0 violated", timeout=30)
+    assert dash_duo.find_element("#euler-violations").is_displayed()
+    regions, domain = dp.load_region_sample("home_ranges_3k")
+    rel = dp.release("euler", regions, domain, epsilon=1.0, seed=1)
+    rect = dp.Rect(116.35, 39.85, 116.45, 39.95)
+    dash_duo.find_element("#typed-rect").send_keys("116.35, 39.85, 116.45, 39.95")
+    dash_duo.find_element("#typed-rect-button").click()
+    row = wait_rows(dash_duo, 1)[0]
+    snapped = rel.snap(rect)
+    assert float(row["private"]) == pytest.approx(round(rel.answer(rect), 1), abs=0.051)
+    assert int(row["true"]) == regions.true_count(snapped, domain)
+    assert int(row["true_drawn"]) == regions.true_count(rect, domain)
+    # the stage selector redraws the table: DiffPriv answers differ from Round's
+    dash_duo.find_element("#euler-stage input[value=diffpriv]").click()
+    dash_duo.wait_for_contains_text("#euler-status", "diffpriv", timeout=20)
+    diffpriv = rel.with_stage("diffpriv")
+    end = time.time() + 10
+    while time.time() < end and table_rows(dash_duo)[0]["private"] != f"{round(diffpriv.answer(rect), 1):g}":
+        time.sleep(0.2)
+    assert float(table_rows(dash_duo)[0]["private"]) == pytest.approx(round(diffpriv.answer(rect), 1), abs=0.051)

@@ -202,3 +202,24 @@ def test_shifted_grids_explain_map_series_and_marking(small):
     names = [t.name for t in fig.data if t.name]
     assert any("not comparable at equal ε" in n for n in names)
     assert not any("not comparable" in n for n in names if n.startswith("Uniform grid"))
+
+
+def test_euler_rows_truth_and_stages():
+    regions, domain = dp.load_region_sample("home_ranges_3k")
+    rel = dp.release("euler", regions, domain, epsilon=1.0, seed=2)
+    grid, cells, counts = rel.regions()
+    truth = map_panel.region_truth(regions, grid, cells)
+    assert len(truth) == grid.n_cells and truth.sum() >= regions.n   # a region meets >= 1 face
+    rect = dp.Rect(116.35, 39.85, 116.45, 39.95)
+    row = queries_panel.comparison_rows(rel, regions, [("R1", rect)], "round")[0]
+    snapped = rel.snap(rect)
+    assert row["true"] == regions.true_count(snapped, domain)
+    assert row["true_drawn"] == regions.true_count(rect, domain)
+    assert row["raw"] == round(rel.answer_raw(rect), 1) and row["private"] == round(rel.answer(rect), 1)
+    exact = queries_panel.comparison_rows(rel, regions, [("R1", rect)], "exact")[0]
+    assert exact["private"] == exact["true"] and exact["abs_error"] == 0
+    assert [c["id"] for c in queries_panel.columns_for(rel)][2] == "snapped"
+    fig = map_panel.violations_figure(rel)
+    assert [t.name for t in fig.data] == ["C1", "C2", "C3"]
+    assert fig.data[0].y[list(fig.data[0].x).index("round")] == 0   # Round leaves no violation
+    assert map_panel.stage_status(rel, "linprog").startswith("linprog: 0 violated")

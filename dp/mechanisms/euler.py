@@ -288,6 +288,15 @@ def plan(domain: Domain, params: dict | None = None, epsilon: float | None = Non
     return out
 
 
+def explain(domain: Domain, params: dict, epsilon: float) -> str:
+    """k, the sensitivity and the noise scale the app shows before release (no data read)."""
+    p = plan(domain, params, epsilon)
+    text = (f"{p['cells_per_side']}×{p['cells_per_side']} cells of {p['cell_km']:.3g} km; "
+            f"k = ⌈B/d⌉ = {p['k']}; sensitivity Δ = {p['sensitivity']:g}; Laplace scale "
+            f"Δ/ε = {p['scale']:.3g} on each of {p['components']:,} counts")
+    return "; ".join([text] + p["notes"])
+
+
 # -------------------------------------------------------------------- convex bodies
 class ConvexBodies:
     """Convex bodies as ragged vertex rings (no closing vertex), for vectorised tests.
@@ -1146,6 +1155,7 @@ EULER = MechanismSpec(
               "inside it, outward when there are none.", choices=("outward", "inward")),
     ),
     data_kind="regions",
-    release=release_euler)
+    release=release_euler,
+    explain=lambda domain, params, epsilon: explain(domain, params, epsilon))
 
 SPECS = (EULER,)
