@@ -24,6 +24,7 @@ from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.common.keys import Keys  # noqa: E402
 
 import dp  # noqa: E402
+from helpers import all_keys  # noqa: E402
 from app import create_app  # noqa: E402
 from components import ids  # noqa: E402
 
@@ -64,14 +65,6 @@ def wait_rows(dash_duo, n, timeout=20):
     raise AssertionError(f"expected {n} query rows, got {table_rows(dash_duo)}")
 
 
-def all_keys(obj):
-    if isinstance(obj, dict):
-        for k, v in obj.items():
-            yield k
-            yield from all_keys(v)
-    elif isinstance(obj, list):
-        for v in obj:
-            yield from all_keys(v)
 
 
 def expected_release(mechanism="e2epriv", epsilon=1.0, seed=1):

@@ -11,6 +11,7 @@ import pytest
 from scipy import stats
 
 import dp
+from helpers import all_keys
 from dp.mechanisms.leaves import region_sums, summed_area
 from dp import metrics, noise
 from dp.errors import BudgetError, ParameterError, PrivacyLeakWarning
@@ -271,14 +272,6 @@ def test_same_seed_same_release_and_fresh_entropy_differs(data):
 
 
 # ---------------------------------------------------------------- what an export contains
-def _all_keys(obj):
-    if isinstance(obj, dict):
-        for k, v in obj.items():
-            yield k
-            yield from _all_keys(v)
-    elif isinstance(obj, list):
-        for v in obj:
-            yield from _all_keys(v)
 
 
 @pytest.mark.parametrize("name", POINT_MECHANISMS)
@@ -286,7 +279,7 @@ def test_geojson_contains_no_true_counts_or_diagnostics(data, name):
     rel = dp.release(name, data, UNIT, 1.0, params=params_for(name), seed=5)
     gj = json.loads(rel.to_json())          # serialisable as JSON
     assert gj["type"] == "FeatureCollection"
-    keys = {str(k).lower() for k in _all_keys(gj)}
+    keys = {str(k).lower() for k in all_keys(gj)}
     assert not any("true" in k or "exact" in k for k in keys)
     # owner-only diagnostics (P18) never reach the export
     for secret in ("diagnostics", "scores", "sensitivities", "probabilities", "tuning_errors", "chosen"):

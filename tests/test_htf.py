@@ -14,6 +14,7 @@ import pytest
 from scipy import stats
 
 import dp
+from helpers import all_keys
 from dp import noise
 from dp.errors import ParameterError
 from dp.mechanisms import htf
@@ -548,14 +549,6 @@ def test_regression_direction_against_grids():
 
 
 # ================================================================= end to end via dp.release
-def _all_keys(obj):
-    if isinstance(obj, dict):
-        for k, v in obj.items():
-            yield k
-            yield from _all_keys(v)
-    elif isinstance(obj, list):
-        for v in obj:
-            yield from _all_keys(v)
 
 
 def _check_release(rel, eps):
@@ -570,7 +563,7 @@ def _check_release(rel, eps):
     assert leaf_set(rel.leaves) <= leaf_set(rel.nodes[:, :4])
     gj = json.loads(rel.to_json())
     assert len(gj["features"]) == rel.n_leaves
-    keys = {str(k).lower() for k in _all_keys(gj)}
+    keys = {str(k).lower() for k in all_keys(gj)}
     assert not any("true" in k or "exact" in k or "diagnostic" in k for k in keys)
     meta = rel.metadata()
     for k in ("h", "eps_height", "eps_prt_level", "eps_prt", "eps_data", "E"):

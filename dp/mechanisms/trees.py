@@ -260,14 +260,19 @@ def quadtree_partition(shape, h: int) -> Tree:
     return b.tree()
 
 
+def _resolve_height(height: int, S, epsilon: float, per_level_bits: float, h_max: int):
+    """(height, N if it was read as public): a given height reads no data; 0 means automatic,
+    from N treated as public (as UG does)."""
+    if height:
+        return height, None
+    n_public = int(round(S[-1, -1]))
+    return _auto_height(n_public, epsilon, per_level_bits, h_max), n_public
+
+
 def release_quadtree(data, domain, epsilon, split, params, rng):
     base, F, S = _base(data, domain, params)
     h_max = _max_quad_height(base.shape)
-    n_public = None
-    h = params["height"]
-    if h == 0:
-        n_public = int(round(S[-1, -1]))
-        h = _auto_height(n_public, epsilon, 2.0, h_max)
+    h, n_public = _resolve_height(params["height"], S, epsilon, 2.0, h_max)
     tree = quadtree_partition(base.shape, min(h, h_max))
     h = tree.height
     eps_counts = epsilon * split[0]
@@ -362,11 +367,7 @@ def kdtree_partition(S, shape, h: int, eps_m: float, rng) -> Tree:
 def release_kdtree(data, domain, epsilon, split, params, rng):
     base, F, S = _base(data, domain, params)
     h_max = _max_kd_height(base.shape)
-    n_public = None
-    h = params["height"]
-    if h == 0:
-        n_public = int(round(S[-1, -1]))
-        h = _auto_height(n_public, epsilon, 1.0, h_max)
+    h, n_public = _resolve_height(params["height"], S, epsilon, 1.0, h_max)
     h = min(h, h_max)
     eps_prt, eps_counts = epsilon * split[0], epsilon * split[1]
     eps_m = eps_prt / h

@@ -1,0 +1,12 @@
+"""Small helpers shared by several test files."""
+
+
+def all_keys(obj):
+    """Every dict key anywhere inside a JSON-like object (to prove what an export contains)."""
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            yield k
+            yield from all_keys(v)
+    elif isinstance(obj, list):
+        for v in obj:
+            yield from all_keys(v)
