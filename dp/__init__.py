@@ -9,6 +9,7 @@
 `dp` never imports dash or flask; the dashboard is one client of this API.
 """
 from . import evaluate, metrics, noise
+from . import interactive
 from .budget import Ledger, LedgerEntry
 from .domain import PRESETS, Domain, Projection, UniformGrid, fit_to_data
 from .errors import BudgetError, DataError, ParameterError, PrivacyLeakWarning
@@ -26,4 +27,5 @@ __all__ = [
     "Projection", "Rect", "Release", "SAMPLES", "UniformGrid", "evaluate", "fit_to_data",
     "load_points", "load_sample", "mechanisms", "metrics", "noise", "random_workload", "release",
     "RegionData", "load_regions", "load_region_sample",
+    "interactive",
 ]
