@@ -5,8 +5,8 @@ import argparse
 
 from dash import Dash, dcc, html
 
-from components import (data_panel, evaluation_panel, export_panel, ids, ledger_panel,
-                        map_panel, mechanism_panel, queries_panel, state)
+from components import (data_panel, evaluation_panel, export_panel, ids, interactive_panel,
+                        ledger_panel, map_panel, mechanism_panel, queries_panel, state)
 
 DEFAULT_CONFIG = {
     "max_upload_mb": 50.0,
@@ -15,7 +15,7 @@ DEFAULT_CONFIG = {
     "cache_type": "components.state.ObjectCache",
 }
 PANELS = (data_panel, mechanism_panel, map_panel, queries_panel, ledger_panel, export_panel,
-          evaluation_panel)
+          evaluation_panel, interactive_panel)
 
 
 def serve_layout(config: dict):
@@ -34,7 +34,7 @@ def serve_layout(config: dict):
                 ledger_panel.layout(config), export_panel.layout(config)]),
             html.Div(className="main", children=[
                 map_panel.layout(config), queries_panel.layout(config),
-                evaluation_panel.layout(config)]),
+                evaluation_panel.layout(config), interactive_panel.layout(config)]),
         ]),
     ])
 

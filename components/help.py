@@ -40,6 +40,19 @@ TEXTS = {
         "middle half of the runs.",
         "This analysis reads the true data and is for the data owner only; it is not a release.",
     ],
+    "interactive": [
+        "A different way to publish: nobody releases a map. Each person keeps their own privacy "
+        "budget on their phone and answers each rectangle you ask with a noisy signal of whether "
+        "they are inside. Points clearly inside or outside stop answering early, so they save "
+        "budget for later questions.",
+        "σ sets how much each person is willing to reveal in total: the smaller σ, the more noise "
+        "and the stronger the protection. The guarantee is stated by distance: locations 10 m "
+        "apart are almost impossible to tell apart, 1 km apart much less so.",
+        "A person whose budget would run out stops answering for good ('halted'). The table "
+        "compares each answer with the truth, with a one-shot baseline that never saves budget "
+        "and with a single noisy release of every point at the whole budget (owner-only "
+        "simulations, not part of what an analyst sees).",
+    ],
     "ledger": [
         "The ledger lists every step that looked at the data and the part of ε it spent. Its total "
         "equals the ε you chose. Every release you run adds to the running total for this dataset "

@@ -308,3 +308,32 @@ def test_region_sample_euler_stages_and_snapped_queries(dash_duo):
     while time.time() < end and table_rows(dash_duo)[0]["private"] != f"{round(diffpriv.answer(rect), 1):g}":
         time.sleep(0.2)
     assert float(table_rows(dash_duo)[0]["private"]) == pytest.approx(round(diffpriv.answer(rect), 1), abs=0.051)
+
+
+def test_interactive_session_answers_typed_and_drawn_rectangles(dash_duo):
+    start(dash_duo)
+    assert "1 km apart" in dash_duo.find_element("#ia-guarantee").text
+    dash_duo.find_element("#ia-start").click()
+    dash_duo.wait_for_contains_text("#ia-status", "New session on 200,000 points", timeout=20)
+    rect = dp.Rect(-73.98, 40.70, -73.93, 40.76)
+    dash_duo.find_element("#ia-typed").send_keys("-73.98, 40.70, -73.93, 40.76")
+    dash_duo.find_element("#ia-ask").click()
+    dash_duo.wait_for_contains_text("#ia-status", "Query 1 answered", timeout=30)
+    data, domain = dp.load_sample(SAMPLE)
+    # the same session, replayed through the Python API, gives the same private answer
+    session = dp.interactive.QuerySession(data, domain, sigma_m=100, planned_queries=10,
+                                          strategy="gamma", method="pm-dist", seed=1)
+    res = session.ask(rect)
+    cells = {td.get_attribute("data-dash-column"): td.text
+             for td in dash_duo.find_elements("#ia-table tbody tr td")}
+    assert float(cells["answer"]) == pytest.approx(round(res.answer, 1), abs=0.051)
+    assert int(cells["true_count"]) == data.true_count(rect)
+    # a rectangle drawn on the map is answered by the session too
+    dash_duo.find_element(".leaflet-draw-draw-rectangle").click()
+    box = dash_duo.find_element(".leaflet-overlay-pane img.grid-raster")
+    w, h = box.size["width"], box.size["height"]
+    ActionChains(dash_duo.driver).move_to_element(box).move_by_offset(-w // 8, -h // 8) \
+        .click_and_hold().pause(0.2).move_by_offset(w // 6, h // 8).pause(0.2).release().perform()
+    dash_duo.wait_for_contains_text("#ia-status", "Query 2 answered", timeout=30)
+    assert len(dash_duo.find_elements("#ia-table tbody tr")) >= 2
+    assert dash_duo.find_elements("#ia-plot .scatterlayer .trace")

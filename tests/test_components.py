@@ -223,3 +223,21 @@ def test_euler_rows_truth_and_stages():
     assert [t.name for t in fig.data] == ["C1", "C2", "C3"]
     assert fig.data[0].y[list(fig.data[0].x).index("round")] == 0   # Round leaves no violation
     assert map_panel.stage_status(rel, "linprog").startswith("linprog: 0 violated")
+
+
+def test_interactive_panel_rows_and_figures(small):
+    from components import interactive_panel
+    data, domain = small
+    session = dp.interactive.QuerySession(data, domain, sigma_m=100, planned_queries=3, seed=2)
+    for rect in ([-0.2, 51.45, -0.05, 51.55], [-0.1, 51.4, 0.0, 51.5]):
+        result = session.ask(dp.Rect(*rect))
+    rows = [interactive_panel.table_row(h) for h in session.history]
+    assert [r["k"] for r in rows] == [1, 2]
+    assert rows[1]["true_count"] == data.true_count(dp.Rect(-0.1, 51.4, 0.0, 51.5))
+    fig = interactive_panel.session_figure(session.history)
+    assert [t.name for t in fig.data][:3] == ["this session", "one-shot baseline", "single full-budget release"]
+    hist = interactive_panel.saving_histogram(result)
+    assert hist.data[0].x.max() <= 100 and hist.data[0].x.min() >= 0
+    text = " ".join(str(d.children) for d in interactive_panel.guarantee_text(100.0))
+    eps = session.privacy_statement()
+    assert f"100 m apart: ε = {eps[100.0]:.2g}" in text   # the session's own statement
