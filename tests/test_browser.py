@@ -20,6 +20,7 @@ if not (shutil.which("chromedriver") and (shutil.which("chromium") or shutil.whi
                 "installs Debian's packages)", allow_module_level=True)
 
 from selenium.webdriver.common.action_chains import ActionChains  # noqa: E402
+from selenium.common.exceptions import StaleElementReferenceException  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.common.keys import Keys  # noqa: E402
 
@@ -40,14 +41,34 @@ def start(dash_duo):
     return app
 
 
+def raster_src(dash_duo) -> str | None:
+    """The map image's data URL, read in one step (the element is replaced on every redraw)."""
+    return dash_duo.driver.execute_script(
+        "var i = document.querySelector('img.grid-raster'); return i ? i.src : null;")
+
+
+def retry_stale(read):
+    """Re-read when Dash replaced the table between finding a cell and reading it."""
+    def wrapped(*args):
+        for _ in range(20):
+            try:
+                return read(*args)
+            except StaleElementReferenceException:
+                time.sleep(0.1)
+        return read(*args)
+    return wrapped
+
+
+@retry_stale
 def ledger_steps(dash_duo) -> list[str]:
     cells = dash_duo.find_elements(f"#{ids.LEDGER_TABLE} td[data-dash-column='step']")
     return [c.text for c in cells]
 
 
-def table_rows(dash_duo) -> list[dict]:
+@retry_stale
+def table_rows(dash_duo, table: str = ids.QUERY_TABLE) -> list[dict]:
     out = []
-    for tr in dash_duo.find_elements(f"#{ids.QUERY_TABLE} tbody tr"):
+    for tr in dash_duo.find_elements(f"#{table} tbody tr"):
         cells = {td.get_attribute("data-dash-column"): td.text
                  for td in tr.find_elements(By.CSS_SELECTOR, "td")}
         if cells:
@@ -96,7 +117,7 @@ def test_starts_with_sample_and_draws_cells(dash_duo):
 
 def test_switch_mechanism_and_epsilon_changes_map_and_ledger(dash_duo):
     start(dash_duo)
-    src_before = dash_duo.find_element("img.grid-raster").get_attribute("src")
+    src_before = raster_src(dash_duo)
     dash_duo.select_dcc_dropdown(f"#{ids.MECHANISM}", value="Uniform grid (Heuristic UG)")
     dash_duo.wait_for_contains_text(f"#{ids.MECH_DESCRIPTION}", "Qardaji", timeout=10)
     # keyboard on the log-scale epsilon slider: Home = 10^-2, each PageUp adds 10 steps of 0.01
@@ -114,7 +135,7 @@ def test_switch_mechanism_and_epsilon_changes_map_and_ledger(dash_duo):
     while ledger_steps(dash_duo) != ["noisy cell counts"] and time.time() < end:
         time.sleep(0.2)
     assert ledger_steps(dash_duo) == ["noisy cell counts"]
-    assert dash_duo.find_element("img.grid-raster").get_attribute("src") != src_before
+    assert raster_src(dash_duo) != src_before
     total = dash_duo.find_element(f"#{ids.LEDGER_TOTAL}").text
     assert "ε = 1.1 over 2 releases" in total   # 1 (start-up) + 0.1 (this release)
 
@@ -253,16 +274,16 @@ def test_tree_release_shows_leaves_and_grows_level_by_level(dash_duo):
     dash_duo.wait_for_contains_text(f"#{ids.MAP_HOVER}", "ε on path", timeout=10)
     # "watch it grow": the depth control appears; Play steps from the root to the full tree
     assert dash_duo.find_element("#grow-box").is_displayed()
-    src_full = dash_duo.find_element("img.grid-raster").get_attribute("src")
+    src_full = raster_src(dash_duo)
     dash_duo.find_element("#grow-play").click()
     end, seen = time.time() + 30, set()
     while time.time() < end:
-        seen.add(dash_duo.find_element("img.grid-raster").get_attribute("src"))
-        if len(seen) >= 3 and dash_duo.find_element("img.grid-raster").get_attribute("src") == src_full:
+        seen.add(raster_src(dash_duo))
+        if len(seen) >= 3 and raster_src(dash_duo) == src_full:
             break
         time.sleep(0.2)
     assert len(seen) >= 3   # several intermediate partitions were drawn
-    assert dash_duo.find_element("img.grid-raster").get_attribute("src") == src_full
+    assert raster_src(dash_duo) == src_full
 
 
 def test_shifted_grids_show_equivalent_epsilon_and_one_grid_at_a_time(dash_duo):
@@ -273,13 +294,13 @@ def test_shifted_grids_show_equivalent_epsilon_and_one_grid_at_a_time(dash_duo):
     dash_duo.find_element(f"#{ids.RELEASE_BUTTON}").click()
     dash_duo.wait_for_contains_text(f"#{ids.RELEASE_STATUS}", "Shifted grids", timeout=30)
     assert dash_duo.find_element("#series-box").is_displayed()
-    before = dash_duo.find_element("img.grid-raster").get_attribute("src")
+    before = raster_src(dash_duo)
     thumb = dash_duo.find_element("#series-pick [role=slider]")
     thumb.send_keys(Keys.ARROW_RIGHT)   # grid 1 of the series
     end = time.time() + 15
-    while dash_duo.find_element("img.grid-raster").get_attribute("src") == before and time.time() < end:
+    while raster_src(dash_duo) == before and time.time() < end:
         time.sleep(0.2)
-    assert dash_duo.find_element("img.grid-raster").get_attribute("src") != before
+    assert raster_src(dash_duo) != before
 
 
 def test_region_sample_euler_stages_and_snapped_queries(dash_duo):
@@ -324,8 +345,7 @@ def test_interactive_session_answers_typed_and_drawn_rectangles(dash_duo):
     session = dp.interactive.QuerySession(data, domain, sigma_m=100, planned_queries=10,
                                           strategy="gamma", method="pm-dist", seed=1)
     res = session.ask(rect)
-    cells = {td.get_attribute("data-dash-column"): td.text
-             for td in dash_duo.find_elements("#ia-table tbody tr td")}
+    cells = table_rows(dash_duo, "ia-table")[0]
     assert float(cells["answer"]) == pytest.approx(round(res.answer, 1), abs=0.051)
     assert int(cells["true_count"]) == data.true_count(rect)
     # a rectangle drawn on the map is answered by the session too
