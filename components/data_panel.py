@@ -86,9 +86,14 @@ def domain_from_controls(preset: str, box: list, sid: str | None, info: dict | N
         return dp.Domain(*(float(v) for v in box), name="custom box")
     if preset == FIT:
         data = state.points(sid, info["fingerprint"])
+        if hasattr(data, "x"):
+            xs, ys = data.x, data.y
+        else:   # regions: the corners of their bounding box
+            w, s_, e, n = data.bounds
+            xs, ys = [w, e], [s_, n]
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", dp.PrivacyLeakWarning)
-            return dp.fit_to_data(data.x, data.y)
+            return dp.fit_to_data(xs, ys)
     return DOMAINS[preset]
 
 

@@ -241,3 +241,12 @@ def test_interactive_panel_rows_and_figures(small):
     text = " ".join(str(d.children) for d in interactive_panel.guarantee_text(100.0))
     eps = session.privacy_statement()
     assert f"100 m apart: ε = {eps[100.0]:.2g}" in text   # the session's own statement
+
+
+def test_fit_to_data_works_for_regions_and_is_marked_leaky():
+    sid = state.new_session_id()
+    info = state.use_sample(sid, "home_ranges_3k")
+    regions, _ = state.sample("home_ranges_3k")
+    box = data_panel.domain_from_controls(data_panel.FIT, [None] * 4, sid, info)
+    w, s, e, n = regions.bounds
+    assert box.leaky and box.west <= w and box.east >= e and box.south <= s and box.north >= n
