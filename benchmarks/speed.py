@@ -1,5 +1,8 @@
 """Speed and peak memory of load -> bin -> release for 1e5, 1e6 and 1e7 points.
 
+Releases: E2EPriv and Heuristic UG in the New York box, and the trees HTF and PrivTree on a
+1024x1024 base grid (a box square in metres around the same points, epsilon = 1).
+
 Each size runs in a fresh subprocess so its peak RSS is its own; with --repeat R each stage
 reports its fastest of R cold runs (fresh load, empty caches), which filters out load from
 other processes. Usage:
@@ -20,11 +23,27 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import dp  # noqa: E402
+from dp.mechanisms.leaves import square_base_grid  # noqa: E402
 
 DOMAIN = dp.PRESETS["New York (Manhattan & Brooklyn)"]
 E2E_PARAMS = {"grid_sizes": [30, 40, 50, 60, 70, 80], "tuning_queries": 100, "delta": 0.01}
-TARGETS = "targets: E2EPriv on 1e6 points <= 1.5 s; 1e7 end to end (load + E2EPriv) <= 15 s " \
-          "with peak RSS < 2048 MB"
+TREE_BASE = 1024
+TREE_PARAMS = {"base_cells": TREE_BASE}
+TARGETS = ("targets: E2EPriv on 1e6 points <= 1.5 s; 1e7 end to end (load + E2EPriv) <= 15 s "
+           "with peak RSS < 2048 MB; HTF and PrivTree on 1e6 points, 1024x1024 base: <= 1 s of "
+           "mechanism time; 1e7 end to end (load + bin + release) <= 15 s")
+
+
+def square_box(d: dp.Domain) -> dp.Domain:
+    """The box widened east-west (same centre) until it is square in metres, so that the trees'
+    base grid of square cells is TREE_BASE x TREE_BASE; it still contains every point of d."""
+    w, h = d.size_m()
+    half = d.width * max(h / w, 1.0) / 2
+    cx = (d.west + d.east) / 2
+    return dp.Domain(cx - half, d.south, cx + half, d.north, name=f"{d.name}, square")
+
+
+TREE_DOMAIN = square_box(DOMAIN)
 
 
 def write_csv(path: Path, n: int, seed: int = 0, chunk: int = 1_000_000):
@@ -38,7 +57,9 @@ def write_csv(path: Path, n: int, seed: int = 0, chunk: int = 1_000_000):
 
 
 def run_once(path: str) -> dict:
-    """Seconds per stage of one cold pipeline: load, bin, E2EPriv release, UG release."""
+    """Seconds per stage of one cold pipeline: load, bin, E2EPriv release, UG release, then the
+    trees: one exact histogram on their base grid, and each tree's release on it (memoised, so
+    the tree columns are mechanism time; the dataset's histogram is binned once)."""
     t0 = time.perf_counter()
     data = dp.load_points(path)
     t1 = time.perf_counter()
@@ -48,13 +69,24 @@ def run_once(path: str) -> dict:
     t3 = time.perf_counter()
     dp.release("ug", data, DOMAIN, 1.0, seed=0)
     t4 = time.perf_counter()
-    return {"n": data.n, "load": t1 - t0, "bin": t2 - t1, "e2epriv": t3 - t2, "ug": t4 - t3}
+    base = square_base_grid(TREE_DOMAIN, TREE_BASE)
+    data.histogram(base)
+    t5 = time.perf_counter()
+    htf = dp.release("htf", data, TREE_DOMAIN, 1.0, params=TREE_PARAMS, seed=0)
+    t6 = time.perf_counter()
+    pt = dp.release("privtree", data, TREE_DOMAIN, 1.0, params=TREE_PARAMS, seed=0)
+    t7 = time.perf_counter()
+    return {"n": data.n, "load": t1 - t0, "bin": t2 - t1, "e2epriv": t3 - t2, "ug": t4 - t3,
+            "bin_tree": t5 - t4, "htf": t6 - t5, "privtree": t7 - t6,
+            "base": f"{base.gx}x{base.gy}", "htf_leaves": htf.n_leaves,
+            "privtree_leaves": pt.n_leaves}
 
 
 def measure(path: str, repeat: int) -> dict:
     """Fastest time per stage over `repeat` runs, and the peak RSS of this process."""
     runs = [run_once(path) for _ in range(repeat)]
-    best = {k: min(r[k] for r in runs) for k in runs[0]}
+    best = {k: min(r[k] for r in runs) if isinstance(runs[0][k], float) else runs[0][k]
+            for k in runs[0]}
     return {**best, "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
@@ -69,7 +101,9 @@ def main():
         return
     sizes = [10**5, 10**6] + ([] if args.quick else [10**7])
     print(f"{'N':>10} {'load s':>8} {'bin s':>7} {'e2epriv s':>10} {'ug s':>6} "
-          f"{'load+e2e s':>11} {'peak RSS MB':>12}")
+          f"{'bin1024 s':>10} {'htf s':>6} {'privtree s':>11} {'load+e2e s':>11} "
+          f"{'load+bin+htf s':>15} {'load+bin+privtree s':>20} {'peak RSS MB':>12}")
+    leaves = []
     with tempfile.TemporaryDirectory() as tmp:
         for n in sizes:
             path = Path(tmp) / f"points_{n}.csv"
@@ -78,10 +112,18 @@ def main():
                                   "--repeat", str(args.repeat)],
                                  capture_output=True, text=True, check=True)
             r = json.loads(out.stdout)
+            tree = r["load"] + r["bin_tree"]
             print(f"{r['n']:>10,} {r['load']:>8.2f} {r['bin']:>7.3f} {r['e2epriv']:>10.2f} "
-                  f"{r['ug']:>6.2f} {r['load'] + r['e2epriv']:>11.2f} {r['rss_mb']:>12.0f}",
-                  flush=True)
+                  f"{r['ug']:>6.2f} {r['bin_tree']:>10.3f} {r['htf']:>6.2f} "
+                  f"{r['privtree']:>11.2f} {r['load'] + r['e2epriv']:>11.2f} "
+                  f"{tree + r['htf']:>15.2f} {tree + r['privtree']:>20.2f} "
+                  f"{r['rss_mb']:>12.0f}", flush=True)
+            leaves.append(f"{r['n']:,}: HTF {r['htf_leaves']:,}, PrivTree "
+                          f"{r['privtree_leaves']:,}")
             path.unlink()
+    b = TREE_DOMAIN
+    print(f"trees: base grid {TREE_BASE}x{TREE_BASE} on [{b.west:.4f}, {b.east:.4f}] x "
+          f"[{b.south:.4f}, {b.north:.4f}], ε = 1; leaves " + "; ".join(leaves))
     print(TARGETS)
 
 
