@@ -1,4 +1,4 @@
-"""Accuracy benchmarks on the DPBench 256x256 matrices (and synthetic data), in two sections.
+"""Accuracy benchmarks on the DPBench 256x256 matrices (and synthetic data), in three sections.
 
 grids: paper 000's Fig. 10/11a protocol (spec 000 section 5). Median relative error per query
   size (1..64% of the area) for E2EPriv, Heuristic UG, Leaky and BestNonPriv at epsilon = 1,
@@ -6,8 +6,10 @@ grids: paper 000's Fig. 10/11a protocol (spec 000 section 5). Median relative er
 trees: spec 003 section 5. Mean relative error 100|c - c'| / max(c, 20) over random square
   queries of 2, 6 and 10% of the area, at epsilon 0.1, 0.5 and 1, for HTF, PrivTree, kd-tree,
   quadtree, AG, UG, Identity and Uniform, on the three matrices and six Gaussian sets.
+shifted: paper 001's experiment shape, delegated to shifted_grids_bench.py: mean squared error
+  of the shifted-grid series against the best single grid, across δ and query sizes.
 Writes CSVs and HTML figures to benchmarks/results/. Usage:
-    python benchmarks/accuracy.py [--section grids|trees|all] [--quick] [--reps R]
+    python benchmarks/accuracy.py [--section grids|trees|shifted|all] [--quick] [--reps R]
                                   [--seeds S] [--queries Q] [--real-base 256 1024] [--ablation]
 """
 from __future__ import annotations
@@ -509,8 +511,10 @@ def run_grids(args):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--section", choices=("grids", "trees", "all"), default="all",
-                    help="grids: paper 000's protocol; trees: spec 003's; all: both (default)")
+    ap.add_argument("--section", choices=("grids", "trees", "shifted", "all"), default="all",
+                    help="grids: paper 000's protocol; trees: spec 003's; shifted: paper 001's "
+                         "shifted grids vs the best single grid (shifted_grids_bench.py); all: "
+                         "every section (default)")
     ap.add_argument("--quick", action="store_true",
                     help="grids: 3 repetitions x 30 queries; trees: 2 seeds x 200 queries, "
                          "base 256 only for the real data, |D| = 1M only for the Gaussian sets")
@@ -533,6 +537,9 @@ def main():
                   "the shared data checkout next to the repository")
     if args.section in ("trees", "all"):
         run_trees(args)
+    if args.section in ("shifted", "all"):
+        import shifted_grids_bench   # same folder; also runnable on its own
+        shifted_grids_bench.main(["--quick"] if args.quick else [])
 
 
 if __name__ == "__main__":
