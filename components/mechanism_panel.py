@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import secrets
 
-from dash import ALL, Input, Output, State, ctx, dcc, html, no_update
+from dash import ALL, Input, Output, State, dcc, html, no_update
 
 import dp
 

@@ -153,7 +153,7 @@ def test_drawn_and_typed_rectangles_match_dp(dash_duo):
     rows = wait_rows(dash_duo, 1)
     # 2) type a rectangle's coordinates
     rect = dp.Rect(-73.98, 40.70, -73.93, 40.76)
-    inp = dash_duo.find_element(f"#typed-rect")
+    inp = dash_duo.find_element("#typed-rect")
     inp.send_keys("-73.98, 40.70, -73.93, 40.76")
     dash_duo.find_element("#typed-rect-button").click()
     rows = wait_rows(dash_duo, 2)

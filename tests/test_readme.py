@@ -10,7 +10,7 @@ def test_readme_python_example_runs():
     assert code, "README has no python example"
     scope: dict = {}
     exec(compile(code[0].replace("print(", "(lambda *a: None)("), "README.md", "exec"), scope)
-    rel, rect, data, domain = scope["rel"], scope["rect"], scope["data"], scope["domain"]
+    rel, rect = scope["rel"], scope["rect"]
     assert abs(rel.ledger.total - 1.0) < 1e-12          # "sums to 1.0"
     lo, hi = rel.interval(rect)
     assert lo < rel.answer(rect) < hi

@@ -420,7 +420,7 @@ def build(F, epsilon: float, rng=None, *, budget_mode: str = "share", split=DEFA
     plan = plan_budget(epsilon, h, eps_height, mode=budget_mode, split=split,
                        eps_prt_level=eps_prt_level)
     E = np.array(plan["E"])
-    eps_data, eps_lvl = plan["eps_data"], plan["eps_prt_level"]
+    eps_lvl = plan["eps_prt_level"]
     scale_split = OBJECTIVE_SENSITIVITY * (2 * T + 1) / eps_lvl if h else 0.0
     eps_eval = eps_lvl / (2 * T + 1) if h else 0.0
 
