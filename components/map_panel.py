@@ -23,7 +23,7 @@ UNITS = {"private": "noisy points per km²", "true": "true points per km² (not 
          "error": "private − true, points per km²"}
 MAX_HOVER_CELLS = 512 * 512
 MAX_HOVER_REGIONS = 20000
-MAX_OUTLINED = 6000
+MAX_OUTLINED = 6000   # more borders than this would hide the colours
 POINT_SAMPLE = 2000
 LEGEND_TITLE = "map-legend-title"
 GROW_BOX, GROW_DEPTH, GROW_PLAY, GROW_TIMER = "grow-box", "grow-depth", "grow-play", "grow-timer"
@@ -152,20 +152,32 @@ def cell_layers(rel, data, layer: str, depth: int | None = None, series: int = 0
         if not diverging:
             per_region = per_region.clip(min=0)   # display only (spec 000 P11); numbers stay raw
         painted = per_region.reshape(grid.shape) if is_cells else paint(grid.shape, regions, per_region)
-        outline_ids = None
-        if n <= MAX_OUTLINED:
-            outline_ids = np.arange(n).reshape(grid.shape) if is_cells else \
-                paint(grid.shape, regions, np.arange(n, dtype=float))
         vmin, vmax = render.colour_range(painted, diverging)
         colours = render.DIVERGING if diverging else render.SEQUENTIAL
-        children.append(dl.ImageOverlay(url=render.grid_image(painted, bounds, vmin, vmax, colours, outline_ids),
+        children.append(dl.ImageOverlay(url=render.grid_image(painted, bounds, vmin, vmax, colours),
                                         bounds=[[d.south, d.west], [d.north, d.east]],
                                         opacity=0.85, className="grid-raster", id="grid-raster"))
+        if n <= MAX_OUTLINED:
+            children.append(outlines(grid, regions))
         children.append(dl.Colorbar(id=ids.MAP_LEGEND, colorscale=colours, min=vmin, max=vmax,
                                     nTicks=5, width=260, height=14, position="bottomright",
                                     tickDecimals=0 if vmax - vmin > 10 else 1))
         unit = UNITS[layer] if hasattr(data, "histogram") else UNITS[layer].replace("points", "users' regions")
     return children, hover_payload(grid, regions, counts, truth, eps, area, is_cells), unit
+
+
+def outlines(grid: dp.UniformGrid, regions: np.ndarray):
+    """Region borders as one vector MultiPolygon (a single SVG path): crisp at every zoom."""
+    ex, ey = grid.edges_x, grid.edges_y
+    w, e = ex[regions[:, 2]], ex[regions[:, 3]]
+    s, n = ey[regions[:, 0]], ey[regions[:, 1]]
+    rings = np.stack([np.column_stack(c) for c in ((w, s), (e, s), (e, n), (w, n), (w, s))], axis=1)
+    geom = {"type": "MultiPolygon", "coordinates": rings[:, None].round(7).tolist()}
+    layer = dl.GeoJSON(data={"type": "Feature", "geometry": geom, "properties": {}}, id="region-outlines",
+                       interactive=False, style={"color": "#3c4655", "weight": 0.6, "opacity": 0.55,
+                                                 "fill": False})
+    # its own pane ignores the mouse, so drawing and hovering work through the borders
+    return dl.Pane(layer, name="outlines", id="outlines-pane", style={"pointerEvents": "none", "zIndex": 450})
 
 
 def hover_payload(grid, regions, counts, truth, eps, area, is_cells):

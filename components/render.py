@@ -17,7 +17,6 @@ import numpy as np
 SEQUENTIAL = ["#fff7ec", "#fee8c8", "#fdd49e", "#fdbb84", "#fc8d59", "#ef6548", "#d7301f", "#990000"]
 DIVERGING = ["#2166ac", "#67a9cf", "#d1e5f0", "#f7f7f7", "#fddbc7", "#ef8a62", "#b2182b"]
 MAX_PIXELS = 1024
-OUTLINE = np.array([60, 70, 85, 150], dtype=np.uint8)
 
 
 def _hex_to_rgb(colours):
@@ -49,12 +48,8 @@ def mercator_rows(south: float, north: float, n_rows: int, n_pixels: int) -> np.
     return np.clip(((lat - south) / (north - south) * n_rows).astype(int), 0, n_rows - 1)
 
 
-def grid_image(values: np.ndarray, bounds, vmin, vmax, colours, ids: np.ndarray | None = None) -> str:
-    """PNG data URL of a (rows, cols) grid (row 0 = south) for an ImageOverlay on `bounds`.
-
-    With `ids` (a region id per cell), pixels where the region changes are drawn as thin
-    outlines, so a tree's leaves or a grid's cells stay visible on uniform colour.
-    """
+def grid_image(values: np.ndarray, bounds, vmin, vmax, colours) -> str:
+    """PNG data URL of a (rows, cols) grid (row 0 = south) for an ImageOverlay on `bounds`."""
     rows, cols = values.shape
     west, south, east, north = bounds
     px_w = min(MAX_PIXELS, max(cols, math.ceil(256 / cols) * cols))
@@ -62,12 +57,6 @@ def grid_image(values: np.ndarray, bounds, vmin, vmax, colours, ids: np.ndarray 
     col_idx = np.minimum((np.arange(px_w) + 0.5) * cols / px_w, cols - 1).astype(int)
     row_idx = mercator_rows(south, north, rows, px_h)
     img = colourise(values[row_idx][:, col_idx], vmin, vmax, colours)
-    if ids is not None:
-        pix = ids[row_idx][:, col_idx]
-        edge = np.zeros(pix.shape, bool)
-        edge[:, 1:] |= pix[:, 1:] != pix[:, :-1]
-        edge[1:, :] |= pix[1:, :] != pix[:-1, :]
-        img[edge] = OUTLINE
     return "data:image/png;base64," + base64.b64encode(png_bytes(img)).decode()
 
 

@@ -174,7 +174,7 @@ def test_drawn_and_typed_rectangles_match_dp(dash_duo):
     dash_duo.driver.save_screenshot(str(ROOT / "docs" / "screenshot.png"))
     # deleting the drawn rectangle removes its row
     dash_duo.find_element(".leaflet-draw-edit-remove").click()
-    dash_duo.find_element(".leaflet-interactive").click()
+    dash_duo.find_element("path.leaflet-interactive[stroke='#1f4e99']").click()   # the drawn one
     next(a for a in dash_duo.find_elements(".leaflet-draw-actions a") if a.text == "Save").click()
     end = time.time() + 10
     while any(r["id"] == "Q1" for r in table_rows(dash_duo)) and time.time() < end:

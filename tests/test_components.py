@@ -250,3 +250,17 @@ def test_fit_to_data_works_for_regions_and_is_marked_leaky():
     box = data_panel.domain_from_controls(data_panel.FIT, [None] * 4, sid, info)
     w, s, e, n = regions.bounds
     assert box.leaky and box.west <= w and box.east >= e and box.south <= s and box.north >= n
+
+
+def test_outlines_are_one_vector_path_around_every_region(small):
+    data, domain = small
+    rel = dp.release("ug", data, domain, epsilon=1.0, seed=1)
+    grid, regions, _ = rel.regions()
+    pane = map_panel.outlines(grid, regions)
+    assert pane.style["pointerEvents"] == "none"   # borders never catch the mouse
+    layer = pane.children
+    rings = layer.data["geometry"]["coordinates"]
+    assert layer.data["geometry"]["type"] == "MultiPolygon" and len(rings) == len(regions)
+    w, s, e, n = rel.cell_bounds().reshape(-1, 4)[0]
+    assert rings[0][0] == [[round(w, 7), round(s, 7)], [round(e, 7), round(s, 7)], [round(e, 7), round(n, 7)],
+                           [round(w, 7), round(n, 7)], [round(w, 7), round(s, 7)]]
