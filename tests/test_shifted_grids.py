@@ -12,6 +12,7 @@ from scipy import stats
 from scipy.optimize import minimize
 
 import dp
+from helpers import all_keys
 from dp import delta_neighbourhood as dn
 from dp.budget import Ledger
 from dp.errors import ParameterError
@@ -634,16 +635,6 @@ def test_shifted_grids_end_to_end(city):
     assert min(meta["lattice_step_km"]) >= 0.1
 
 
-def _keys(obj):
-    if isinstance(obj, dict):
-        for k, v in obj.items():
-            yield k
-            yield from _keys(v)
-    elif isinstance(obj, list):
-        for v in obj:
-            yield from _keys(v)
-
-
 def test_shifted_grids_geojson_is_public_only(city):
     # exports carry released counts and public metadata only; noisy counts = exact + data-free noise
     data, dom = city
@@ -651,7 +642,7 @@ def test_shifted_grids_geojson_is_public_only(city):
     rel = dp.release("shifted_grids", data, dom, 1.0, params=params, seed=6)
     gj = json.loads(rel.to_json())
     assert gj["type"] == "FeatureCollection" and len(gj["features"]) == rel.lattice.in_box.sum()
-    keys = {str(k).lower() for k in _keys(gj)}
+    keys = {str(k).lower() for k in all_keys(gj)}
     assert not any("true" in k or "exact" in k or "diagnostic" in k or "clamped" in k for k in keys)
     grids = np.array(gj["properties"]["grids"], dtype=float)
     assert np.array_equal(np.isnan(grids), ~rel.lattice.in_box)
