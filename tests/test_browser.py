@@ -20,7 +20,8 @@ if not (shutil.which("chromedriver") and (shutil.which("chromium") or shutil.whi
                 "installs Debian's packages)", allow_module_level=True)
 
 from selenium.webdriver.common.action_chains import ActionChains  # noqa: E402
-from selenium.common.exceptions import StaleElementReferenceException  # noqa: E402
+from dash.testing.wait import until  # noqa: E402
+from selenium.common.exceptions import StaleElementReferenceException, TimeoutException  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.common.keys import Keys  # noqa: E402
 
@@ -39,6 +40,14 @@ def start(dash_duo):
     dash_duo.wait_for_element("img.grid-raster", timeout=30)
     dash_duo.wait_for_contains_text(f"#{ids.RELEASE_STATUS}", "Released", timeout=30)
     return app
+
+
+def poll_until(condition, timeout: float) -> None:
+    """Wait for the page to reach a state (Dash updates asynchronously); the caller asserts it."""
+    try:
+        until(condition, timeout)
+    except TimeoutException:
+        pass
 
 
 def raster_src(dash_duo) -> str | None:
@@ -77,13 +86,10 @@ def table_rows(dash_duo, table: str = ids.QUERY_TABLE) -> list[dict]:
 
 
 def wait_rows(dash_duo, n, timeout=20):
-    end = time.time() + timeout
-    while time.time() < end:
-        rows = table_rows(dash_duo)
-        if len(rows) >= n:
-            return rows
-        time.sleep(0.2)
-    raise AssertionError(f"expected {n} query rows, got {table_rows(dash_duo)}")
+    poll_until(lambda: len(table_rows(dash_duo)) >= n, timeout)
+    rows = table_rows(dash_duo)
+    assert len(rows) >= n, f"expected {n} query rows, got {rows}"
+    return rows
 
 
 
@@ -131,9 +137,7 @@ def test_switch_mechanism_and_epsilon_changes_map_and_ledger(dash_duo):
                                     timeout=20)
     _, _, rel = expected_release("ug", 0.1)
     assert f"{rel.grid.gx}×{rel.grid.gy} grid" in dash_duo.find_element(f"#{ids.RELEASE_STATUS}").text
-    end = time.time() + 10
-    while ledger_steps(dash_duo) != ["noisy cell counts"] and time.time() < end:
-        time.sleep(0.2)
+    poll_until(lambda: ledger_steps(dash_duo) == ["noisy cell counts"], 10)
     assert ledger_steps(dash_duo) == ["noisy cell counts"]
     assert raster_src(dash_duo) != src_before
     total = dash_duo.find_element(f"#{ids.LEDGER_TOTAL}").text
@@ -176,9 +180,7 @@ def test_drawn_and_typed_rectangles_match_dp(dash_duo):
     dash_duo.find_element(".leaflet-draw-edit-remove").click()
     dash_duo.find_element("path.leaflet-interactive[stroke='#1f4e99']").click()   # the drawn one
     next(a for a in dash_duo.find_elements(".leaflet-draw-actions a") if a.text == "Save").click()
-    end = time.time() + 10
-    while any(r["id"] == "Q1" for r in table_rows(dash_duo)) and time.time() < end:
-        time.sleep(0.2)
+    poll_until(lambda: not any(r["id"] == "Q1" for r in table_rows(dash_duo)), 10)
     assert [r["id"] for r in table_rows(dash_duo)] == ["R1"]
 
 
@@ -198,9 +200,7 @@ def test_export_has_no_true_counts(dash_duo):
     start(dash_duo)
     dash_duo.find_element(f"#{ids.EXPORT_BUTTON}").click()
     path = Path(dash_duo.download_path) / "release_e2epriv.geojson"
-    end = time.time() + 20
-    while not path.exists() and time.time() < end:
-        time.sleep(0.2)
+    poll_until(path.exists, 20)
     doc = json.loads(path.read_text())
     data, _, rel = expected_release()
     props = [f["properties"] for f in doc["features"]]
@@ -276,12 +276,12 @@ def test_tree_release_shows_leaves_and_grows_level_by_level(dash_duo):
     assert dash_duo.find_element("#grow-box").is_displayed()
     src_full = raster_src(dash_duo)
     dash_duo.find_element("#grow-play").click()
-    end, seen = time.time() + 30, set()
-    while time.time() < end:
+    seen = set()
+
+    def grown_back() -> bool:   # records every partition drawn until the full tree is back
         seen.add(raster_src(dash_duo))
-        if len(seen) >= 3 and raster_src(dash_duo) == src_full:
-            break
-        time.sleep(0.2)
+        return len(seen) >= 3 and raster_src(dash_duo) == src_full
+    poll_until(grown_back, 30)
     assert len(seen) >= 3   # several intermediate partitions were drawn
     assert raster_src(dash_duo) == src_full
 
@@ -297,9 +297,7 @@ def test_shifted_grids_show_equivalent_epsilon_and_one_grid_at_a_time(dash_duo):
     before = raster_src(dash_duo)
     thumb = dash_duo.find_element("#series-pick [role=slider]")
     thumb.send_keys(Keys.ARROW_RIGHT)   # grid 1 of the series
-    end = time.time() + 15
-    while raster_src(dash_duo) == before and time.time() < end:
-        time.sleep(0.2)
+    poll_until(lambda: raster_src(dash_duo) != before, 15)
     assert raster_src(dash_duo) != before
 
 
@@ -325,9 +323,8 @@ def test_region_sample_euler_stages_and_snapped_queries(dash_duo):
     dash_duo.find_element("#euler-stage input[value=diffpriv]").click()
     dash_duo.wait_for_contains_text("#euler-status", "diffpriv", timeout=20)
     diffpriv = rel.with_stage("diffpriv")
-    end = time.time() + 10
-    while time.time() < end and table_rows(dash_duo)[0]["private"] != f"{round(diffpriv.answer(rect), 1):g}":
-        time.sleep(0.2)
+    expected = f"{round(diffpriv.answer(rect), 1):g}"
+    poll_until(lambda: table_rows(dash_duo)[0]["private"] == expected, 10)
     assert float(table_rows(dash_duo)[0]["private"]) == pytest.approx(round(diffpriv.answer(rect), 1), abs=0.051)
 
 
