@@ -262,6 +262,14 @@ def points_layer(data, n: int = POINT_SAMPLE):
                       pointToLayer={"variable": "dpMap.point"}, id="raw-points")
 
 
+def current_release(sid, rinfo):
+    """The session's current release, or None when there is none (or it can't be rebuilt)."""
+    try:
+        return state.release(sid, rinfo["key"]) if rinfo else None
+    except LookupError:
+        return None
+
+
 def register_callbacks(app, config: dict):
     @app.callback(Output(ids.MAP_LAYERS, "children"), Output(ids.MAP_GRID_STORE, "data"),
                   Output(ids.MAP, "viewport"), Output(LEGEND_TITLE, "children"),
@@ -301,11 +309,8 @@ def register_callbacks(app, config: dict):
         if ctx.triggered_id == GROW_TIMER:
             nxt = min((depth or 0) + 1, top)
             return no_update, no_update, nxt, nxt >= top
-        if not rinfo:
-            return True, no_update, no_update, True
-        try:
-            rel = state.release(sid, rinfo["key"])
-        except LookupError:
+        rel = current_release(sid, rinfo)
+        if rel is None:
             return True, no_update, no_update, True
         if getattr(rel, "nodes", None) is None:
             return True, 1, 1, True
@@ -316,10 +321,7 @@ def register_callbacks(app, config: dict):
                   Output(EULER_CHART + "-box", "hidden"), Output(EULER_CHART, "figure"),
                   Input(ids.RELEASE, "data"), State(ids.SESSION, "data"))
     def euler_panel(rinfo, sid):
-        try:
-            rel = state.release(sid, rinfo["key"]) if rinfo else None
-        except LookupError:
-            rel = None
+        rel = current_release(sid, rinfo)
         if rel is None or not hasattr(rel, "with_stage"):
             return True, no_update, True, no_update
         return False, rel.stage, False, violations_figure(rel)
@@ -327,10 +329,7 @@ def register_callbacks(app, config: dict):
     @app.callback(Output(EULER_STATUS, "children"), Input(EULER_STAGE, "value"),
                   Input(ids.RELEASE, "data"), State(ids.SESSION, "data"))
     def euler_status(stage, rinfo, sid):
-        try:
-            rel = state.release(sid, rinfo["key"]) if rinfo else None
-        except LookupError:
-            return ""
+        rel = current_release(sid, rinfo)
         if rel is None or not hasattr(rel, "with_stage"):
             return ""
         return stage_status(rel, stage)
@@ -338,10 +337,7 @@ def register_callbacks(app, config: dict):
     @app.callback(Output(SERIES_BOX, "hidden"), Output(SERIES_PICK, "max"), Output(SERIES_PICK, "value"),
                   Input(ids.RELEASE, "data"), State(ids.SESSION, "data"))
     def series(rinfo, sid):
-        try:
-            rel = state.release(sid, rinfo["key"]) if rinfo else None
-        except LookupError:
-            rel = None
+        rel = current_release(sid, rinfo)
         m = getattr(rel, "n_grids", 0) if rel is not None else 0
         return (False, m, 0) if m > 1 else (True, 1, 0)
 
