@@ -1,4 +1,8 @@
-"""Speed and peak memory of load -> bin -> release for 1e5, 1e6 and 1e7 points.
+"""Speed and peak memory of load -> bin -> release for 1e5, 1e6 and 1e7 points, and of the samplers.
+
+First table: 1e6 draws of the exact integer samplers (discrete Laplace at several scales,
+discrete Gaussian) beside numpy's floating-point Laplace and numpy's two-geometric difference
+(both unsafe for releases, shown as the fastest alternatives), with the ratio to the fastest.
 
 Releases: E2EPriv and Heuristic UG in the New York box, and the trees HTF and PrivTree on a
 1024x1024 base grid (a box square in metres around the same points, epsilon = 1).
@@ -6,7 +10,7 @@ Releases: E2EPriv and Heuristic UG in the New York box, and the trees HTF and Pr
 Each size runs in a fresh subprocess so its peak RSS is its own; with --repeat R each stage
 reports its fastest of R cold runs (fresh load, empty caches), which filters out load from
 other processes. Usage:
-    python benchmarks/speed.py [--quick] [--repeat R]
+    python benchmarks/speed.py [--quick] [--repeat R] [--samplers-only]
 """
 from __future__ import annotations
 
@@ -82,6 +86,33 @@ def run_once(path: str) -> dict:
             "privtree_leaves": pt.n_leaves}
 
 
+def sampler_table(n: int = 1_000_000, repeat: int = 3):
+    """Seconds for n draws per sampler (best of `repeat`), with the ratio to the fastest."""
+    rng = np.random.default_rng()
+    p = -np.expm1(-1.0)
+    rows = [("numpy float Laplace, scale 1 (unsafe)", lambda: rng.laplace(0.0, 1.0, n)),
+            ("numpy geometric difference, scale 1 (floats inside)",
+             lambda: rng.geometric(p, n) - rng.geometric(p, n))]
+    rows += [(f"exact discrete Laplace, scale {s:g}", lambda s=s: dp.noise.discrete_laplace(rng, s, n))
+             for s in (0.1, 1.0, 10.0, 1000.0)]
+    rows += [("exact discrete Laplace, 1e6 mixed scales (tree nodes)",
+              lambda: dp.noise.discrete_laplace(rng, rng.choice([0.5, 1.0, 2.0, 4.0], n))),
+             ("exact discrete Gaussian, sigma^2 = 100", lambda: dp.noise.discrete_gaussian(rng, 100, n))]
+    times = []
+    for _, f in rows:
+        best = np.inf
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            f()
+            best = min(best, time.perf_counter() - t0)
+        times.append(best)
+    fastest = min(times)
+    print(f"{'sampler (' + format(n, ',') + ' draws)':<56} {'s':>7} {'x fastest':>10}")
+    for (name, _), t in zip(rows, times):
+        print(f"{name:<56} {t:>7.3f} {t / fastest:>10.1f}")
+    print("target: 1e6 exact discrete Laplace draws <= 1 s\n", flush=True)
+
+
 def measure(path: str, repeat: int) -> dict:
     """Fastest time per stage over `repeat` runs, and the peak RSS of this process."""
     runs = [run_once(path) for _ in range(repeat)]
@@ -94,10 +125,14 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="skip 1e7 points")
     ap.add_argument("--repeat", type=int, default=1, help="cold runs per size (default 1)")
+    ap.add_argument("--samplers-only", action="store_true", help="only the sampler table")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
         print(json.dumps(measure(args.worker, args.repeat)))
+        return
+    sampler_table()
+    if args.samplers_only:
         return
     sizes = [10**5, 10**6] + ([] if args.quick else [10**7])
     print(f"{'N':>10} {'load s':>8} {'bin s':>7} {'e2epriv s':>10} {'ug s':>6} "

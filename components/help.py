@@ -15,8 +15,10 @@ TEXTS = {
         "Epsilon (ε) is the privacy budget: smaller means more noise and stronger privacy. Values "
         "between 0.1 and 1 are common. Some mechanisms spend part of ε on choosing their own "
         "settings (for example the grid size) and the rest on the counts; the sliders show the split.",
-        "The seed fixes the randomness so a demo can be repeated exactly. Each new release with a "
-        "new seed on the same data spends budget again.",
+        "Fresh randomness (the default) draws the noise from the operating system, so nobody can "
+        "reproduce it. A fixed seed repeats a demo exactly, but anyone who knows or guesses the "
+        "seed can regenerate the noise and subtract it: such a release is labelled NOT private. "
+        "Each new release on the same data spends budget again.",
         "Opening the page or loading new data runs one release with the current settings, so the "
         "map is never empty; it counts in the ledger's running total like any other.",
     ],

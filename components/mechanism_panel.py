@@ -1,8 +1,6 @@
 """Mechanism panel: picker, total epsilon (log scale), budget split, parameters, seed, release."""
 from __future__ import annotations
 
-import secrets
-
 from dash import ALL, Input, Output, State, dcc, html, no_update
 
 import dp
@@ -28,9 +26,9 @@ def layout(config: dict) -> html.Div:
         html.Div(id=ids.EPSILON_READOUT, className="readout"),
         html.Div(id=ids.PARAMS_BOX),
         html.Div(className="seed-row", children=[
-            dcc.RadioItems(id=ids.SEED_MODE, value="fixed", inline=True, options=[
-                {"label": " fixed seed ", "value": "fixed"},
-                {"label": " fresh randomness", "value": "fresh"}]),
+            dcc.RadioItems(id=ids.SEED_MODE, value="fresh", inline=True, options=[
+                {"label": " fresh randomness (private)", "value": "fresh"},
+                {"label": " fixed seed: reproducible demo, NOT private ", "value": "fixed"}]),
             dcc.Input(id=ids.SEED, type="number", value=1, min=0, step=1, debounce=True,
                       className="seed-input"),
         ]),
@@ -183,7 +181,7 @@ def register_callbacks(app, config: dict):
                 else list(spec.default_split)
             params = spec.resolve_params(read_params(spec, pvals, pids))
             domain = domain_from_controls(preset, box, sid, info)
-            seed = secrets.randbelow(2**31) if seed_mode == "fresh" else int(seed if seed is not None else 0)
+            seed = None if seed_mode == "fresh" else int(seed if seed is not None else 0)
             key = state.release_key(info["fingerprint"], domain, name, params, split, epsilon, seed)
             rel = state.release(sid, key)
         except (dp.ParameterError, dp.DataError, LookupError) as exc:
@@ -194,7 +192,13 @@ def register_callbacks(app, config: dict):
                           "mechanism": spec.label, "epsilon": epsilon, "private": rel.private})
         summary = {"key": key, "mechanism": name, "label": spec.label, "epsilon": epsilon,
                    "split": split, "private": rel.private}
-        status = html.Div(f"Released {spec.label} at ε = {epsilon:g}, {describe(rel)} (seed {seed}).",
-                          className="ok")
+        if rel.reproducible_demo:
+            status = html.Div([f"Released {spec.label} at ε = {epsilon:g}, {describe(rel)}. ",
+                               html.Strong(f"Reproducible demo (seed {seed}): NOT private, the noise "
+                                           "can be removed by anyone who knows the seed.")],
+                              className="warning demo-release")
+        else:
+            status = html.Div(f"Released {spec.label} at ε = {epsilon:g}, {describe(rel)} "
+                              "(fresh randomness).", className="ok")
         return summary, status, spend
 

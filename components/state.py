@@ -2,13 +2,15 @@
 
 Uploaded datasets are stored under their content fingerprint and each session records which
 fingerprint it owns, so one session can never reach another's upload. Releases are cached by
-(data, domain, mechanism, params, epsilon split, seed); with the seed in the key a release can
-be rebuilt identically if the cache drops it, so rebuilding spends no new budget.
+(data, domain, mechanism, params, epsilon split, seed). A fresh release (OS entropy, the
+default) has a random token in place of the seed and exists only as its one cached copy; a
+fixed-seed demo release can be rebuilt identically if the cache drops it.
 """
 from __future__ import annotations
 
 import hashlib
 import json
+import secrets
 import uuid
 
 from flask_caching import Cache
@@ -104,7 +106,10 @@ def points(sid: str | None, fingerprint: str):
 
 
 def release_key(fingerprint, domain: dp.Domain, mechanism, params, split, epsilon, seed) -> str:
-    return json.dumps([fingerprint, domain.to_dict(), mechanism, params, list(split), epsilon, seed],
+    """Cache key of a release. seed None means fresh OS entropy: the key then carries a random
+    token instead (never shown), so each fresh release is a new draw that cannot be rebuilt."""
+    tag = seed if seed is not None else "fresh:" + secrets.token_hex(16)
+    return json.dumps([fingerprint, domain.to_dict(), mechanism, params, list(split), epsilon, tag],
                       sort_keys=True, default=str)
 
 
@@ -123,8 +128,22 @@ def release(sid: str | None, key: str):
     ck = "release:" + hashlib.blake2b(key.encode(), digest_size=16).hexdigest()
     rel = cache.get(ck)
     if rel is None:
-        fp, dom, mech, params, split, eps, seed = json.loads(key)
+        fp, dom, mech, params, split, eps, tag = json.loads(key)
+        seed = None
+        if isinstance(tag, str):          # a fresh draw: only the one cached copy exists
+            if _fresh_drawn(ck):
+                raise LookupError("this release is no longer on the server; release again "
+                                  "(a new draw spends ε again)")
+        else:
+            seed = tag
         rel = dp.release(mech, points(sid, fp), dp.Domain.from_dict(dom), epsilon=eps,
                          split=split, params=params, seed=seed)
         cache.set(ck, rel)
     return rel
+
+
+def _fresh_drawn(ck: str) -> bool:
+    """True if the fresh release under this cache key was drawn before (and has since expired)."""
+    seen = cache.get(ck + ":drawn")
+    cache.set(ck + ":drawn", True, timeout=0)
+    return bool(seen)

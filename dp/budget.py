@@ -4,7 +4,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, asdict
 
+import numpy as np
+
 from .errors import BudgetError
+from .noise import count_noise
 
 
 @dataclass(frozen=True)
@@ -14,7 +17,7 @@ class LedgerEntry:
     step: str
     epsilon: float
     sensitivity: float
-    noise: str = "laplace"          # laplace | geometric | gaussian | exponential | none
+    noise: str = "discrete laplace"  # discrete laplace | discrete gaussian | exponential | none
     scale: float | None = None      # noise scale actually used, e.g. sensitivity / epsilon
     private: bool = True            # False for steps that read the data without any guarantee
     note: str = ""
@@ -26,13 +29,27 @@ class Ledger:
     def __init__(self):
         self.entries: list[LedgerEntry] = []
 
-    def charge(self, step: str, epsilon: float, sensitivity: float, noise: str = "laplace",
+    def charge(self, step: str, epsilon: float, sensitivity: float, noise: str = "discrete laplace",
                scale: float | None = None, note: str = "") -> LedgerEntry:
         if not (epsilon > 0 and math.isfinite(epsilon)):
             raise BudgetError(f"step {step!r} must spend a positive, finite epsilon, got {epsilon}")
         entry = LedgerEntry(step, float(epsilon), float(sensitivity), noise, scale, True, note)
         self.entries.append(entry)
         return entry
+
+    def noisy_counts(self, rng, counts, epsilon: float, step: str, sensitivity: float = 1.0,
+                     note: str = "") -> np.ndarray:
+        """Charge `step`, then return integer counts + discrete Laplace(sensitivity/epsilon).
+
+        The draw and its charge happen in this one call, so no mechanism can draw without
+        paying; the charge comes first, so a failure after it still counts as spent.
+        """
+        c = np.asarray(counts)
+        ints = np.rint(c).astype(np.int64)
+        if not np.array_equal(ints, c):
+            raise ValueError(f"{step}: counts must be whole numbers to get integer noise")
+        self.charge(step, epsilon, sensitivity, "discrete laplace", sensitivity / epsilon, note)
+        return ints + count_noise(rng, epsilon, sensitivity, ints.shape)
 
     def record_leak(self, step: str, note: str) -> LedgerEntry:
         """Record a step that used the data with no DP guarantee (e.g. a domain fitted to data)."""

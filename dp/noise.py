@@ -1,53 +1,247 @@
-"""Noise samplers and the exponential mechanism; every draw takes the release's one Generator.
+"""Exact noise samplers and a float-safe exponential mechanism; every draw takes the release's Generator.
 
-These functions only draw noise. Charging the ledger is the caller's job, done next to the
-draw so the two can be read together.
+Why exact: a count released as `true + Laplace` in doubles leaks through its last bits, because
+the doubles reachable from x and from x + 1 differ (Mironov, CCS 2012). Here counts get integer
+noise and no floating-point number enters a probability. The samplers follow Canonne, Kamath &
+Steinke, "The Discrete Gaussian for Differential Privacy" (NeurIPS 2020): Algorithm 1
+(Bernoulli(exp(-gamma)) for rational gamma), Algorithm 2 (discrete Laplace) and Algorithm 3
+(discrete Gaussian), written over numpy int64 arrays: every element runs the same loop, and
+the elements still rejecting are redrawn together, so there is no Python loop over values.
+
+A noise scale is a public real number; it is rounded UP to a rational t / 2^m (relative error
+below 2^-30), so the noise drawn is never smaller than asked and the charged epsilon stays an
+upper bound on the loss.
+
+Randomness: `make_rng(None)` seeds numpy's PCG64 from `SeedSequence()`, 128 bits of OS entropy.
+A fixed seed makes the noise reproducible, so anyone who knows it can remove the noise: such a
+release is a labelled demo, never private (the mechanisms record that in the ledger).
 """
 from __future__ import annotations
+
+import math
+from fractions import Fraction
 
 import numpy as np
 
 from .errors import ParameterError
 
+_SCALE_BITS = 30          # noise scales are rounded up to t / 2^m with t about 2^30
+_GAUSS_UNITS = 1024       # a real-valued Gaussian is drawn on a grid of about sigma/1024..sigma/2048
+EM_GRANULARITY = 1024     # exponential-mechanism scores (in units of their sensitivity) are floored to 1/1024
+
 
 def make_rng(seed=None) -> np.random.Generator:
-    """One Generator per release: a fixed seed for reproducible demos, OS entropy otherwise."""
+    """One Generator per release: OS entropy (128 bits) by default; a fixed seed only for demos/tests."""
     if isinstance(seed, np.random.Generator):
         return seed
-    return np.random.default_rng(seed)
+    return np.random.default_rng(np.random.SeedSequence() if seed is None else seed)
 
 
-def laplace(rng: np.random.Generator, scale: float, size=None):
-    """Laplace(0, scale) draws: density exp(-|y|/scale) / (2 scale), variance 2 scale^2."""
-    if not scale > 0:
-        raise ParameterError(f"Laplace scale must be positive, got {scale}")
-    return rng.laplace(0.0, scale, size)
+# ------------------------------------------------------------------------- exact Bernoulli draws
+def _uniform_below(rng: np.random.Generator, high: np.ndarray) -> np.ndarray:
+    """Exact uniform integers in [0, high) for int64 arrays `high` >= 1 (numpy's unbiased method)."""
+    return rng.integers(0, high, dtype=np.int64)
 
 
-def two_sided_geometric(rng: np.random.Generator, epsilon_over_sensitivity: float, size=None):
-    """Discrete Laplace on the integers: P(k) proportional to exp(-a |k|), a = epsilon / sensitivity.
+def bernoulli_exp(rng: np.random.Generator, num, den) -> np.ndarray:
+    """Exact Bernoulli(exp(-num/den)) for int64 arrays num >= 0, den >= 1 (CKS20 Algorithm 1).
 
-    Drawn as the difference of two iid geometric variables with success 1 - exp(-a).
+    gamma = num/den is split into floor(gamma) Bernoulli(exp(-1)) trials, all of which must
+    succeed, and a Bernoulli(exp(-frac)) draw for the fractional part. Each Bernoulli(exp(-g)),
+    g in [0, 1], runs K = 1, 2, ... with A_K ~ Bernoulli(g / K) until A_K = 0 and succeeds when
+    K is odd. Only integers are compared. den * K must stay below 2^63 (den < 2^40 is safe).
     """
-    a = float(epsilon_over_sensitivity)
-    if not a > 0:
-        raise ParameterError(f"geometric noise needs epsilon/sensitivity > 0, got {a}")
-    p = -np.expm1(-a)
-    return rng.geometric(p, size) - rng.geometric(p, size)
+    num = np.asarray(num, dtype=np.int64)
+    den = np.broadcast_to(np.asarray(den, dtype=np.int64), num.shape)
+    if np.any(num < 0) or np.any(den < 1):
+        raise ParameterError("bernoulli_exp needs num >= 0 and den >= 1")
+    whole, frac = np.divmod(num, den)
+    out = np.ones(num.shape, dtype=bool)
+    # floor(gamma) trials of Bernoulli(exp(-1)); stop an element at its first failure
+    todo = np.flatnonzero(whole > 0)
+    left = whole.ravel()[todo].copy()
+    while todo.size:
+        ok = _bern_exp_frac(rng, np.ones(todo.size, np.int64), np.ones(todo.size, np.int64))
+        out.flat[todo[~ok]] = False
+        left -= 1
+        keep = ok & (left > 0)
+        todo, left = todo[keep], left[keep]
+    idx = np.flatnonzero(out.ravel() & (frac.ravel() > 0))
+    if idx.size:
+        out.flat[idx] = _bern_exp_frac(rng, frac.ravel()[idx], den.ravel()[idx])
+    return out
 
 
-def gaussian(rng: np.random.Generator, sigma: float, size=None):
-    """Gaussian(0, sigma^2) draws."""
-    if not sigma > 0:
-        raise ParameterError(f"Gaussian sigma must be positive, got {sigma}")
-    return rng.normal(0.0, sigma, size)
+def _bern_exp_frac(rng, num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    """Bernoulli(exp(-num/den)) for 0 <= num <= den (1-D int64 arrays)."""
+    k = np.ones(num.size, np.int64)
+    active = np.arange(num.size)
+    while active.size:
+        a = _uniform_below(rng, den[active] * k[active]) < num[active]   # A ~ Bernoulli(g / K)
+        k[active[a]] += 1
+        active = active[a]
+    return k % 2 == 1
 
 
+def bernoulli_rational(rng, num, den) -> np.ndarray:
+    """Exact Bernoulli(num/den) for int64 arrays 0 <= num <= den."""
+    num = np.asarray(num, np.int64)
+    return _uniform_below(rng, np.broadcast_to(np.asarray(den, np.int64), num.shape)) < num
+
+
+# ------------------------------------------------------------------------- discrete Laplace
+def rational_scale(scale) -> tuple[int, int]:
+    """(t, s) with t / s >= scale, s a power of two, t about 2^30: scale rounded UP exactly."""
+    scale = float(scale)
+    if not (scale > 0 and math.isfinite(scale)):
+        raise ParameterError(f"noise scale must be positive and finite, got {scale}")
+    m = max(0, _SCALE_BITS - math.frexp(scale)[1])
+    s = 1 << m
+    t = math.ceil(Fraction(scale) * s)
+    return t, s
+
+
+def _shape(size, scale) -> tuple:
+    """Output shape: `size` broadcast with the shape of `scale`."""
+    size = () if size is None else ((size,) if np.ndim(size) == 0 else tuple(size))
+    return np.broadcast_shapes(np.shape(scale), size)
+
+
+def discrete_laplace(rng: np.random.Generator, scale, size=None) -> np.ndarray:
+    """Integer noise with P(k) proportional to exp(-|k| / scale) (two-sided geometric), exactly.
+
+    `scale` is one number or an array broadcastable to `size` (e.g. one scale per tree node);
+    for a count of sensitivity Delta at budget epsilon use scale = Delta / epsilon. CKS20
+    Algorithm 2 with scale = t/s: U uniform in [0, t) kept with probability exp(-U/t),
+    V ~ Geometric(1 - e^-1), Y = floor((U + tV)/s), a random sign, and (sign -, Y = 0) rejected.
+    Variance: 2 e^(-1/scale) / (1 - e^(-1/scale))^2 (see `discrete_laplace_variance`).
+    """
+    shape = _shape(size, scale)
+    scales = np.broadcast_to(np.asarray(scale, dtype=np.float64), shape).ravel()
+    if not np.all((scales > 0) & np.isfinite(scales)):
+        raise ParameterError("discrete Laplace scale must be positive and finite")
+    uniq, inv = np.unique(scales, return_inverse=True)
+    ts = np.array([rational_scale(v) for v in uniq], dtype=np.int64).reshape(-1, 2)
+    t_all, s_all = ts[inv.ravel(), 0], ts[inv.ravel(), 1]
+    out = np.zeros(scales.size, np.int64)
+    todo = np.arange(scales.size)
+    while todo.size:                               # every pass redraws the rejected elements
+        t, s = t_all[todo], s_all[todo]
+        u = _uniform_below(rng, t)
+        d = bernoulli_exp(rng, u, t)
+        v = _geometric_exp1(rng, todo.size)
+        y = (u + t * v) // s
+        neg = rng.integers(0, 2, todo.size, dtype=np.int8).astype(bool)
+        ok = d & ~(neg & (y == 0))
+        out[todo[ok]] = np.where(neg[ok], -y[ok], y[ok])
+        todo = todo[~ok]
+    return out.reshape(shape)
+
+
+def _geometric_exp1(rng, n: int) -> np.ndarray:
+    """V = number of successes before the first failure of Bernoulli(exp(-1)) trials."""
+    v = np.zeros(n, np.int64)
+    active = np.arange(n)
+    one = np.ones(n, np.int64)
+    while active.size:
+        a = _bern_exp_frac(rng, one[:active.size], one[:active.size])
+        v[active[a]] += 1
+        active = active[a]
+    return v
+
+
+def discrete_laplace_variance(scale) -> np.ndarray:
+    """Variance of `discrete_laplace(scale)`: 2 q / (1 - q)^2 with q = exp(-1/scale)."""
+    q = np.exp(-1.0 / np.asarray(scale, dtype=np.float64))
+    return 2.0 * q / (1.0 - q) ** 2
+
+
+def discrete_laplace_quantile(scale, level: float) -> int:
+    """Smallest integer h with P(|Z| <= h) >= level for Z ~ discrete_laplace(scale) (for intervals)."""
+    q = math.exp(-1.0 / float(scale))
+    # P(|Z| > h) = 2 q^(h+1) / (1 + q)
+    h = math.log((1.0 - level) * (1.0 + q) / 2.0) / math.log(q) - 1.0
+    return max(0, math.ceil(h - 1e-12))
+
+
+def count_noise(rng, epsilon, sensitivity=1, size=None) -> np.ndarray:
+    """Integer noise for counts of sensitivity `sensitivity` at budget `epsilon` (per element)."""
+    eps = np.asarray(epsilon, dtype=np.float64)
+    if not np.all((eps > 0) & np.isfinite(eps)):
+        raise ParameterError("count noise needs a positive, finite epsilon")
+    return discrete_laplace(rng, np.asarray(sensitivity, dtype=np.float64) / eps, size)
+
+
+# ------------------------------------------------------------------------- discrete Gaussian
+def discrete_gaussian(rng: np.random.Generator, sigma2: int, size=None) -> np.ndarray:
+    """Integer noise with P(k) proportional to exp(-k^2 / (2 sigma2)), exactly (CKS20 Algorithm 3).
+
+    `sigma2` is an integer variance parameter (1 <= sigma2 <= 2^24, so every product below fits
+    in int64). Proposals Y ~ discrete Laplace(t), t = floor(sigma) + 1, are kept with probability
+    exp(-(|Y| - sigma2/t)^2 / (2 sigma2)) = exp(-(t|Y| - sigma2)^2 / (2 sigma2 t^2)).
+    """
+    sigma2 = int(sigma2)
+    if not 1 <= sigma2 <= 1 << 24:
+        raise ParameterError(f"discrete Gaussian needs an integer sigma^2 in [1, 2^24], got {sigma2}")
+    t = math.isqrt(sigma2) + 1
+    shape = _shape(size, 0)
+    n = int(np.prod(shape))
+    out = np.zeros(n, np.int64)
+    todo = np.arange(n)
+    den = 2 * sigma2 * t * t
+    cap = (1 << 62) // t                  # |Y| beyond this (probability ~ 0) is simply rejected
+    while todo.size:
+        y = discrete_laplace(rng, float(t), todo.size)
+        fits = np.abs(y) < min(cap, 3_000_000_000)
+        num = (t * np.abs(np.where(fits, y, 0)) - sigma2) ** 2
+        c = fits & bernoulli_exp(rng, num, den)
+        out[todo[c]] = y[c]
+        todo = todo[~c]
+    return out.reshape(shape)
+
+
+def gaussian_real(rng: np.random.Generator, values, sigma: float) -> tuple[np.ndarray, float]:
+    """Values snapped to a public grid g plus g * discrete Gaussian noise of std about `sigma`.
+
+    g is the power of two with sigma/g in [1024, 2048); sigma^2/g^2 is rounded UP to an integer,
+    so the noise std is at least `sigma`. Snapping moves each value by at most g/2, which a caller
+    adds to its sensitivity (about sigma/2000). Returns (noisy values on the grid, g).
+    """
+    sigma = float(sigma)
+    if not (sigma > 0 and math.isfinite(sigma)):
+        raise ParameterError(f"Gaussian sigma must be positive and finite, got {sigma}")
+    g = 2.0 ** (math.floor(math.log2(sigma)) - 10)
+    sigma2 = math.ceil(Fraction(sigma) ** 2 / Fraction(g) ** 2)
+    v = np.asarray(values, dtype=np.float64)
+    snapped = np.rint(v / g)
+    return (snapped + discrete_gaussian(rng, sigma2, v.shape)) * g, g
+
+
+# ------------------------------------------------------------------------- real-valued queries
+def laplace_real(rng: np.random.Generator, values, sensitivity: float, epsilon: float,
+                 granularity: float | None = None) -> np.ndarray:
+    """Discretised Laplace mechanism for real-valued queries (e.g. HTF's homogeneity objective).
+
+    Each value is rounded to a public grid g (default: sensitivity / 1024), and integer noise
+    with scale (sensitivity/g + 1)/epsilon is added in grid units: rounding can move two
+    neighbouring values at most one grid step further apart, hence the + 1. The result is an
+    integer multiple of g, so its low bits carry nothing about the data.
+    """
+    if not (epsilon > 0 and sensitivity > 0):
+        raise ParameterError("laplace_real needs epsilon > 0 and sensitivity > 0")
+    g = float(granularity) if granularity else float(sensitivity) / EM_GRANULARITY
+    units = np.rint(np.asarray(values, dtype=np.float64) / g)
+    z = discrete_laplace(rng, (float(sensitivity) / g + 1.0) / float(epsilon), units.shape)
+    return (units + z) * g
+
+
+# ------------------------------------------------------------------------- exponential mechanism
 def exponential_mechanism_probabilities(scores, epsilon: float, sensitivity) -> np.ndarray:
-    """Selection probabilities exp(eps s_r / (2 Delta_r)) / sum, via log-sum-exp.
+    """Ideal selection probabilities exp(eps s_r / (2 Delta_r)) / sum, via log-sum-exp.
 
     `sensitivity` may be one number or one per response (spec 000 A5 line 8-9, Algorithm 1
-    line 17 uses the per-response Delta_r).
+    line 17 uses the per-response Delta_r). Owner-only diagnostics: the sampler below draws
+    from the discretised version of this distribution.
     """
     s = np.asarray(scores, dtype=np.float64)
     d = np.broadcast_to(np.asarray(sensitivity, dtype=np.float64), s.shape)
@@ -64,6 +258,30 @@ def exponential_mechanism_probabilities(scores, epsilon: float, sensitivity) -> 
 
 
 def exponential_mechanism(rng: np.random.Generator, scores, epsilon: float, sensitivity):
-    """Sample one index with the exponential mechanism; returns (index, probabilities)."""
+    """Sample one index with an exact, discretised exponential mechanism; returns (index, probs).
+
+    Scores in units of their sensitivity, u_r = s_r / Delta_r (sensitivity 1 each), are floored
+    to a grid of 1/K (K = 1024): k_r = floor(K u_r) moves by at most K + 1 between neighbours
+    (the + 1 absorbs rounding). The index is drawn with probability proportional to
+    exp(eps' (k_r - max k) / (2 (K + 1))), eps' = eps rounded down to a multiple of 2^-20, by
+    rejection: propose r uniformly, accept with an exact Bernoulli(exp(-gamma_r)). Hence
+    eps-DP with no floating point in the draw. `probs` are the ideal (continuous) probabilities,
+    an owner-only diagnostic.
+    """
     p = exponential_mechanism_probabilities(scores, epsilon, sensitivity)
-    return int(rng.choice(len(p), p=p)), p
+    s = np.asarray(scores, dtype=np.float64)
+    d = np.broadcast_to(np.asarray(sensitivity, dtype=np.float64), s.shape)
+    if np.isinf(epsilon):
+        return int(np.flatnonzero(p)[0]), p
+    k = np.floor(s / d * EM_GRANULARITY)
+    k = (k - k.max()).astype(np.int64)             # <= 0; the best response has gamma = 0
+    e_num = math.floor(float(epsilon) * (1 << 20))
+    if e_num == 0:
+        return int(_uniform_below(rng, np.int64(len(k)))), p      # epsilon < 2^-20: uniform
+    lo = -((1 << 62) // (e_num * 4))              # beyond this gamma > 2^40: probability 0 anyway
+    num = -np.maximum(k, lo) * e_num
+    den = (1 << 21) * (EM_GRANULARITY + 1)
+    while True:
+        r = int(_uniform_below(rng, np.int64(len(k))))
+        if k[r] > lo and bool(bernoulli_exp(rng, num[r:r + 1], den)[0]):
+            return r, p

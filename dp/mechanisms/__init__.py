@@ -3,12 +3,18 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from ..domain import Domain
 from ..errors import ParameterError
 from ..noise import make_rng
 from . import euler, grid, htf, shifted_grids, trees
 from .base import GridRelease, MechanismSpec, Param, Release
 from .leaves import LeafRelease
+
+FIXED_SEED_STEP = "fixed seed (reproducible demo)"
+FIXED_SEED_NOTE = ("reproducible demo: NOT private, the noise can be removed by anyone who knows "
+                   "or guesses the seed")
 
 _REGISTRY: dict[str, MechanismSpec] = {s.name: s for m in (grid, htf, trees, shifted_grids, euler) for s in m.SPECS}
 
@@ -22,8 +28,10 @@ def release(name: str, data, domain: Domain, epsilon: float = 1.0, split=None, p
             seed=None) -> Release:
     """Run mechanism `name` on `data` inside the public `domain` and return its Release.
 
-    `split` gives the fraction of epsilon per budget part (default: the mechanism's); `seed`
-    fixes the one random Generator of the release (None draws fresh OS entropy). The ledger
+    `split` gives the fraction of epsilon per budget part (default: the mechanism's). `seed`:
+    None (default) draws 128 bits of fresh OS entropy; an integer makes a reproducible demo,
+    which anyone who knows the seed can de-noise, so it is recorded as NOT private; a
+    numpy Generator is used as given (the caller answers for how it was seeded). The ledger
     must add up to epsilon or no release is returned.
     """
     if name not in _REGISTRY:
@@ -41,6 +49,8 @@ def release(name: str, data, domain: Domain, epsilon: float = 1.0, split=None, p
     split = spec.resolve_split(split)
     params = spec.resolve_params(params)
     rel = spec.release(data, domain, epsilon, split, params, make_rng(seed))
+    if seed is not None and not isinstance(seed, np.random.Generator):
+        rel.ledger.record_leak(FIXED_SEED_STEP, FIXED_SEED_NOTE)
     if domain.leaky:
         rel.ledger.record_leak("domain fitted to data", "the public box was derived from the "
                                "private points (min/max leak)")

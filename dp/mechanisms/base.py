@@ -11,6 +11,7 @@ from scipy import stats
 from ..budget import Ledger
 from ..domain import Domain, UniformGrid
 from ..errors import ParameterError
+from ..noise import discrete_laplace, discrete_laplace_variance
 from ..queries import Rect, as_rect_array, grid_answers, overlap_vectors
 
 
@@ -65,6 +66,14 @@ class Param:
         return v
 
 
+ADD_REMOVE_POINT = "add/remove one point"
+REPLACE_POINT = "replace one point (the dataset size is public)"
+MOVE_POINT = "move one point by at most δ"
+USER_REGION = "add/remove one user's region"
+NOT_PRIVATE = "none (not private)"
+UNITS = (ADD_REMOVE_POINT, REPLACE_POINT, MOVE_POINT, USER_REGION, NOT_PRIVATE)
+
+
 @dataclass(frozen=True)
 class MechanismSpec:
     """Metadata of a mechanism: what the app shows and how the budget is split."""
@@ -77,12 +86,18 @@ class MechanismSpec:
     budget_parts: tuple = ("counts",)
     default_split: tuple = (1.0,)
     data_kind: str = "points"
+    # the neighbouring relation the guarantee is stated for: one of UNITS
+    unit: str = "add/remove one point"
     private: bool = True   # False for experimental references that are NOT differentially private
     release: Callable | None = field(default=None, repr=False, compare=False)
     # False when this ε means something else (e.g. δ-neighbourhood): not comparable at equal ε
     comparable: bool = True
     # optional (domain, params, epsilon) -> text shown next to the ε control before release
     explain: Callable | None = field(default=None, repr=False, compare=False)
+
+    def __post_init__(self):
+        if self.unit not in UNITS:
+            raise ValueError(f"{self.name}: unit of privacy must be one of {UNITS}, got {self.unit!r}")
 
     def resolve_params(self, params: dict | None) -> dict:
         params = dict(params or {})
@@ -118,7 +133,7 @@ class Release:
     """A mechanism's public output plus its ledger. Subclasses implement the structure."""
 
     def __init__(self, spec: MechanismSpec, domain: Domain, epsilon: float, split: tuple,
-                 params: dict, ledger: Ledger, diagnostics: dict | None = None, n_public=None):
+                 params: dict, ledger: Ledger, diagnostics: dict | None = None, noisy_size=None):
         self.spec = spec
         self.domain = domain
         self.epsilon = epsilon
@@ -126,7 +141,7 @@ class Release:
         self.params = params
         self.ledger = ledger
         self.diagnostics = diagnostics or {}   # NON-PRIVATE owner-only values; never exported
-        self.n_public = n_public                # dataset size, when the mechanism treats it as public
+        self.noisy_size = noisy_size            # a released noisy dataset size (never the exact N)
 
     @property
     def mechanism(self) -> str:
@@ -135,6 +150,12 @@ class Release:
     @property
     def private(self) -> bool:
         return self.spec.private and self.ledger.private and not self.domain.leaky
+
+    @property
+    def reproducible_demo(self) -> bool:
+        """True when a fixed seed made the noise reproducible (and so removable): NOT private."""
+        from . import FIXED_SEED_STEP
+        return any(e.step == FIXED_SEED_STEP for e in self.ledger)
 
     def answer(self, rect: Rect) -> float:
         return float(self.answer_many(rect)[0])
@@ -149,14 +170,18 @@ class Release:
             "label": self.spec.label,
             "guarantee": self.spec.guarantee,
             "differentially_private": self.private,
+            "unit_of_privacy": self.spec.unit,
             "epsilon": self.epsilon,
             "split": dict(zip(self.spec.budget_parts, self.split)),
             "params": self.params,
             "domain": self.domain.to_dict(),
             "ledger": [{k: v for k, v in e.items()} for e in self.ledger.to_list()],
         }
-        if self.n_public is not None:
-            meta["dataset_size_public"] = int(self.n_public)
+        if self.reproducible_demo:
+            meta["reproducible_demo"] = ("NOT private: a fixed seed made this noise reproducible, "
+                                         "so it can be removed")
+        if self.noisy_size is not None:
+            meta["noisy_dataset_size"] = int(self.noisy_size)
         return meta
 
     def raster(self) -> tuple[np.ndarray, UniformGrid]:
@@ -173,6 +198,23 @@ class Release:
 
     def to_json(self) -> str:
         return json.dumps(self.to_geojson(), default=_json_default)
+
+
+def noise_half_width(weights, scale, level: float = 0.95, n_sim: int = 20000, seed: int = 0) -> float:
+    """Half-width h with P(|sum_i w_i Z_i| <= h) ~ level, Z_i independent discrete Laplace(scale_i).
+
+    Up to 64 terms: Monte Carlo with a fixed seed (no data is read, nothing is released).
+    More terms: normal approximation with the exact variance (CLT).
+    """
+    w = np.asarray(weights, dtype=np.float64).ravel()
+    sc = np.broadcast_to(np.asarray(scale, dtype=np.float64), w.shape)
+    if w.size == 0:
+        return 0.0
+    if w.size <= 64:
+        z = discrete_laplace(np.random.default_rng(seed), np.broadcast_to(sc, (n_sim, w.size)))
+        return float(np.quantile(np.abs(z @ w), level))
+    sd = np.sqrt((discrete_laplace_variance(sc) * w ** 2).sum())
+    return float(stats.norm.ppf(0.5 + level / 2) * sd)
 
 
 def _json_default(o):
@@ -193,24 +235,24 @@ class GridRelease(Release):
         super().__init__(spec, domain, epsilon, split, params, ledger, **kw)
         self.grid = grid
         self.counts = np.asarray(counts, dtype=np.float64)   # raw noisy counts, never clipped (P11)
-        self.noise_scale = noise_scale                        # Laplace scale per cell, None if exact
+        self.noise_scale = noise_scale    # discrete Laplace scale per cell, None if exact
 
     def answer_many(self, rects) -> np.ndarray:
         """Spec 000 A2: sum of alpha_i * H'_i for each rectangle (clipped to the domain)."""
         return grid_answers(self.grid, self.counts, rects)
 
     def noise_variance(self, rects) -> np.ndarray:
-        """Variance of the answer due to noise: 2 b^2 * sum alpha_i^2 (separable)."""
+        """Variance of the answer due to noise: var(Z) * sum alpha_i^2 (separable)."""
         if not self.noise_scale:
             return np.zeros(len(as_rect_array(rects)))
         ay, ax = overlap_vectors(self.grid, rects)
-        return 2 * self.noise_scale ** 2 * (ay ** 2).sum(1) * (ax ** 2).sum(1)
+        return discrete_laplace_variance(self.noise_scale) * (ay ** 2).sum(1) * (ax ** 2).sum(1)
 
     def interval(self, rect: Rect, level: float = 0.95, n_sim: int = 20000, seed: int = 0):
-        """Interval answer +- the noise quantile: the noise is sum alpha_i Y_i, Y_i ~ Lap(b).
+        """Interval answer +- the noise quantile: the noise is sum alpha_i Z_i, Z_i discrete Laplace.
 
-        Few cells: Monte Carlo of that sum (fixed seed, not a privacy cost: it uses no data).
-        Many cells: normal approximation with the exact variance (CLT).
+        Few cells: Monte Carlo of that sum (a fixed seed is fine here: it reads no data and
+        releases nothing). Many cells: normal approximation with the exact variance (CLT).
         """
         est = self.answer(rect)
         if not self.noise_scale:
@@ -219,13 +261,8 @@ class GridRelease(Release):
         a = np.outer(ay[0][ay[0] > 0], ax[0][ax[0] > 0]).ravel()
         if a.size == 0:
             return est, est
-        if a.size <= 64:
-            rng = np.random.default_rng(seed)
-            sims = rng.laplace(0, self.noise_scale, (n_sim, a.size)) @ a
-            half = float(np.quantile(np.abs(sims), level))
-        else:
-            half = float(stats.norm.ppf(0.5 + level / 2) * np.sqrt(2 * self.noise_scale ** 2 * (a ** 2).sum()))
-        return est - half, est + half
+        return est - noise_half_width(a, self.noise_scale, level, n_sim, seed), \
+            est + noise_half_width(a, self.noise_scale, level, n_sim, seed)
 
     def raster(self):
         return self.counts, self.grid
@@ -249,7 +286,7 @@ class GridRelease(Release):
         feats = [{
             "type": "Feature",
             "geometry": {"type": "Polygon", "coordinates": [[[w, s], [e, s], [e, n], [w, n], [w, s]]]},
-            "properties": {"row": i // gx, "col": i % gx, "noisy_count": float(v)},
+            "properties": {"row": i // gx, "col": i % gx, "noisy_count": int(v)},
         } for i, ((w, s, e, n), v) in enumerate(zip(b.tolist(), c.tolist()))]
         meta = self.metadata()
         meta["grid"] = {"cols": self.grid.gx, "rows": self.grid.gy}

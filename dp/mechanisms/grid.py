@@ -9,18 +9,21 @@ import numpy as np
 from ..budget import Ledger
 from ..domain import UniformGrid
 from ..errors import ParameterError
-from ..noise import exponential_mechanism, laplace
+from ..noise import count_noise, exponential_mechanism
 from ..queries import alpha_l1, grid_answers, random_workload
-from .base import GridRelease, MechanismSpec, Param
+from .base import ADD_REMOVE_POINT, NOT_PRIVATE, GridRelease, MechanismSpec, Param
 
-ADD_REMOVE = "add/remove one point"
+ADD_REMOVE = ADD_REMOVE_POINT
+SIZE_SHARE = 0.05            # default share of ε spent on a noisy dataset size where a rule needs N
+SIZE_PART = "dataset size"
 
 P_GRID_SIZES = Param("grid_sizes", list, [30, 40, 50, 60, 70, 80], "Candidate grid sizes G",
                      "Cells per side the tuning may choose from (paper 000 Table 2, Storage).",
                      min=1, max=2048)
 P_DELTA = Param("delta", float, 0.01, "Sanity fraction δ",
-                "Relative errors are divided by max(true, δ·N); δ·N must exceed 1. The paper uses "
-                "0.1 for ~9k points, 0.01 for ~870k and 0.001 for ~6.4M.", min=1e-6, max=0.99)
+                "Relative errors are divided by max(true, ρ), ρ = max(δ·N̂, 1) with N̂ the noisy "
+                "dataset size. The paper uses 0.1 for ~9k points, 0.01 for ~870k and 0.001 for ~6.4M.",
+                min=1e-6, max=0.99)
 P_QUERY_AREA = Param("tuning_query_area", float, 0.01, "Tuning query area (fraction)",
                      "Area of each tuning rectangle as a fraction of the domain (0.01 = 1%).",
                      min=1e-4, max=1.0)
@@ -42,34 +45,41 @@ def n_in_domain(data, domain) -> int:
     return int(np.count_nonzero(data.in_domain(domain)))
 
 
-def _noisy_grid(spec, data, domain, epsilon, split, params, rng, g, *, n_public=None,
-                ledger=None, step="noisy cell counts", diagnostics=None):
-    """Histogram on a g x g grid plus Laplace(1/eps_counts) on every cell (spec 000 A6)."""
+def noisy_size(data, domain, epsilon, rng, ledger, purpose: str) -> int:
+    """A noisy dataset size N̂ = N + discrete Laplace(1/ε), charged to the ledger (sensitivity 1).
+
+    Rules that need N (grid size, sanity bound) use N̂, so N itself is never public.
+    """
+    return int(ledger.noisy_counts(rng, n_in_domain(data, domain), epsilon,
+                                   f"noisy dataset size ({purpose})"))
+
+
+def _noisy_grid(spec, data, domain, epsilon, split, params, rng, g, eps_counts, *, ledger=None,
+                step="noisy cell counts", diagnostics=None, noisy_n=None):
+    """Histogram on a g x g grid plus discrete Laplace(1/ε_counts) on every cell (spec 000 A6)."""
     ledger = ledger or Ledger()
-    eps_counts = epsilon * split[-1]
     grid = UniformGrid(domain, g)
-    H = data.histogram(grid)
-    scale = 1.0 / eps_counts
-    noisy = H + laplace(rng, scale, H.shape)
-    ledger.charge(step, eps_counts, 1.0, "laplace", scale,
-                  note=f"{grid.gx}x{grid.gy} cells, Laplace(1/ε) on every cell")
-    return GridRelease(spec, domain, epsilon, split, params, ledger, grid, noisy, scale,
-                       diagnostics=diagnostics, n_public=n_public)
+    noisy = ledger.noisy_counts(rng, data.histogram(grid), eps_counts, step,
+                                note=f"{grid.gx}x{grid.gy} cells, discrete Laplace(1/ε) on every cell")
+    return GridRelease(spec, domain, epsilon, split, params, ledger, grid, noisy, 1.0 / eps_counts,
+                       diagnostics=diagnostics, noisy_size=noisy_n)
 
 
 # ---------------------------------------------------------------------------- Identity, Uniform
 def release_identity(data, domain, epsilon, split, params, rng):
-    return _noisy_grid(IDENTITY, data, domain, epsilon, split, params, rng, params["grid_size"])
+    return _noisy_grid(IDENTITY, data, domain, epsilon, split, params, rng, params["grid_size"],
+                       epsilon)
 
 
 def release_uniform(data, domain, epsilon, split, params, rng):
-    return _noisy_grid(UNIFORM, data, domain, epsilon, split, params, rng, 1, step="noisy total")
+    return _noisy_grid(UNIFORM, data, domain, epsilon, split, params, rng, 1, epsilon,
+                       step="noisy total")
 
 
 IDENTITY = MechanismSpec(
     name="identity", label="Identity (fine grid)",
     description="Laplace noise on every cell of a fixed fine grid; no tuning, no smoothing.",
-    guarantee=f"ε-differential privacy, {ADD_REMOVE}.",
+    guarantee=f"ε-differential privacy, {ADD_REMOVE}; integer counts with discrete Laplace noise.",
     params=(Param("grid_size", int, 128, "Cells per side",
                   "Fixed grid resolution; finer grids add noise from more cells.", min=1, max=1024),),
     release=release_identity)
@@ -77,24 +87,29 @@ IDENTITY = MechanismSpec(
 UNIFORM = MechanismSpec(
     name="uniform", label="Uniform (one total)",
     description="One noisy total spread evenly over the domain: the no-structure baseline.",
-    guarantee=f"ε-differential privacy, {ADD_REMOVE}.",
+    guarantee=f"ε-differential privacy, {ADD_REMOVE}; the total gets discrete Laplace noise.",
     release=release_uniform)
 
 
 # ------------------------------------------------------------------------------ Heuristic UG
 def release_ug(data, domain, epsilon, split, params, rng):
-    n = n_in_domain(data, domain)
-    g = heuristic_grid_size(n, epsilon, params["c"])
-    return _noisy_grid(UG, data, domain, epsilon, split, params, rng, g, n_public=n)
+    """Qardaji et al.'s grid sized from a noisy N̂ (ε_size), then noisy counts (ε_counts)."""
+    ledger = Ledger()
+    n_hat = noisy_size(data, domain, epsilon * split[0], rng, ledger, "sets the grid size")
+    g = heuristic_grid_size(max(n_hat, 0), epsilon, params["c"])
+    return _noisy_grid(UG, data, domain, epsilon, split, params, rng, g, epsilon * split[1],
+                       ledger=ledger, noisy_n=n_hat)
 
 
 UG = MechanismSpec(
     name="ug", label="Uniform grid (Heuristic UG)",
-    description="Grid with m = √(N·ε/c) cells per side (Qardaji et al. 2013); all ε on the counts.",
-    guarantee=f"ε-differential privacy, {ADD_REMOVE}; the dataset size N is treated as public "
-              "(it sets the grid size).",
+    description="Grid with m = √(N̂·ε/c) cells per side (Qardaji et al. 2013), N̂ a noisy "
+                "dataset size; the rest of ε on the counts.",
+    guarantee=f"ε-differential privacy, {ADD_REMOVE}, with ε = ε_size + ε_counts: the dataset "
+              "size is not public, a noisy size (5% of ε by default) sets the grid.",
     params=(Param("c", float, 10.0, "Constant c", "The rule's constant; 10 was tuned by its "
                   "authors on their own datasets.", min=0.01, max=1000),),
+    budget_parts=(SIZE_PART, "counts"), default_split=(SIZE_SHARE, 1 - SIZE_SHARE),
     release=release_ug)
 
 
@@ -111,13 +126,15 @@ def rel_sensitivity(n: float, delta: float, lam: float, mean_l1) -> np.ndarray:
     return 1.0 / (delta * (rho + 1)) + lam * np.asarray(mean_l1, float) / (rho * (rho + 1)) + 1.0 / (rho + delta)
 
 
-def grid_scores(data, domain, grid_sizes, Q, lam, delta, variant="rel"):
+def grid_scores(data, domain, grid_sizes, Q, lam, delta, variant="rel", *, rho=None, cap=None):
     """Phase-1 scores s(D, g) for every candidate (spec 000 A3) and the mean ||α||_1 per g.
 
-    Returns (scores, mean_l1, l1_matrix) with l1_matrix[g, t] = ||α^{g,t}||_1.
+    ρ defaults to the paper's δ·N (spec worked examples); a release passes ρ = max(δ·N̂, 1) from
+    a noisy size and `cap` = 1/δ, which bounds each query's term so the score's sensitivity does
+    not depend on N (`capped_sensitivity`). Returns (scores, mean_l1, l1_matrix) with
+    l1_matrix[g, t] = ||α^{g,t}||_1.
     """
-    n = n_in_domain(data, domain)
-    rho = delta * n
+    rho = delta * n_in_domain(data, domain) if rho is None else rho
     T = data.true_counts(Q, domain).astype(np.float64)       # computed once, reused for every g
     scores, l1s = [], []
     for g in grid_sizes:
@@ -125,14 +142,28 @@ def grid_scores(data, domain, grid_sizes, Q, lam, delta, variant="rel"):
         R = grid_answers(grid, data.histogram(grid), Q)
         L = alpha_l1(grid, Q)
         bound = np.abs(R - T) + lam * L
-        scores.append(-np.mean(bound / np.maximum(T, rho)) if variant == "rel" else -np.mean(bound))
+        if variant == "rel":
+            term = bound / np.maximum(T, rho)
+            scores.append(-np.mean(term if cap is None else np.minimum(term, cap)))
+        else:
+            scores.append(-np.mean(bound))
         l1s.append(L)
     l1 = np.array(l1s)
     return np.array(scores), l1.mean(axis=1), l1
 
 
+def rel_sensitivity(n: float, delta: float, lam: float, mean_l1) -> np.ndarray:
+    """The paper's Corollary 7.9 with N public: 1/(δ(ρ+1)) + λ·L̄/(ρ(ρ+1)) + 1/(ρ+δ), ρ = δN (A4).
+
+    Kept for the spec's worked examples and as an owner-only comparison: a release uses
+    `capped_sensitivity`, which needs no exact N.
+    """
+    rho = delta * n
+    return 1.0 / (delta * (rho + 1)) + lam * np.asarray(mean_l1, float) / (rho * (rho + 1)) + 1.0 / (rho + delta)
+
+
 def sensitivities(n, delta, lam, mean_l1, l1_matrix, grid_sizes, variant, sens_mode, conservative):
-    """Δ_g per candidate: Cor. 7.9 (resp), Eq. 7, Eq. 8, or 1 for the absolute score (A4)."""
+    """The paper's Δ_g per candidate: Cor. 7.9 (resp), Eq. 7, Eq. 8, or 1 for the absolute score (A4)."""
     if variant == "abs":
         return np.ones(len(grid_sizes))
     n_eff = n - 1 if conservative else n      # P1: Δ decreases in N, so N-1 covers removal
@@ -145,45 +176,61 @@ def sensitivities(n, delta, lam, mean_l1, l1_matrix, grid_sizes, variant, sens_m
     return np.full(len(grid_sizes), rel_sensitivity(n_eff, delta, lam, float(gmax) ** 2))
 
 
+def capped_sensitivity(rho: float, cap: float) -> float:
+    """Sensitivity (cap + 1)/ρ of the capped relative score with a fixed, public ρ >= 1.
+
+    Per query, term = min((|R−T| + λL) / max(T, ρ), cap). Adding or removing a point moves
+    |R−T| by at most 1 (a change of at most 1/ρ) and T by at most 1; with the numerator fixed,
+    the step from max(T, ρ) to max(T+1, ρ) lowers a term that is below the cap by at most
+    cap·1/max(T+1, ρ) <= cap/ρ. The mean over queries keeps the bound. With cap = 1/δ this is
+    (1/δ + 1)/ρ, about the paper's 1/(δ(ρ+1)) + 1/(ρ+δ), without treating N as public.
+    """
+    return (float(cap) + 1.0) / float(rho)
+
+
 def release_e2epriv(data, domain, epsilon, split, params, rng):
-    """Spec 000 A7: exponential-mechanism grid choice (ε1), then a Laplace histogram (ε2)."""
+    """Spec 000 A7 with N private: noisy N̂ (ε0), grid choice by an exact exponential mechanism
+    over capped scores (ε1), then a discrete Laplace histogram (ε2)."""
     G = params["grid_sizes"]
     delta = params["delta"]
-    n = n_in_domain(data, domain)
-    if params["variant"] == "rel" and not delta * (n - params["conservative"]) > 1:
-        raise ParameterError(f"E2EPriv needs δ·N > 1 (spec 000 P6); δ={delta} and N={n} give "
-                             f"{delta * n:g}. Use δ ≥ {2 / max(n, 1):.3g} or the absolute score")
-    eps1, eps2 = epsilon * split[0], epsilon * split[1]
-    lam = 1.0 / eps2
-    Q = tuning_workload(domain, params)
-    scores, mean_l1, l1 = grid_scores(data, domain, G, Q, lam, delta, params["variant"])
-    sens = sensitivities(n, delta, lam, mean_l1, l1, G, params["variant"], params["sens_mode"],
-                         params["conservative"])
-    idx, probs = exponential_mechanism(rng, scores, eps1, sens)
+    eps0, eps1, eps2 = (epsilon * f for f in split)
     ledger = Ledger()
-    ledger.charge("grid-size selection (exponential mechanism)", eps1, float(sens[idx]),
-                  "exponential", None, note=f"{params['variant']} score, {params['sens_mode']} "
-                  f"sensitivity per candidate; chose g = {G[idx]} of {G}")
-    diag = {"grid_sizes": list(G), "scores": scores.tolist(), "sensitivities": sens.tolist(),
+    Q = tuning_workload(domain, params)
+    if params["variant"] == "rel":
+        n_hat = noisy_size(data, domain, eps0, rng, ledger, "sets the sanity bound ρ")
+        rho, cap = max(delta * n_hat, 1.0), 1.0 / delta
+        lam = 1.0 / eps2
+        scores, _, _ = grid_scores(data, domain, G, Q, lam, delta, "rel", rho=rho, cap=cap)
+        sens = capped_sensitivity(rho, cap)
+        note = f"capped relative score, ρ = max(δ·N̂, 1), Δ = (1/δ + 1)/ρ = {sens:.4g}"
+    else:                      # the absolute score needs no N: its share goes to the counts
+        n_hat, eps2 = None, eps2 + eps0
+        lam = 1.0 / eps2
+        scores, _, _ = grid_scores(data, domain, G, Q, lam, delta, "abs")
+        sens = 1.0
+        note = "absolute score, Δ = 1 (no dataset size needed; its share went to the counts)"
+    idx, probs = exponential_mechanism(rng, scores, eps1, sens)
+    ledger.charge("grid-size selection (exponential mechanism)", eps1, sens, "exponential", None,
+                  note=note + f"; exact discretised sampler; chose g = {G[idx]} of {G}")
+    diag = {"grid_sizes": list(G), "scores": scores.tolist(), "sensitivity": sens,
             "probabilities": probs.tolist(), "chosen": G[idx]}
-    return _noisy_grid(E2EPRIV, data, domain, epsilon, split, params, rng, G[idx], n_public=n,
-                       ledger=ledger, diagnostics=diag)
+    return _noisy_grid(E2EPRIV, data, domain, epsilon, split, params, rng, G[idx], eps2,
+                       ledger=ledger, diagnostics=diag, noisy_n=n_hat)
 
 
 E2EPRIV = MechanismSpec(
     name="e2epriv", label="E2EPriv (privately tuned grid)",
     description="Picks the grid size privately with the exponential mechanism, then releases "
-                "that grid with Laplace noise (Fanaeepour & Rubinstein 2017).",
-    guarantee=f"(ε1 + ε2)-differential privacy, {ADD_REMOVE}, for point data only; the dataset "
-              "size N is treated as public (it enters the score's sensitivity).",
+                "that grid with discrete Laplace noise (Fanaeepour & Rubinstein 2017).",
+    guarantee=f"(ε0 + ε1 + ε2)-differential privacy, {ADD_REMOVE}, for point data only: a noisy "
+              "dataset size (ε0, 5% by default) fixes the sanity bound, the grid choice (ε1) "
+              "uses capped scores whose sensitivity needs no exact N, and the counts (ε2) get "
+              "discrete Laplace noise.",
     params=(P_GRID_SIZES, P_DELTA, P_QUERY_AREA, P_N_QUERIES, P_WORKLOAD_SEED,
-            Param("variant", str, "rel", "Score", "rel: relative-error bound (Eq. 6); abs: "
-                  "absolute-error bound (sensitivity 1).", choices=("rel", "abs")),
-            Param("sens_mode", str, "resp", "Sensitivity", "resp: per-grid Δ_g (Cor. 7.9); eq7 "
-                  "and eq8: the looser global bounds, for comparison.", choices=("resp", "eq7", "eq8")),
-            Param("conservative", bool, False, "Conservative N", "Evaluate Δ at N−1, covering "
-                  "the removal direction (spec 000 P1).")),
-    budget_parts=("grid-size tuning", "counts"), default_split=(0.2, 0.8),
+            Param("variant", str, "rel", "Score", "rel: capped relative-error bound (Eq. 6); abs: "
+                  "absolute-error bound (sensitivity 1; needs no dataset size).",
+                  choices=("rel", "abs"))),
+    budget_parts=(SIZE_PART, "grid-size tuning", "counts"), default_split=(SIZE_SHARE, 0.15, 0.80),
     release=release_e2epriv)
 
 
@@ -198,13 +245,13 @@ def release_leaky(data, domain, epsilon, split, params, rng):
     draws, errs = [], []
     for g in G:
         grid = UniformGrid(domain, g)
-        noisy = data.histogram(grid) + laplace(rng, 1.0 / epsilon, (g, g))
+        noisy = data.histogram(grid) + count_noise(rng, epsilon, 1, (g, g))
         draws.append((grid, noisy))
         errs.append(np.mean(np.abs(grid_answers(grid, noisy, Q) - T) / np.maximum(T, rho)))
     best = int(np.argmin(errs))
     grid, noisy = draws[best]
     ledger = Ledger()
-    ledger.charge("noisy cell counts", epsilon, 1.0, "laplace", 1.0 / epsilon)
+    ledger.charge("noisy cell counts", epsilon, 1.0, "discrete laplace", 1.0 / epsilon)
     ledger.record_leak("grid choice on true answers",
                        f"{len(G)} noisy grids compared against true counts; no guarantee")
     return GridRelease(LEAKY, domain, epsilon, split, params, ledger, grid, noisy, 1.0 / epsilon,
@@ -233,13 +280,13 @@ LEAKY = MechanismSpec(
     description="Adds noise to each candidate grid but picks the grid by comparing with true "
                 "answers; an experimental reference from paper 000.",
     guarantee="NOT differentially private: the grid is chosen on the true data.",
-    params=_REF_PARAMS, private=False, release=release_leaky)
+    params=_REF_PARAMS, private=False, unit=NOT_PRIVATE, release=release_leaky)
 
 BEST_NONPRIV = MechanismSpec(
     name="best_nonpriv", label="Best non-private grid (NOT private)",
     description="The exact histogram at the grid size with the lowest aggregation error: the "
                 "accuracy floor no private method can beat.",
     guarantee="NOT differentially private: exact counts, no noise.",
-    params=_REF_PARAMS, private=False, release=release_best_nonpriv)
+    params=_REF_PARAMS, private=False, unit=NOT_PRIVATE, release=release_best_nonpriv)
 
 SPECS = (IDENTITY, UNIFORM, UG, E2EPRIV, LEAKY, BEST_NONPRIV)

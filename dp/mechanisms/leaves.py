@@ -14,7 +14,7 @@ from scipy import stats
 
 from ..domain import Domain, Projection, UniformGrid
 from ..queries import Rect, as_rect_array
-from .base import Release
+from .base import Release, noise_half_width
 
 
 def square_base_grid(domain: Domain, max_side: int = 1024) -> UniformGrid:
@@ -59,18 +59,20 @@ class LeafRelease(Release):
     leaves:    (L, 4) int array [r0, r1, c0, c1) in base-grid cells, disjoint, tiling the grid
     counts:    (L,) released noisy counts (raw, never clipped)
     leaf_var:  (L,) noise variance of each count when the counts' noise is independent, else None
+    leaf_scale: (L,) discrete Laplace scale of each count when it is one raw draw (for intervals)
     eps_path:  (L,) epsilon spent on the root-to-leaf path (for hover and the ledger check)
     nodes:     optional (K, 5) int array [r0, r1, c0, c1, depth] of every node of the released tree
                (leaves included), for the level-by-level "watch it grow" view
     """
 
     def __init__(self, spec, domain, epsilon, split, params, ledger, base: UniformGrid,
-                 leaves, counts, leaf_var=None, eps_path=None, nodes=None, **kw):
+                 leaves, counts, leaf_var=None, eps_path=None, nodes=None, leaf_scale=None, **kw):
         super().__init__(spec, domain, epsilon, split, params, ledger, **kw)
         self.base = base
         self.leaves = np.asarray(leaves, dtype=np.int64).reshape(-1, 4)
         self.counts = np.asarray(counts, dtype=np.float64)
         self.leaf_var = None if leaf_var is None else np.asarray(leaf_var, dtype=np.float64)
+        self.leaf_scale = None if leaf_scale is None else np.asarray(leaf_scale, dtype=np.float64)
         self.eps_path = None if eps_path is None else np.asarray(eps_path, dtype=np.float64)
         self.nodes = None if nodes is None else np.asarray(nodes, dtype=np.int64).reshape(-1, 5)
         self._sat = None
@@ -168,25 +170,23 @@ class LeafRelease(Release):
         return ox * oy / self.leaf_areas()
 
     def interval(self, rect: Rect, level: float = 0.95, n_sim: int = 20000, seed: int = 0):
-        """Answer +- the noise quantile, when leaf noises are independent Laplace (leaf_var set).
+        """Answer +- the noise quantile, when leaf noises are independent (leaf_var set).
 
-        Few overlapped leaves: Monte Carlo of sum a_L Y_L; many: normal approximation. Returns
-        (nan, nan) when the counts were post-processed jointly (no closed form is kept).
+        With `leaf_scale` (one discrete Laplace draw per leaf) the quantile of sum a_L Z_L is
+        simulated for few leaves; otherwise, or for many leaves, a normal approximation with the
+        variance is used. Returns (nan, nan) when the counts were post-processed jointly.
         """
         est = self.answer(rect)
         if self.leaf_var is None:
             return (math.nan, math.nan)
         a = self.overlap_fractions(rect)
         keep = a > 0
-        a, var = a[keep], self.leaf_var[keep]
-        if a.size == 0:
+        if not keep.any():
             return est, est
-        if a.size <= 64:
-            scale = np.sqrt(var / 2)
-            sims = np.random.default_rng(seed).laplace(0, 1, (n_sim, a.size)) @ (a * scale)
-            half = float(np.quantile(np.abs(sims), level))
+        if self.leaf_scale is not None:
+            half = noise_half_width(a[keep], self.leaf_scale[keep], level, n_sim, seed)
         else:
-            half = float(stats.norm.ppf(0.5 + level / 2) * np.sqrt((a ** 2 * var).sum()))
+            half = float(stats.norm.ppf(0.5 + level / 2) * np.sqrt((a[keep] ** 2 * self.leaf_var[keep]).sum()))
         return est - half, est + half
 
     # ------------------------------------------------------------------ export

@@ -1,0 +1,162 @@
+"""Privacy auditing: a stochastic tester of the ε claim and the floating-point (last-bits) check.
+
+The stochastic tester follows the design of Google's differential-privacy stochastic tester
+(Gilbert & McMillan, "Property testing for differential privacy", 2018) and DP-Sniper (Bichsel
+et al., S&P 2021) and StatDP (Ding et al., CCS 2018): run a mechanism many times on two
+neighbouring datasets, look at output events (the structure chosen, a count above a threshold),
+and bound the privacy loss ln(P[E | D] / P[E | D']) from below with exact binomial confidence
+intervals. Candidate events are picked on a first batch of runs and tested on a second,
+independent batch (so the choice cannot overfit the sample), with a Bonferroni correction over
+the picked events; the claim fails when the lower confidence bound of the loss exceeds ε.
+
+`float_laplace_impossible` reproduces Mironov's attack (CCS 2012) on numpy's floating-point
+Laplace: it tells whether a released double could have come from a neighbouring count at all.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import numpy as np
+from scipy import stats
+
+Features = tuple        # (structure: hashable, answers: 1-D float array)
+
+
+@dataclass(frozen=True)
+class AuditResult:
+    """Outcome of one audit: the worst event's privacy-loss estimate and its lower bound."""
+
+    epsilon: float
+    event: str
+    p: float                 # P[E | D] on the test batch
+    p_neighbour: float       # P[E | D'] on the test batch
+    loss: float              # point estimate of |ln(p / p')|
+    loss_lower: float        # lower confidence bound (Bonferroni-corrected)
+    runs: int                # runs per dataset in the test batch
+
+    @property
+    def passed(self) -> bool:
+        return self.loss_lower <= self.epsilon
+
+    def __str__(self):
+        return (f"worst event {self.event}: P = {self.p:.4f} vs {self.p_neighbour:.4f}, loss "
+                f"{self.loss:.3f} (lower bound {self.loss_lower:.3f}) vs claimed ε = {self.epsilon:g}")
+
+
+def release_features(rel, rects) -> Features:
+    """What the tester looks at in a release: a signature of its structure and answers to `rects`."""
+    g, ranges, _ = rel.regions()
+    structure = (g.gx, g.gy, np.asarray(ranges).tobytes())
+    return structure, np.asarray(rel.answer_many(rects), dtype=np.float64)
+
+
+def _features(run: Callable, seeds) -> list:
+    return [run(np.random.default_rng(s)) for s in seeds]
+
+
+def _events(sample_a, sample_b, n_thresholds: int = 9):
+    """Candidate events as (name, predicate on Features), from the pooled first-batch outputs."""
+    events = []
+    structures = {f[0] for f in sample_a} | {f[0] for f in sample_b}
+    if len(structures) > 1:
+        for i, s in enumerate(sorted(structures, key=hash)):
+            events.append((f"structure #{i}", lambda f, s=s: f[0] == s))
+    ans = np.array([f[1] for f in list(sample_a) + list(sample_b)])
+    for j in range(ans.shape[1]):
+        qs = np.unique(np.quantile(ans[:, j], np.linspace(0.05, 0.95, n_thresholds)))
+        for t in qs:
+            events.append((f"answer {j} >= {t:g}", lambda f, j=j, t=t: f[1][j] >= t))
+            events.append((f"answer {j} < {t:g}", lambda f, j=j, t=t: f[1][j] < t))
+    return events
+
+
+def _cp(k: int, n: int, alpha: float) -> tuple[float, float]:
+    """Clopper-Pearson two-sided (1 - alpha) interval for a binomial proportion."""
+    lo = 0.0 if k == 0 else float(stats.beta.ppf(alpha / 2, k, n - k + 1))
+    hi = 1.0 if k == n else float(stats.beta.ppf(1 - alpha / 2, k + 1, n - k))
+    return lo, hi
+
+
+def _log_ratio(a: float, b: float) -> float:
+    if a == 0 and b == 0:
+        return 0.0
+    if b == 0:
+        return math.inf
+    if a == 0:
+        return -math.inf
+    return math.log(a / b)
+
+
+def audit(run_d: Callable, run_d2: Callable, epsilon: float, runs: int = 1000, *,
+          alpha: float = 0.01, top: int = 5, seed: int = 0) -> AuditResult:
+    """Test the ε claim of a mechanism on one neighbouring pair (D, D').
+
+    run_d(rng) and run_d2(rng) release on D and D' with the given Generator and return
+    `release_features(...)`. `runs` releases per dataset pick the `top` events with the
+    largest empirical loss; `runs` fresh releases per dataset then test them. Returns the
+    worst tested event; `passed` is False when its lower bound (confidence 1 - alpha over all
+    tested events) exceeds ε.
+    """
+    ss = np.random.SeedSequence(seed)
+    s1, s2, s3, s4 = (c.generate_state(runs) for c in ss.spawn(4))
+    a, b = _features(run_d, s1), _features(run_d2, s2)
+    scored = []
+    for name, ev in _events(a, b):
+        pa = (sum(map(ev, a)) + 0.5) / (runs + 1)
+        pb = (sum(map(ev, b)) + 0.5) / (runs + 1)
+        scored.append((abs(math.log(pa / pb)), name, ev))
+    scored.sort(key=lambda t: -t[0])
+    chosen = scored[:top]
+    a, b = _features(run_d, s3), _features(run_d2, s4)
+    level = alpha / (2 * max(1, len(chosen)))        # two directions per event
+    worst = None
+    for _, name, ev in chosen:
+        ka, kb = sum(map(ev, a)), sum(map(ev, b))
+        (alo, ahi), (blo, bhi) = _cp(ka, runs, level), _cp(kb, runs, level)
+        for num, den, lo_num, hi_den in ((ka, kb, alo, bhi), (kb, ka, blo, ahi)):
+            lower = _log_ratio(lo_num, hi_den)
+            point = abs(_log_ratio(num / runs, den / runs)) if num or den else 0.0
+            if worst is None or lower > worst.loss_lower:
+                worst = AuditResult(epsilon, name, ka / runs, kb / runs, point, lower, runs)
+    return worst if worst is not None else AuditResult(epsilon, "none", 0, 0, 0, -math.inf, runs)
+
+
+# ------------------------------------------------------------------- last-bits (Mironov) check
+def _numpy_laplace_values(u: np.ndarray, scale: float) -> np.ndarray:
+    """numpy's Laplace transform of uniforms u in [0, 1) (legacy-compatible formula)."""
+    with np.errstate(divide="ignore"):
+        return np.where(u >= 0.5, -scale * np.log(2.0 - u - u), scale * np.log(u + u))
+
+
+def float_laplace_reachable(values, counts, scale: float, window: int = 64) -> np.ndarray:
+    """True where a double `value` equals count + numpy-Laplace(scale) for some 53-bit uniform.
+
+    Inverts the transform to the nearest uniforms on numpy's 2^-53 grid and tries `window`
+    grid steps either side; the set of doubles c + L reachable this way differs for c and c + 1.
+    """
+    v = np.asarray(values, dtype=np.float64).ravel()
+    c = np.broadcast_to(np.asarray(counts, dtype=np.float64), v.shape).ravel()
+    lap = v - c
+    u0 = np.where(lap >= 0, 1.0 - np.exp(-lap / scale) / 2.0, np.exp(lap / scale) / 2.0)
+    k0 = np.floor(u0 * 2.0 ** 53)
+    steps = np.arange(-window, window + 1, dtype=np.float64)
+    u = np.clip((k0[:, None] + steps) / 2.0 ** 53, 0.0, 1.0 - 2.0 ** -53)
+    return np.any(c[:, None] + _numpy_laplace_values(u, scale) == v[:, None], axis=1)
+
+
+def float_laplace_impossible(values, true_counts, scale: float) -> float:
+    """Fraction of released doubles reachable from the true counts but NOT from counts + 1.
+
+    Each such value has infinite privacy loss: it proves the cell did not hold one more point.
+    """
+    here = float_laplace_reachable(values, true_counts, scale)
+    there = float_laplace_reachable(values, np.asarray(true_counts) + 1.0, scale)
+    return float(np.mean(here & ~there)) if here.size else 0.0
+
+
+def integer_valued(values: Sequence[float]) -> bool:
+    """True when every released value is a whole number (the support of integer noise)."""
+    v = np.asarray(values, dtype=np.float64)
+    return bool(np.all(np.isfinite(v)) and np.all(v == np.rint(v)))

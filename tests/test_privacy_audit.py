@@ -1,0 +1,209 @@
+"""Privacy of the released bytes (issue: sound noise and randomness).
+
+Reproduces the audit's attacks (last bits of float Laplace, fixed seeds, exported dataset size)
+and runs the stochastic privacy tester of `dp.audit` over every registered private mechanism on
+a neighbouring pair chosen to maximise influence. The tester is shown to have power: it fails
+on the non-private reference and on planted bugs (halved noise, exact N used as public).
+"""
+import json
+
+import numpy as np
+import pytest
+import shapely
+
+import dp
+from dp import audit
+from dp.mechanisms import grid as grid_mod
+from dp.mechanisms.base import ADD_REMOVE_POINT, UNITS
+
+BOX = dp.Domain(-0.10, 51.50, -0.08, 51.51)          # about 1.4 x 1.1 km, public
+
+
+def _points(n, seed, centre=(0.3, 0.6), spread=0.12):
+    """n points, half clustered near `centre` (fractions of the box), half uniform (fixed seed)."""
+    rng = np.random.default_rng(seed)
+    k = n // 2
+    fx = np.concatenate([rng.normal(centre[0], spread, k), rng.uniform(0, 1, n - k)]).clip(0.001, 0.999)
+    fy = np.concatenate([rng.normal(centre[1], spread, k), rng.uniform(0, 1, n - k)]).clip(0.001, 0.999)
+    return BOX.west + fx * BOX.width, BOX.south + fy * BOX.height
+
+
+def _at(fx, fy):
+    return BOX.west + fx * BOX.width, BOX.south + fy * BOX.height
+
+
+def _add(x, y, px, py):
+    return dp.PointData(np.append(x, px), np.append(y, py))
+
+
+def _focus(fx, fy, half=0.08):
+    return np.array([[BOX.west + (fx - half) * BOX.width, BOX.south + (fy - half) * BOX.height,
+                      BOX.west + (fx + half) * BOX.width, BOX.south + (fy + half) * BOX.height]])
+
+
+def _regions(n, seed):
+    rng = np.random.default_rng(seed)
+    c = rng.uniform(0.15, 0.85, (n, 2))
+    r = rng.uniform(0.01, 0.04, n)
+    return [shapely.box(*_at(cx - rr, cy - rr), *_at(cx + rr, cy + rr)) for (cx, cy), rr in zip(c, r)]
+
+
+def neighbour_pair(name):
+    """(D, D', params, epsilon, focus rectangles) for one mechanism: D' differs from D by the
+    mechanism's unit of privacy, placed where it moves the structure most (a dense area)."""
+    x, y = _points(300, 1)
+    px, py = _at(0.3, 0.6)
+    add = lambda: _add(x, y, px, py)                      # noqa: E731
+    base = {"base_cells": 16}
+    if name == "ug":      # the audit's pair: N = 1102 and 1103 straddle a grid-size change
+        x2, y2 = _points(1102, 2)
+        return dp.PointData(x2, y2), _add(x2, y2, px, py), {}, 1.0, _focus(0.3, 0.6)
+    if name == "shifted_grids":      # δ-neighbours: one point moves by less than δ
+        d2x = x.copy()
+        d2x[0] = min(x[0] + 0.00099, BOX.east - 1e-9)     # about 70 m < δ = 100 m
+        return (dp.PointData(x, y), dp.PointData(d2x, y),
+                {"delta_km": 0.1, "bins_per_side": 8, "m_max": 8}, 1.0, _focus(0.3, 0.6))
+    if name == "bounded_grid":       # replace one point
+        x2 = x.copy(); y2 = y.copy()
+        x2[0], y2[0] = px, py
+        return dp.PointData(x, y), dp.PointData(x2, y2), {"bins_per_side": 8}, 1.0, _focus(0.3, 0.6)
+    if name == "euler":              # add one user's region
+        g = _regions(60, 3)
+        extra = shapely.box(*_at(0.45, 0.45), *_at(0.5, 0.5))
+        return (dp.RegionData(g), dp.RegionData(g + [extra]),
+                {"cells": 6, "bound_km": 0.2}, 1.0, _focus(0.47, 0.47, 0.1))
+    params = {
+        "identity": {"grid_size": 8}, "uniform": {},
+        "e2epriv": {"grid_sizes": [2, 4, 8], "tuning_queries": 20, "delta": 0.05},
+        "htf": dict(base, stop_count=5.0), "ag": base, "quadtree": base, "kdtree": base,
+        "privtree": base,
+    }[name]
+    return dp.PointData(x, y), add(), params, 1.0, _focus(0.3, 0.6)
+
+
+PRIVATE = sorted(dp.mechanisms(private_only=True))
+
+
+def _runner(name, data, params, eps, rects):
+    return lambda rng: audit.release_features(
+        dp.release(name, data, BOX, eps, params=params, seed=rng), rects)
+
+
+def _audit(name, runs, seed=0, **kw):
+    d, d2, params, eps, rects = neighbour_pair(name)
+    return audit.audit(_runner(name, d, params, eps, rects), _runner(name, d2, params, eps, rects),
+                       eps, runs, seed=seed, **kw)
+
+
+# ------------------------------------------------------------------------- the tester itself
+@pytest.mark.parametrize("name", PRIVATE)
+def test_stochastic_tester_passes(name):
+    # a fast run of the tester: 300 + 300 releases per dataset, the claimed ε must hold
+    result = _audit(name, 300)
+    assert result.passed, f"{name}: {result}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", PRIVATE)
+def test_stochastic_tester_passes_thorough(name):
+    result = _audit(name, 2000, seed=1)
+    assert result.passed, f"{name}: {result}"
+
+
+def test_tester_catches_a_non_private_reference():
+    # BestNonPriv releases exact counts: the neighbour's count never occurs, the loss is infinite
+    d, d2, _, eps, rects = neighbour_pair("identity")
+    params = {"grid_sizes": [8], "tuning_queries": 5}
+    result = audit.audit(_runner("best_nonpriv", d, params, eps, rects),
+                         _runner("best_nonpriv", d2, params, eps, rects), eps, 200)
+    assert not result.passed and result.loss_lower > 2 * eps
+
+
+def test_tester_catches_halved_noise(monkeypatch):
+    # planted bug: identity's counts drawn at half the noise scale while ε is charged as usual
+    real = dp.budget.count_noise
+    monkeypatch.setattr(dp.budget, "count_noise", lambda rng, e, s=1, size=None: real(rng, 2 * e, s, size))
+    result = _audit("identity", 600)
+    assert not result.passed, str(result)
+
+
+def test_tester_catches_exact_n_as_public(monkeypatch):
+    # planted bug: UG sizes its grid from the exact N (the audit's finding), N = 1102 vs 1103
+    def exact(data, domain, epsilon, rng, ledger, purpose):
+        ledger.charge(f"noisy dataset size ({purpose})", epsilon, 1.0)
+        return grid_mod.n_in_domain(data, domain)
+    monkeypatch.setattr(grid_mod, "noisy_size", exact)
+    result = _audit("ug", 300)
+    assert not result.passed and result.event.startswith("structure"), str(result)
+
+
+# ------------------------------------------------------------------------- the audit's attacks
+def test_attack1_float_laplace_last_bits_reproduced_and_gone():
+    # Mironov 2012: with the old true + rng.laplace(...) in doubles, a share of the cells hold a
+    # value that count + 1 cannot produce (infinite loss). The landed export holds integers only.
+    data, domain = dp.load_sample("small_city_5k")
+    rel = dp.release("identity", data, domain, 1.0, params={"grid_size": 64})
+    true = data.histogram(rel.grid).ravel().astype(float)
+    old = true + np.random.default_rng(7).laplace(0.0, 1.0, true.size)        # the old release
+    assert audit.float_laplace_impossible(old, true, 1.0) > 0.05
+    counts = [f["properties"]["noisy_count"] for f in rel.to_geojson()["features"]]
+    assert audit.integer_valued(counts) and all(isinstance(c, int) for c in counts)
+    # every emitted value is in the support under the neighbour too (integer noise has full support)
+    assert np.all(np.asarray(counts) - (true + 1) == np.rint(np.asarray(counts) - (true + 1)))
+
+
+@pytest.mark.parametrize("name", ["identity", "uniform", "ug", "e2epriv", "privtree", "htf",
+                                  "bounded_grid", "euler"])
+def test_raw_noisy_counts_are_integers(name):
+    # mechanisms that publish raw noisy counts publish integers; smoothed trees (quadtree,
+    # kd-tree, AG) and averaged shifted grids publish post-processing of integer noisy counts
+    d, _, params, eps, _ = neighbour_pair(name)
+    rel = dp.release(name, d, BOX, eps, params=params)
+    _, _, values = rel.regions()
+    assert audit.integer_valued(values), name
+
+
+def test_attack2_fixed_seed_is_labelled_and_fresh_seeds_are_unguessable():
+    data, domain = dp.load_sample("small_city_5k")
+    demo = dp.release("e2epriv", data, domain, 1.0, seed=1)
+    again = dp.release("e2epriv", data, domain, 1.0, seed=1)
+    assert np.array_equal(demo.counts, again.counts)         # reproducible, hence removable
+    meta = demo.metadata()
+    assert demo.reproducible_demo and not demo.private and meta["differentially_private"] is False
+    assert "NOT private" in meta["reproducible_demo"]
+    fresh = [dp.release("e2epriv", data, domain, 1.0) for _ in range(2)]
+    assert all(r.private and not r.reproducible_demo for r in fresh)
+    assert not np.array_equal(fresh[0].counts, fresh[1].counts)
+    text = json.dumps(fresh[0].metadata(), default=str)
+    assert "seed" not in text.replace("workload_seed", "")
+    # the default generator is seeded from 128 bits of OS entropy, not a small integer
+    ss = np.random.SeedSequence()
+    assert int(ss.entropy).bit_length() > 64 and dp.noise.make_rng(None) is not None
+
+
+def _numbers(obj):
+    if isinstance(obj, dict):
+        for v in obj.values():
+            yield from _numbers(v)
+    elif isinstance(obj, (list, tuple)):
+        for v in obj:
+            yield from _numbers(v)
+    elif isinstance(obj, (int, float)) and not isinstance(obj, bool):
+        yield obj
+
+
+@pytest.mark.parametrize("name", PRIVATE)
+def test_attack3_exports_carry_no_exact_dataset_size(name):
+    d, _, params, eps, _ = neighbour_pair(name)
+    rel = dp.release(name, d, BOX, eps, params=params)
+    meta = rel.metadata()
+    assert "dataset_size_public" not in meta
+    n = d.n
+    assert n not in set(_numbers(meta)), f"{name} exports the exact dataset size {n}"
+
+
+def test_every_mechanism_states_its_unit_of_privacy():
+    for name, spec in dp.mechanisms().items():
+        assert spec.unit in UNITS
+        if spec.private and spec.unit == ADD_REMOVE_POINT:
+            assert "add/remove one point" in spec.guarantee or "adding or removing one point" in spec.guarantee
