@@ -242,10 +242,10 @@ def shifted_counts(lattice, x_m, y_m) -> np.ndarray:
 
 
 def noisy_shifted(lattice, exact, scale, rng) -> np.ndarray:
-    """What `shifted_grids` releases: Laplace(Δ/ε) on every in-box bin of every grid."""
+    """What `shifted_grids` releases: discrete Laplace(Δ/ε) on every in-box bin of every grid."""
     noisy = exact.copy()
     mask = lattice.in_box
-    noisy[mask] += dp.noise.laplace(rng, scale, int(mask.sum()))
+    noisy[mask] += dp.noise.discrete_laplace(rng, scale, int(mask.sum()))
     return noisy
 
 
@@ -268,8 +268,8 @@ def check_against_library(data, box, x_m, y_m, configs, grid_widths, seed):
         grid = grid_for(box, w_km)
         ref = dp.release("bounded_grid", data, DOMAIN, EPSILON, params={"bin_km": w_km},
                          seed=[seed, 98])
-        mine = data.histogram(grid) + dp.noise.laplace(np.random.default_rng([seed, 98]),
-                                                       2.0 / EPSILON, grid.shape)
+        mine = data.histogram(grid) + dp.noise.discrete_laplace(np.random.default_rng([seed, 98]),
+                                                                2.0 / EPSILON, grid.shape)
         if ref.grid.shape != grid.shape or not np.array_equal(mine, ref.counts):
             raise RuntimeError(f"fast bounded-grid path differs from dp.release at w = {w_km} km")
 
@@ -376,7 +376,7 @@ def monte_carlo(name, data, pick, Q, T, xy, reps, seed, log):
         for rep in range(reps):
             rng = np.random.default_rng([seed, rep, crc(name), crc(kind), code(d or 0), code(w_km)])
             if kind == "grid":
-                rel = grid_release(grid, exact + dp.noise.laplace(rng, 2.0 / EPSILON, exact.shape),
+                rel = grid_release(grid, exact + dp.noise.discrete_laplace(rng, 2.0 / EPSILON, exact.shape),
                                    w_km, 2.0 / EPSILON)
             else:
                 rel = shifted_release(box, lattice, noisy_shifted(lattice, exact, scale, rng),

@@ -56,19 +56,26 @@ def _features(run: Callable, seeds) -> list:
     return [run(np.random.default_rng(s)) for s in seeds]
 
 
-def _events(sample_a, sample_b, n_thresholds: int = 9):
-    """Candidate events as (name, predicate on Features), from the pooled first-batch outputs."""
+def _events(sample_a, sample_b, n_thresholds: int = 9, n_structures: int = 10):
+    """Candidate events as (name, indicator over a sample), from the pooled first-batch outputs:
+    the most frequent structures, and each answer above or below its pooled quantiles."""
+    pooled = list(sample_a) + list(sample_b)
     events = []
-    structures = {f[0] for f in sample_a} | {f[0] for f in sample_b}
-    if len(structures) > 1:
-        for i, s in enumerate(sorted(structures, key=hash)):
-            events.append((f"structure #{i}", lambda f, s=s: f[0] == s))
-    ans = np.array([f[1] for f in list(sample_a) + list(sample_b)])
+    freq: dict = {}
+    for f in pooled:
+        freq[f[0]] = freq.get(f[0], 0) + 1
+    if len(freq) > 1:
+        top = sorted(freq, key=freq.get, reverse=True)[:n_structures]
+        for i, st in enumerate(top):
+            events.append((f"structure #{i} (seen {freq[st]} times)",
+                           lambda sample, st=st: np.array([f[0] == st for f in sample])))
+    ans = np.array([f[1] for f in pooled])
     for j in range(ans.shape[1]):
-        qs = np.unique(np.quantile(ans[:, j], np.linspace(0.05, 0.95, n_thresholds)))
-        for t in qs:
-            events.append((f"answer {j} >= {t:g}", lambda f, j=j, t=t: f[1][j] >= t))
-            events.append((f"answer {j} < {t:g}", lambda f, j=j, t=t: f[1][j] < t))
+        for t in np.unique(np.quantile(ans[:, j], np.linspace(0.05, 0.95, n_thresholds))):
+            events.append((f"answer {j} >= {t:g}",
+                           lambda sample, j=j, t=t: np.array([f[1][j] for f in sample]) >= t))
+            events.append((f"answer {j} < {t:g}",
+                           lambda sample, j=j, t=t: np.array([f[1][j] for f in sample]) < t))
     return events
 
 
@@ -104,8 +111,8 @@ def audit(run_d: Callable, run_d2: Callable, epsilon: float, runs: int = 1000, *
     a, b = _features(run_d, s1), _features(run_d2, s2)
     scored = []
     for name, ev in _events(a, b):
-        pa = (sum(map(ev, a)) + 0.5) / (runs + 1)
-        pb = (sum(map(ev, b)) + 0.5) / (runs + 1)
+        pa = (ev(a).sum() + 0.5) / (runs + 1)
+        pb = (ev(b).sum() + 0.5) / (runs + 1)
         scored.append((abs(math.log(pa / pb)), name, ev))
     scored.sort(key=lambda t: -t[0])
     chosen = scored[:top]
@@ -113,7 +120,7 @@ def audit(run_d: Callable, run_d2: Callable, epsilon: float, runs: int = 1000, *
     level = alpha / (2 * max(1, len(chosen)))        # two directions per event
     worst = None
     for _, name, ev in chosen:
-        ka, kb = sum(map(ev, a)), sum(map(ev, b))
+        ka, kb = int(ev(a).sum()), int(ev(b).sum())
         (alo, ahi), (blo, bhi) = _cp(ka, runs, level), _cp(kb, runs, level)
         for num, den, lo_num, hi_den in ((ka, kb, alo, bhi), (kb, ka, blo, ahi)):
             lower = _log_ratio(lo_num, hi_den)

@@ -51,6 +51,16 @@ class Ledger:
         self.charge(step, epsilon, sensitivity, "discrete laplace", sensitivity / epsilon, note)
         return ints + count_noise(rng, epsilon, sensitivity, ints.shape)
 
+    def noisy_size(self, rng, n: int, epsilon: float, purpose: str) -> int:
+        """A noisy dataset size N + discrete Laplace(1/ε), charged here (N has sensitivity 1).
+
+        Rules that need N (a grid size, a tree height, a sanity bound) use this, never N; it is
+        released as the noisy dataset size.
+        """
+        return int(self.noisy_counts(rng, int(n), epsilon, f"noisy dataset size ({purpose})",
+                                     note="discrete Laplace(1/ε) on the number of points; "
+                                          "released as the noisy dataset size"))
+
     def record_leak(self, step: str, note: str) -> LedgerEntry:
         """Record a step that used the data with no DP guarantee (e.g. a domain fitted to data)."""
         entry = LedgerEntry(step, 0.0, math.inf, "none", None, False, note)

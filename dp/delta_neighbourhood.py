@@ -12,6 +12,12 @@ threshold is `delta_dist` (δ in (ε, δ)-DP means something else).
 - Sustainable time-series budgets (spec 2.9): window sums, the offline allocation (Problem 1)
   and the online allocation (Problem 2 over sampled futures).
 
+Noise. Counts get integer noise from the exact discrete Laplace sampler and real values
+(sorted points, a median) the discretised Laplace mechanism of `dp.noise.laplace_real`, so no
+low bits of a double reveal the data. Functions that draw take `rng`: a numpy Generator (used
+as given), None (fresh OS entropy) or an int, which is for tests only: a fixed seed makes the
+noise reproducible and so removable.
+
 Half-open bins. For grid bins [x0, x1) the distance between two bins is attained only when
 the gap between them is 0, so bins i, j are δ-neighbours iff gap < δ (strict). The spec's
 "gap ≤ δ" is the closed-bin version; it adds pairs exactly δ apart and would give Δ = 2
@@ -24,6 +30,8 @@ import math
 import numpy as np
 from scipy.optimize import isotonic_regression
 
+from .noise import discrete_laplace, laplace_real, make_rng
+
 __all__ = [
     "standard_sensitivity", "delta_sensitivity", "grid_neighbour_pairs", "grid_source_bins",
     "point_neighbours", "workload_variances", "cut_counts", "graph_edges", "greedy_augment",
@@ -35,6 +43,7 @@ __all__ = [
 ]
 
 BOTTOM = -1     # the source vertex ⊥ in edge lists (spec 2.3)
+MEDIAN_GRID_BITS = 24    # the smooth median is released on the public grid Λ·2^-24
 
 
 # ============================================================ 2.1 linear strategies
@@ -208,10 +217,14 @@ def cumulative_strategy(n: int, source: str = "left") -> np.ndarray:
 
 
 def cumulative_release(counts, epsilon: float, delta_bins: int, rng, source: str = "left") -> np.ndarray:
-    """ã = C_n c + Lap(δ_b/ε)^n: Δ = δ_b under δ-neighbourhood with one source at the end."""
-    c = np.asarray(counts, dtype=np.float64)
-    a = cumulative_strategy(len(c), source) @ c
-    return a + np.random.default_rng(rng).laplace(0.0, delta_bins / epsilon, len(c))
+    """ã = C_n c + discrete Laplace(δ_b/ε)^n (integers): Δ = δ_b under δ-neighbourhood with one
+    source at the end. `counts` must be whole numbers."""
+    c = np.asarray(counts)
+    ints = np.rint(c).astype(np.int64)
+    if not np.array_equal(ints, c):
+        raise ValueError("cumulative_release needs whole-number counts")
+    a = cumulative_strategy(len(ints), source).astype(np.int64) @ ints
+    return a + discrete_laplace(make_rng(rng), delta_bins / epsilon, len(ints))
 
 
 def cumulative_range(a_noisy, i, j, source: str = "left") -> np.ndarray:
@@ -227,7 +240,11 @@ def cumulative_range(a_noisy, i, j, source: str = "left") -> np.ndarray:
 
 
 def cumulative_range_variance(n: int, i, j, epsilon: float, delta_bins: int, source: str = "left"):
-    """4δ_b²/ε² when the range needs two released values, 2δ_b²/ε² when one (spec 2.2)."""
+    """4δ_b²/ε² when the range needs two released values, 2δ_b²/ε² when one (spec 2.2).
+
+    These are the spec's continuous-Laplace values; the discrete noise of `cumulative_release`
+    has variance 2q/(1-q)², q = exp(-ε/δ_b), which is never larger than 2δ_b²/ε².
+    """
     i, j = np.asarray(i), np.asarray(j)
     two = (j < n - 1) if source == "left" else (i > 0)
     return np.where(two, 4.0, 2.0) * delta_bins ** 2 / epsilon ** 2
@@ -241,11 +258,16 @@ def sorted_points_sensitivity(delta_dist: float, domain_size: float = 1.0) -> fl
 
 def sorted_points_release(x, epsilon: float, delta_dist: float, rng, domain_size: float = 1.0,
                           postprocess: bool = False) -> np.ndarray:
-    """z̃ = sort(x) + Lap(δΛ/ε)^n (spec 2.7, S = ∅ so n is public). `postprocess`: isotonic
-    regression to non-decreasing values, then clip to [0, Λ] (privacy-free)."""
+    """z̃ = sort(x) + Laplace noise of scale about δΛ/ε per value (spec 2.7, S = ∅ so n is public),
+    on the public grid g = δΛ/1024 (`laplace_real`). `postprocess`: isotonic regression to
+    non-decreasing values, then clip to [0, Λ] (privacy-free).
+
+    Rounding is monotone, so the rounded sorted vector is the sorted vector of rounded points,
+    and a replacement x → y changes it by |round(x) − round(y)| ≤ δΛ/g + 1 grid steps in L1:
+    exactly the sensitivity `laplace_real` calibrates its noise to.
+    """
     z = np.sort(np.asarray(x, dtype=np.float64))
-    scale = sorted_points_sensitivity(delta_dist, domain_size) / epsilon
-    zt = z + np.random.default_rng(rng).laplace(0.0, scale, z.size)
+    zt = laplace_real(make_rng(rng), z, sorted_points_sensitivity(delta_dist, domain_size), epsilon)
     if postprocess and zt.size:
         zt = np.clip(isotonic_regression(zt).x, 0.0, domain_size)
     return zt
@@ -293,12 +315,19 @@ def median_smooth_sensitivity(x, beta: float, domain_size: float = 1.0,
 
 def smooth_median_release(x, epsilon: float, failure_prob: float, rng, domain_size: float = 1.0,
                           delta_dist: float | None = None):
-    """median + (S/α)·Lap(1) with α = ε/2, β = ε/(2 ln(2/δ')): (ε, δ')-DP (spec 2.8; δ' is
-    `failure_prob`). Returns (noisy median, S, β)."""
+    """median + Laplace noise of scale S/α, α = ε/2, β = ε/(2 ln(2/δ')): (ε, δ')-DP (spec 2.8;
+    δ' is `failure_prob`). Returns (noisy median, S, β).
+
+    The median is rounded to the public grid g = Λ·2^-24 and gets discrete Laplace noise of scale
+    (S/g + 1)/α grid steps (`laplace_real`): S/g + 1 is still β-smooth and bounds the local
+    sensitivity of the rounded median, and the discrete Laplace keeps the sliding and dilation
+    bounds NRS use (its normaliser tanh(1/2b) changes by at most the factor of the continuous 1/b).
+    """
     beta = epsilon / (2 * math.log(2 / failure_prob))
     S = median_smooth_sensitivity(x, beta, domain_size, delta_dist)
     med = float(np.median(x))
-    return med + S / (epsilon / 2) * np.random.default_rng(rng).laplace(0.0, 1.0), S, beta
+    g = float(domain_size) * 2.0 ** -MEDIAN_GRID_BITS
+    return float(laplace_real(make_rng(rng), med, S, epsilon / 2, granularity=g)), S, beta
 
 
 # ============================================================ 2.9 time series
@@ -432,11 +461,12 @@ def online_allocation(w, epsilon: float, delta_steps: int, p: float | None = Non
       a step with w_i > 0 never gets 0 when budget is left;
     - each candidate's score: Problem 1 with ε_1..ε_{i−1} and ε_i = e fixed, solved for every
       distinct sampled future (common random numbers across candidates).
-    w is only read up to step i when deciding step i. Returns the committed ε (feasible).
+    w is only read up to step i when deciding step i. `rng` draws the sampled futures (an int
+    seed is for tests only). Returns the committed ε (feasible).
     """
     w = np.asarray(w, dtype=np.float64)
     n = w.size
-    gen = np.random.default_rng(rng)
+    gen = make_rng(rng)
     if sampler is None:
         if p is None:
             raise ValueError("give the Bernoulli probability p or a sampler")

@@ -38,49 +38,95 @@ def make_rng(seed=None) -> np.random.Generator:
 
 
 # ------------------------------------------------------------------------- exact Bernoulli draws
-def _uniform_below(rng: np.random.Generator, high: np.ndarray) -> np.ndarray:
-    """Exact uniform integers in [0, high) for int64 arrays `high` >= 1 (numpy's unbiased method)."""
+_BITS = 62                    # one uniform integer R in [0, 2^62) decides almost every draw
+_MARGIN = 2.0 ** -40          # proven bound on the relative error of the float guide (see below)
+_FAST_GAMMA = 4096.0          # beyond this, exp(-gamma) * 2^62 < 1e-1700: only R = 0 is undecided
+
+
+def _uniform_below(rng: np.random.Generator, high) -> np.ndarray:
+    """Exact uniform integers in [0, high) for int64 `high` >= 1 (numpy's unbiased method)."""
     return rng.integers(0, high, dtype=np.int64)
 
 
 def bernoulli_exp(rng: np.random.Generator, num, den) -> np.ndarray:
-    """Exact Bernoulli(exp(-num/den)) for int64 arrays num >= 0, den >= 1 (CKS20 Algorithm 1).
+    """Exact Bernoulli(exp(-num/den)) for int64 arrays num >= 0, den >= 1.
 
-    gamma = num/den is split into floor(gamma) Bernoulli(exp(-1)) trials, all of which must
-    succeed, and a Bernoulli(exp(-frac)) draw for the fractional part. Each Bernoulli(exp(-g)),
-    g in [0, 1], runs K = 1, 2, ... with A_K ~ Bernoulli(g / K) until A_K = 0 and succeeds when
-    K is odd. Only integers are compared. den * K must stay below 2^63 (den < 2^40 is safe).
+    A draw is true when the uniform U in [0, 1) lies below x = exp(-num/den). U's first 62 bits
+    R are drawn for all elements at once and compared with integer bounds lo <= x 2^62 < hi from
+    a float guide widened by 2^-40 relative (float exp and the division are accurate to a few
+    units in 2^-53, so the bounds hold): R < lo means U < x, R >= hi means U > x. The rare R in
+    [lo, hi) (probability below 2^-39) are finished exactly with more random bits against
+    decimal bounds of x (`_decide_exactly`). No float decides an outcome.
     """
     num = np.asarray(num, dtype=np.int64)
     den = np.broadcast_to(np.asarray(den, dtype=np.int64), num.shape)
     if np.any(num < 0) or np.any(den < 1):
         raise ParameterError("bernoulli_exp needs num >= 0 and den >= 1")
-    whole, frac = np.divmod(num, den)
-    out = np.ones(num.shape, dtype=bool)
-    # floor(gamma) trials of Bernoulli(exp(-1)); stop an element at its first failure
-    todo = np.flatnonzero(whole > 0)
-    left = whole.ravel()[todo].copy()
-    while todo.size:
-        ok = _bern_exp_frac(rng, np.ones(todo.size, np.int64), np.ones(todo.size, np.int64))
-        out.flat[todo[~ok]] = False
-        left -= 1
-        keep = ok & (left > 0)
-        todo, left = todo[keep], left[keep]
-    idx = np.flatnonzero(out.ravel() & (frac.ravel() > 0))
-    if idx.size:
-        out.flat[idx] = _bern_exp_frac(rng, frac.ravel()[idx], den.ravel()[idx])
+    gamma = num / den
+    x = np.ldexp(np.exp(-np.minimum(gamma, _FAST_GAMMA)), _BITS)
+    lo = np.floor(x * (1.0 - _MARGIN)).astype(np.int64)
+    hi = np.minimum(np.ceil(x * (1.0 + _MARGIN)), 2.0 ** _BITS).astype(np.int64) + 1
+    lo[gamma >= _FAST_GAMMA] = 0
+    hi[gamma >= _FAST_GAMMA] = 1
+    r = rng.integers(0, 1 << _BITS, size=num.shape, dtype=np.int64)
+    out = r < lo
+    for i in np.flatnonzero(((r >= lo) & (r < hi)).ravel()):
+        out.flat[i] = _decide_exactly(rng, int(r.flat[i]), int(num.flat[i]), int(den.flat[i]))
     return out
 
 
-def _bern_exp_frac(rng, num: np.ndarray, den: np.ndarray) -> np.ndarray:
-    """Bernoulli(exp(-num/den)) for 0 <= num <= den (1-D int64 arrays)."""
-    k = np.ones(num.size, np.int64)
-    active = np.arange(num.size)
-    while active.size:
-        a = _uniform_below(rng, den[active] * k[active]) < num[active]   # A ~ Bernoulli(g / K)
-        k[active[a]] += 1
-        active = active[a]
-    return k % 2 == 1
+def _decide_exactly(rng, r: int, num: int, den: int) -> bool:
+    """U < exp(-num/den) for U = (r + F) / 2^62, F uniform: more bits of F and of x until decided.
+
+    x is bracketed with Python's decimal module (division and exp correctly rounded at the working
+    precision, so the relative error is below (gamma + 2) 10^(2 - prec)).
+    """
+    from decimal import Decimal, localcontext
+    bits, value, prec = _BITS, r, 40
+    while True:
+        prec += 40
+        with localcontext() as ctx:
+            ctx.prec = prec
+            x = (-(Decimal(num) / Decimal(den))).exp()
+        err = Fraction(num, den) + 2
+        xf = Fraction(x)
+        lo_x, hi_x = xf * (1 - err / 10 ** (prec - 2)), xf * (1 + err / 10 ** (prec - 2))
+        value = (value << 62) | int(rng.integers(0, 1 << 62))
+        bits += 62
+        scale = 1 << bits
+        if value + 1 <= lo_x * scale:
+            return True
+        if value >= hi_x * scale:
+            return False
+
+
+def _geometric_exp1(rng, n: int) -> np.ndarray:
+    """V ~ Geometric with P(V >= v) = e^-v (Bernoulli(exp(-1)) successes before a failure), exactly.
+
+    One uniform U per element: V = #{v >= 1 : U < e^-v}, each comparison decided like
+    `bernoulli_exp` (integer bounds from a table, exact decimal fallback near a bound).
+    """
+    r = rng.integers(0, 1 << _BITS, size=n, dtype=np.int64)
+    lo, hi = _EXP_TABLE
+    lo_up, hi_up = lo[::-1], hi[::-1]                # ascending (the windows do not overlap)
+    j = np.searchsorted(lo_up, r, side="right")      # lo_k <= r for the j smallest bounds
+    v = lo.size - j                                   # k with r < lo_k: U < e^-k for sure
+    near = j - 1
+    unsure = (near >= 0) & (r < hi_up[np.maximum(near, 0)])
+    for i in np.flatnonzero(unsure):
+        v[i] = sum(_decide_exactly(rng, int(r[i]), k, 1) if lo[k - 1] <= r[i] < hi[k - 1]
+                   else bool(r[i] < lo[k - 1]) for k in range(1, lo.size + 1))
+    return v.astype(np.int64)
+
+
+def _exp_table(kmax: int = 44):
+    """Integer bounds lo_k <= e^-k 2^62 < hi_k for k = 1..kmax (e^-44 2^62 < 1)."""
+    k = np.arange(1, kmax + 1, dtype=np.float64)
+    x = np.ldexp(np.exp(-k), _BITS)
+    return np.floor(x * (1 - _MARGIN)).astype(np.int64), np.ceil(x * (1 + _MARGIN)).astype(np.int64) + 1
+
+
+_EXP_TABLE = _exp_table()
 
 
 def bernoulli_rational(rng, num, den) -> np.ndarray:
@@ -91,11 +137,15 @@ def bernoulli_rational(rng, num, den) -> np.ndarray:
 
 # ------------------------------------------------------------------------- discrete Laplace
 def rational_scale(scale) -> tuple[int, int]:
-    """(t, s) with t / s >= scale, s a power of two, t about 2^30: scale rounded UP exactly."""
+    """(t, s) with t / s >= scale, s = 2^m <= 2^40, t about 2^30: scale rounded UP exactly.
+
+    Scales below 2^-40 (ε above 10^12 per unit of sensitivity) become 2^-40: noise that is
+    zero with probability 1 - 10^-(4.7 10^11), never less noise than asked.
+    """
     scale = float(scale)
-    if not (scale > 0 and math.isfinite(scale)):
-        raise ParameterError(f"noise scale must be positive and finite, got {scale}")
-    m = max(0, _SCALE_BITS - math.frexp(scale)[1])
+    if not (scale > 0 and math.isfinite(scale)) or scale > 2.0 ** 60:
+        raise ParameterError(f"noise scale must be positive, finite and at most 2^60, got {scale}")
+    m = min(40, max(0, _SCALE_BITS - math.frexp(scale)[1]))
     s = 1 << m
     t = math.ceil(Fraction(scale) * s)
     return t, s
@@ -117,17 +167,22 @@ def discrete_laplace(rng: np.random.Generator, scale, size=None) -> np.ndarray:
     Variance: 2 e^(-1/scale) / (1 - e^(-1/scale))^2 (see `discrete_laplace_variance`).
     """
     shape = _shape(size, scale)
-    scales = np.broadcast_to(np.asarray(scale, dtype=np.float64), shape).ravel()
-    if not np.all((scales > 0) & np.isfinite(scales)):
-        raise ParameterError("discrete Laplace scale must be positive and finite")
-    uniq, inv = np.unique(scales, return_inverse=True)
-    ts = np.array([rational_scale(v) for v in uniq], dtype=np.int64).reshape(-1, 2)
-    t_all, s_all = ts[inv.ravel(), 0], ts[inv.ravel(), 1]
-    out = np.zeros(scales.size, np.int64)
-    todo = np.arange(scales.size)
+    n = int(np.prod(shape))
+    if np.ndim(scale) == 0:
+        t_all, s_all = (np.int64(v) for v in rational_scale(scale))
+    else:
+        scales = np.broadcast_to(np.asarray(scale, dtype=np.float64), shape).ravel()
+        if not np.all((scales > 0) & np.isfinite(scales)):
+            raise ParameterError("discrete Laplace scale must be positive and finite")
+        uniq, inv = np.unique(scales, return_inverse=True)
+        ts = np.array([rational_scale(v) for v in uniq], dtype=np.int64).reshape(-1, 2)
+        t_all, s_all = ts[inv.ravel(), 0], ts[inv.ravel(), 1]
+    out = np.zeros(n, np.int64)
+    todo = np.arange(n)
     while todo.size:                               # every pass redraws the rejected elements
-        t, s = t_all[todo], s_all[todo]
-        u = _uniform_below(rng, t)
+        t = t_all if np.ndim(t_all) == 0 else t_all[todo]
+        s = s_all if np.ndim(s_all) == 0 else s_all[todo]
+        u = _uniform_below(rng, np.broadcast_to(t, todo.shape))
         d = bernoulli_exp(rng, u, t)
         v = _geometric_exp1(rng, todo.size)
         y = (u + t * v) // s
@@ -136,18 +191,6 @@ def discrete_laplace(rng: np.random.Generator, scale, size=None) -> np.ndarray:
         out[todo[ok]] = np.where(neg[ok], -y[ok], y[ok])
         todo = todo[~ok]
     return out.reshape(shape)
-
-
-def _geometric_exp1(rng, n: int) -> np.ndarray:
-    """V = number of successes before the first failure of Bernoulli(exp(-1)) trials."""
-    v = np.zeros(n, np.int64)
-    active = np.arange(n)
-    one = np.ones(n, np.int64)
-    while active.size:
-        a = _bern_exp_frac(rng, one[:active.size], one[:active.size])
-        v[active[a]] += 1
-        active = active[a]
-    return v
 
 
 def discrete_laplace_variance(scale) -> np.ndarray:

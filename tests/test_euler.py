@@ -11,9 +11,12 @@ import shapely
 from scipy import stats
 
 import dp
+from helpers import all_keys
 from dp.budget import Ledger
 from dp.errors import DataError, ParameterError
+from dp.mechanisms import base
 from dp.mechanisms import euler as eu
+from dp.noise import discrete_laplace, discrete_laplace_variance
 from dp.regions import RegionData, clip_to_bound, regions_from_points
 
 N4 = 4
@@ -343,18 +346,26 @@ def test_t13_round():
 # ====================================================== T14, T15: noise, queries
 @pytest.mark.slow
 def test_t14_noise_sanity():
-    # T14: H=0, n=20, λ=25 untruncated: mean ≈ 0, mean|Y| ≈ 25, no component skipped;
-    # Thm 5.1 at δ=0.2 over 2000 draws: P(max|Y| > λ ln(1521/δ)) ≤ 0.23
+    # T14: H=0, n=20, λ=25 untruncated, 200 draws: integer noise, mean ≈ 0 (|mean| < 1),
+    # mean |Y| ≈ 25 (discrete: 2q/(1-q²) = 24.99, ±1), and no component is skipped: every one is
+    # non-zero in some draw (P(Y=0) = (1-q)/(1+q) = 0.02, so all 200 zero has probability 0.02^200)
+    # and the zero fraction matches (sd 0.0003, tolerance 0.003).
+    # Thm 5.1 at δ=0.2 over 2000 draws: P(max|Y| > λ ln(1521/δ)) ≤ 0.2 + 0.03.
     rng = np.random.default_rng(14)
     H = np.zeros((39, 39))
-    Y = np.stack([eu.diffpriv(H, 1.0, 25.0, rng, truncate=False) for _ in range(200)])
-    assert abs(Y.mean()) < 1 and abs(np.abs(Y).mean() - 25) < 1
-    assert (Y != 0).all()
+    Y = eu.diffpriv(np.zeros((200, 39, 39)), 1.0, 25.0, rng, truncate=False)
+    assert Y.dtype.kind == "i"
+    q = math.exp(-1 / 25)
+    assert abs(Y.mean()) < 1 and abs(np.abs(Y).mean() - 2 * q / (1 - q * q)) < 1
+    assert (Y != 0).any(axis=0).all()
+    assert (Y == 0).mean() == pytest.approx((1 - q) / (1 + q), abs=0.003)
     assert (eu.diffpriv(H, 1.0, 25.0, rng) >= 0).all()
     bound = 25 * math.log(1521 / 0.2)
-    big = np.array([np.abs(eu.diffpriv(H, 1.0, 25.0, rng, truncate=False)).max() > bound
-                    for _ in range(2000)])
+    Y = eu.diffpriv(np.zeros((2000, 39, 39)), 1.0, 25.0, rng, truncate=False)
+    big = np.abs(Y).max(axis=(1, 2)) > bound
     assert big.mean() <= 0.2 + 0.03
+    with pytest.raises(ParameterError, match="whole-number"):
+        eu.diffpriv(np.full((3, 3), 0.5), 1.0, 25.0, rng)
 
 
 def test_t15_prefix_sums_equal_direct_signed_sum():
@@ -366,7 +377,7 @@ def test_t15_prefix_sums_equal_direct_signed_sum():
     qs = np.array(all_queries(n))
     P = eu.signed_prefix(G)
     assert np.array_equal(eu.answer_cells(P, qs), [eu.query(G, *q) for q in qs])
-    Gf = rng.laplace(0, 3, G.shape)
+    Gf = rng.uniform(-10, 10, G.shape)
     assert np.allclose(eu.answer_cells(eu.signed_prefix(Gf), qs), [eu.query(Gf, *q) for q in qs])
     for p, q in ((1, 1), (2, 3), (4, 4)):
         block = G[0:2 * p - 1, 0:2 * q - 1]
@@ -441,7 +452,7 @@ def sample():
 @pytest.fixture(scope="module")
 def released(sample):
     data, dom = sample
-    return dp.release("euler", data, dom, epsilon=1.0, seed=1)
+    return dp.release("euler", data, dom, epsilon=1.0, seed=np.random.default_rng(1))
 
 
 def test_release_end_to_end(sample, released):
@@ -451,7 +462,14 @@ def test_release_end_to_end(sample, released):
     assert rel.mechanism == "euler" and rel.private and rel.stage == "round"
     assert rel.spec.data_kind == "regions"
     assert rel.ledger.total == pytest.approx(1.0) and len(rel.ledger) == 1
-    assert rel.ledger.entries[0].sensitivity == 25 and rel.noise_scale == 25.0
+    e = rel.ledger.entries[0]
+    assert e.sensitivity == 25 and e.noise == "discrete laplace" and rel.noise_scale == 25.0
+    assert rel.spec.unit == base.USER_REGION
+    for words in ("adding or removing one user's region", "number of users", "neither used nor "
+                  "exported", "discrete Laplace"):
+        assert words in rel.spec.guarantee
+    dpv = rel.values("diffpriv")
+    assert np.array_equal(dpv, np.round(dpv)) and dpv.min() >= 0     # integer, truncated at 0
     assert rel.stages_computed == ("diffpriv", "linprog", "round")
     vt = rel.violation_table()
     assert vt["diffpriv"]["total"] > 0 and vt["linprog"]["total"] == vt["round"]["total"] == 0
@@ -474,6 +492,9 @@ def test_release_end_to_end(sample, released):
     assert keys <= {"element", "row", "col", "i", "j", "count"}
     text = json.dumps(gj)
     assert '"u1"' not in text and "preprocessing" not in text       # no ids, no diagnostics
+    assert meta["unit_of_privacy"] == base.USER_REGION and meta["differentially_private"]
+    names = set(all_keys(gj))         # every key of the export: no exact number of users in it
+    assert not any(w in k for k in names for w in ("size", "n_public", "counted", "users"))
     H = data.euler_histogram(rel.egrid)
     assert not any(np.array_equal(H, rel.values(s)) for s in rel.stages_computed)
     assert rel.diagnostics["preprocessing"]["counted"] == data.n
@@ -517,7 +538,8 @@ def test_exact_euler_matches_true_counts_on_aligned_rectangles(sample):
 
 
 def test_sparse_data_warning():
-    # pitfall 9: mean released face count below λ triggers the warning
+    # pitfall 9: mean released face count below λ triggers the warning; it is computed from the
+    # released values only (post-processing), so the export may carry it
     rng = np.random.default_rng(9)
     dom = dp.samples.BEIJING_20KM
     c = rng.uniform(0.2, 0.8, (200, 2)) * [dom.width, dom.height] + [dom.west, dom.south]
@@ -526,6 +548,7 @@ def test_sparse_data_warning():
     rel = dp.release("euler", data, dom, 1.0, seed=1, params={"stage": "diffpriv"})
     assert rel.sparse_data and "Sparse data" in rel.sparse_warning
     assert rel.euler_metadata()["sparse_warning"]
+    assert rel.mean_face == rel.values()[0::2, 0::2].mean()
 
 
 def test_lazy_stages_and_progress(sample):
@@ -782,14 +805,26 @@ def test_true_count_touch_semantics():
 
 
 def test_interval_kind_and_empty_data(released):
-    # 4.2: DiffPriv's interval from 2λ²(2p-1)(2q-1); LP/Round have none; empty data releases
+    # 4.2: DiffPriv's interval from V(λ)(2p-1)(2q-1) (V ≤ 2λ², the spec's continuous value);
+    # LP/Round have none; empty data releases
     rect = dp.Rect(116.35, 39.85, 116.40, 39.90)
-    lo, hi = released.with_stage("diffpriv").interval(rect)
+    diff = released.with_stage("diffpriv")
+    lo, hi = diff.interval(rect)
     c = released.snap_cells(rect)[0]
     terms = (2 * (c[1] - c[0]) + 1) * (2 * (c[3] - c[2]) + 1)
     assert terms > 64
-    assert (hi - lo) / 2 == pytest.approx(1.96 * math.sqrt(2 * terms) * 25, rel=1e-3)
+    V = float(discrete_laplace_variance(25.0))
+    assert V < 2 * 25 ** 2
+    assert diff.noise_variance(rect)[0] == pytest.approx(V * terms, rel=1e-12)
+    assert (hi - lo) / 2 == pytest.approx(stats.norm.ppf(0.975) * math.sqrt(V * terms), rel=1e-9)
     assert all(math.isnan(v) for v in released.interval(rect))
+    # one cell (1 term) and a 2x2 block (9 terms): simulated quantile of the discrete noise sum,
+    # checked against an independent simulation (quantile sd at 2e4 draws ≈ 1%, tolerance 4%)
+    g = released.egrid
+    for cells, k in (((3, 3, 4, 4), 1), ((3, 4, 4, 5), 9)):
+        lo, hi = diff.interval(g.cell_rect(*cells))
+        sims = discrete_laplace(np.random.default_rng(77), 25.0, (20000, k)).sum(1)
+        assert (hi - lo) / 2 == pytest.approx(np.quantile(np.abs(sims), 0.95), rel=0.04)
     assert RegionData([]).kind == "regions" and dp.mechanisms()["euler"].data_kind == "regions"
     dom = dp.samples.BEIJING_20KM
     empty = dp.release("euler", RegionData([]), dom, 1.0, seed=0, params={"cells": 4})

@@ -1,8 +1,9 @@
 """HTF (spec 003): every test case of section 7, plus end-to-end releases through dp.release.
 
 Statistical checks use fixed seeds. Their tolerances are 5 standard errors of the estimated
-quantity, computed from the distribution being tested (stated next to each check), so a
-correct implementation fails with negligible probability and the seeds only make runs repeatable.
+quantity, computed from the distribution being tested (the discrete Laplace moments, stated next
+to each check), so a correct implementation fails with negligible probability and the seeds only
+make runs repeatable. Releases that must be private get a Generator, never an int seed.
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from helpers import all_keys
 from dp import noise
 from dp.errors import ParameterError
 from dp.mechanisms import htf
+from dp.mechanisms.base import ADD_REMOVE_POINT
 from dp.mechanisms.leaves import LeafRelease, paint
 
 UNIT = dp.Domain(0.0, 0.0, 1.0, 1.0)
@@ -31,6 +33,21 @@ def zero_noise(scale, size):
 def zero3(kind, scale, size):
     """The same for build(), whose sampler also receives the kind of draw."""
     return np.zeros(size)
+
+
+def gen(seed):
+    """A caller-made Generator: a private release (an int seed would be a labelled demo)."""
+    return np.random.default_rng(seed)
+
+
+def dlap_moments(scale):
+    """(variance, fourth moment) of discrete Laplace(scale), from its pmf (1-q)/(1+q) q^|k|."""
+    q = math.exp(-1.0 / scale)
+    k = np.arange(1, int(80 * scale) + 80, dtype=np.float64)
+    w = 2 * (1 - q) / (1 + q) * q ** k
+    var = float((w * k ** 2).sum())
+    assert var == pytest.approx(float(noise.discrete_laplace_variance(scale)), rel=1e-9)
+    return var, float((w * k ** 4).sum())
 
 
 def leaf_set(leaves):
@@ -145,11 +162,11 @@ def test_split_point_search_trace_and_budget():
             X = rng.poisson(2.0, (3, n))
             draws.clear()
 
-            def laplace_counting(scale, size):
+            def noise_counting(scale, size):
                 draws.append(size)
-                return rng.laplace(0, scale, size)
+                return noise.discrete_laplace(rng, scale, size)
             trace = []
-            k = htf.get_split_point(X, 0.01, 0, T, noise=laplace_counting, trace=trace)
+            k = htf.get_split_point(X, 0.01, 0, T, noise=noise_counting, trace=trace)
             assert 1 <= k <= n - 1
             assert sum(draws) == len(trace) <= 2 * T + 1
             assert len(set(trace)) == len(trace)      # memoised: each candidate drawn once
@@ -158,6 +175,9 @@ def test_split_point_search_trace_and_budget():
             assert ks.min() >= 1 and ks.max() <= n - 1
     with pytest.raises(ValueError):
         htf.get_split_point(np.ones((1, 5)), 1.0, 1, 3, rng)   # a single row cannot be y-split
+    trace = []          # the default (discretised Laplace) path: noise ~ 0.007 grid steps here
+    assert htf.get_split_point(step, 1e6, 0, 3, gen(0), trace=trace) == 320
+    assert trace == [512, 256, 768, 128, 384, 192, 320]
 
 
 def test_baseline_split_noise_free_is_argmin():
@@ -165,6 +185,21 @@ def test_baseline_split_noise_free_is_argmin():
     X = np.zeros((1, 16))
     X[0, :4] = 10
     assert htf.baseline_split(X, 1e12, 0, np.random.default_rng(0)) == 4
+
+
+def test_mechanism_paths_refuse_int_seeds():
+    # the release path never turns an int into a generator: only a Generator (or None) is taken
+    X = np.zeros((4, 4))
+    X[0, 0] = 3
+    E = htf.geometric_budgets(2, 1.0)
+    for call in (lambda: htf.get_split_point(X, 1.0, 0, 3, 7),
+                 lambda: htf.baseline_split(X, 1.0, 0, 7),
+                 lambda: htf.build(X, 1.0, 7),
+                 lambda: htf.count_step(np.ones(2), np.full(2, 9), 1, E, stop_count=1,
+                                        stop_cells=1, rng=7)):
+        with pytest.raises(TypeError, match="Generator"):
+            call()
+    assert htf.build(X, 1.0).leaves.shape[1] == 4          # None: fresh OS entropy
 
 
 def test_height_rule():
@@ -217,7 +252,7 @@ def _recorded_build(F, eps, seed, **kw):
     values, log = [], []
 
     def sampler(kind, scale, size):
-        v = rng.laplace(0, scale, size)
+        v = noise.discrete_laplace(rng, scale, size)
         values.append(v)
         return v
 
@@ -251,9 +286,10 @@ def test_odometer_ledger_and_path_epsilon(mode, kw):
     assert math.fsum([info["eps_height"], info["h"] * info["eps_prt_level"], info["eps_data"]]) \
         == pytest.approx(eps, rel=1e-12)
     assert np.abs(tree.eps_path - info["eps_data"]).max() <= 1e-12
-    led = htf.htf_ledger(info)
+    led = tree.ledger
     led.check(eps)
     assert len(led) == 1 + info["h"] + info["h"] + 1
+    assert led.private and all(e.noise == "discrete laplace" for e in led)
     # per cell: every count draw covering it adds up to eps_height + eps_data exactly
     count_eps = np.zeros(F.shape)
     split_eps = np.zeros(F.shape)
@@ -361,6 +397,7 @@ def test_determinism_by_seed():
     a = dp.release("htf", data, dom, 1.0, seed=11)
     b = dp.release("htf", data, dom, 1.0, seed=11)
     c = dp.release("htf", data, dom, 1.0, seed=12)
+    assert not a.private and a.reproducible_demo          # an int seed is a labelled demo
     assert np.array_equal(a.leaves, b.leaves) and np.array_equal(a.counts, b.counts)
     assert np.array_equal(a.nodes, b.nodes)
     assert a.leaves.shape != c.leaves.shape or not np.array_equal(a.counts, c.counts)
@@ -421,13 +458,13 @@ def _reference_htf(F, h, E, eps_lvl, T, stop_count, stop_cells):
 @pytest.mark.parametrize("seed", range(9))
 def test_level_by_level_build_matches_recursive_reference(seed):
     # spec 3.8: the vectorised fused build makes the same tree as the node-by-node recursion
-    # (zero noise; integer counts, continuous values, and continuous values with empty cells;
-    # exact ties of the objective are frequent here and must be resolved the same way)
+    # (zero noise; small counts, large counts, and large counts with empty cells; exact ties
+    # of the objective are frequent here and must be resolved the same way)
     rng = np.random.default_rng(seed)
     N, M = rng.integers(5, 40, 2)
     F = [rng.poisson(rng.gamma(0.6, 6, (N, M))).astype(float),
-         rng.gamma(0.6, 6, (N, M)) + 0.01,
-         rng.gamma(0.6, 6, (N, M)) * (rng.random((N, M)) < 0.7)][seed % 3]
+         np.rint(rng.gamma(0.6, 600, (N, M))) + 1,
+         np.rint(rng.gamma(0.6, 600, (N, M))) * (rng.random((N, M)) < 0.7)][seed % 3]
     stop_count, stop_cells, T = float(rng.integers(0, 60)), int(rng.integers(1, 8)), int(rng.integers(1, 4))
     t = htf.build(F, 1e6, noise=zero3, stop_count=stop_count, stop_cells=stop_cells, T=T)
     ref = _reference_htf(F, t.info["h"], t.info["E"], t.info["eps_prt_level"], T, stop_count,
@@ -437,29 +474,62 @@ def test_level_by_level_build_matches_recursive_reference(seed):
     assert np.allclose(t.counts, [S[tuple(r)] for r in t.leaves.tolist()])
 
 
+def test_build_takes_whole_counts_only():
+    # integer noise is only exact on integer counts: fractional inputs are refused up front
+    with pytest.raises(ValueError, match="whole counts"):
+        htf.build(np.full((4, 4), 0.5), 1.0, gen(0))
+
+
 # ======================================================================== statistical tests
-def test_laplace_sampler():
-    # spec 7 case 14: mean 0 and variance 2b^2 within 5 s.e. (s.e. of the variance of a
-    # Laplace sample: sqrt((mu4 - sigma^4)/n) = sqrt(5/n) sigma^2), KS p > 1e-3
+def test_discrete_laplace_samplers():
+    # spec 7 case 14, for the exact integer sampler HTF now uses: mean 0 and variance
+    # 2q/(1-q)^2 within 5 s.e. (s.e. of a sample variance: sqrt((mu4 - sigma^4)/n)), and a
+    # chi-square test of the pmf (1-q)/(1+q) q^|k| with p > 1e-3
     n, b = 100_000, 1.7
-    y = noise.laplace(np.random.default_rng(8), b, n)
-    sigma2 = 2 * b * b
-    assert abs(y.mean()) < 5 * math.sqrt(sigma2 / n)
-    assert abs(y.var() / sigma2 - 1) < 5 * math.sqrt(5 / n)
-    assert stats.kstest(y, "laplace", args=(0, b)).pvalue > 1e-3
+    y = noise.discrete_laplace(np.random.default_rng(8), b, n)
+    assert y.dtype.kind == "i"
+    var, mu4 = dlap_moments(b)
+    assert abs(y.mean()) < 5 * math.sqrt(var / n)
+    assert abs(y.var() - var) < 5 * math.sqrt((mu4 - var ** 2) / n)
+    q = math.exp(-1 / b)
+    ks = np.arange(-8, 9)
+    p = (1 - q) / (1 + q) * q ** np.abs(ks)
+    obs = np.array([(y == k).sum() for k in ks] + [(np.abs(y) > 8).sum()])
+    exp = np.append(p, 1 - p.sum()) * n
+    assert stats.chisquare(obs, exp).pvalue > 1e-3
+    # split values: on the public grid, noise = grid * discrete Laplace((2/grid + 1)/eps)
+    eps = 0.3
+    o = np.full(n, 123.4567)
+    z = htf._noisy_objectives(np.random.default_rng(9), o, eps)
+    g = htf.SPLIT_GRID
+    units = z / g
+    assert np.array_equal(units, np.rint(units))                  # multiples of the grid
+    var, mu4 = dlap_moments((2 / g + 1) / eps)
+    d = units - np.rint(123.4567 / g)
+    assert abs(d.mean()) < 5 * math.sqrt(var / n)
+    assert abs(d.var() - var) < 5 * math.sqrt((mu4 - var ** 2) / n)
+    assert htf.split_noise_scale(eps) == pytest.approx((2 / g + 1) / eps * g)
 
 
 @pytest.mark.slow
 def test_leaf_counts_unbiased_with_fixed_partition():
     # spec 7 case 15: splits noise-free (so the partition tree is fixed), the count pass
     # repeated R = 2000 times; for each leaf region mean(ŷ - y) ~ 0 within 5 s.e. and
-    # var(ŷ - y) ~ 2/eps_final^2 within 5 s.e. (relative s.e. of a Laplace variance: sqrt(5/R_leaf))
+    # var(ŷ - y) ~ discrete Laplace variance at 1/eps_final within 5 s.e. (sqrt((mu4 - var^2)/R))
     rng = np.random.default_rng(9)
     F = rng.poisson(3.0, (8, 8)).astype(float)
     F[:4, :4] += rng.poisson(6.0, (4, 4))
 
+    pools: dict = {}                 # independent draws made in bulk, one pool per scale
+
     def sampler(kind, scale, size):
-        return rng.laplace(0, scale, size) if kind == "count" else np.zeros(size)
+        if kind != "count":
+            return np.zeros(size)
+        pool, used = pools.get(scale, (None, 0))
+        if pool is None or used + size > pool.size:
+            pool, used = noise.discrete_laplace(rng, scale, 100_000), 0
+        pools[scale] = (pool, used + size)
+        return pool[used:used + size]
     errs: dict = {}
     for _ in range(2000):
         t = htf.build(F, 1.0, noise=sampler, stop_count=30, stop_cells=2)
@@ -472,9 +542,10 @@ def test_leaf_counts_unbiased_with_fixed_partition():
         d = np.array(d)
         if d.size < 100:
             continue
-        var = 2 / e ** 2
+        var, mu4 = dlap_moments(1 / e)
+        assert np.array_equal(d, np.rint(d))                        # integer noise
         assert abs(d.mean()) < 5 * math.sqrt(var / d.size), (r, e, d.mean())
-        assert abs(d.var() / var - 1) < 5 * math.sqrt(5 / d.size), (r, e, d.var(), var)
+        assert abs(d.var() - var) < 5 * math.sqrt((mu4 - var ** 2) / d.size), (r, e, d.var(), var)
         checked += 1
         # stopped above height 0 by the noisy count (area >= stop_cells): the conditioned case
         pruned_checked += hgt > 0 and (r[1] - r[0]) * (r[3] - r[2]) >= 2
@@ -513,8 +584,8 @@ def test_empirical_dp_of_split_height_and_count_steps():
     assert _log_ratio_ok(_freq(ka), _freq(kb), 1.0, runs) >= 2
     # height step: |D| = 40 vs 41 at ε_height = 1 sits on the h = 1 / h = 2 boundary (ratio = e)
     ra, rb = np.random.default_rng(12), np.random.default_rng(13)
-    ha = [htf.estimate_height(40 + v, 1.0) for v in noise.laplace(ra, 1.0, runs)]
-    hb = [htf.estimate_height(41 + v, 1.0) for v in noise.laplace(rb, 1.0, runs)]
+    ha = [htf.estimate_height(40 + v, 1.0) for v in noise.discrete_laplace(ra, 1.0, runs)]
+    hb = [htf.estimate_height(41 + v, 1.0) for v in noise.discrete_laplace(rb, 1.0, runs)]
     assert _log_ratio_ok(_freq(np.array(ha)), _freq(np.array(hb)), 1.0, runs) >= 2
     # count step at height 1 (E = geometric(1, 1)): output = (pruned, value binned by 2);
     # a pruned node spends E[1] + E[0] = 1, an unpruned one releases only y at E[1]
@@ -551,6 +622,12 @@ def test_regression_direction_against_grids():
 # ================================================================= end to end via dp.release
 
 
+# everything the tree metadata may hold: public plan values and post-processed private outputs
+TREE_KEYS = {"h", "eps_height", "eps_prt_level", "eps_prt", "eps_data", "E", "noisy_size",
+             "h_afford", "T", "eps_eval", "split_noise_scale", "budget_mode", "eps_total", "h_max",
+             "n_leaves", "n_nodes", "base_grid"}
+
+
 def _check_release(rel, eps):
     assert isinstance(rel, LeafRelease) and rel.mechanism == "htf" and rel.private
     rel.ledger.check(eps)
@@ -558,23 +635,32 @@ def _check_release(rel, eps):
     assert len(rel.ledger) == 2 * info["h"] + 2
     assert_tiles(rel.leaves, rel.base.shape)
     assert np.abs(rel.eps_path - info["eps_data"]).max() <= 1e-12
-    assert np.allclose(rel.leaf_var, 2 / rel.eps_final ** 2)
+    assert np.allclose(rel.leaf_var, noise.discrete_laplace_variance(1 / rel.eps_final))
+    if rel.params["combine_pruned"]:
+        assert rel.leaf_scale is None
+    else:                                   # each count is one integer draw of a known scale
+        assert np.array_equal(rel.counts, np.rint(rel.counts))
+        assert np.allclose(rel.leaf_scale, 1 / rel.eps_final)
     assert rel.nodes[:, 4].min() == 0 and rel.max_depth() <= info["h"]
     assert leaf_set(rel.leaves) <= leaf_set(rel.nodes[:, :4])
     gj = json.loads(rel.to_json())
     assert len(gj["features"]) == rel.n_leaves
     keys = {str(k).lower() for k in all_keys(gj)}
     assert not any("true" in k or "exact" in k or "diagnostic" in k for k in keys)
+    assert not keys & {"n_public", "dataset_size_public", "dataset_size", "n"}
     meta = rel.metadata()
-    for k in ("h", "eps_height", "eps_prt_level", "eps_prt", "eps_data", "E"):
-        assert k in meta["tree"]
+    assert set(meta["tree"]) == TREE_KEYS               # nothing exact rides along
+    assert isinstance(info["noisy_size"], int)
+    assert meta["noisy_dataset_size"] == info["noisy_size"]
+    assert gj["properties"]["noisy_dataset_size"] == info["noisy_size"]
+    assert meta["unit_of_privacy"] == ADD_REMOVE_POINT
     assert sum(meta["split"].values()) == pytest.approx(1.0)
 
 
 @pytest.mark.parametrize("eps", [0.1, 1.0, 3.7])
 def test_release_small_city(eps):
     data, dom = dp.load_sample("small_city_5k")
-    rel = dp.release("htf", data, dom, eps, seed=3)
+    rel = dp.release("htf", data, dom, eps, seed=gen(3))
     _check_release(rel, eps)
     assert rel.base.gx == 1024 or rel.base.gy == 1024
     # the total over the domain is unbiased-ish: within 6 sd of the summed leaf noise
@@ -585,7 +671,7 @@ def test_release_small_city(eps):
 def test_release_city_200k_and_paper_mode():
     data, dom = dp.load_sample("city_200k")
     for mode, eps in (("share", 0.5), ("paper", 0.5)):
-        rel = dp.release("htf", data, dom, eps, params={"budget_mode": mode}, seed=4)
+        rel = dp.release("htf", data, dom, eps, params={"budget_mode": mode}, seed=gen(4))
         _check_release(rel, eps)
         info = rel.tree_info
         if mode == "paper":
@@ -598,7 +684,7 @@ def test_release_city_200k_and_paper_mode():
 
 def test_release_options_and_split():
     data, dom = dp.load_sample("small_city_5k")
-    rel = dp.release("htf", data, dom, 1.0, split=(0.05, 0.25, 0.7), seed=2,
+    rel = dp.release("htf", data, dom, 1.0, split=(0.05, 0.25, 0.7), seed=gen(2),
                      params={"extent_first": True, "combine_pruned": True, "T": 2,
                              "stop_count": 20, "stop_cells": 3, "base_cells": 256, "c0": 5})
     rel.ledger.check(1.0)
@@ -606,12 +692,15 @@ def test_release_options_and_split():
     assert rel.tree_info["eps_prt"] == pytest.approx(0.25)
     assert_tiles(rel.leaves, rel.base.shape)
     assert np.abs(rel.eps_path - rel.tree_info["eps_data"]).max() <= 1e-12
-    assert np.allclose(rel.leaf_var, 2 / rel.eps_final ** 2)
+    assert np.allclose(rel.leaf_var, noise.discrete_laplace_variance(1 / rel.eps_final))
+    assert rel.leaf_scale is None                 # combined counts are not one draw
+    lo, hi = rel.interval(dp.Rect(*dom.bounds))   # so intervals use the variance
+    assert lo < rel.answer(dp.Rect(*dom.bounds)) < hi
 
 
 def test_extent_first_and_combine_budgets():
     # spec 3.7 (a): an extent-stopped node's only draw gets E[i] + sum_{j<i} E[j];
-    # (b): the combined estimate has variance 2 / (E[i]^2 + rem^2)
+    # (b): the combined estimate has variance v1 v2 / (v1 + v2), v = discrete Laplace variances
     E = htf.geometric_budgets(3, 1.0)
     x, cells = np.array([500.0, 3.0, 500.0]), np.array([100, 2, 1])
     st = htf.count_step(x, cells, 2, E, stop_count=10, stop_cells=5, extent_first=True,
@@ -623,7 +712,10 @@ def test_extent_first_and_combine_budgets():
                         stop_cells=5, combine_pruned=True, rng=np.random.default_rng(1))
     rem = E[0] + E[1]
     assert st["pruned"].tolist() == [True, False]
-    assert st["var"][0] == pytest.approx(2 / (E[2] ** 2 + rem ** 2))
+    v1, v2 = noise.discrete_laplace_variance(1 / E[2]), noise.discrete_laplace_variance(1 / rem)
+    assert st["var"][0] == pytest.approx(v1 * v2 / (v1 + v2))
+    assert noise.discrete_laplace_variance(1 / st["eps_final"][0]) == pytest.approx(st["var"][0])
+    assert st["eps_final"][0] > rem
     st = htf.count_step(np.array([3.0]), np.array([9]), 0, E, stop_count=10, stop_cells=5,
                         rng=np.random.default_rng(2))
     assert st["pruned"].all() and st["eps_final"][0] == E[0]   # height 0: release the E[0] draw
@@ -632,7 +724,7 @@ def test_extent_first_and_combine_budgets():
 def test_small_upload_share_works_paper_explains():
     rng = np.random.default_rng(5)
     tiny = dp.PointData(rng.uniform(0.2, 0.4, 50), rng.uniform(0.5, 0.6, 50))
-    rel = dp.release("htf", tiny, UNIT, 1.0, seed=1)
+    rel = dp.release("htf", tiny, UNIT, 1.0, seed=gen(1))
     _check_release(rel, 1.0)
     with pytest.raises(ParameterError, match="budget_mode 'share'") as exc:
         dp.release("htf", tiny, UNIT, 0.001, params={"budget_mode": "paper"}, seed=1)
@@ -643,8 +735,62 @@ def test_small_upload_share_works_paper_explains():
     with pytest.raises(ParameterError, match="Raise ε"):
         dp.release("htf", tiny, UNIT, 1e-4, seed=1)        # share mode: ε_height floor is 1e-4
     empty = dp.PointData([], [])
-    rel = dp.release("htf", empty, UNIT, 1.0, seed=2)
+    rel = dp.release("htf", empty, UNIT, 1.0, seed=gen(2))
     _check_release(rel, 1.0)
+
+
+def test_paper_mode_caps_an_unaffordable_height():
+    # The old failure: in paper mode a noisy size can ask for more levels than ε pays for. The
+    # size was drawn, then the plan raised: ε spent and not recorded, and the message showed the
+    # data-derived height. Now the height is capped at the largest one the budget affords,
+    # computed from public values before the draw, and the release goes through.
+    eps, lvl = 1.0, 0.1
+    h_afford = htf.affordable_height(eps, htf.PAPER_EPS_HEIGHT, 20, mode="paper", eps_prt_level=lvl)
+    assert h_afford == 9                                  # 1e-4 + 9 * 0.1 < 1 <= 1e-4 + 10 * 0.1
+    with pytest.raises(ParameterError):                    # what the old code ran into
+        htf.plan_budget(eps, 10, htf.PAPER_EPS_HEIGHT, mode="paper", eps_prt_level=lvl)
+    big = lambda kind, scale, size: np.full(size, 10 ** 9 if kind == "height" else 0)  # noqa: E731
+    t = htf.build(clustered_matrix((64, 64), seed=1), eps, budget_mode="paper",
+                  eps_prt_level=lvl, noise=big)
+    assert t.info["h"] == t.info["h_afford"] == 9 < htf.estimate_height(t.info["noisy_size"], eps,
+                                                                        h_max=t.info["h_max"])
+    t.ledger.check(eps)
+    # end to end with the default samplers: ~200k points ask for h = 14
+    data, dom = dp.load_sample("city_200k")
+    rel = dp.release("htf", data, dom, eps, params={"budget_mode": "paper", "eps_prt_level": lvl,
+                                                    "base_cells": 256}, seed=gen(6))
+    _check_release(rel, eps)
+    info = rel.tree_info
+    assert htf.estimate_height(info["noisy_size"], eps, h_max=info["h_max"]) > info["h"] == 9
+    assert rel.ledger.total == pytest.approx(eps, abs=1e-12)
+    assert "at most 9, the largest height" in rel.ledger.entries[0].note
+    assert info["eps_data"] == pytest.approx(eps - 1e-4 - 9 * lvl)
+
+
+def test_impossible_paper_request_refuses_before_any_draw():
+    # even h = 1 does not fit (1e-4 + 1.0 >= 1): refused before anything is drawn, with a
+    # message built from public inputs only (the same for every dataset, no size or height)
+    messages = []
+    for n in (37, 4321):
+        F = np.zeros((16, 16))
+        F[3, 5] = n
+        rng = gen(7)
+        state = rng.bit_generator.state
+        draws = []
+        with pytest.raises(ParameterError, match="Raise ε") as exc:
+            htf.build(F, 1.0, rng, budget_mode="paper", eps_prt_level=1.0,
+                      on_draw=lambda *a: draws.append(a))
+        assert draws == [] and rng.bit_generator.state == state
+        messages.append(str(exc.value))
+        assert str(n) not in messages[-1]
+    assert messages[0] == messages[1]
+    rng = gen(8)
+    state = rng.bit_generator.state
+    data, dom = dp.load_sample("small_city_5k")
+    with pytest.raises(ParameterError):
+        dp.release("htf", data, dom, 0.5, params={"budget_mode": "paper", "eps_prt_level": 0.5},
+                   seed=rng)
+    assert rng.bit_generator.state == state
 
 
 def test_spec_and_params():
@@ -653,6 +799,8 @@ def test_spec_and_params():
     assert spec.budget_parts == ("height", "partition", "counts")
     assert spec.default_split == (0.01, 0.15, 0.84)
     assert "event-level" in spec.guarantee.lower() and "add" in spec.guarantee.lower()
+    assert spec.unit == ADD_REMOVE_POINT
+    assert "not treated as public" in spec.guarantee and "ε_height" in spec.guarantee
     p = spec.resolve_params({})
     assert p["budget_mode"] == "share" and p["T"] == 3 and p["stop_count"] == 100
     assert p["stop_cells"] == 5 and p["c0"] == 10 and p["base_cells"] == 1024

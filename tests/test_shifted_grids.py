@@ -16,8 +16,10 @@ from helpers import all_keys
 from dp import delta_neighbourhood as dn
 from dp.budget import Ledger
 from dp.errors import ParameterError
+from dp.mechanisms import base
 from dp.mechanisms import shifted_grids as sg
 from dp.mechanisms.leaves import paint
+from dp.noise import discrete_laplace, discrete_laplace_variance
 from dp.queries import grid_answers
 
 R_EARTH = dp.domain.EARTH_RADIUS_M
@@ -70,18 +72,22 @@ def test_t1_per_query_variances_and_totals():
 
 
 def test_t1_estimator_for_range_04_06_has_variance_4():
-    # T1 "[0.4, 0.6]": only the value 0.5 (bin 2) is inside; ã_2 − ã_3 is unbiased with variance 4.
-    # (The paper/spec print a'_1 − a'_2, which estimates c_1; the variance is 4 either way.)
-    # Tolerance: sd of a sample variance of a Lap(1)−Lap(1) sum is σ²·sqrt((2+1.5)/N) = 0.42%
-    # at N = 2e5, so 3% is about 7 sd; the mean's sd is 2/sqrt(N) = 0.0045, so 0.03 is 6.7 sd.
-    c = np.array([3.0, 5.0, 2.0, 7.0])
-    rng = np.random.default_rng(11)
-    A = dn.cumulative_strategy(4) @ c
-    draws = A + rng.laplace(0.0, 1.0, (200_000, 4))
-    est = dn.cumulative_range(draws.T, 1, 1)
-    assert est.mean() == pytest.approx(5.0, abs=0.03)
-    assert est.var() == pytest.approx(4.0, rel=0.03)
+    # T1 "[0.4, 0.6]": only the value 0.5 (bin 2) is inside; ã_2 − ã_3 is unbiased with variance
+    # twice the per-value noise variance: 4 for the spec's Lap(1), 2V = 3.68 for the discrete
+    # Laplace(1) actually drawn (V = 2q/(1-q)², q = e^-1). (The paper/spec print a'_1 − a'_2,
+    # which estimates c_1; the variance is the same.)
+    # Tolerance: the sample variance of a difference of two such draws has relative sd
+    # sqrt((κ-1)/N) with kurtosis κ < 6, i.e. < 0.5% at N = 2e5, so 3% is > 6 sd; the mean's sd is
+    # sqrt(2V/N) = 0.0043, so 0.03 is 7 sd.
     assert dn.cumulative_range_variance(4, 1, 1, 1.0, 1) == 4.0
+    c = np.array([3, 5, 2, 7])
+    A = dn.cumulative_strategy(4) @ c
+    draws = A + discrete_laplace(np.random.default_rng(11), 1.0, (200_000, 4))
+    est = dn.cumulative_range(draws.T, 1, 1)
+    V = float(discrete_laplace_variance(1.0))
+    assert V == pytest.approx(2 * math.exp(-1) / (1 - math.exp(-1)) ** 2) and 2 * V < 4.0
+    assert est.mean() == pytest.approx(5.0, abs=0.03)
+    assert est.var() == pytest.approx(2 * V, rel=0.03)
 
 
 def test_t1_brute_force_unique_optimum_is_c4():
@@ -120,14 +126,23 @@ def test_cumulative_strategy_general_delta_and_totals():
     assert v.max() == pytest.approx(4 * db ** 2 / eps ** 2)
     Q = np.array([[1.0 if a <= k <= b else 0.0 for k in range(n)] for a, b in zip(i, j)])
     assert np.allclose(dn.workload_variances(dn.cumulative_strategy(n), Q, eps, db), v)
-    # the released values carry Lap(δ_b/ε): sd of sample variance ≈ σ²·sqrt(5/N) = 1% at N = 5e4
+    # the released values are integers carrying discrete Laplace(δ_b/ε) noise, variance V: the
+    # sample variance over N = 14,000 values has relative sd ≈ sqrt(5/N) = 1.9%, tolerance 8%
     rng = np.random.default_rng(3)
-    c = rng.integers(0, 9, n).astype(float)
-    draws = np.array([dn.cumulative_release(c, eps, db, rng) for _ in range(50_000)])
+    c = rng.integers(0, 9, n)
+    draws = np.array([dn.cumulative_release(c, eps, db, rng) for _ in range(2000)])
+    assert draws.dtype.kind == "i"
     resid = draws - dn.cumulative_strategy(n) @ c
-    assert resid.var() == pytest.approx(2 * (db / eps) ** 2, rel=0.03)
+    V = float(discrete_laplace_variance(db / eps))
+    assert resid.var() == pytest.approx(V, rel=0.08)
     est = dn.cumulative_range(draws.T, 2, 4)
-    assert est.mean() == pytest.approx(c[2:5].sum(), abs=5 * math.sqrt(4 * (db / eps) ** 2 / 50_000))
+    assert est.mean() == pytest.approx(c[2:5].sum(), abs=5 * math.sqrt(2 * V / 2000))
+    with pytest.raises(ValueError, match="whole-number"):
+        dn.cumulative_release([1.5, 2.0], eps, db, rng)
+    # a Generator is used as given (no reseeding): two calls continue one stream
+    g1, g2 = np.random.default_rng(8), np.random.default_rng(8)
+    a, b = dn.cumulative_release(c, eps, db, g1), dn.cumulative_release(c, eps, db, g1)
+    assert np.array_equal(a, dn.cumulative_release(c, eps, db, g2)) and not np.array_equal(a, b)
     pref = np.cumsum(c)
     assert dn.cumulative_range(pref, 2, 4, source="right") == pytest.approx(c[2:5].sum())
 
@@ -315,13 +330,17 @@ def _t4_formula(m, j):
     (4, 3, 1.0, 58.0625, 72.0), (10, 3, 1.0, 22.890624, None), (10, 10, 2.0, 299.306624, 800.0)])
 def test_t4_variance_closed_form(m, j, side, expected, baseline):
     # T4: empty data, ε = 1, w = 0.1, query [0.2, 0.2 + j·w)² aligned to grid 0:
-    # Var = (32/m²) Σ_g S_g², S_0 = j, S_g = (j−1) + (g/m)² + (1−g/m)²; baseline 8·j² (Δ = 2)
+    # Var = (32/m²) Σ_g S_g², S_0 = j, S_g = (j−1) + (g/m)² + (1−g/m)²; baseline 8·j² (Δ = 2).
+    # 32 = 2Δ²/ε² is the continuous Laplace variance; the release's discrete Laplace(4) has
+    # variance V(4) = 31.83, so its query variance is the spec's value times V(4)/32.
     lat = sg.ShiftedLattice.build(side, side, 0.1, 0.1 / m)
     assert lat.m == m
     rel = unit_release(lat, np.zeros((m, lat.by, lat.bx)), 4.0, side)
     rect = dp.Rect(0.2, 0.2, 0.2 + j * 0.1, 0.2 + j * 0.1)
     assert _t4_formula(m, j) == pytest.approx(expected, abs=1e-6)
-    assert rel.noise_variance(rect)[0] == pytest.approx(expected, rel=1e-9)
+    V = float(discrete_laplace_variance(4.0))
+    assert 31.8 < V < 32
+    assert rel.noise_variance(rect)[0] == pytest.approx(expected * V / 32, rel=1e-9)
     if baseline is not None:
         assert 2 * 2.0 ** 2 * j ** 2 == baseline
 
@@ -341,51 +360,63 @@ def _coefficients(rel, rect):
 
 
 def test_t4_variance_against_monte_carlo():
-    # T4: 20,000 Monte Carlo draws of the whole noisy series agree with 58.0625 within ±5%.
-    # Tolerance: the answer noise is a sum of many Laplace terms (kurtosis ≈ 3), so the sample
-    # variance has relative sd ≈ sqrt(2/20000) ≈ 1%; 5% is about 5 sd.
+    # T4: the estimator's coefficients give the spec's 58.0625 exactly (2b² Σ coef²), and 20,000
+    # draws of the discrete noise agree with V(b) Σ coef² within ±5%. Tolerance: the answer noise
+    # is a sum of many terms (kurtosis ≈ 3), so the sample variance has relative sd
+    # ≈ sqrt(2/20000) ≈ 1%; 5% is about 5 sd.
     lat = sg.ShiftedLattice.build(1.0, 1.0, 0.1, 0.025)
     rel = unit_release(lat, np.zeros((4, lat.by, lat.bx)), 4.0)
     rect = dp.Rect(0.2, 0.2, 0.5, 0.5)
     coef = _coefficients(rel, rect)
     assert 2 * 16 * (coef ** 2).sum() == pytest.approx(58.0625, rel=1e-9)   # closed form is exact
-    rng = np.random.default_rng(2024)
-    sims = np.concatenate([rng.laplace(0, 4.0, (5000, coef.size)) @ coef for _ in range(4)])
-    assert sims.var() == pytest.approx(58.0625, rel=0.05)
-    # a random off-lattice query: closed form = Σ coef² · 2b²
+    V = float(discrete_laplace_variance(4.0))
+    keep = coef != 0
+    sims = discrete_laplace(np.random.default_rng(2024), 4.0, (20000, int(keep.sum()))) @ coef[keep]
+    assert sims.var() == pytest.approx(V * (coef ** 2).sum(), rel=0.05)
+    # a random off-lattice query: closed form = V(b) Σ coef²
     rect2 = dp.Rect(0.137, 0.281, 0.642, 0.493)
     coef2 = _coefficients(rel, rect2)
-    assert rel.noise_variance(rect2)[0] == pytest.approx(32 * (coef2 ** 2).sum(), rel=1e-9)
+    assert rel.noise_variance(rect2)[0] == pytest.approx(V * (coef2 ** 2).sum(), rel=1e-9)
     lo, hi = rel.interval(rect2)
-    assert (hi - lo) / 2 == pytest.approx(stats.norm.ppf(0.975) * math.sqrt(32 * (coef2 ** 2).sum()), rel=1e-9)
+    assert (hi - lo) / 2 == pytest.approx(stats.norm.ppf(0.975) * math.sqrt(V * (coef2 ** 2).sum()), rel=1e-9)
 
 
 def test_interval_monte_carlo_for_few_terms():
-    # interval: ≤ 64 noise terms → Monte Carlo quantile of Σ a·Lap(b); checked against a fresh
-    # simulation (quantile sd at 2e4 draws ≈ 1%, tolerance 4%)
+    # interval: ≤ 64 noise terms → simulated quantile of Σ a·Z, Z discrete Laplace(b); checked
+    # against an independent simulation (quantile sd at 2e4 draws ≈ 1%, tolerance 4%), and it
+    # does not depend on the counts (no data is read)
     lat = sg.ShiftedLattice.build(1.0, 1.0, 0.1, 0.025)
     rel = unit_release(lat, np.zeros((4, lat.by, lat.bx)), 4.0)
     rect = dp.Rect(0.21, 0.21, 0.26, 0.24)
     coef = _coefficients(rel, rect)
     assert 0 < np.count_nonzero(coef) <= 64
     lo, hi = rel.interval(rect)
-    sims = np.random.default_rng(99).laplace(0, 4.0, (20000, coef.size)) @ coef
+    a = coef[coef != 0]
+    sims = discrete_laplace(np.random.default_rng(99), 4.0, (20000, a.size)) @ a
     assert (hi - lo) / 2 == pytest.approx(np.quantile(np.abs(sims), 0.95), rel=0.04)
+    other = unit_release(lat, np.full((4, lat.by, lat.bx), 7.0), 4.0)
+    lo2, hi2 = other.interval(rect)
+    assert hi2 - lo2 == pytest.approx(hi - lo, rel=1e-12)
 
 
 # ================================================================ T5: noise calibration
 def test_t5_noise_calibration(city):
-    # T5: the sample sd of c̃ − c is √2·Δ/ε. Tolerance: relative sd of a Laplace sample sd is
-    # ½·sqrt(5/N) ≈ 0.3% at N ≈ 1.2e5 bins, so ±2% is about 6 sd.
+    # T5: c̃ − c is integer discrete Laplace noise of scale Δ/ε = 8, sd sqrt(V(8)) ≈ √2·8.
+    # Tolerance: relative sd of a Laplace-like sample sd is ½·sqrt(5/N) ≈ 0.3% at N ≈ 1.2e5
+    # bins, so ±2% is about 6 sd; P(0) = (1-q)/(1+q) has sd sqrt(p/N) ≈ 0.0004, tolerance 0.003.
     data, _ = city
     dom = dp.Domain(-0.5, 51.0, 0.5, 52.0)
-    rel = dp.release("shifted_grids", data, dom, 0.5, params={"delta_km": 0.125, "bin_km": 0.5}, seed=8)
+    rel = dp.release("shifted_grids", data, dom, 0.5, params={"delta_km": 0.125, "bin_km": 0.5},
+                     seed=np.random.default_rng(8))
     lat = rel.lattice
     assert lat.m == 4 and lat.in_box.sum() >= 100_000
     u, v = lat.fine_index(*rel.box.to_metres(dom, data.x, data.y))
     resid = (rel.counts - lat.counts(u, v))[lat.in_box]
-    assert resid.std() == pytest.approx(math.sqrt(2) * 4 / 0.5, rel=0.02)
-    assert abs(resid.mean()) < 5 * math.sqrt(2) * 8 / math.sqrt(resid.size)
+    assert np.array_equal(resid, np.round(resid))             # integer noise on integer counts
+    assert resid.std() == pytest.approx(math.sqrt(discrete_laplace_variance(8.0)), rel=0.02)
+    assert abs(resid.mean()) < 5 * math.sqrt(discrete_laplace_variance(8.0) / resid.size)
+    q = math.exp(-1 / 8)
+    assert (resid == 0).mean() == pytest.approx((1 - q) / (1 + q), abs=0.003)
     assert np.all(rel.counts[~lat.in_box] == 0)               # outside the box: no point, no noise
 
 
@@ -464,10 +495,15 @@ def test_t9_sorted_points_sensitivity_and_noise():
         D2[k] = y
         assert np.abs(np.sort(D) - np.sort(D2)).sum() == pytest.approx(abs(D[k] - y), abs=1e-12)
     assert dn.sorted_points_sensitivity(0.01, 5.0) == pytest.approx(0.05)
-    # noise sd √2·δΛ/ε; relative sd of the sample sd ≈ ½·sqrt(5/N) = 0.35% at N = 1e5, tol 2%
+    # values on the public grid g = δΛ/1024 with discrete noise of scale (1024 + 1)/ε grid steps:
+    # sd g·sqrt(V) ≈ √2·δΛ/ε; relative sd of the sample sd ≈ ½·sqrt(5/N) = 0.35% at N = 1e5, tol 2%
     x = rng.uniform(0, 5, 100_000)
     zt = dn.sorted_points_release(x, 0.5, 0.01, rng, domain_size=5.0)
-    assert (zt - np.sort(x)).std() == pytest.approx(math.sqrt(2) * 0.05 / 0.5, rel=0.02)
+    g = 0.05 / 1024
+    assert np.allclose(zt / g, np.round(zt / g), rtol=0, atol=1e-6)
+    sd = g * math.sqrt(discrete_laplace_variance(1025 / 0.5))
+    assert sd == pytest.approx(math.sqrt(2) * 0.05 / 0.5, rel=2e-3)
+    assert (zt - np.sort(x)).std() == pytest.approx(sd, rel=0.02)
     post = dn.sorted_points_release(x[:2000], 0.5, 0.01, rng, domain_size=5.0, postprocess=True)
     assert np.all(np.diff(post) >= 0) and post.min() >= 0 and post.max() <= 5.0
     z = np.array([0.1, 0.2, 0.2, 0.7])
@@ -508,6 +544,16 @@ def test_t10_median_smooth_sensitivity():
         dn.median_smooth_sensitivity([0.1, 0.2], 0.1)
     med, S, beta = dn.smooth_median_release(x, 1.0, 1e-6, 0)
     assert beta == pytest.approx(1 / (2 * math.log(2e6))) and math.isfinite(med) and S > 0
+    # released on the public grid Λ·2^-24 with noise of scale about S/α = 2S/ε: the spread of many
+    # draws matches g·sqrt(V((S/g + 1)/α)) (relative sd of the sample sd ≈ ½·sqrt(5/2000) = 2.5%,
+    # tolerance 10%)
+    g = 2.0 ** -24
+    draws = np.array([dn.smooth_median_release(x, 1.0, 1e-6, np.random.default_rng(k))[0]
+                      for k in range(2000)])
+    assert np.allclose(draws / g, np.round(draws / g), rtol=0, atol=1e-6)
+    sd = g * math.sqrt(discrete_laplace_variance((S / g + 1) / 0.5))
+    assert sd == pytest.approx(math.sqrt(2) * 2 * S, rel=1e-3)
+    assert draws.std() == pytest.approx(sd, rel=0.1) and abs(draws.mean() - 0.3) < 5 * sd / math.sqrt(2000)
 
 
 # ================================================================ T11/T12: time series
@@ -581,16 +627,23 @@ def test_online_allocation_reads_only_the_past():
 
 # ================================================================ mechanisms end to end
 def test_spec_guarantee_texts_and_markers():
-    # spec 1: the four sentences (δ-neighbourhood, falls off with distance, n public, not comparable)
+    # spec 1: the four sentences (δ-neighbourhood, falls off with distance, n public, not comparable);
+    # the unit of privacy names the relation and the text says what n costs
     spec = dp.mechanisms()["shifted_grids"]
     g = spec.guarantee
     for words in ("δ-neighbourhood", "factor of e^ε", "falls off with distance", "e^(ε·m/2)",
-                  "e^(ε·m/4)", "equivalent standard ε", "n is treated as public", "not comparable"):
+                  "e^(ε·m/4)", "equivalent standard ε", "not protected", "treated as public",
+                  "no budget is spent on it", "never exported", "not comparable"):
         assert words in g
     assert g.count(". ") >= 3
+    assert spec.unit == base.MOVE_POINT
     assert sg.GUARANTEE_KIND == "delta-neighbourhood"
     assert sg.GUARANTEE_KINDS == {"shifted_grids": "delta-neighbourhood", "bounded_grid": "standard-bounded"}
-    assert "bounded neighbours" in dp.mechanisms()["bounded_grid"].guarantee
+    bounded = dp.mechanisms()["bounded_grid"]
+    assert bounded.unit == base.REPLACE_POINT
+    for words in ("replacing one point", "bounded neighbours", "dataset size is public under this "
+                  "relation", "never states it", "ε/2"):
+        assert words in bounded.guarantee
     assert spec.budget_parts == ("counts",) and spec.private
 
 
@@ -598,13 +651,15 @@ def test_shifted_grids_end_to_end(city):
     # spec 2.4-2.5 via dp.release: one ledger entry at ε with Δ = 4, answers within the
     # closed-form noise (5 sd), exports and the per-grid view
     data, dom = city
-    rel = dp.release("shifted_grids", data, dom, 0.8, params={"delta_km": 0.1, "bin_km": 1.0}, seed=21)
+    rel = dp.release("shifted_grids", data, dom, 0.8, params={"delta_km": 0.1, "bin_km": 1.0},
+                     seed=np.random.default_rng(21))
     assert isinstance(rel, sg.ShiftedGridsRelease) and rel.private
     assert rel.ledger.total == pytest.approx(0.8) and len(rel.ledger) == 1
     e = rel.ledger.entries[0]
     assert (e.epsilon, e.sensitivity, e.scale) == (pytest.approx(0.8), 4.0, pytest.approx(5.0))
+    assert e.noise == "discrete laplace"
     rel.ledger.check(0.8)
-    assert rel.n_grids == 10 and rel.n_public == data.n
+    assert rel.n_grids == 10 and np.array_equal(rel.counts, np.round(rel.counts))
     rects = dp.random_workload(dom, 40, area_frac=0.05, rng=5)
     est, true = rel.answer_many(rects), data.true_counts(rects, dom)
     sd = np.sqrt(rel.noise_variance(rects))
@@ -628,8 +683,11 @@ def test_shifted_grids_end_to_end(city):
         rel.grid_regions(10)
     meta = rel.metadata()
     for key in ("guarantee_kind", "delta_km", "bin_km", "m", "equivalent_standard_epsilon",
-                "sensitivity", "noise_scale", "fine_lattice", "dataset_size_public"):
+                "sensitivity", "noise_scale", "fine_lattice", "unit_of_privacy"):
         assert key in meta
+    assert meta["unit_of_privacy"] == base.MOVE_POINT and meta["differentially_private"]
+    assert not any("size" in str(k) or "n_public" in str(k) for k in all_keys(meta))   # no exact N
+    assert "n is not protected" in meta["guarantee_for_this_release"]
     assert meta["guarantee_kind"] == "delta-neighbourhood" and meta["delta_km"] == pytest.approx(0.1)
     assert meta["bin_km"] == pytest.approx(1.0) and meta["bin_km_x"] >= 1.0 and meta["bin_km_y"] >= 1.0
     assert min(meta["lattice_step_km"]) >= 0.1
@@ -650,11 +708,15 @@ def test_shifted_grids_geojson_is_public_only(city):
     f = gj["features"][0]
     assert set(f["properties"]) == {"grid", "row", "col", "noisy_count"}
     assert gj["properties"]["guarantee_kind"] == "delta-neighbourhood"
-    # same seed, more data: the export changes exactly by the change in bin counts
+    assert not any("size" in k or "n_public" in k for k in keys)
+    # a fixed seed is a reproducible demo, exported as NOT private: same seed, more data, and the
+    # export changes exactly by the change in bin counts (the noise does not depend on the data)
+    assert not rel.private and "reproducible_demo" in gj["properties"]
     more = dp.PointData(np.append(data.x, [-0.1, -0.1]), np.append(data.y, [51.5, 51.5]))
     rel2 = dp.release("shifted_grids", more, dom, 1.0, params=params, seed=6)
     diff = rel2.counts - rel.counts
-    assert np.allclose(diff.sum(axis=(1, 2)), 2.0) and np.allclose(diff[diff != 0], np.round(diff[diff != 0]))
+    assert np.array_equal(diff.sum(axis=(1, 2)), np.full(rel.m, 2.0))
+    assert np.array_equal(diff, np.round(diff)) and 0 < np.count_nonzero(diff) <= 2 * rel.m
 
 
 def test_points_outside_the_box_are_clamped_never_dropped(city):
@@ -665,7 +727,7 @@ def test_points_outside_the_box_are_clamped_never_dropped(city):
     rel = dp.release("shifted_grids", far, dom, 1.0, params={"delta_km": 0.3, "bin_km": 1.0}, seed=1)
     u, v = rel.lattice.fine_index(*rel.box.to_metres(dom, far.x, far.y))
     assert np.all(rel.lattice.counts(u, v).sum(axis=(1, 2)) == far.n)
-    assert rel.diagnostics["points_clamped_into_box"] == 3 and rel.n_public == far.n
+    assert rel.diagnostics["points_clamped_into_box"] == 3
     b = dp.release("bounded_grid", far, dom, 1.0, params={"bin_km": 2.0}, seed=1)
     lon = np.clip(far.x, dom.west, dom.east)
     lat = np.clip(far.y, dom.south, dom.north)
@@ -673,24 +735,30 @@ def test_points_outside_the_box_are_clamped_never_dropped(city):
 
 
 def test_bounded_grid_end_to_end(city):
-    # spec 2.6: Lap(2/ε) per cell under bounded neighbours; one ledger entry; n public
+    # spec 2.6: discrete Laplace(2/ε) per cell under the replace-one relation; one ledger entry;
+    # the dataset size is public under that relation but never exported
     data, dom = city
-    rel = dp.release("bounded_grid", data, dom, 0.5, params={"bin_km": 1.0}, seed=2)
+    rel = dp.release("bounded_grid", data, dom, 0.5, params={"bin_km": 1.0}, seed=np.random.default_rng(2))
     assert isinstance(rel, dp.GridRelease) and rel.private
     e = rel.ledger.entries[0]
     assert len(rel.ledger) == 1 and (e.epsilon, e.sensitivity, e.scale) == (0.5, 2.0, 4.0)
-    assert rel.noise_scale == 4.0 and rel.n_public == data.n
+    assert e.noise == "discrete laplace" and rel.noise_scale == 4.0
     assert (rel.grid.gx, rel.grid.gy) == (34, 33)
     meta = rel.metadata()
     assert meta["guarantee_kind"] == "standard-bounded" and meta["sensitivity"] == 2
+    assert meta["unit_of_privacy"] == base.REPLACE_POINT and "noisy_dataset_size" not in meta
+    gj = json.loads(rel.to_json())
+    assert not any("size" in str(k) or "n_public" in str(k) for k in all_keys(gj))
     assert all(abs(b - 1.0) < 0.05 for b in meta["bin_km"])
-    # noise: sd √2·4 per cell; 1122 cells → sample sd within ±15% (≈ 7 sd of the estimate)
+    # noise: integers with sd sqrt(V(4)) per cell; 1122 cells → sample sd within ±15% (≈ 7 sd)
     lon = np.clip(data.x, dom.west, dom.east)
     lat = np.clip(data.y, dom.south, dom.north)
     resid = rel.counts - rel.grid.histogram(lon, lat)
-    assert resid.std() == pytest.approx(math.sqrt(2) * 4.0, rel=0.15)
+    assert np.array_equal(resid, np.round(resid))
+    V = float(discrete_laplace_variance(4.0))
+    assert resid.std() == pytest.approx(math.sqrt(V), rel=0.15)
     whole = dp.Rect(*dom.bounds)
-    assert abs(rel.answer(whole) - data.n) < 5 * math.sqrt(2 * 16 * rel.grid.n_cells)
+    assert abs(rel.answer(whole) - data.n) < 5 * math.sqrt(V * rel.grid.n_cells)
     by_count = dp.release("bounded_grid", data, dom, 0.5, params={"bins_per_side": 10}, seed=2)
     assert max(by_count.grid.gx, by_count.grid.gy) == 10
 
@@ -749,17 +817,17 @@ def test_t13_reduced_reproduction_ordering():
     P = np.clip(cent[k] + rng.normal(0, 1, (n, 2)) * spread[k, None], 0, 1 - 1e-12)
     data = dp.PointData(P[:, 0], P[:, 1])
 
-    def mse(w, delta, Q, T, seed):
+    def release(w, delta, seed):
         lat = sg.ShiftedLattice.build(1.0, 1.0, w, delta, m_max=10 ** 6)
         exact = lat.counts(*lat.fine_index(P[:, 0], P[:, 1]))
-        noise = np.random.default_rng(seed).laplace(0, lat.sensitivity, exact.shape) * lat.in_box
-        rel = unit_release(lat, exact + noise, float(lat.sensitivity))
-        return np.mean((rel.answer_many(Q) - T) ** 2)
+        noise = discrete_laplace(np.random.default_rng(seed), float(lat.sensitivity), exact.shape) * lat.in_box
+        return unit_release(lat, exact + noise, float(lat.sensitivity))
 
+    methods = {"baseline": [release(w, w, 1) for w in (0.0025, 0.005, 0.01, 0.02, 0.04)],
+               "1e-3": [release(w, 1e-3, 2) for w in (0.005, 0.01, 0.02)],
+               "1e-4": [release(w, 1e-4, 3) for w in (0.005, 0.01, 0.02)]}
     for s in (0.01, 0.1, 0.2):
         Q = dp.random_workload(dp.Domain(0, 0, 1, 1), 300, side_frac=s, rng=1)
         T = data.true_counts(Q, dp.Domain(0, 0, 1, 1))
-        base = min(mse(w, w, Q, T, 1) for w in (0.0025, 0.005, 0.01, 0.02, 0.04))
-        p3 = min(mse(w, 1e-3, Q, T, 2) for w in (0.005, 0.01, 0.02))
-        p4 = min(mse(w, 1e-4, Q, T, 3) for w in (0.005, 0.01, 0.02))
-        assert p4 < p3 <= base
+        best = {k: min(np.mean((r.answer_many(Q) - T) ** 2) for r in rels) for k, rels in methods.items()}
+        assert best["1e-4"] < best["1e-3"] <= best["baseline"]

@@ -10,7 +10,9 @@ import pytest
 
 import dp
 from dp.mechanisms import trees as T
+from dp.mechanisms.base import ADD_REMOVE_POINT
 from dp.mechanisms.leaves import paint
+from dp.noise import count_noise, discrete_laplace, discrete_laplace_quantile, discrete_laplace_variance
 
 NAMES = ("ag", "quadtree", "kdtree", "privtree")
 UNIT = dp.Domain(0.0, 0.0, 1.0, 1.0)
@@ -51,6 +53,17 @@ def fractions(leaves, q):
 QUERIES_64 = [(0, 64, 0, 64), (10, 40, 5, 33), (30.5, 50.25, 20, 60), (3, 9, 50, 61)]
 
 
+def private_rng(k):
+    """A Generator passed in keeps the release private (an int seed marks it a demo)."""
+    return np.random.default_rng(k)
+
+
+def noisy_runs(tree, S, eps_node, rng, R):
+    """R independent count passes at once: what T.noisy_node_counts draws, as rows (one draw call)."""
+    eps = np.broadcast_to(eps_node, (R, tree.n_nodes))
+    return T.region_counts(S, tree.regions) + count_noise(rng, eps), discrete_laplace_variance(1 / eps_node)
+
+
 def assert_unbiased(answers, expected, n_se=5.0):
     """Monte Carlo mean within n_se standard errors of the expectation (per query)."""
     answers = np.asarray(answers)
@@ -64,10 +77,12 @@ def assert_unbiased(answers, expected, n_se=5.0):
 def test_end_to_end_on_small_city(city, name):
     # dp.release on the 5k sample: ledger sums to ε (dp.release checks it), leaves tile the base grid
     data, dom = city
-    rel = dp.release(name, data, dom, 1.0, seed=1)
+    rel = dp.release(name, data, dom, 1.0, seed=private_rng(1))
     assert isinstance(rel, dp.LeafRelease) and rel.private and rel.spec.private
+    assert rel.spec.unit == ADD_REMOVE_POINT and rel.metadata()["unit_of_privacy"] == ADD_REMOVE_POINT
     assert rel.ledger.total == pytest.approx(1.0, rel=1e-9)
     assert all(e.epsilon > 0 and e.private and e.sensitivity == 1.0 for e in rel.ledger)
+    assert all(e.noise == "discrete laplace" for e in rel.ledger)
     assert rel.base.shape[1] == 1024 or rel.base.shape[0] == 1024
     assert_tiles(rel.leaves, rel.base.shape)
     assert np.all(np.isfinite(rel.counts)) and len(rel.counts) == rel.n_leaves
@@ -83,6 +98,13 @@ def test_end_to_end_on_small_city(city, name):
     gj = json.loads(rel.to_json())
     assert len(gj["features"]) == rel.n_leaves
     assert not any("true" in k.lower() for f in gj["features"] for k in f["properties"])
+    # the exact dataset size is in no exported value: only a noisy size (or none, PrivTree)
+    meta = gj["properties"]
+    assert "dataset_size_public" not in meta and not hasattr(rel, "n_public")
+    assert meta.get("noisy_dataset_size") == rel.noisy_size
+    assert (rel.noisy_size is None) == (name == "privtree")
+    assert rel.noisy_size != data.n and str(data.n) not in json.dumps(meta)
+    assert data.n not in rel.diagnostics.values()
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -92,7 +114,7 @@ def test_ledger_sums_to_epsilon_for_any_split(name, eps, split):
     data, dom = dp.load_sample("small_city_5k")
     spec = dp.mechanisms()[name]
     if split == "custom":
-        split = [0.3, 0.7][:len(spec.budget_parts)] if len(spec.budget_parts) == 2 else [1.0]
+        split = {1: [1.0], 2: [0.3, 0.7], 3: [0.1, 0.3, 0.6]}[len(spec.budget_parts)]
     rel = dp.release(name, data, dom, eps, split=split, params={"base_cells": 128}, seed=2)
     rel.ledger.check(eps)
     assert math.fsum(e.epsilon for e in rel.ledger) == pytest.approx(eps, rel=1e-12)
@@ -124,19 +146,48 @@ def test_same_seed_same_release(city, name):
     assert a.counts.shape != c.counts.shape or not np.array_equal(a.counts, c.counts)
 
 
-def test_automatic_height_treats_n_as_public(city):
-    # auto height = HTF's rule floor(log2(N ε / 10)) (kd) and half of it (quadtree), N public
+def test_automatic_height_uses_a_noisy_dataset_size(city):
+    # auto height = HTF's rule floor(log2(N̂ ε / 10)) (kd) and half of it (quadtree) on a noisy
+    # size N̂ = N + discrete Laplace(1/ε_size), drawn first with 5% of ε and released
     data, dom = city
-    q = dp.release("quadtree", data, dom, 1.0, seed=1)
-    k = dp.release("kdtree", data, dom, 1.0, seed=1)
-    assert q.max_depth() == math.floor(math.log2(5000 / 10) / 2) == 4
-    assert q.n_public == 5000 and q.metadata()["dataset_size_public"] == 5000
-    assert k.diagnostics["height"] == math.floor(math.log2(5000 / 10)) == 8
-    fixed = dp.release("quadtree", data, dom, 1.0, params={"height": 3}, seed=1)
-    assert fixed.n_public is None and fixed.max_depth() == 3 and fixed.n_leaves == 64
-    assert len(fixed.ledger) == 4
-    kd = dp.release("kdtree", data, dom, 1.0, params={"height": 5}, seed=1)
-    assert len(kd.ledger) == 5 + 6      # 5 median levels + 6 count levels
+    q = dp.release("quadtree", data, dom, 1.0, seed=private_rng(1))
+    k = dp.release("kdtree", data, dom, 1.0, seed=private_rng(1))
+    for rel, bits in ((q, 2), (k, 1)):
+        first = rel.ledger.entries[0]
+        assert first.step.startswith("noisy dataset size") and first.epsilon == pytest.approx(0.05)
+        assert first.scale == pytest.approx(1 / 0.05)
+        assert rel.split[0] == 0.05 and rel.spec.budget_parts[0] == "dataset size"
+        assert abs(rel.noisy_size - data.n) <= discrete_laplace_quantile(1 / 0.05, 1 - 1e-6)
+        assert rel.metadata()["noisy_dataset_size"] == rel.noisy_size
+        assert "5% of ε" in rel.spec.guarantee
+        assert rel.diagnostics["height"] == math.floor(math.log2(rel.noisy_size / 10) / bits)
+    assert q.max_depth() == q.diagnostics["height"]
+    assert math.floor(math.log2(5000 / 10) / 2) == 4 and math.floor(math.log2(5000 / 10)) == 8
+    # a fixed height reads no size: the size share goes to the counts and the ledger says so
+    fixed = dp.release("quadtree", data, dom, 1.0, params={"height": 3}, seed=private_rng(1))
+    assert fixed.noisy_size is None and "noisy_dataset_size" not in fixed.metadata()
+    assert fixed.max_depth() == 3 and fixed.n_leaves == 64
+    assert len(fixed.ledger) == 4 and fixed.ledger.total == pytest.approx(1.0)
+    assert "dataset-size share (5% of ε) is spent on the counts" in fixed.ledger.entries[0].note
+    kd = dp.release("kdtree", data, dom, 1.0, params={"height": 5}, seed=private_rng(1))
+    assert kd.noisy_size is None and len(kd.ledger) == 5 + 6      # 5 median levels + 6 count levels
+    counts = [e.epsilon for e in kd.ledger if "counts" in e.step]
+    assert math.fsum(counts) == pytest.approx(0.85)
+
+
+def test_noisy_dataset_size_is_n_plus_discrete_laplace():
+    # N̂ = N + Z, Z ~ discrete Laplace(1/ε): mean N and variance 2q/(1−q)², charged before the draw
+    S = T.prefix_sum(np.full((3, 4), 7))
+    eps, R = 0.5, 800
+    rng = np.random.default_rng(21)
+    ledger = dp.Ledger()
+    draws = np.array([ledger.noisy_size(rng, round(S[-1, -1]), eps, "test") for _ in range(R)])
+    assert len(ledger) == R and ledger.total == pytest.approx(R * eps)
+    assert all(e.scale == 1 / eps and "84" not in e.note for e in ledger)
+    var = discrete_laplace_variance(1 / eps)
+    assert abs(draws.mean() - 84) <= 5 * math.sqrt(var / R)
+    z = draws - 84
+    assert abs(z.var() - var) <= 5 * math.sqrt(np.var(z ** 2) / R)
 
 
 # ----------------------------------------------------------------------- geometric budget
@@ -207,7 +258,9 @@ def test_smoothing_is_consistent_on_kd_and_quad_trees(city_matrix):
         E = T.geometric_budgets(h, 1.0, 2)
         root_shape = (tree.regions[0, 1], tree.regions[0, 3])
         S_tree = S if root_shape == F.shape else T.prefix_sum(rng.poisson(2.0, root_shape))
-        y, var = T.noisy_node_counts(tree, S_tree, T.node_budgets(tree, h, E), rng)
+        eps_node = T.node_budgets(tree, h, E)
+        y, var = T.noisy_node_counts(tree, S_tree, eps_node, rng)
+        assert y.dtype == np.int64 and np.array_equal(var, discrete_laplace_variance(1 / eps_node))
         x = T.smooth(tree, y, var)
         own, kids = _children_sums(tree, x)
         assert np.allclose(own, kids, rtol=1e-10, atol=1e-8)
@@ -224,13 +277,9 @@ def test_smoothing_reduces_variance_and_stays_unbiased(city_matrix):
     leaves = tree.regions[leaf]
     A = np.stack([fractions(leaves, q) for q in QUERIES_64], axis=1)
     true_leaf = T.region_counts(S, leaves)
-    rng = np.random.default_rng(4)
-    raw, sm = [], []
-    for _ in range(1500):
-        y, var = T.noisy_node_counts(tree, S, eps_node, rng)
-        raw.append(y[leaf])
-        sm.append(T.smooth(tree, y, var)[leaf])
-    raw, sm = np.array(raw), np.array(sm)
+    Y, var = noisy_runs(tree, S, eps_node, np.random.default_rng(4), 1500)
+    raw = Y[:, leaf]
+    sm = np.array([T.smooth(tree, y, var)[leaf] for y in Y])
     assert_unbiased(sm @ A, true_leaf @ A)
     assert_unbiased(raw @ A, true_leaf @ A)
     leaf_mse_raw = ((raw - true_leaf) ** 2).mean(0).sum()
@@ -249,8 +298,8 @@ def test_quadtree_unbiased_on_fixed_partition(city_matrix):
     eps_node = T.node_budgets(tree, 4, T.geometric_budgets(4, 0.3, 4))
     leaf = tree.is_leaf
     A = np.stack([fractions(tree.regions[leaf], q) for q in QUERIES_64], axis=1)
-    rng = np.random.default_rng(5)
-    ans = [T.smooth(tree, *T.noisy_node_counts(tree, S, eps_node, rng))[leaf] @ A for _ in range(800)]
+    Y, var = noisy_runs(tree, S, eps_node, np.random.default_rng(5), 800)
+    ans = [T.smooth(tree, y, var)[leaf] @ A for y in Y]
     assert_unbiased(ans, T.region_counts(S, tree.regions[leaf]) @ A)
 
 
@@ -261,8 +310,8 @@ def test_kdtree_unbiased_on_fixed_partition(city_matrix):
     eps_node = T.node_budgets(tree, tree.height, T.uniform_budgets(tree.height, 0.3))
     leaf = tree.is_leaf
     A = np.stack([fractions(tree.regions[leaf], q) for q in QUERIES_64], axis=1)
-    rng = np.random.default_rng(7)
-    ans = [T.smooth(tree, *T.noisy_node_counts(tree, S, eps_node, rng))[leaf] @ A for _ in range(800)]
+    Y, var = noisy_runs(tree, S, eps_node, np.random.default_rng(7), 800)
+    ans = [T.smooth(tree, y, var)[leaf] @ A for y in Y]
     assert_unbiased(ans, T.region_counts(S, tree.regions[leaf]) @ A)
 
 
@@ -271,31 +320,55 @@ def test_ag_unbiased_on_fixed_layout(city_matrix):
     F, S = city_matrix
     eps1, eps2 = 0.25, 0.25
     cells = T.ag_cells(F.shape, 10)
-    v0 = T.region_counts(S, cells) + np.random.default_rng(8).laplace(0, 1 / eps1, len(cells))
+    v0 = T.region_counts(S, cells) + count_noise(np.random.default_rng(8), eps1, size=len(cells))
     sub, cell, k = T.ag_subcells(cells, T.ag_second_level_size(v0, eps2))
     assert k.max() > 1
     A = np.stack([fractions(sub, q) for q in QUERIES_64], axis=1)
     tv, tu = T.region_counts(S, cells), T.region_counts(S, sub)
     rng = np.random.default_rng(9)
     R = 3000
-    V = tv + rng.laplace(0, 1 / eps1, (R, len(cells)))
-    U = tu + rng.laplace(0, 1 / eps2, (R, len(sub)))
+    V = tv + count_noise(rng, eps1, size=(R, len(cells)))
+    U = tu + count_noise(rng, eps2, size=(R, len(sub)))
+    assert T.ag_inference_weight(eps1, eps2) == pytest.approx(0.5)
     ans = np.array([T.ag_inference(V[i], U[i], cell, k, 0.5) @ A for i in range(R)])
     assert_unbiased(ans, tu @ A)
 
 
+def test_ag_inference_weight_is_inverse_discrete_variance():
+    # α²/(1−α)² = V2/V1 with V the discrete Laplace variances, so ag_inference weights v against
+    # Σu by inverse variance; for small ε it is the budget share ε1/(ε1+ε2) of the paper
+    for e1, e2 in [(0.475, 0.475), (0.3, 0.9), (2.0, 0.5)]:
+        a = T.ag_inference_weight(e1, e2)
+        V1, V2 = discrete_laplace_variance(1 / e1), discrete_laplace_variance(1 / e2)
+        assert a ** 2 / (1 - a) ** 2 == pytest.approx(V2 / V1, rel=1e-12)
+        v, u, k = np.array([40.0]), np.array([3.0, 5, 9, 11]), np.array([4])
+        out = T.ag_inference(v, u, np.zeros(4, int), k, a)
+        best = (v[0] / V1 + u.sum() / (4 * V2)) / (1 / V1 + 1 / (4 * V2))
+        assert out.sum() == pytest.approx(best, rel=1e-12)
+    assert T.ag_inference_weight(1e-3, 3e-3) == pytest.approx(0.25, abs=1e-6)
+
+
 def test_privtree_leaf_counts_unbiased_with_stated_variance(city_matrix):
-    # PrivTree leaves: true count + Lap(1/ε_counts), independent: mean = truth, var = 2/ε² (= leaf_var)
+    # PrivTree leaves: integer count + discrete Laplace(1/ε_counts): mean = truth, variance
+    # 2q/(1−q)² (= leaf_var), one raw draw per leaf (leaf_scale)
     F, S = city_matrix
     lam, delta = T.privtree_constants(0.5)
     rng = np.random.default_rng(10)
-    tree = T.privtree_grow(S, F.shape, lam, delta, 0.0, lambda n: rng.laplace(0, lam, n))
+    tree = T.privtree_grow(S, F.shape, delta, 0, lambda n: discrete_laplace(rng, lam, n))
     leaves = tree.regions[tree.is_leaf]
     A = np.stack([fractions(leaves, q) for q in QUERIES_64], axis=1)
     true = T.region_counts(S, leaves)
-    draws = true + rng.laplace(0, 1 / 0.5, (4000, len(leaves)))
+    R = 4000
+    draws = true + count_noise(rng, 0.5, size=(R, len(leaves)))
+    assert draws.dtype == np.int64
     assert_unbiased(draws @ A, true @ A)
-    assert np.var(draws - true) == pytest.approx(2 / 0.5 ** 2, rel=0.03)
+    var = discrete_laplace_variance(1 / 0.5)
+    z = (draws - true).ravel()
+    assert abs(z.var() - var) <= 5 * math.sqrt(np.var(z ** 2) / z.size)
+    data, dom = dp.load_sample("small_city_5k")
+    rel = dp.release("privtree", data, dom, 1.0, params={"base_cells": 64}, seed=private_rng(2))
+    assert np.allclose(rel.leaf_var, var) and np.allclose(rel.leaf_scale, 2.0)
+    assert np.array_equal(rel.counts, np.rint(rel.counts))
 
 
 # ----------------------------------------------------------------------------------- PrivTree
@@ -320,8 +393,8 @@ def _privtree_reference(F, lam, delta, theta):
     return sorted(out)
 
 
-def _grown_leaves(F, lam, delta, theta):
-    tree = T.privtree_grow(T.prefix_sum(F), F.shape, lam, delta, theta, np.zeros)
+def _grown_leaves(F, delta, theta):
+    tree = T.privtree_grow(T.prefix_sum(F), F.shape, delta, theta, lambda n: np.zeros(n, np.int64))
     return sorted(map(tuple, tree.regions[tree.is_leaf].tolist()))
 
 
@@ -331,17 +404,18 @@ def test_privtree_split_rule_zero_noise_hand_example():
     F[0:2, 0:2] = [[2, 1], [1, 2]]          # 6 points in the SW quadrant
     F[3, 3] = 1                             # 1 point in the NE quadrant
     # θ = 0, δ = 1: root b = 7 splits; SW b = 6 − 1 = 5 splits; NE b = max(1 − 1, −1) = 0 stays
-    assert _grown_leaves(F, 1.0, 1.0, 0.0) == sorted(
+    assert _grown_leaves(F, 1, 0) == sorted(
         [(0, 1, 0, 1), (0, 1, 1, 2), (1, 2, 0, 1), (1, 2, 1, 2), (0, 2, 2, 4), (2, 4, 0, 2), (2, 4, 2, 4)])
     # without the depth bias (δ = 0) the one-point NE quadrant would split as well
-    assert len(_grown_leaves(F, 1.0, 0.0, 0.0)) == 10
+    assert len(_grown_leaves(F, 0, 0)) == 10
     # the bias grows with depth: 5 points in one cell of an 8x8 grid split down to 1 cell iff 5 − 2δ > 0
     G = np.zeros((8, 8))
     G[5, 6] = 5
-    assert (5, 6, 6, 7) in _grown_leaves(G, 1.0, 2.0, 0.0)
-    assert (4, 6, 6, 8) in _grown_leaves(G, 1.0, 3.0, 0.0)
-    assert np.allclose(T.privtree_biased_count([10, 5, 0], [2, 2, 0], 0.0, 3.0), [4, -1, 0])
-    assert np.allclose(T.privtree_biased_count([0, 1], [5, 5], 2.0, 3.0), [-1, -1])   # clamp θ − δ
+    assert (5, 6, 6, 7) in _grown_leaves(G, 2, 0)
+    assert (4, 6, 6, 8) in _grown_leaves(G, 3, 0)
+    b = T.privtree_biased_count([10, 5, 0], [2, 2, 0], 0, 3)
+    assert b.dtype == np.int64 and b.tolist() == [4, -1, 0]
+    assert T.privtree_biased_count([0, 1], [5, 5], 2, 3).tolist() == [-1, -1]   # clamp θ − δ
 
 
 def test_privtree_matches_reference_rule_on_random_matrices():
@@ -349,79 +423,112 @@ def test_privtree_matches_reference_rule_on_random_matrices():
     rng = np.random.default_rng(12)
     for shape in [(8, 8), (13, 7), (1, 9), (16, 16)]:
         F = rng.poisson(rng.uniform(0, 3, shape) ** 2).astype(float)
-        for delta, theta in [(0.5, 0.0), (2.0, 3.0), (0.0, 10.0)]:
-            assert _grown_leaves(F, 1.0, delta, theta) == _privtree_reference(F, 1.0, delta, theta)
+        for delta, theta in [(1, 0), (2, 3), (0, 10), (5, -2)]:
+            assert _grown_leaves(F, delta, theta) == _privtree_reference(F, 1.0, delta, theta)
 
 
-def test_privtree_huge_epsilon_splits_all_nodes_above_theta_and_one_in_2beta_below():
-    # ε → ∞ shrinks λ and δ together (δ/λ = ln β), so: c(v) > θ always splits, while a node with
-    # c(v) <= θ has b(v) = θ − δ and splits with probability Pr[Lap(λ) > δ] = 1/(2β) = 1/8
+def test_privtree_huge_epsilon_splits_exactly_the_nodes_above_theta():
+    # ε → ∞: λ → 0 and δ = ⌈λ ln β⌉ = 1, so a node splits iff c(v) − depth > ⌊θ⌋ (θ = 2.5 acts as 2)
     rng = np.random.default_rng(13)
     x = np.concatenate([rng.uniform(0.0, 0.1, 40), rng.uniform(0.5, 1.0, 5)])
     y = np.concatenate([rng.uniform(0.0, 0.1, 40), rng.uniform(0.5, 1.0, 5)])
     data = dp.PointData(x, y)
-    rel = dp.release("privtree", data, UNIT, 1e9, params={"base_cells": 16, "theta": 2.5}, seed=1)
+    rel = dp.release("privtree", data, UNIT, 1e6, params={"base_cells": 16, "theta": 2.5},
+                     seed=private_rng(1))
+    assert rel.diagnostics["delta"] == 1 and rel.diagnostics["theta"] == 2
     F = data.histogram(rel.base)
+    assert _grown_leaves(F, 1, 2) == sorted(map(tuple, rel.leaves.tolist()))
+    assert np.array_equal(rel.counts, T.region_counts(T.prefix_sum(F), rel.leaves))
+
+
+def test_privtree_split_rate_below_threshold_is_the_discrete_laplace_tail():
+    # a tested node with c(v) <= θ below the root has b = θ − δ, so it splits with probability
+    # P[Z >= δ + 1] = q^(δ+1)/(1 + q), q = exp(−1/λ); nodes on the dense path always split here
+    F = np.zeros((16, 16), np.int64)
+    F[0, 0] = 1000
     S = T.prefix_sum(F)
-    c_leaf = T.region_counts(S, rel.leaves)
-    single = (rel.leaves[:, 1] - rel.leaves[:, 0]) * (rel.leaves[:, 3] - rel.leaves[:, 2]) == 1
-    assert np.all((c_leaf <= 2.5) | single)                 # nothing above θ was left unsplit
-    assert np.allclose(rel.counts, c_leaf, atol=1e-6)
-    lam, delta = T.privtree_constants(5e8)
-    split_low, tested_low = 0, 0
+    lam, delta = T.privtree_constants(2.0)
+    assert delta == math.ceil(lam * math.log(4)) == 2
+    q = math.exp(-1 / lam)
+    p = q ** (delta + 1) / (1 + q)
+    rng = np.random.default_rng(16)
+    split_low = tested_low = 0
     for _ in range(300):
-        tree = T.privtree_grow(S, F.shape, lam, delta, 2.5, lambda n: rng.laplace(0, lam, n))
-        tested = T.splittable(tree.regions)
+        tree = T.privtree_grow(S, F.shape, delta, 0, lambda n: discrete_laplace(rng, lam, n))
         c = T.region_counts(S, tree.regions)
-        internal = ~tree.is_leaf
-        assert np.all(internal[tested & (c > 2.5)])
-        low = tested & (c <= 2.5)
-        split_low += int(np.sum(internal & low))
+        low = T.splittable(tree.regions) & (c == 0) & (tree.depth >= 1)
+        split_low += int(np.sum(~tree.is_leaf & low))
         tested_low += int(low.sum())
-    p = split_low / tested_low
-    assert p == pytest.approx(1 / 8, abs=5 * math.sqrt(1 / 8 * 7 / 8 / tested_low))
+        assert tree.height == 4 and np.all(~tree.is_leaf[(c == 1000) & T.splittable(tree.regions)])
+    assert split_low / tested_low == pytest.approx(p, abs=5 * math.sqrt(p * (1 - p) / tested_low))
 
 
-def _log_laplace_tail(t, lam, upper):
-    """log Pr[Lap(λ) > t] (upper) or log Pr[Lap(λ) <= t], without cancellation."""
-    s = t if upper else -t
-    return math.log(0.5) - s / lam if s >= 0 else math.log1p(-0.5 * math.exp(s / lam))
+def _log_tail(k, q):
+    """log P[Z >= k] for Z discrete Laplace, P(z) ∝ q^|z|: q^k/(1+q) for k >= 0, else 1 − q^(1−k)/(1+q)."""
+    k = np.asarray(k, dtype=np.float64)
+    return np.where(k >= 0, k * math.log(q) - math.log1p(q),
+                    np.log1p(-q ** (1 - np.minimum(k, 0)) / (1 + q)))
 
 
-def _path_loss(counts, lam, delta, theta):
-    """Largest |log Pr[outcome | D] − log Pr[outcome | D + point]| over tree outcomes on one path."""
-    def lp(c, d, split):
-        b = max(c - d * delta, theta - delta)
-        return _log_laplace_tail(theta - b, lam, upper=split)
-    worst, acc = 0.0, 0.0
-    for d, c in enumerate(counts):
-        worst = max(worst, abs(acc + lp(c, d, False) - lp(c + 1, d, False)))
-        acc += lp(c, d, True) - lp(c + 1, d, True)
-        worst = max(worst, abs(acc))
-    return worst
+def _path_loss(C, lam, delta, theta):
+    """Exact worst |log P[transcript | D] − log P[transcript | D + point]| per path (rows of C).
+
+    Row i lists the counts c of the nodes containing the new point, root first; a transcript
+    splits nodes 0..L−1 and stops at L (split: b + Z > θ, i.e. Z >= θ − b + 1; stop: Z <= θ − b),
+    or splits them all (the path then ends in a one-cell node, which is not tested).
+    """
+    C = np.atleast_2d(np.asarray(C, np.int64))
+    q = math.exp(-1 / lam)
+    d = np.arange(C.shape[1])
+
+    def logs(c):
+        b = T.privtree_biased_count(c, d, theta, delta)
+        return _log_tail(theta - b + 1, q), _log_tail(b - theta, q)
+    s0, n0 = logs(C)
+    s1, n1 = logs(C + 1)
+    all_split = np.cumsum(s1 - s0, axis=1)
+    before = np.concatenate([np.zeros((len(C), 1)), all_split[:, :-1]], axis=1)
+    return np.abs(np.concatenate([all_split, before + n1 - n0], axis=1)).max(axis=1)
 
 
-def test_privtree_constants_bound_the_privacy_loss_at_any_depth():
-    # paper's theorem: λ = (2β−1)/((β−1)ε), δ = λ ln β give ε-DP for the split decisions, any depth.
-    # Exact check: only nodes on the new point's path change; their decision probabilities are
-    # Laplace tails, so the loss of every outcome is a finite sum we can evaluate.
-    eps = 0.8
+def _paths(lam, delta, theta, rng, L=40):
+    """Constant paths (the biased counts then fall by exactly δ per level: every offset to θ,
+    including the worst one) and random non-increasing paths."""
+    top = theta + (L + 2) * delta + 3
+    const = np.repeat(np.arange(0, top)[:, None], L, axis=1)
+    rand = -np.sort(-rng.integers(0, top, (2000, L)), axis=1)
+    short = -np.sort(-rng.integers(0, 3 * delta + 5, (2000, L)), axis=1)
+    return np.concatenate([const, rand, short])
+
+
+@pytest.mark.parametrize("eps", [0.05, 0.3, 1.0, 2.5, 8.0])
+def test_privtree_discrete_split_decisions_cost_at_most_eps_tree_exactly(eps):
+    # The split decisions are ε_tree-DP with integer counts and discrete Laplace noise, using the
+    # paper's λ = (2β−1)/((β−1)ε) and δ = ⌈λ ln β⌉ (see the trees module docstring for the proof).
+    # Only nodes on the added point's path change, so every transcript's loss is a finite sum of
+    # log tail ratios, evaluated here with the closed-form tail P[Z >= k].
     lam, delta = T.privtree_constants(eps, 4)
-    assert lam == pytest.approx(7 / 3 / eps) and delta == pytest.approx(lam * math.log(4))
+    assert lam == pytest.approx(7 / 3 / eps) and delta == math.ceil(lam * math.log(4))
+    q, a = math.exp(-1 / lam), 1 / lam
+    assert q ** delta <= 1 / 4
     rng = np.random.default_rng(14)
-    paths = [[K] * 40 for K in (0, 1, 3, 10, 100, 10_000)]
-    paths += [sorted(rng.integers(0, 300, rng.integers(1, 40)).tolist(), reverse=True) for _ in range(1500)]
-    paths += [sorted((max(0, round(i * delta + s)) for i in range(40)), reverse=True)
-              for s in np.linspace(-5, 30, 141)]
-    worst = max(_path_loss(p, lam, delta, 0.0) for p in paths)
-    assert worst <= eps * (1 + 1e-9)
-    # the bias is what keeps the loss bounded: without it, 40 near-threshold levels exceed ε
-    assert _path_loss([0] * 40, lam, 0.0, 0.0) > eps
+    for theta in (0, 3, -2):
+        worst = _path_loss(_paths(lam, delta, theta, rng), lam, delta, theta).max()
+        assert worst <= eps * (1 + 1e-9)
+        # the worst path is the proof's: changed nodes at b = θ−δ, θ, θ+δ, θ+2δ, ...
+        sup = 2 * a + sum(math.log1p(q ** m * (1 - q) / (1 + q - q ** m))
+                          for m in delta * np.arange(1, 39))
+        assert worst == pytest.approx(sup, rel=1e-9)
+    # the test can fail: λ = 2/ε (no room for the nodes above θ), or no depth bias, exceed ε
+    too_small = 2 / eps
+    d2 = math.ceil(too_small * math.log(4))
+    assert _path_loss(_paths(too_small, d2, 0, rng), too_small, d2, 0).max() > eps
+    assert _path_loss([[0] * 40], lam, 0, 0).max() > eps
 
 
 # ------------------------------------------------------------------------------------ kd-tree
 def test_kd_median_with_huge_epsilon_is_the_exact_median():
-    # EM over split positions, u(k) = −|Σ_{rows<k} − n/2|: as ε → ∞ it returns the argmax of u
+    # report noisy max over split positions, w(k) = −|2 Σ_{rows<k} − n|: as ε → ∞ the argmax of w
     F = np.zeros((1, 16))
     F[0, [1, 2, 3, 9, 14]] = [5, 1, 2, 2, 2]          # n = 12, first 3 columns hold 8 >= 6
     S = T.prefix_sum(F)
@@ -434,18 +541,62 @@ def test_kd_median_with_huge_epsilon_is_the_exact_median():
     assert set(k2.tolist()) == {5}
 
 
-def test_kd_median_follows_the_exponential_mechanism_distribution():
-    # Gumbel-max sampling gives Pr[k] ∝ exp(ε u(k) / 2) (spec 003 section 5.3, sensitivity 1)
-    F = np.array([[3.0, 0, 1, 4, 0, 2]])
+def _rnm_probabilities(w, scale):
+    """Exact P[argmax_k w_k + Z_k = k], Z_k iid discrete Laplace(scale), lowest k winning ties."""
+    w = np.asarray(w, np.int64)
+    q = math.exp(-1 / scale)
+    z = np.arange(-int(80 * scale) - 1, int(80 * scale) + 2)
+    pz = (1 - q) / (1 + q) * q ** np.abs(z)
+
+    def cdf(t):                                      # P[Z <= t]
+        return np.where(t >= 0, 1 - q ** (np.maximum(t, 0) + 1) / (1 + q), q ** -np.minimum(t, 0) / (1 + q))
+    out = []
+    for k in range(len(w)):
+        p = pz.copy()
+        for j in range(len(w)):
+            if j != k:
+                p = p * cdf(w[k] + z - w[j] - (j < k))
+        out.append(p.sum())
+    return np.array(out)
+
+
+def _median_utility(row):
+    pre = np.cumsum(row)[:-1]
+    return -np.abs(2 * pre - row.sum())
+
+
+def test_kd_median_follows_the_report_noisy_max_distribution():
+    # argmax of w(k) + discrete Laplace(2/ε_m), w(k) = −|2·first(k) − n| (spec 003 section 5.3's
+    # utility, doubled to an integer), ties to the lowest k: Monte Carlo matches the exact law
+    F = np.array([[3, 0, 1, 4, 0, 2]])
     S = T.prefix_sum(F)
     R, eps = 40_000, 0.7
     k = T.kd_split_positions(S, np.array([[0, 1, 0, 6]] * R), np.ones(R, bool), eps, np.random.default_rng(3))
-    pre = np.cumsum(F[0])[:-1]
-    u = -np.abs(pre - F.sum() / 2)
-    p = np.exp(eps * u / 2)
-    p /= p.sum()
+    p = _rnm_probabilities(_median_utility(F[0]), 2 / eps)
+    assert p.sum() == pytest.approx(1.0, abs=1e-12)
     freq = np.bincount(k, minlength=6)[1:] / R
     assert np.allclose(freq, p, atol=5 * np.sqrt(p * (1 - p) / R))
+
+
+def test_kd_median_report_noisy_max_is_eps_dp_exactly():
+    # adding a point moves every w(k) by exactly ±1; with scale 2/ε_m the probability of every
+    # split position changes by at most e^ε_m (exact law above); scale 1/ε_m would not suffice
+    rng = np.random.default_rng(17)
+    for eps in (0.3, 1.0, 3.0):
+        worst = worst_half = 0.0
+        for _ in range(60):
+            row = rng.integers(0, 4, rng.integers(2, 7))
+            w = _median_utility(row)
+            p0, h0 = _rnm_probabilities(w, 2 / eps), _rnm_probabilities(w, 1 / eps)
+            for j in range(len(row)):
+                more = row.copy()
+                more[j] += 1
+                p1 = _rnm_probabilities(_median_utility(more), 2 / eps)
+                h1 = _rnm_probabilities(_median_utility(more), 1 / eps)
+                worst = max(worst, np.abs(np.log(p1 / p0)).max())
+                worst_half = max(worst_half, np.abs(np.log(h1 / h0)).max())
+        assert worst <= eps + 1e-9
+        assert worst_half > 1.5 * eps
 
 
 def test_kd_axis_alternates_and_switches_on_thin_nodes():
@@ -458,12 +609,14 @@ def test_kd_axis_alternates_and_switches_on_thin_nodes():
 def test_kdtree_eps_path_and_early_leaves(city_matrix):
     # every leaf's path spends ε_counts (early leaves take the levels below) + ε_m per median above it
     data, dom = dp.load_sample("small_city_5k")
-    rel = dp.release("kdtree", data, dom, 1.0, params={"base_cells": 16, "height": 12}, seed=3)
+    rel = dp.release("kdtree", data, dom, 1.0, params={"base_cells": 16, "height": 12},
+                     seed=private_rng(3))
+    assert rel.noisy_size is None                          # a fixed height reads no size
     depth = {tuple(n[:4]): n[4] for n in rel.nodes.tolist()}
     d = np.array([depth[tuple(l)] for l in rel.leaves.tolist()])
     assert rel.diagnostics["height"] == 8                   # capped: 16 x 16 halves 8 times
     assert d.min() < 8                                      # medians at extremes leave 1-cell nodes
-    assert np.allclose(rel.eps_path, 0.85 + 0.15 / 8 * d)
+    assert np.allclose(rel.eps_path, 0.85 + 0.15 / 8 * d)    # counts = 0.80 + the size's 0.05
     assert len(rel.ledger) == 8 + 9
     assert_tiles(rel.leaves, rel.base.shape)
 
@@ -512,13 +665,19 @@ def test_ag_inference_matches_formula_and_is_consistent():
 def test_ag_release_structure(city):
     # AG nodes: root (depth 0), m1 x m1 cells (depth 1), sub-cells of split cells (depth 2)
     data, dom = city
-    rel = dp.release("ag", data, dom, 1.0, seed=4)
+    rel = dp.release("ag", data, dom, 1.0, seed=private_rng(4))
     m1 = rel.diagnostics["m1"]
-    assert m1 == 10 and np.sum(rel.nodes[:, 4] == 1) == 100
-    assert rel.n_public == 5000 and rel.leaf_var is None
+    assert m1 == T.ag_first_level_size(rel.noisy_size, 1.0) == 10 and np.sum(rel.nodes[:, 4] == 1) == 100
+    assert rel.leaf_var is None and rel.metadata()["noisy_dataset_size"] == rel.noisy_size
     regions, counts = rel.partition_at(1)
     assert len(regions) == 100 and counts.sum() == pytest.approx(rel.counts.sum())
-    assert [e.step for e in rel.ledger] == ["AG level-1 counts", "AG level-2 counts"]
+    assert [e.step for e in rel.ledger] == ["noisy dataset size (sets the level-1 grid)",
+                                            "AG level-1 counts", "AG level-2 counts"]
+    assert [e.epsilon for e in rel.ledger] == pytest.approx([0.05, 0.475, 0.475])
+    assert rel.diagnostics["alpha"] == 0.5
+    assert rel.diagnostics["inference_weight"] == T.ag_inference_weight(0.475, 0.475)
+    # AG always needs a size: a large m1 follows the noisy size of a large dataset
+    assert T.ag_first_level_size(1_000_000, 1.0) == 80
 
 
 # -------------------------------------------------------------------------------- performance

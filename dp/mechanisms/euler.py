@@ -9,7 +9,9 @@ bodies meeting it (spec 004 section 3). The pipeline:
   G[2r, 2c] face, G[2r, 2c+1] vertical edge, G[2r+1, 2c] horizontal edge, G[2r+1, 2c+1] vertex.
   Open touch semantics (positive-area overlap) for faces; edges and vertices are derived from
   the faces (section 3.2), which is exact for convex bodies and keeps the sensitivity tight.
-- DiffPriv: Laplace(Δ/ε) on every component, negatives truncated to 0 (section 4).
+- DiffPriv: discrete Laplace noise of scale Δ/ε (integer, exact sampler) on every component,
+  negatives truncated to 0 (section 4). The grid depends only on public parameters; the number
+  of users is neither used nor exported.
 - LinProg: least-absolute-deviation fit under the consistency constraints C1-C3 (section 5).
 - Round: snap, round half up, repair, and check that no constraint is violated (section 6).
 
@@ -34,15 +36,14 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 import shapely
-from scipy import stats
 from scipy.optimize import linprog
 
 from ..budget import Ledger
 from ..domain import Domain, Projection, UniformGrid
 from ..errors import ParameterError
-from ..noise import laplace
+from ..noise import discrete_laplace, discrete_laplace_variance
 from ..queries import Rect, as_rect_array
-from .base import MechanismSpec, Param, Release
+from .base import USER_REGION, MechanismSpec, Param, Release, noise_half_width
 
 STAGES = ("diffpriv", "linprog", "round")
 STAGE_LABELS = {"exact": "Euler (exact, not private)", "diffpriv": "DiffPriv",
@@ -250,8 +251,8 @@ def make_grid(domain: Domain, cells: int = 20, cell_km: float = 0.0,
 def plan(domain: Domain, params: dict | None = None, epsilon: float | None = None) -> dict:
     """Everything public about an Euler release before it runs (no data is read).
 
-    Returns n, d, A, B, k, the sensitivity Δ (and Lemma 2's value), the Laplace scale Δ/ε when
-    epsilon is given, the histogram and LP sizes, and notes for the user.
+    Returns n, d, A, B, k, the sensitivity Δ (and Lemma 2's value), the discrete Laplace scale
+    Δ/ε when epsilon is given, the histogram and LP sizes, and notes for the user.
     """
     p = EULER.resolve_params(params)
     g = make_grid(domain, p["cells"], p["cell_km"], p["bound_km"])
@@ -292,7 +293,7 @@ def explain(domain: Domain, params: dict, epsilon: float) -> str:
     """k, the sensitivity and the noise scale the app shows before release (no data read)."""
     p = plan(domain, params, epsilon)
     text = (f"{p['cells_per_side']}×{p['cells_per_side']} cells of {p['cell_km']:.3g} km; "
-            f"k = ⌈B/d⌉ = {p['k']}; sensitivity Δ = {p['sensitivity']:g}; Laplace scale "
+            f"k = ⌈B/d⌉ = {p['k']}; sensitivity Δ = {p['sensitivity']:g}; discrete Laplace scale "
             f"Δ/ε = {p['scale']:.3g} on each of {p['components']:,} counts")
     return "; ".join([text] + p["notes"])
 
@@ -711,10 +712,17 @@ def query(G, r0: int, r1: int, c0: int, c1: int):
 
 # ----------------------------------------------------------------- DiffPriv (Alg. 2)
 def diffpriv(H, epsilon: float, delta: float, rng, truncate: bool = True) -> np.ndarray:
-    """H + Laplace(Δ/ε) on every component (including zeros), negatives truncated to 0."""
-    H = np.asarray(H, dtype=np.float64)
-    noisy = H + laplace(rng, delta / epsilon, H.shape)
-    return np.maximum(noisy, 0.0) if truncate else noisy
+    """H + discrete Laplace(Δ/ε) on every component (including zeros), negatives truncated to 0.
+
+    H holds integer counts and the noise is integer, so no low bits of a double carry the
+    counts; the caller charges the ledger before calling this.
+    """
+    H = np.asarray(H)
+    ints = np.rint(H).astype(np.int64)
+    if not np.array_equal(ints, H):
+        raise ParameterError("DiffPriv needs whole-number counts")
+    noisy = ints + discrete_laplace(rng, delta / epsilon, ints.shape)
+    return np.maximum(noisy, 0) if truncate else noisy
 
 
 # ------------------------------------------------------------ constraints, LinProg
@@ -958,16 +966,18 @@ class EulerRelease(Release):
         return answer_cells(self._prefix(stage), cells).astype(np.float64)
 
     def noise_variance(self, rects) -> np.ndarray:
-        """DiffPriv's noise variance before truncation: 2 λ² (2p-1)(2q-1) (section 4.2)."""
+        """DiffPriv's noise variance before truncation: V(λ)·(2p-1)(2q-1), V the discrete Laplace
+        variance (section 4.2 gives 2λ², the continuous value, an upper bound on V)."""
         c = self.snap_cells(rects)
         p = c[:, 1] - c[:, 0] + 1
         q = c[:, 3] - c[:, 2] + 1
-        return np.where(c[:, 0] >= 0, 2 * self.noise_scale ** 2 * (2 * p - 1) * (2 * q - 1), 0.0)
+        v = discrete_laplace_variance(self.noise_scale)
+        return np.where(c[:, 0] >= 0, v * (2 * p - 1) * (2 * q - 1), 0.0)
 
     def interval(self, rect: Rect, level: float = 0.95, n_sim: int = 20000, seed: int = 0):
         """DiffPriv stage: answer +- the quantile of the untruncated noise, a signed sum of
-        (2p-1)(2q-1) Laplace(λ) draws (Monte Carlo for few terms, normal approximation
-        otherwise). LinProg and Round fit all counts jointly: no closed form, (nan, nan)."""
+        (2p-1)(2q-1) discrete Laplace(λ) draws (`noise_half_width`; it reads no data). LinProg
+        and Round fit all counts jointly: no closed form, (nan, nan)."""
         est = self.answer(rect)
         if self._stage != "diffpriv":
             return (math.nan, math.nan)
@@ -975,11 +985,7 @@ class EulerRelease(Release):
         if r0 < 0:
             return est, est
         terms = (2 * (r1 - r0) + 1) * (2 * (c1 - c0) + 1)
-        if terms <= 64:
-            sims = np.random.default_rng(seed).laplace(0, self.noise_scale, (n_sim, terms)).sum(1)
-            half = float(np.quantile(np.abs(sims), level))
-        else:
-            half = float(stats.norm.ppf(0.5 + level / 2) * math.sqrt(2 * terms) * self.noise_scale)
+        half = noise_half_width(np.ones(terms), self.noise_scale, level, n_sim, seed)
         return est - half, est + half
 
     # ------------------------------------------------------------ sparse data
@@ -989,7 +995,9 @@ class EulerRelease(Release):
 
     @property
     def sparse_data(self) -> bool:
-        """Released average face count below λ (spec pitfall 9): answers are biased upward."""
+        """Released average face count below λ (spec pitfall 9): answers are biased upward.
+
+        Computed from the released stage only (post-processing), so it may be exported."""
         return self.mean_face < self.noise_scale
 
     @property
@@ -1103,15 +1111,16 @@ def release_euler(data, domain, epsilon, split, params, rng):
                         variant=params["sensitivity"])
     eps = epsilon * split[0]
     scale = delta / eps
-    H, stats = data.euler_histogram(g, with_stats=True)
-    noisy = diffpriv(H, eps, delta, rng)
+    H, prep = data.euler_histogram(g, with_stats=True)
     ledger = Ledger()
-    ledger.charge("noisy Euler histogram (faces, edges, vertices)", eps, delta, "laplace", scale,
-                  note=f"{noisy.size} components on {g.n}x{g.n} cells, Laplace(Δ/ε) on every "
-                       f"one, k = {g.k}, Δ = {delta} ({params['neighbour']}); LinProg and "
+    ledger.charge("noisy Euler histogram (faces, edges, vertices)", eps, delta,
+                  "discrete laplace", scale,
+                  note=f"{H.size} components on {g.n}x{g.n} cells, discrete Laplace(Δ/ε) on "
+                       f"every one, k = {g.k}, Δ = {delta} ({params['neighbour']}); LinProg and "
                        "Round are post-processing")
+    noisy = diffpriv(H, eps, delta, rng)
     rel = EulerRelease(EULER, domain, epsilon, split, params, ledger, g, noisy, scale, delta,
-                       stage=params["stage"], diagnostics={"preprocessing": stats})
+                       stage=params["stage"], diagnostics={"preprocessing": prep})
     if params["stage"] != "diffpriv":
         rel.compute(params["stage"])
     return rel
@@ -1120,12 +1129,16 @@ def release_euler(data, domain, epsilon, split, params, rng):
 EULER = MechanismSpec(
     name="euler", label="Euler histogram (users' regions)",
     description="Counts the users whose region meets a rectangle without counting a region once "
-                "per cell: Laplace noise on every face, edge and vertex count of an Euler "
-                "histogram, then a least-absolute-deviation LP and rounding make the counts "
-                "consistent (Fanaeepour & Rubinstein). Rectangles snap to whole cells.",
+                "per cell: discrete Laplace noise on every face, edge and vertex count of an "
+                "Euler histogram, then a least-absolute-deviation LP and rounding make the "
+                "counts consistent (Fanaeepour & Rubinstein). Rectangles snap to whole cells.",
     guarantee="ε-differential privacy for adding or removing one user's region (one region per "
-              "user); with neighbour = replace, Δ is doubled and ε-DP also holds for replacing "
-              "one user's region. LinProg and Round are post-processing.",
+              "user, clipped to the public bound B): the presence of any one user, and so the "
+              "number of users, is protected; that number is neither used nor exported. With "
+              "neighbour = replace, Δ is doubled and ε-DP also holds for replacing one user's "
+              "region. Every count gets integer (discrete Laplace) noise; LinProg and Round are "
+              "post-processing.",
+    unit=USER_REGION,
     params=(
         Param("cells", int, 20, "Cells per side n",
               "n = A/d: the study square (the largest square centred in the domain) is cut into "

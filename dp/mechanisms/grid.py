@@ -45,15 +45,6 @@ def n_in_domain(data, domain) -> int:
     return int(np.count_nonzero(data.in_domain(domain)))
 
 
-def noisy_size(data, domain, epsilon, rng, ledger, purpose: str) -> int:
-    """A noisy dataset size N̂ = N + discrete Laplace(1/ε), charged to the ledger (sensitivity 1).
-
-    Rules that need N (grid size, sanity bound) use N̂, so N itself is never public.
-    """
-    return int(ledger.noisy_counts(rng, n_in_domain(data, domain), epsilon,
-                                   f"noisy dataset size ({purpose})"))
-
-
 def _noisy_grid(spec, data, domain, epsilon, split, params, rng, g, eps_counts, *, ledger=None,
                 step="noisy cell counts", diagnostics=None, noisy_n=None):
     """Histogram on a g x g grid plus discrete Laplace(1/ε_counts) on every cell (spec 000 A6)."""
@@ -95,7 +86,7 @@ UNIFORM = MechanismSpec(
 def release_ug(data, domain, epsilon, split, params, rng):
     """Qardaji et al.'s grid sized from a noisy N̂ (ε_size), then noisy counts (ε_counts)."""
     ledger = Ledger()
-    n_hat = noisy_size(data, domain, epsilon * split[0], rng, ledger, "sets the grid size")
+    n_hat = ledger.noisy_size(rng, n_in_domain(data, domain), epsilon * split[0], "sets the grid size")
     g = heuristic_grid_size(max(n_hat, 0), epsilon, params["c"])
     return _noisy_grid(UG, data, domain, epsilon, split, params, rng, g, epsilon * split[1],
                        ledger=ledger, noisy_n=n_hat)
@@ -197,7 +188,7 @@ def release_e2epriv(data, domain, epsilon, split, params, rng):
     ledger = Ledger()
     Q = tuning_workload(domain, params)
     if params["variant"] == "rel":
-        n_hat = noisy_size(data, domain, eps0, rng, ledger, "sets the sanity bound ρ")
+        n_hat = ledger.noisy_size(rng, n_in_domain(data, domain), eps0, "sets the sanity bound ρ")
         rho, cap = max(delta * n_hat, 1.0), 1.0 / delta
         lam = 1.0 / eps2
         scores, _, _ = grid_scores(data, domain, G, Q, lam, delta, "rel", rho=rho, cap=cap)

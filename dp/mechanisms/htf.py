@@ -4,12 +4,21 @@ Spec 003. Points are binned into a fixed, public base grid F (row 0 = south, col
 A binary tree is grown top-down over F. Split axes alternate with the node's height. Each split
 position is the one whose two children are most homogeneous (least summed absolute deviation
 from each child's mean, Eq. O). It is picked privately by a short noisy search (Algorithm 1: at
-most 2T+1 Laplace-perturbed objective values, sensitivity 2). The tree height comes from a noisy
-dataset size (H1-H4). Counts are spent top-down on a geometric schedule (Eq. G). A node whose
-noisy count is small, or whose region is tiny, becomes a leaf and gets a fresh count with the
-rest of its path's budget (Algorithm 3). Only the leaves are released.
+most 2T+1 noisy objective values, sensitivity 2). The tree height comes from a noisy dataset
+size (H1-H4). Counts are spent top-down on a geometric schedule (Eq. G). A node whose noisy
+count is small, or whose region is tiny, becomes a leaf and gets a fresh count with the rest of
+its path's budget (Algorithm 3). Only the leaves are released.
 
 Implementation notes (see the spec for the [P]/[P-fix]/[REC] tags):
+- Noise is exact and integer wherever the data are integer: the dataset size and every node
+  count get discrete Laplace noise (sensitivity 1). The real-valued objective values get the
+  discretised Laplace mechanism (rounded to a public grid, then integer noise in grid units), so
+  no low bit of any released or compared value depends on the data. The split search only
+  compares those noisy values, so it is post-processing.
+- The exact dataset size is never public: it is spent on (eps_height) and only its noisy value
+  sets the height. Every feasibility check runs on public inputs before the first draw; after
+  it nothing can fail. In paper mode the height is capped at the largest height the budget
+  affords (computed from public values), instead of refusing once the size was spent on.
 - The corrected Algorithm 1 (spec 3.3) is used: offsets fixed, each candidate gets one noisy
   value per call (memoised), and the winner's noisy value is carried forward, never redrawn.
 - The tree is built lazily and level by level (spec 3.8). Only nodes that Algorithm 3 does not
@@ -27,6 +36,7 @@ Implementation notes (see the spec for the [P]/[P-fix]/[REC] tags):
   scales every part with epsilon. With eps_height = 1e-4 the noisy size is off by about +-10^4
   points, so for uploads much smaller than 10^5 points the paper mode picks a meaningless height
   (spec 4, last paragraph). Share mode therefore is the default.
+- Randomness: one numpy Generator per release, passed in; nothing here seeds a generator.
 """
 from __future__ import annotations
 
@@ -38,13 +48,14 @@ import numpy as np
 
 from ..budget import Ledger
 from ..errors import ParameterError
-from ..noise import laplace
-from .base import MechanismSpec, Param
+from ..noise import discrete_laplace, discrete_laplace_variance, laplace_real, make_rng
+from .base import ADD_REMOVE_POINT, MechanismSpec, Param
 from .leaves import LeafRelease, square_base_grid
 
 PAPER_EPS_HEIGHT = 1e-4          # [P] Sec. 5.2
 DEFAULT_SPLIT = (0.01, 0.15, 0.84)
 OBJECTIVE_SENSITIVITY = 2.0      # Theorem 1: |delta o_k| < 2
+SPLIT_GRID = OBJECTIVE_SENSITIVITY / 1024   # public grid the noisy objective values live on
 _CHUNK = 1 << 22                 # elements per broadcast block in `objectives`
 
 
@@ -123,14 +134,38 @@ def _le(a, b):
     return a <= b + _TIE * (1.0 + np.minimum(np.abs(a), np.abs(b)))
 
 
-def _search(n, evaluate, scale: float, T: int, draw, trace: list | None = None):
+def _generator(rng) -> np.random.Generator:
+    """The caller's Generator, or fresh OS entropy for None; never a generator seeded here."""
+    if rng is None:
+        return make_rng(None)
+    if isinstance(rng, np.random.Generator):
+        return rng
+    raise TypeError(f"rng must be a numpy Generator or None, got {type(rng).__name__}")
+
+
+def split_noise_scale(eps_eval: float) -> float:
+    """Laplace scale, in objective units, of one noisy objective value at budget eps_eval.
+
+    The discretised mechanism rounds to SPLIT_GRID, which can widen a neighbour's difference by
+    one grid step: the noise covers sensitivity 2 + SPLIT_GRID.
+    """
+    return (OBJECTIVE_SENSITIVITY + SPLIT_GRID) / eps_eval
+
+
+def _noisy_objectives(rng, values, eps_eval: float) -> np.ndarray:
+    """Objective values through the discretised Laplace mechanism (sensitivity 2, eps_eval each)."""
+    return laplace_real(rng, values, OBJECTIVE_SENSITIVITY, eps_eval, SPLIT_GRID)
+
+
+def _search(n, evaluate, T: int, perturb, trace: list | None = None):
     """Corrected Algorithm 1 (spec 3.3) for m independent nodes at once.
 
     n:         (m,) extents along the split axis, each >= 2
     evaluate:  evaluate(idx, ks) -> exact o_k of nodes idx at candidates ks (arrays)
-    draw:      draw(idx, size) -> `size` Laplace(scale) draws for nodes idx (in that order)
+    perturb:   perturb(idx, values) -> the noisy release of those values (one per node idx)
     Returns (k, evals): chosen split per node (1 <= k <= n-1) and its number of noisy evaluations
-    (<= 2T+1). Each node's evaluations are memoised, so a candidate is drawn at most once.
+    (<= 2T+1). Each node's evaluations are memoised, so a candidate is perturbed at most once;
+    everything after `perturb` is post-processing of its outputs.
     """
     n = np.asarray(n, dtype=np.int64).reshape(-1)
     m = n.size
@@ -144,7 +179,7 @@ def _search(n, evaluate, scale: float, T: int, draw, trace: list | None = None):
     cnt = np.zeros(m, np.int64)
 
     def noisy(idx, ks):
-        vals = evaluate(idx, ks) + draw(idx, idx.size)
+        vals = np.asarray(perturb(idx, evaluate(idx, ks)), dtype=np.float64).reshape(idx.size)
         memo_k[idx, cnt[idx]] = ks
         memo_v[idx, cnt[idx]] = vals
         cnt[idx] += 1
@@ -172,7 +207,7 @@ def _search(n, evaluate, scale: float, T: int, draw, trace: list | None = None):
         idx, kk, k1, k2, new1, new2, hit1, hit2 = (a[go] for a in (idx, kk, k1, k2, new1, new2,
                                                                      hit1, hit2))
         rows = np.arange(idx.size)
-        # line 11: +inf for "same as centre", the memo for a known candidate, else one new draw
+        # line 11: +inf for "same as centre", the memo for a known candidate, else one new value
         v1 = np.where(k1 != kk, memo_v[idx, hit1.argmax(1)], np.inf)
         v2 = np.where(k2 != kk, memo_v[idx, hit2.argmax(1)], np.inf)
         if new1.any():
@@ -193,10 +228,11 @@ def get_split_point(X, eps_level: float, axis: int, T: int, rng=None, *, noise=N
                     trace: list | None = None, size: int | None = None):
     """Private split index of X along `axis` (spec 3.3, corrected Algorithm 1).
 
-    Spends eps_level on the node: at most 2T+1 noisy objective values, each with Laplace scale
-    2(2T+1)/eps_level. `noise(scale, size)` replaces the Laplace sampler (tests count its calls);
-    `trace` receives the evaluated candidates in order. With `size`, returns that many
-    independent runs on the same X (an array) instead of one int.
+    Spends eps_level on the node: at most 2T+1 objective values through the discretised Laplace
+    mechanism, eps_level/(2T+1) each. rng: a numpy Generator (None: fresh OS entropy). Test hook:
+    `noise(scale, size)` returns noise to add to the EXACT objective values instead (scale as in
+    `split_noise_scale`; tests count its calls). `trace` receives the evaluated candidates in
+    order. With `size`, returns that many independent runs on the same X (an array).
     """
     Y = _lines(X, axis)
     n = Y.shape[0]
@@ -204,10 +240,13 @@ def get_split_point(X, eps_level: float, axis: int, T: int, rng=None, *, noise=N
         raise ValueError(f"cannot split along axis {axis}: only {n} line(s)")
     if not eps_level > 0:
         raise ValueError(f"eps_level must be positive, got {eps_level}")
-    scale = OBJECTIVE_SENSITIVITY * (2 * T + 1) / eps_level
+    eps_eval = eps_level / (2 * T + 1)
     if noise is None:
-        gen = np.random.default_rng(rng) if not isinstance(rng, np.random.Generator) else rng
-        noise = lambda s, sz: laplace(gen, s, sz)  # noqa: E731
+        gen = _generator(rng)
+        perturb = lambda idx, v: _noisy_objectives(gen, v, eps_eval)  # noqa: E731
+    else:
+        scale = split_noise_scale(eps_eval)
+        perturb = lambda idx, v: v + np.asarray(noise(scale, v.size), np.float64)  # noqa: E731
     cache: dict[int, float] = {}
 
     def evaluate(idx, ks):
@@ -218,16 +257,14 @@ def get_split_point(X, eps_level: float, axis: int, T: int, rng=None, *, noise=N
         return np.array([cache[int(v)] for v in u])[inv]
 
     m = 1 if size is None else int(size)
-    k, _ = _search(np.full(m, n), evaluate, scale, T,
-                   lambda idx, sz: np.asarray(noise(scale, sz), dtype=np.float64), trace)
+    k, _ = _search(np.full(m, n), evaluate, T, perturb, trace)
     return int(k[0]) if size is None else k
 
 
-def baseline_split(X, eps_level: float, axis: int, rng) -> int:
+def baseline_split(X, eps_level: float, axis: int, rng: np.random.Generator) -> int:
     """Reference B1 (spec 3.2): every k = 1..n-1 gets eps_level/(n-1); only for ablations."""
     o = objectives(X, axis)
-    scale = OBJECTIVE_SENSITIVITY * o.size / eps_level
-    return int(np.argmin(o + laplace(rng, scale, o.size))) + 1
+    return int(np.argmin(_noisy_objectives(_generator(rng), o, eps_level / o.size))) + 1
 
 
 # ------------------------------------------------------------------------- height and budgets
@@ -262,12 +299,9 @@ def height_budget(epsilon: float, mode: str, split=DEFAULT_SPLIT) -> float:
     raise ParameterError(f"budget_mode must be 'share' or 'paper', got {mode!r}")
 
 
-def plan_budget(epsilon: float, h: int, eps_height: float, *, mode: str = "share",
-                split=DEFAULT_SPLIT, eps_prt_level: float = 1e-3) -> dict:
-    """Partition and count budgets once h is known (spec 3.8 line 1, pitfall 18).
-
-    Raises ParameterError if nothing is left for the counts (H4), saying what to change.
-    """
+def _budget_parts(epsilon: float, h: int, eps_height: float, mode: str, split,
+                  eps_prt_level: float) -> tuple[float, float, float]:
+    """(eps_prt_level, eps_prt, eps_data) for height h; no check, public inputs only."""
     if mode == "paper":
         eps_prt = h * eps_prt_level
     elif mode == "share":
@@ -277,8 +311,23 @@ def plan_budget(epsilon: float, h: int, eps_height: float, *, mode: str = "share
         raise ParameterError(f"budget_mode must be 'share' or 'paper', got {mode!r}")
     if h == 0:
         eps_prt = 0.0
-    eps_data = epsilon - eps_height - eps_prt
-    if not eps_data > 1e-12 * epsilon:
+    return eps_prt_level, eps_prt, epsilon - eps_height - eps_prt
+
+
+def _counts_left(epsilon: float, eps_data: float) -> bool:
+    return eps_data > 1e-12 * epsilon
+
+
+def plan_budget(epsilon: float, h: int, eps_height: float, *, mode: str = "share",
+                split=DEFAULT_SPLIT, eps_prt_level: float = 1e-3) -> dict:
+    """Partition and count budgets once h is known (spec 3.8 line 1, pitfall 18).
+
+    Raises ParameterError if nothing is left for the counts (H4), saying what to change. `build`
+    calls it only with heights `affordable_height` allows, so it never raises after a draw.
+    """
+    eps_prt_level, eps_prt, eps_data = _budget_parts(epsilon, h, eps_height, mode, split,
+                                                     eps_prt_level)
+    if not _counts_left(epsilon, eps_data):
         if mode == "paper":
             need = eps_height + eps_prt
             raise ParameterError(
@@ -298,21 +347,46 @@ def plan_budget(epsilon: float, h: int, eps_height: float, *, mode: str = "share
             "E": geometric_budgets(h, eps_data).tolist()}
 
 
+def affordable_height(epsilon: float, eps_height: float, h_max: int, *, mode: str = "share",
+                      split=DEFAULT_SPLIT, eps_prt_level: float = 1e-3) -> int:
+    """Largest height h <= h_max whose budget plan leaves something for the counts.
+
+    Uses public inputs only, so it runs before any draw. Raises ParameterError (naming only those
+    inputs) when even the smallest tree (h = 1, or 0 on a 1x1 grid) does not fit. In paper mode
+    that is eps_height + h * eps_prt_level < epsilon; in share mode every height fits.
+    """
+    lo = min(1, int(h_max))
+    plan_budget(epsilon, lo, eps_height, mode=mode, split=split, eps_prt_level=eps_prt_level)
+    h = lo
+    while h < h_max and _counts_left(epsilon, _budget_parts(epsilon, h + 1, eps_height, mode,
+                                                            split, eps_prt_level)[2]):
+        h += 1
+    return h
+
+
 # ---------------------------------------------------------------------------- count step (Alg. 3)
+def _eps_for_variance(var) -> np.ndarray:
+    """Budget of the single discrete Laplace draw with variance `var` (inverts 2q/(1-q)^2)."""
+    v = np.asarray(var, dtype=np.float64)
+    return -np.log1p(-(np.sqrt(2.0 * v + 1.0) - 1.0) / v)
+
+
 def count_step(true_counts, cells, i: int, E, *, stop_count: float, stop_cells: int,
                extent_first: bool = False, combine_pruned: bool = False, draw=None, rng=None):
     """Algorithm 3 at one height for a vector of disjoint nodes (spec 3.7 and 3.8 lines 4-7).
 
     Returns a dict of arrays: pruned (node becomes a leaf), value (released count of a leaf),
-    eps_final (budget of the released value, or of the equivalent single draw), var (noise
-    variance of value), y (the first noisy count, nan where none was drawn). cells = region size
-    in base cells (1 means 1x1). draw(kind, scale, idx) -> Laplace(scale) draws for nodes idx.
+    eps_final (budget of the released value, or of the single draw with the same variance),
+    var (noise variance of value), y (the first noisy count, nan where none was drawn). cells =
+    region size in base cells (1 means 1x1). Counts get discrete Laplace(1/eps) noise (sensitivity
+    1) from rng (a Generator); draw(kind, scale, idx) replaces that sampler (test hook).
     """
     x = np.asarray(true_counts, dtype=np.float64)
     cells = np.asarray(cells)
     m = x.size
     if draw is None:
-        draw = lambda kind, scale, idx: laplace(rng, scale, idx.size)  # noqa: E731
+        gen = _generator(rng)
+        draw = lambda kind, scale, idx: discrete_laplace(gen, scale, idx.size)  # noqa: E731
     E = np.asarray(E, dtype=np.float64)
     ei = float(E[i])
     below = math.fsum(E[:i])                 # = eps_data - sum_{j >= i} E[j], exactly > 0 for i >= 1
@@ -324,14 +398,14 @@ def count_step(true_counts, cells, i: int, E, *, stop_count: float, stop_cells: 
     if i == 0:                               # partition leaf [P-fix line 5]: release the E[0] draw
         y[:] = x + draw("count", 1.0 / ei, all_idx)
         return {"pruned": np.ones(m, bool), "value": y.copy(), "eps_final": np.full(m, ei),
-                "var": np.full(m, 2.0 / ei ** 2), "y": y}
+                "var": np.full(m, float(discrete_laplace_variance(1.0 / ei))), "y": y}
     tiny = (cells < stop_cells) | (cells == 1)
     pruned = np.zeros(m, bool)
     if extent_first:                         # 3.7 (a): data-independent stop, before the draw
         idx = np.flatnonzero(tiny)
         e_all = ei + below
         value[idx] = x[idx] + draw("count", 1.0 / e_all, idx)
-        eps_final[idx], var[idx] = e_all, 2.0 / e_all ** 2
+        eps_final[idx], var[idx] = e_all, discrete_laplace_variance(1.0 / e_all)
         pruned[idx] = True
         rest = np.flatnonzero(~tiny)
         y[rest] = x[rest] + draw("count", 1.0 / ei, rest)
@@ -341,21 +415,22 @@ def count_step(true_counts, cells, i: int, E, *, stop_count: float, stop_cells: 
         y[:] = x + draw("count", 1.0 / ei, all_idx)
         stop = (y <= stop_count) | tiny
     idx = np.flatnonzero(stop)
-    if below <= 1e-12 * max(1.0, ei):        # pitfall 9: never Laplace(1/0)
+    if below <= 1e-12 * max(1.0, ei):        # pitfall 9: never a draw at budget 0
         raise AssertionError("no budget left for a pruned node's fresh count")
     fresh = x[idx] + draw("count", 1.0 / below, idx)       # FRESH draw replaces the old one [P]
+    v_fresh = float(discrete_laplace_variance(1.0 / below))
     if combine_pruned:                       # 3.7 (b): inverse-variance weighting of both draws
-        # var = 2/(E_i^2 + rem^2) is the variance of the weighted sum of the two independent
-        # Laplace draws. For a node stopped by its count, y was selected (y <= stop_count): that
-        # truncation lowers the variance of its noise (the Laplace density is log-concave) but
-        # biases it downwards, and the bias is not part of var.
-        w1, w2 = ei ** 2, below ** 2
-        value[idx] = (w1 * y[idx] + w2 * fresh) / (w1 + w2)
-        var[idx] = 2.0 / (w1 + w2)
-        eps_final[idx] = math.sqrt(w1 + w2)  # single-draw budget with the same variance
+        # Post-processing of two released integer draws. var is the variance of the weighted sum
+        # of the two independent noises. For a node stopped by its count, y was selected
+        # (y <= stop_count): that truncation biases its noise downwards, and the bias is not
+        # part of var.
+        v_first = float(discrete_laplace_variance(1.0 / ei))
+        value[idx] = (v_fresh * y[idx] + v_first * fresh) / (v_first + v_fresh)
+        var[idx] = v_first * v_fresh / (v_first + v_fresh)
+        eps_final[idx] = _eps_for_variance(var[idx])
     else:
         value[idx] = fresh
-        var[idx] = 2.0 / below ** 2
+        var[idx] = v_fresh
         eps_final[idx] = below
     pruned[idx] = True
     return {"pruned": pruned, "value": value, "eps_final": eps_final, "var": var, "y": y}
@@ -373,7 +448,8 @@ class HTFTree:
     leaf_var: np.ndarray        # (L,) noise variance of each released count
     leaf_height: np.ndarray     # (L,) height at which each leaf stopped
     nodes: np.ndarray           # (K, 5) [r0, r1, c0, c1, depth] of every visited node
-    info: dict = field(default_factory=dict)   # h, noisy size and the budget plan (all public)
+    info: dict = field(default_factory=dict)   # h, noisy size and the budget plan (all released)
+    ledger: Ledger = field(default_factory=Ledger)   # every charge, made before its draws
 
 
 def _rect_sums(S: np.ndarray, R: np.ndarray) -> np.ndarray:
@@ -385,44 +461,60 @@ def build(F, epsilon: float, rng=None, *, budget_mode: str = "share", split=DEFA
           eps_prt_level: float = 1e-3, T: int = 3, stop_count: float = 100.0,
           stop_cells: int = 5, c0: float = 10.0, extent_first: bool = False,
           combine_pruned: bool = False, noise=None, on_draw=None) -> HTFTree:
-    """HTF on a count matrix F (rows south -> north), spending exactly `epsilon` (spec 3.8).
+    """HTF on a whole-count matrix F (rows south -> north), spending exactly `epsilon` (spec 3.8).
 
-    noise(kind, scale, size) replaces the Laplace sampler (kind: "height", "split", "count");
-    on_draw(kind, regions (m, 4), eps (m,)) sees every noisy draw with the region it reads.
+    rng: the release's numpy Generator (None: fresh OS entropy). Every check that can refuse runs
+    on public inputs before the first draw, and each step is charged to the returned ledger
+    before its draws. Test hooks: noise(kind, scale, size) returns the noise to add to the exact
+    values (kind "height", "count" or "split"); on_draw(kind, regions (m, 4), eps (m,)) sees
+    every noisy draw with the region it reads.
     """
     F = np.asarray(F, dtype=np.float64)
     if F.ndim != 2 or F.size == 0:
         raise ValueError("F must be a non-empty 2-D count matrix")
-    if np.any(F < 0):
-        raise ValueError("F must hold non-negative counts")
+    if np.any(F < 0) or not np.array_equal(F, np.rint(F)):
+        raise ValueError("F must hold non-negative whole counts (they get integer noise)")
     if not epsilon > 0:
         raise ParameterError(f"epsilon must be positive, got {epsilon}")
     N, M = F.shape
-    if noise is None:
-        gen = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
-        noise = lambda kind, scale, size: laplace(gen, scale, size)  # noqa: E731
+    h_max = grid_h_max(F.shape)
+    eps_height = height_budget(epsilon, budget_mode, split)
+    # feasibility from public inputs only, before any draw: an impossible request spends nothing
+    h_afford = affordable_height(epsilon, eps_height, h_max, mode=budget_mode, split=split,
+                                 eps_prt_level=eps_prt_level)
+    gen = _generator(rng) if noise is None else None
     full = np.array([[0, N, 0, M]], np.int64)
 
-    def draw(kind, scale, R, eps):
-        v = np.asarray(noise(kind, scale, len(R)), dtype=np.float64).reshape(len(R))
+    def seen(kind, R, eps):
         if on_draw is not None:
-            on_draw(kind, R, np.broadcast_to(np.asarray(eps, np.float64), (len(R),)))
-        return v
+            on_draw(kind, R, np.full(len(R), float(eps)))
+
+    def count_draw(kind, scale, R):
+        """Integer noise of `scale` for the counts of regions R (sensitivity 1)."""
+        z = (discrete_laplace(gen, scale, len(R)) if noise is None
+             else np.asarray(noise(kind, scale, len(R)), dtype=np.float64).reshape(len(R)))
+        seen(kind, R, 1.0 / scale)
+        return z
 
     # H1-H4: noisy size -> height -> budgets (h before eps_data, pitfall 18)
-    eps_height = height_budget(epsilon, budget_mode, split)
-    # data-independent feasibility first (h >= 1), so an impossible request spends nothing
-    plan_budget(epsilon, min(1, grid_h_max(F.shape)), eps_height, mode=budget_mode, split=split,
-                eps_prt_level=eps_prt_level)
-    n_true = float(F.sum())
-    n_noisy = n_true + float(draw("height", 1.0 / eps_height, full, eps_height)[0])
-    h = estimate_height(n_noisy, epsilon, c0, grid_h_max(F.shape))
+    ledger = Ledger()
+    _charge_height(ledger, eps_height, c0, h_max, h_afford if budget_mode == "paper" else None)
+    n_noisy = int(F.sum() + np.rint(count_draw("height", 1.0 / eps_height, full)[0]))
+    h = min(estimate_height(n_noisy, epsilon, c0, h_max), h_afford)
     plan = plan_budget(epsilon, h, eps_height, mode=budget_mode, split=split,
-                       eps_prt_level=eps_prt_level)
+                       eps_prt_level=eps_prt_level)            # never raises: h <= h_afford
     E = np.array(plan["E"])
     eps_lvl = plan["eps_prt_level"]
-    scale_split = OBJECTIVE_SENSITIVITY * (2 * T + 1) / eps_lvl if h else 0.0
     eps_eval = eps_lvl / (2 * T + 1) if h else 0.0
+    scale_split = split_noise_scale(eps_eval) if h else 0.0
+    _charge_tree(ledger, plan, T)
+
+    def perturb(values, R):
+        """Noisy objective values of the nodes R (discretised Laplace, eps_eval each)."""
+        out = (_noisy_objectives(gen, values, eps_eval) if noise is None
+               else values + np.asarray(noise("split", scale_split, len(R)), np.float64))
+        seen("split", R, eps_eval)
+        return out
 
     S = np.zeros((N + 1, M + 1))
     S[1:, 1:] = F.cumsum(0).cumsum(1)
@@ -442,7 +534,7 @@ def build(F, epsilon: float, rng=None, *, budget_mode: str = "share", split=DEFA
         cells = (R[:, 1] - R[:, 0]) * (R[:, 3] - R[:, 2])
         st = count_step(tot, cells, i, E, stop_count=stop_count, stop_cells=stop_cells,
                         extent_first=extent_first, combine_pruned=combine_pruned,
-                        draw=lambda kind, scale, idx: draw(kind, scale, R[idx], 1.0 / scale))
+                        draw=lambda kind, scale, idx: count_draw(kind, scale, R[idx]))
         pr = st["pruned"]
         if pr.any():
             out_leaves.append(R[pr])
@@ -488,8 +580,7 @@ def build(F, epsilon: float, rng=None, *, budget_mode: str = "share", split=DEFA
             o = 2.0 * np.bincount(en, weights=d, minlength=m)  # sum|c-mu| = 2 sum_{c>mu}(c-mu)
             return o[idx]
 
-        k, _ = _search(n, evaluate, scale_split, T,
-                       lambda idx, size, R=R: draw("split", scale_split, R[idx], eps_eval))
+        k, _ = _search(n, evaluate, T, lambda idx, v, R=R: perturb(v, R[idx]))
         # children: first = [start, start + k), second = the rest; child 2j, 2j+1 of node j
         first, second = R.copy(), R.copy()
         first[xs, 3] = second[xs, 2] = R[xs, 2] + k[xs]
@@ -500,42 +591,53 @@ def build(F, epsilon: float, rng=None, *, budget_mode: str = "share", split=DEFA
 
     cat = lambda parts, dt=np.float64: (np.concatenate(parts).astype(dt) if parts  # noqa: E731
                                         else np.zeros(0, dt))
-    info = dict(plan, noisy_size=float(n_noisy), T=int(T), eps_eval=float(eps_eval),
-                split_noise_scale=float(scale_split), budget_mode=budget_mode,
-                eps_total=float(epsilon), h_max=grid_h_max(F.shape))
+    info = dict(plan, noisy_size=n_noisy, h_afford=int(h_afford), T=int(T),
+                eps_eval=float(eps_eval), split_noise_scale=float(scale_split),
+                budget_mode=budget_mode, eps_total=float(epsilon), h_max=int(h_max))
     return HTFTree(leaves=np.concatenate(out_leaves).astype(np.int64).reshape(-1, 4),
                    counts=cat(out_counts), eps_final=cat(out_eps), eps_path=cat(out_path),
                    leaf_var=cat(out_var), leaf_height=cat(out_hgt, np.int64),
-                   nodes=np.concatenate(out_nodes).astype(np.int64).reshape(-1, 5), info=info)
+                   nodes=np.concatenate(out_nodes).astype(np.int64).reshape(-1, 5), info=info,
+                   ledger=ledger)
 
 
 # ------------------------------------------------------------------------------------ ledger
-def htf_ledger(info: dict) -> Ledger:
-    """One entry for the noisy size, one per split level, one per height's counts (spec 4)."""
-    h, T = info["h"], info["T"]
-    led = Ledger()
-    eh = info["eps_height"]
-    led.charge("noisy dataset size (sets the tree height)", eh, 1.0, "laplace", 1.0 / eh,
-               note=f"|D| + Laplace(1/ε_height); h = ⌊log2(noisy size · ε / c0)⌋ = {h}")
-    lvl = info["eps_prt_level"]
+def _charge_height(led: Ledger, eps_height: float, c0: float, h_max: int, h_afford: int | None):
+    """Charge the noisy dataset size (before it is drawn) and state the height rule it feeds."""
+    cap = f"[1, h_max = {h_max}]"
+    if h_afford is not None:
+        cap += (f" and to at most {h_afford}, the largest height whose split levels the budget "
+                "affords (paper mode; computed from ε, ε_height and ε per level alone)")
+    led.charge("noisy dataset size (sets the tree height)", eps_height, 1.0, "discrete laplace",
+               1.0 / eps_height,
+               note=f"|D| + discrete Laplace(1/ε_height); the size is not public. "
+                    f"h = ⌊log2(noisy size · ε / {c0:g})⌋ clamped to {cap}")
+
+
+def _charge_tree(led: Ledger, plan: dict, T: int) -> None:
+    """One entry per split level and one per height's counts (spec 4), charged before the tree."""
+    h = plan["h"]
+    lvl = plan["eps_prt_level"]
     for j in range(h):
         led.charge(f"split positions, level {j + 1} of {h} (height {h - j})", lvl,
-                   OBJECTIVE_SENSITIVITY, "laplace", OBJECTIVE_SENSITIVITY * (2 * T + 1) / lvl,
-                   note=f"Laplace on at most 2T+1 = {2 * T + 1} homogeneity objective values per "
-                        f"node (sensitivity 2), each at ε/{2 * T + 1}; nodes of a level are "
-                        "disjoint (parallel composition)")
-    E = info["E"]
+                   OBJECTIVE_SENSITIVITY, "discrete laplace",
+                   split_noise_scale(lvl / (2 * T + 1)),
+                   note=f"discretised Laplace mechanism on at most 2T+1 = {2 * T + 1} homogeneity "
+                        f"objective values per node (sensitivity 2, rounded to a grid of "
+                        f"{SPLIT_GRID:g}), each at ε/{2 * T + 1}; nodes of a level are disjoint "
+                        "(parallel composition)")
+    E = plan["E"]
     for i in range(h, -1, -1):
         led.charge(f"node counts at height {i}" + (" (root)" if i == h else "")
-                   + (" (partition leaves)" if i == 0 else ""), E[i], 1.0, "laplace", 1.0 / E[i],
-                   note="Laplace(1/ε_i) on each node count at this height (sensitivity 1, "
-                        "disjoint nodes); a region that stops higher up is recounted with the "
+                   + (" (partition leaves)" if i == 0 else ""), E[i], 1.0, "discrete laplace",
+                   1.0 / E[i],
+                   note="discrete Laplace(1/ε_i) on each node count at this height (sensitivity "
+                        "1, disjoint nodes); a region that stops higher up is recounted with the "
                         "budget of the heights below it, so every path spends ε_data")
-    return led
 
 
 class HTFRelease(LeafRelease):
-    """LeafRelease plus the public tree facts (h, budget plan) and each leaf's final budget."""
+    """LeafRelease plus the released tree facts (h, noisy size, plan) and each leaf's budget."""
 
     def __init__(self, *args, tree_info: dict | None = None, eps_final=None, **kw):
         super().__init__(*args, **kw)
@@ -568,14 +670,16 @@ def release_htf(data, domain, epsilon, split, params, rng):
                  combine_pruned=params["combine_pruned"])
     t2 = time.perf_counter()
     info = tree.info
-    ledger = htf_ledger(info)
     spent = (info["eps_height"], info["eps_prt"], info["eps_data"])
     effective = tuple(s / epsilon for s in spent)     # what was actually spent, per part
     info = dict(info, n_leaves=int(len(tree.leaves)), n_nodes=int(len(tree.nodes)),
                 base_grid={"cols": base.gx, "rows": base.gy})
-    return HTFRelease(HTF, domain, epsilon, effective, params, ledger, base, tree.leaves,
+    # a combined count is not one draw: its interval falls back to the variance
+    leaf_scale = None if params["combine_pruned"] else 1.0 / tree.eps_final
+    return HTFRelease(HTF, domain, epsilon, effective, params, tree.ledger, base, tree.leaves,
                       tree.counts, leaf_var=tree.leaf_var, eps_path=tree.eps_path,
-                      nodes=tree.nodes, tree_info=info, eps_final=tree.eps_final,
+                      nodes=tree.nodes, leaf_scale=leaf_scale, tree_info=info,
+                      eps_final=tree.eps_final, noisy_size=info["noisy_size"],
                       diagnostics={"binning_seconds": t1 - t0, "build_seconds": t2 - t1})
 
 
@@ -583,9 +687,14 @@ HTF = MechanismSpec(
     name="htf", label="HTF tree (homogeneity splits)",
     description="Binary tree over a fine grid whose splits make both halves as even as possible, "
                 "chosen privately; noisy leaf counts (Shaham et al. 2021).",
-    guarantee="ε-differential privacy for adding or removing one point. Event-level: each point "
-              "is one record, so a person with many points is protected per point, not as a "
-              "whole. The box and the base grid are public and never derived from the data.",
+    guarantee="ε-differential privacy for adding or removing one point (unbounded neighbours). "
+              "Event-level: each point is one record, so a person with many points is protected "
+              "per point, not as a whole. The dataset size is not treated as public: a share "
+              "ε_height of ε buys a noisy size (discrete Laplace, sensitivity 1) that sets the "
+              "tree height and is released with the tree. Counts get exact discrete Laplace "
+              "noise and split positions come from a discretised Laplace mechanism. The box and "
+              "the base grid are public and never derived from the data.",
+    unit=ADD_REMOVE_POINT,
     params=(
         Param("base_cells", int, 1024, "Base grid cells (longer side)",
               "The tree splits a fixed grid laid over the map box; this many cells on the "
@@ -596,7 +705,9 @@ HTF = MechanismSpec(
               "so it works for any upload size. paper: the paper's fixed amounts (0.0001 for "
               "the dataset size, 'Partition ε per level' per tree level, the rest for counts); "
               "the split is then ignored. The size noise is about ±10,000 points, so use it "
-              "only for uploads of 100,000 points or more.", choices=("share", "paper")),
+              "only for uploads of 100,000 points or more. If the noisy size asks for more "
+              "levels than ε can pay for, the tree gets the most levels ε affords.",
+              choices=("share", "paper")),
         Param("eps_prt_level", float, 1e-3, "Partition ε per level (paper mode)",
               "Privacy budget spent on choosing the split positions of each tree level, in "
               "paper mode only (the paper uses 0.0005 or 0.001).", min=1e-9, max=10.0),

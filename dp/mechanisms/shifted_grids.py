@@ -10,22 +10,27 @@ Fang & Chang, "Differential Privacy with δ-Neighbourhood for Spatial and Dynami
   changes the bins of at most two grids: joint δ-sensitivity 4 (2 when m = 1).
 - Every point gets ONE integer fine index u = floor(x/s) per axis; its bin in grid g is
   floor((u - g)/m) + 1, computed with integer maths (P13).
-- Laplace(Δ/ε) on every bin of every grid, ε NOT split across grids (P15): one ledger entry.
+- Discrete Laplace noise of scale Δ/ε (integer, exact sampler) on every bin of every grid, ε
+  NOT split across grids (P15): one ledger entry. The grids depend only on w, δ and the box,
+  never on the number of points n; n is not protected by this relation (a move keeps it) and
+  is not exported.
 - Range queries: the average over grids of each grid's uniformity estimate (eq. 8), with
   border bins divided by their area inside the box (the [rec] of P9, default) or by the full
   bin area (the paper's literal version, `denominator="full"`).
-- Noise variance of a query: (2Δ²/(ε²m²)) Σ_g (Σ_i fx_g[i]²)(Σ_j fy_g[j]²) (spec 2.5).
+- Noise variance of a query: (V/m²) Σ_g (Σ_i fx_g[i]²)(Σ_j fy_g[j]²) with V the discrete
+  Laplace variance at scale Δ/ε (spec 2.5 has 2Δ²/ε², the continuous value, an upper bound on V).
 
-`bounded_grid` (spec 2.6): one uniform grid with Laplace(2/ε) per cell, ε-DP under bounded
-(replace-one) neighbours; n is public.
+`bounded_grid` (spec 2.6): one uniform grid with discrete Laplace noise of scale 2/ε per cell,
+ε-DP under the replace-one relation, under which the dataset size is public (never exported).
 
 Geometry. The public box is projected to metres with `dp.Projection`, with the east-west scale
 taken at the box latitude farthest from the equator (spec 4), so projected distances never
 exceed true distances inside the box and δ needs no inflation. Points are clamped into the box
 (clamping is 1-Lipschitz), never dropped: under bounded neighbours a dropped point is a
-removal. For a point outside the box the guarantee concerns its clamped position. The fine lattice tiles the box exactly: U_x = floor(W/s) cells of width W/U_x >= s
-across, likewise in y, so bins may be very slightly wider than the requested w (never
-narrower, which keeps s_x, s_y >= δ). This lattice is a `UniformGrid` on the domain and is the
+removal. For a point outside the box the guarantee concerns its clamped position. The fine
+lattice tiles the box exactly: U_x = floor(W/s) cells of width W/U_x >= s across, likewise in
+y, so bins may be very slightly wider than the requested w (never narrower, which keeps
+s_x, s_y >= δ). This lattice is a `UniformGrid` on the domain and is the
 rendering form of the release (spec 2.5, "fine-lattice form").
 """
 from __future__ import annotations
@@ -40,9 +45,10 @@ from scipy import sparse, stats
 from ..budget import Ledger
 from ..domain import Domain, Projection, UniformGrid
 from ..errors import ParameterError
-from ..noise import laplace
+from ..noise import discrete_laplace_variance
 from ..queries import Rect, as_rect_array
-from .base import GridRelease, MechanismSpec, Param, Release
+from .base import (MOVE_POINT, REPLACE_POINT, GridRelease, MechanismSpec, Param, Release,
+                   noise_half_width)
 
 # Marker the app reads to tell guarantees apart (ε under δ-neighbourhood is not standard ε).
 GUARANTEE_KIND = "delta-neighbourhood"
@@ -204,7 +210,7 @@ class ShiftedLattice:
 
     def counts(self, u, v) -> np.ndarray:
         """Exact counts c_g[j, i] of all grids, shape (m, by, bx) (NON-PRIVATE)."""
-        out = np.zeros((self.m, self.by, self.bx))
+        out = np.zeros((self.m, self.by, self.bx), dtype=np.int64)
         for g in range(self.m):
             flat = self.bin_of(v, g) * self.bx + self.bin_of(u, g)
             out[g] = np.bincount(flat, minlength=self.by * self.bx).reshape(self.by, self.bx)
@@ -289,7 +295,8 @@ class ShiftedGridsRelease(Release):
     """Noisy counts of m shifted grids; answers average the grids (spec 2.5).
 
     counts: (m, by, bx) raw noisy counts (never clipped, P19); bins outside the box are 0
-    (they hold no point by construction and carry no noise).
+    (they hold no point by construction and carry no noise). noise_scale: the discrete Laplace
+    scale Δ/ε of every in-box count (None when exact).
     """
 
     guarantee_kind = GUARANTEE_KIND
@@ -391,21 +398,20 @@ class ShiftedGridsRelease(Release):
         return np.array(out)
 
     def noise_variance(self, rects) -> np.ndarray:
-        """Closed form (spec 2.5): (2Δ²/(ε²m²)) Σ_g (Σ_i fx_g[i]²)(Σ_j fy_g[j]²) = 2b²/m² Σ_g ..."""
+        """Closed form (spec 2.5): (V/m²) Σ_g (Σ_i fx_g[i]²)(Σ_j fy_g[j]²), V the per-bin variance."""
         q = len(as_rect_array(rects))
         if not self.noise_scale:
             return np.zeros(q)
         acc = np.zeros(q)
         for tx0, ty0, tx1, ty1 in self._t(rects):
             acc += _sum_sq_fractions(tx0, tx1) * _sum_sq_fractions(ty0, ty1)
-        return 2 * self.noise_scale ** 2 * acc / self.m ** 2
+        return discrete_laplace_variance(self.noise_scale) * acc / self.m ** 2
 
     def interval(self, rect: Rect, level: float = 0.95, n_sim: int = 20000, seed: int = 0):
-        """Answer ± the noise quantile. The noise is Σ_g Σ_b (f_{g,b}/m) Y_{g,b}, Y ~ Lap(Δ/ε).
+        """Answer ± the noise quantile; the noise is Σ_g Σ_b (f_{g,b}/m) Z_{g,b}, Z discrete Laplace.
 
-        Few terms (<= 64): Monte Carlo of that weighted Laplace sum (fixed seed; it uses no data,
-        so it costs no privacy). More terms: normal approximation with the closed-form variance
-        (a sum of many independent Laplace terms is close to normal; spec 4 uses ±1.96σ).
+        Few terms (<= 64): `noise_half_width` simulates that sum (it reads no data). More terms:
+        normal approximation with the closed-form variance (spec 4 uses ±1.96σ).
         """
         est = self.answer(rect)
         if not self.noise_scale:
@@ -422,8 +428,7 @@ class ShiftedGridsRelease(Release):
         if a.size == 0:
             return est, est
         if a.size <= MC_MAX_TERMS:
-            sims = np.random.default_rng(seed).laplace(0.0, self.noise_scale, (n_sim, a.size)) @ a
-            half = float(np.quantile(np.abs(sims), level))
+            half = noise_half_width(a, self.noise_scale, level, n_sim, seed)
         else:
             sd = math.sqrt(float(self.noise_variance(rect)[0]))
             half = float(stats.norm.ppf(0.5 + level / 2) * sd)
@@ -566,7 +571,7 @@ def guarantee_for(epsilon: float, delta_km: float, m: int) -> str:
             f"e^({epsilon:g}·⌈r/δ⌉), and for this release (m = {m} grids) never worse than "
             f"e^{eq['relocation']:g} for relocation or e^{eq['presence']:g} for presence/absence "
             f"(equivalent standard ε {eq['relocation']:g} and {eq['presence']:g}). "
-            "The dataset size n is treated as public (bounded neighbourhood). "
+            f"{SIZE_SENTENCE} "
             "This ε is not comparable with the ε of the standard-DP mechanisms (grid, HTF, trees); "
             "at equal ε those mechanisms give the stronger guarantee.")
 
@@ -590,7 +595,7 @@ def explain(domain: Domain, params: dict, epsilon: float) -> str:
 
 
 def release_shifted_grids(data, domain, epsilon, split, params, rng):
-    """Spec 2.4: m shifted grids, Laplace(Δ/ε) on every in-box bin of every grid, one charge."""
+    """Spec 2.4: m shifted grids, discrete Laplace(Δ/ε) on every in-box bin of each grid, one charge."""
     box, lattice = plan(domain, params)
     x, y = box.to_metres(domain, data.x, data.y)
     u, v = lattice.fine_index(x, y)
@@ -598,18 +603,18 @@ def release_shifted_grids(data, domain, epsilon, split, params, rng):
     eps = epsilon * split[-1]
     scale = lattice.sensitivity / eps
     mask = lattice.in_box
-    noisy = exact.copy()
-    noisy[mask] += laplace(rng, scale, int(mask.sum()))
     ledger = Ledger()
-    ledger.charge("noisy bin counts of all grids (one joint release)", eps, lattice.sensitivity,
-                  "laplace", scale,
-                  note=f"m = {lattice.m} grids of {lattice.by}×{lattice.bx} bins "
-                       f"({int(mask.sum()):,} in the box); joint δ-sensitivity {lattice.sensitivity} "
-                       "(a δ-move changes at most two grids); ε is not split across grids")
+    noisy = np.zeros(exact.shape, dtype=np.int64)
+    noisy[mask] = ledger.noisy_counts(
+        rng, exact[mask], eps, "noisy bin counts of all grids (one joint release)",
+        sensitivity=lattice.sensitivity,
+        note=f"m = {lattice.m} grids of {lattice.by}×{lattice.bx} bins ({int(mask.sum()):,} in "
+             f"the box); joint δ-sensitivity {lattice.sensitivity} (a δ-move changes at most two "
+             "grids); ε is not split across grids")
     clamped = int(np.count_nonzero(~domain.contains(data.x, data.y)))
     return ShiftedGridsRelease(SHIFTED_GRIDS, domain, epsilon, split, params, ledger, box, lattice,
                                noisy, scale, params["denominator"],
-                               diagnostics={"points_clamped_into_box": clamped}, n_public=len(data))
+                               diagnostics={"points_clamped_into_box": clamped})
 
 
 class BoundedGridRelease(GridRelease):
@@ -627,7 +632,7 @@ class BoundedGridRelease(GridRelease):
 
 
 def release_bounded_grid(data, domain, epsilon, split, params, rng):
-    """Spec 2.6: K_x x K_y cells of width about w, Laplace(2/ε) per cell; points clamped."""
+    """Spec 2.6: K_x x K_y cells of width about w, discrete Laplace(2/ε) per cell; points clamped."""
     box = BoxMetres.of(domain)
     w = resolve_bin_width(box, params)
     kx = max(1, int(round(box.width / w)))
@@ -639,15 +644,14 @@ def release_bounded_grid(data, domain, epsilon, split, params, rng):
     lat = np.clip(np.nan_to_num(np.asarray(data.y, dtype=np.float64), nan=domain.south), domain.south, domain.north)
     H = grid.histogram(lon, lat)
     eps = epsilon * split[-1]
-    scale = 2.0 / eps
-    noisy = H + laplace(rng, scale, H.shape)
     ledger = Ledger()
-    ledger.charge("noisy cell counts", eps, 2.0, "laplace", scale,
-                  note=f"{kx}×{ky} cells; bounded neighbours: moving one point changes two cells by 1")
-    rel = BoundedGridRelease(BOUNDED_GRID, domain, epsilon, split, params, ledger, grid, noisy, scale,
+    noisy = ledger.noisy_counts(rng, H, eps, "noisy cell counts", sensitivity=2.0,
+                                note=f"{kx}×{ky} cells; replace-one relation: replacing one point "
+                                     "changes two cells by 1")
+    rel = BoundedGridRelease(BOUNDED_GRID, domain, epsilon, split, params, ledger, grid, noisy,
+                             2.0 / eps,
                              diagnostics={"points_clamped_into_box":
-                                          int(np.count_nonzero(~domain.contains(data.x, data.y)))},
-                             n_public=len(data))
+                                          int(np.count_nonzero(~domain.contains(data.x, data.y)))})
     rel.bin_km = (box.width / kx / 1000, box.height / ky / 1000)
     return rel
 
@@ -659,6 +663,12 @@ P_BINS_PER_SIDE = Param("bins_per_side", int, 32, "Bins per side",
                         "Used when the bin width is 0: the longer side of the box is cut into this "
                         "many bins (w = longer side / bins).", min=1, max=4096)
 
+SIZE_SENTENCE = (
+    "Neighbouring datasets differ by one point moved by at most δ, so they have the same size: "
+    "the number of points n is not protected by this guarantee (it is treated as public, and no "
+    "budget is spent on it) but it is never exported; each grid's noisy counts add up to n plus "
+    "noise.")
+
 SHIFTED_GUARANTEE = (
     "ε-DP under δ-neighbourhood (δ = the distance threshold you set, Euclidean, no sources): one "
     "person's location being anywhere within δ of its true position changes output probabilities "
@@ -667,17 +677,17 @@ SHIFTED_GUARANTEE = (
     "for this mechanism never worse than e^(ε·m/2) for relocation or e^(ε·m/4) for "
     "presence/absence (m = number of grids; ε and ε/2 when m = 1), shown as the equivalent "
     "standard ε. "
-    "The dataset size n is treated as public (bounded neighbourhood). "
+    f"{SIZE_SENTENCE} "
     "This ε is not comparable with the ε of the standard-DP mechanisms (grid, HTF, trees) on the "
     "same screen: at equal ε those mechanisms give the stronger guarantee.")
 
 SHIFTED_GRIDS = MechanismSpec(
     name="shifted_grids", label="Shifted grids (δ-neighbourhood)",
     description="m = ⌊w/δ⌋ copies of an equi-width grid, each shifted diagonally by w/m, all "
-                "released with Laplace noise at the joint sensitivity 4 (ε is not split across "
-                "grids); range queries average the grids (Fang & Chang 2014). Protects small "
-                "moves (up to δ) most; see the guarantee.",
-    guarantee=SHIFTED_GUARANTEE, comparable=False, explain=explain,
+                "released with discrete Laplace noise at the joint sensitivity 4 (ε is not "
+                "split across grids); range queries average the grids (Fang & Chang 2014). "
+                "Protects small moves (up to δ) most; see the guarantee.",
+    guarantee=SHIFTED_GUARANTEE, unit=MOVE_POINT, comparable=False, explain=explain,
     params=(Param("delta_km", float, 0.1, "Distance threshold δ (km)",
                   "Moves of one person's location by up to this distance are protected at ε; "
                   "farther alternatives get weaker protection (ε per δ of distance).",
@@ -694,12 +704,17 @@ SHIFTED_GRIDS = MechanismSpec(
 
 BOUNDED_GRID = MechanismSpec(
     name="bounded_grid", label="Uniform grid, bounded DP (baseline)",
-    description="One equi-width grid with Laplace(2/ε) per cell: the shifted grids' baseline "
-                "(Fang & Chang 2014, sec. 5.4.2). Standard DP with bounded neighbours.",
-    guarantee="ε-differential privacy with bounded neighbours (standard DP): replacing one "
-              "person's location by any other location in the box changes output probabilities "
-              "by at most a factor of e^ε. The dataset size n is treated as public; points "
-              "outside the box are clamped to its edge, never dropped.",
+    description="One equi-width grid with discrete Laplace noise of scale 2/ε per cell: the "
+                "shifted grids' baseline (Fang & Chang 2014, sec. 5.4.2). Standard DP with "
+                "bounded (replace-one) neighbours.",
+    guarantee="ε-differential privacy for replacing one point (bounded neighbours, standard DP): "
+              "replacing one person's location by any other location in the box changes output "
+              "probabilities by at most a factor of e^ε. The dataset size is public under this "
+              "relation (the guarantee compares datasets of equal size, so no budget is spent on "
+              "it), but the release never states it. Adding or removing one point changes one "
+              "cell by 1, which this noise covers at ε/2. Points outside the box are clamped to "
+              "its edge, never dropped.",
+    unit=REPLACE_POINT,
     params=(P_BIN_KM, P_BINS_PER_SIDE),
     release=release_bounded_grid)
 

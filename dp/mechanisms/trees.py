@@ -7,17 +7,31 @@ of the base matrix, so nothing loops over points or cells; loops run over tree l
 
 Conventions shared by the trees (decisions the sources leave open are marked "choice"):
 
-- Neighbours: add/remove one point; a count has sensitivity 1.
+- Neighbours: add/remove one point; a count has sensitivity 1. The dataset size N is not
+  public: where a rule needs it (automatic height, AG's first grid) a noisy size
+  N + discrete Laplace(1/ε_size) is drawn with its own share of ε and released.
+- Counts are integers and get integer (discrete Laplace) noise, so no float bit depends on the
+  data. Noisy counts are kept raw (negative values included, spec 003 section 6 item 19).
 - depth: root = 0. height = h - depth, where h is the tree height; budgets are indexed by height.
-- Noisy counts are kept raw (negative values included, spec 003 section 6 item 19).
 - A node that cannot be split any further (one base cell) stops early. Its count then gets the
   budget of every level below it, so each root-to-leaf path spends exactly the counts budget
   (choice; the same rule as HTF's pruned leaves).
 - Smoothing is the inverse-variance (least-squares) consistency of Hay et al. for any tree:
   bottom-up Z_v = w Y_v + (1 - w) sum Z_u with w = (1/var_v) / (1/var_v + 1/sum V_u), then
-  top-down x_u = Z_u + V_u / sum V_w (x_v - sum Z_w). With a uniform fanout f and per-height
-  budgets this is exactly spec 003's alpha_j = f^j eps_j^2 / E_j and the 1/f share of the
-  residual; the general form also covers thin nodes with fewer children and early leaves.
+  top-down x_u = Z_u + V_u / sum V_w (x_v - sum Z_w). With a uniform fanout f, per-height
+  budgets and variances proportional to 1/eps^2 this is exactly spec 003's
+  alpha_j = f^j eps_j^2 / E_j and the 1/f share of the residual; the general form also covers
+  thin nodes with fewer children, early leaves, and the discrete Laplace variances used here.
+- PrivTree with integer counts, integer δ and θ and discrete Laplace(λ) noise Z keeps the
+  paper's λ = (2β−1)/((β−1)ε_tree). Proof: let a = 1/λ, q = e^−a, so P[Z >= k] = q^k/(1+q) for
+  k >= 0. An added point raises c by 1 on the nodes containing it, and changes b = max(θ−δ, s),
+  s = c − depth·δ, iff s >= θ − δ; down that path s falls by >= δ per level. The split
+  probability P[b + Z > θ] grows by exactly e^a when b <= θ, and by
+  1 + q^m(1−q)/(1+q−q^m) <= e^(a q^m) when b = θ + m, m >= 1 (decreasing in m; the bound holds
+  once q^m <= 1/2, since 1 − q <= a(1/2 + q)). The changed nodes have s >= θ−δ, θ, θ+δ,
+  θ+2δ, ..., so splitting costs at most a(2 + Σ_j q^(jδ)) <= a(2 + 1/(β−1)) = ε_tree when
+  q^δ <= 1/β; the other direction costs at most one non-split node, a. Tests check the exact
+  loss of every split/stop transcript on many paths.
 """
 from __future__ import annotations
 
@@ -28,18 +42,24 @@ import numpy as np
 
 from ..budget import Ledger
 from ..errors import ParameterError
-from .base import MechanismSpec, Param
+from ..noise import count_noise, discrete_laplace, discrete_laplace_variance, rational_scale
+from .base import ADD_REMOVE_POINT, MechanismSpec, Param
 from .leaves import LeafRelease, square_base_grid
 
-ADD_REMOVE = "add/remove one point"
+SIZE_PART = "dataset size"
+GUARANTEE_UNIT = (f"ε-differential privacy, unit of privacy: {ADD_REMOVE_POINT} (neighbouring "
+                  "datasets differ by one point, added or removed)")
 
 
 # ============================================================================ shared machinery
 def prefix_sum(F: np.ndarray) -> np.ndarray:
-    """Summed-area table S with S[i, j] = sum of F[:i, :j]; shape (rows + 1, cols + 1)."""
-    F = np.asarray(F, dtype=np.float64)
-    S = np.zeros((F.shape[0] + 1, F.shape[1] + 1))
-    S[1:, 1:] = F.cumsum(0).cumsum(1)
+    """Integer summed-area table S with S[i, j] = sum of F[:i, :j]; shape (rows + 1, cols + 1)."""
+    F = np.asarray(F)
+    ints = np.rint(F).astype(np.int64)
+    if not np.array_equal(ints, F):
+        raise ValueError("a count matrix must hold whole numbers")
+    S = np.zeros((F.shape[0] + 1, F.shape[1] + 1), dtype=np.int64)
+    S[1:, 1:] = ints.cumsum(0).cumsum(1)
     return S
 
 
@@ -165,10 +185,12 @@ def node_budgets(tree: Tree, h: int, E: np.ndarray) -> np.ndarray:
 
 
 def noisy_node_counts(tree: Tree, S: np.ndarray, eps_node: np.ndarray, rng) -> tuple[np.ndarray, np.ndarray]:
-    """Exact count + Laplace(1/eps_node) for every node; returns (noisy counts, their variances)."""
-    scale = 1.0 / eps_node
-    y = region_counts(S, tree.regions) + rng.laplace(0.0, 1.0, tree.n_nodes) * scale
-    return y, 2.0 * scale ** 2
+    """Exact count + discrete Laplace(1/eps_node) for every node: (integer noisy counts, variances).
+
+    The caller charges the ledger first (one entry per level, see `_charge_count_levels`).
+    """
+    y = region_counts(S, tree.regions) + count_noise(rng, eps_node)
+    return y, discrete_laplace_variance(1.0 / np.asarray(eps_node, dtype=np.float64))
 
 
 def smooth(tree: Tree, y: np.ndarray, var: np.ndarray) -> np.ndarray:
@@ -215,7 +237,7 @@ def _base(data, domain, params):
 
 
 def _auto_height(n: int, epsilon: float, per_level_bits: float, h_max: int) -> int:
-    """floor(log2(N eps / 10) / bits), clamped to [1, h_max]: HTF's height rule with N public."""
+    """floor(log2(N̂ eps / 10) / bits), clamped to [1, h_max]: HTF's height rule on a noisy size N̂."""
     x = max(n * epsilon / 10.0, 1.0)
     return int(min(max(math.floor(math.log2(x) / per_level_bits + 1e-12), 1), h_max))
 
@@ -229,12 +251,23 @@ def _max_kd_height(shape) -> int:
     return max(1, math.ceil(math.log2(gy)) + math.ceil(math.log2(gx)))
 
 
-def _charge_count_levels(ledger: Ledger, E: np.ndarray, h: int, what: str):
+def _charge_count_levels(ledger: Ledger, E: np.ndarray, h: int, what: str, extra: str = ""):
+    """One ledger entry per level (root first); `extra` is appended to the root's note."""
     for i in range(h, -1, -1):
-        ledger.charge(f"{what} counts, height {i} (depth {h - i})", float(E[i]), 1.0, "laplace",
-                      1.0 / float(E[i]), note="Laplace(1/ε_i) on every node of the level; the "
-                      "nodes of a level are disjoint" + ("; leaves that stop early also get "
-                      "the budget of the levels below them" if i == 0 else ""))
+        ledger.charge(f"{what} counts, height {i} (depth {h - i})", float(E[i]), 1.0,
+                      "discrete laplace", 1.0 / float(E[i]),
+                      note="discrete Laplace(1/ε_i) on every node of the level; the nodes of a "
+                      "level are disjoint" + ("; leaves that stop early also get the budget of "
+                      "the levels below them" if i == 0 else "") + (extra if i == h else ""))
+
+
+def _size_or_counts(ledger, rng, S, epsilon, split, height, purpose):
+    """(noisy size or None, ε left for the counts, note): a fixed height needs no size, and its
+    share of ε then goes to the counts, so the ledger still sums to ε."""
+    if height:
+        return None, epsilon * split[0], (f"; the height is fixed, so the dataset-size share "
+                                          f"({100 * split[0]:.3g}% of ε) is spent on the counts")
+    return ledger.noisy_size(rng, round(S[-1, -1]), epsilon * split[0], purpose), 0.0, ""
 
 
 P_BASE = Param("base_cells", int, 1024, "Base grid (cells on the longer side)",
@@ -260,62 +293,62 @@ def quadtree_partition(shape, h: int) -> Tree:
     return b.tree()
 
 
-def _resolve_height(height: int, S, epsilon: float, per_level_bits: float, h_max: int):
-    """(height, N if it was read as public): a given height reads no data; 0 means automatic,
-    from N treated as public (as UG does)."""
-    if height:
-        return height, None
-    n_public = int(round(S[-1, -1]))
-    return _auto_height(n_public, epsilon, per_level_bits, h_max), n_public
-
-
 def release_quadtree(data, domain, epsilon, split, params, rng):
     base, F, S = _base(data, domain, params)
     h_max = _max_quad_height(base.shape)
-    h, n_public = _resolve_height(params["height"], S, epsilon, 2.0, h_max)
+    ledger = Ledger()
+    n_hat, eps_moved, extra = _size_or_counts(ledger, rng, S, epsilon, split, params["height"],
+                                              "sets the tree height")
+    h = params["height"] or _auto_height(max(n_hat, 1), epsilon, 2.0, h_max)
     tree = quadtree_partition(base.shape, min(h, h_max))
     h = tree.height
-    eps_counts = epsilon * split[0]
+    eps_counts = epsilon * split[1] + eps_moved
     E = level_budgets(h, eps_counts, params["budget"], 4)
     eps_node = node_budgets(tree, h, E)
+    _charge_count_levels(ledger, E, h, "quadtree", extra)
     y, var = noisy_node_counts(tree, S, eps_node, rng)
     x = smooth(tree, y, var)
-    ledger = Ledger()
-    _charge_count_levels(ledger, E, h, "quadtree")
     leaf = tree.is_leaf
     return LeafRelease(QUADTREE, domain, epsilon, split, params, ledger, base, tree.regions[leaf],
-                       x[leaf], leaf_var=None, eps_path=np.full(leaf.sum(), eps_counts),
-                       nodes=tree.nodes(), n_public=n_public,
+                       x[leaf], leaf_var=None, eps_path=np.full(leaf.sum(), epsilon),
+                       nodes=tree.nodes(), noisy_size=n_hat,
                        diagnostics={"height": h, "n_nodes": tree.n_nodes, "level_eps": E.tolist()})
 
 
 QUADTREE = MechanismSpec(
     name="quadtree", label="Quadtree (Cormode et al.)",
     description="Splits every region into four equal quarters down to a fixed height, adds "
-                "Laplace noise to the count of every node, then makes the levels consistent "
-                "(Cormode et al. 2012; smoothing of Hay et al. 2010). The leaves are released.",
-    guarantee=f"ε-differential privacy, {ADD_REMOVE}: the splits do not look at the data, and "
-              "the count budgets along any root-to-leaf path add up to ε. With automatic height "
-              "the dataset size N is treated as public (it sets the height).",
+                "discrete Laplace noise to the count of every node, then makes the levels "
+                "consistent (Cormode et al. 2012; smoothing of Hay et al. 2010). The leaves are "
+                "released.",
+    guarantee=f"{GUARANTEE_UNIT}, with ε = ε_size + ε_counts: the splits do not look at the "
+              "data, and the count budgets along any root-to-leaf path add up to ε_counts. The "
+              "dataset size N is not public: with automatic height a noisy dataset size (5% of ε "
+              "by default) sets the height; with a fixed height N is not used and that share "
+              "goes to the counts.",
+    unit=ADD_REMOVE_POINT,
     params=(P_BASE,
             Param("height", int, 0, "Tree height (0 = automatic)",
-                  "Levels of 4-way splits below the root. 0 picks ⌊log₂(N·ε/10)/2⌋, so there "
-                  "are about N·ε/10 leaves as in the UG rule (N is then treated as public).",
+                  "Levels of 4-way splits below the root. 0 picks ⌊log₂(N̂·ε/10)/2⌋, N̂ a noisy "
+                  "dataset size, so there are about N̂·ε/10 leaves as in the UG rule.",
                   min=0, max=12),
             P_BUDGET),
-    budget_parts=("counts",), default_split=(1.0,),
+    budget_parts=(SIZE_PART, "counts"), default_split=(0.05, 0.95),
     release=release_quadtree)
 
 
 # =================================================================================== kd-tree
 def kd_split_positions(S, regions, use_x, eps_m, rng) -> np.ndarray:
-    """Private median split k (cells in the first child) of every region, one EM per region.
+    """Private median split k (cells in the first child) of every region: report noisy max.
 
-    Candidates k = 1 .. n - 1 along the axis; utility u(k) = -|count of the first k rows (or
-    columns) - n_node / 2| with the exact node count; Pr[k] ∝ exp(eps_m u(k) / 2), i.e.
-    sensitivity 1 as in spec 003 section 5.3 (the true sensitivity is 1/2, so this is
-    conservative). Sampled for all regions at once with the Gumbel-max trick, which draws
-    exactly from the exponential mechanism's distribution.
+    Candidates k = 1 .. n - 1 along the axis, integer utility w(k) = -|2 first(k) - n_node| with
+    the exact counts. Adding or removing a point in the node changes 2 first(k) - n_node by
+    exactly 1, so w has sensitivity 1, and the k with the largest w(k) + discrete Laplace(2/eps_m)
+    (lowest k on ties) is eps_m-DP: the usual report-noisy-max proof, with noise of scale
+    2 Delta / eps for a utility that is not monotone, holds for integer noise and a fixed
+    tie-break, since for fixed other draws k wins iff its draw reaches an integer threshold that
+    moves by at most 2 between neighbours. Nodes of a level are disjoint (parallel composition);
+    all regions are done at once with a segment argmax.
     """
     r0, r1, c0, c1 = regions.T
     n_ax = np.where(use_x, c1 - c0, r1 - r0)
@@ -328,9 +361,8 @@ def kd_split_positions(S, regions, use_x, eps_m, rng) -> np.ndarray:
     chi = np.where(ux, c0[seg] + k, c1[seg])
     first = S[rhi, chi] - S[r0[seg], chi] - S[rhi, c0[seg]] + S[r0[seg], c0[seg]]
     n_node = region_counts(S, regions)
-    utility = -np.abs(first - n_node[seg] / 2.0)
-    score = eps_m * utility / 2.0 + rng.gumbel(0.0, 1.0, seg.size)
-    order = np.lexsort((-score, seg))
+    score = -np.abs(2 * first - n_node[seg]) + discrete_laplace(rng, 2.0 / eps_m, seg.size)
+    order = np.lexsort((-score, seg))      # stable: within a node, the lowest k wins ties
     return k[order[starts]]
 
 
@@ -367,28 +399,30 @@ def kdtree_partition(S, shape, h: int, eps_m: float, rng) -> Tree:
 def release_kdtree(data, domain, epsilon, split, params, rng):
     base, F, S = _base(data, domain, params)
     h_max = _max_kd_height(base.shape)
-    h, n_public = _resolve_height(params["height"], S, epsilon, 1.0, h_max)
-    h = min(h, h_max)
-    eps_prt, eps_counts = epsilon * split[0], epsilon * split[1]
-    eps_m = eps_prt / h
-    tree = kdtree_partition(S, base.shape, h, eps_m, rng)
     ledger = Ledger()
+    n_hat, eps_moved, extra = _size_or_counts(ledger, rng, S, epsilon, split, params["height"],
+                                              "sets the tree height")
+    h = min(params["height"] or _auto_height(max(n_hat, 1), epsilon, 1.0, h_max), h_max)
+    eps_prt, eps_counts = epsilon * split[1], epsilon * split[2] + eps_moved
+    eps_m = eps_prt / h
     for d in range(h):
-        ledger.charge(f"kd-tree medians, depth {d}", eps_m, 1.0, "exponential", None,
-                      note="exponential mechanism over the split positions of every node of the "
-                           "level, utility −|first-child count − n/2|; partition budget spread "
-                           "evenly over the levels")
+        ledger.charge(f"kd-tree medians, depth {d}", eps_m, 1.0, "discrete laplace", 2.0 / eps_m,
+                      note="report noisy max over the split positions of every node of the "
+                           "level: utility −|2·(first-child count) − (node count)| (sensitivity "
+                           "1) + discrete Laplace(2/ε_m); partition budget spread evenly over "
+                           "the levels")
+    tree = kdtree_partition(S, base.shape, h, eps_m, rng)
     ht = tree.height          # = h unless every node became a single cell earlier
     E = level_budgets(ht, eps_counts, params["budget"], 2)
     eps_node = node_budgets(tree, ht, E)
+    _charge_count_levels(ledger, E, ht, "kd-tree", extra)
     y, var = noisy_node_counts(tree, S, eps_node, rng)
     x = smooth(tree, y, var)
-    _charge_count_levels(ledger, E, ht, "kd-tree")
     leaf = tree.is_leaf
-    eps_path = eps_counts + eps_m * tree.depth[leaf]
+    eps_path = epsilon - eps_prt + eps_m * tree.depth[leaf]
     return LeafRelease(KDTREE, domain, epsilon, split, params, ledger, base, tree.regions[leaf],
                        x[leaf], leaf_var=None, eps_path=eps_path, nodes=tree.nodes(),
-                       n_public=n_public,
+                       noisy_size=n_hat,
                        diagnostics={"height": h, "n_nodes": tree.n_nodes, "level_eps": E.tolist(),
                                     "median_eps_per_level": eps_m})
 
@@ -398,16 +432,19 @@ KDTREE = MechanismSpec(
     description="Splits regions in two at a privately chosen median, alternating x and y, to a "
                 "fixed height; then noisy counts at every node made consistent (Cormode et al. "
                 "2012; smoothing of Hay et al. 2010). The leaves are released.",
-    guarantee=f"ε-differential privacy, {ADD_REMOVE}: the medians use the exponential mechanism "
-              "(ε_medians spread over the levels) and the count budgets along any root-to-leaf "
-              "path add up to ε_counts. With automatic height the dataset size N is treated as "
-              "public (it sets the height).",
+    guarantee=f"{GUARANTEE_UNIT}, with ε = ε_size + ε_medians + ε_counts: the medians use "
+              "report noisy max with discrete Laplace noise (ε_medians spread over the levels) "
+              "and the count budgets along any root-to-leaf path add up to ε_counts. The "
+              "dataset size N is not public: with automatic height a noisy dataset size (5% of ε "
+              "by default) sets the height; with a fixed height N is not used and that share "
+              "goes to the counts.",
+    unit=ADD_REMOVE_POINT,
     params=(P_BASE,
             Param("height", int, 0, "Tree height (0 = automatic)",
-                  "Levels of 2-way splits below the root. 0 picks ⌊log₂(N·ε/10)⌋, HTF's height "
-                  "rule (N is then treated as public).", min=0, max=24),
+                  "Levels of 2-way splits below the root. 0 picks ⌊log₂(N̂·ε/10)⌋, HTF's height "
+                  "rule on a noisy dataset size N̂.", min=0, max=24),
             P_BUDGET),
-    budget_parts=("medians", "counts"), default_split=(0.15, 0.85),
+    budget_parts=(SIZE_PART, "medians", "counts"), default_split=(0.05, 0.15, 0.80),
     release=release_kdtree)
 
 
@@ -422,7 +459,9 @@ def snap_edges(n_cells: int, m: int) -> np.ndarray:
 
 
 def ag_first_level_size(n: int, epsilon: float, c: float = 10.0, m_min: int = 10) -> int:
-    """m1 = max(m_min, ceil(sqrt(N eps / c) / 4)) (Qardaji et al. 2013; spec 003 section 5.3)."""
+    """m1 = max(m_min, ceil(sqrt(N eps / c) / 4)) (Qardaji et al. 2013; spec 003 section 5.3).
+
+    The release passes a noisy size N̂ for N."""
     return max(int(m_min), math.ceil(0.25 * math.sqrt(max(n, 0) * epsilon / c)))
 
 
@@ -475,24 +514,32 @@ def ag_inference(v, u, cell, k, alpha: float) -> np.ndarray:
     return u + ((v2 - su) / k)[cell]
 
 
+def ag_inference_weight(eps1: float, eps2: float) -> float:
+    """The alpha of `ag_inference` that weights by the discrete Laplace variances V1, V2 of the
+    two levels: alpha^2 / (1 - alpha)^2 = V2 / V1; it tends to eps1 / (eps1 + eps2) for small eps."""
+    sd1, sd2 = np.sqrt(discrete_laplace_variance(np.array([1.0 / eps1, 1.0 / eps2])))
+    return float(sd2 / (sd1 + sd2))
+
+
 def release_ag(data, domain, epsilon, split, params, rng):
     base, F, S = _base(data, domain, params)
-    n = int(round(S[-1, -1]))
-    alpha = split[0]
-    eps1, eps2 = epsilon * split[0], epsilon * split[1]
-    m1 = ag_first_level_size(n, epsilon, params["c"], params["m1_min"])
+    ledger = Ledger()
+    n_hat = ledger.noisy_size(rng, round(S[-1, -1]), epsilon * split[0], "sets the level-1 grid")
+    eps1, eps2 = epsilon * split[1], epsilon * split[2]
+    alpha = split[1] / (split[1] + split[2])
+    m1 = ag_first_level_size(max(n_hat, 1), epsilon, params["c"], params["m1_min"])
     cells = ag_cells(base.shape, m1)
-    v = region_counts(S, cells) + rng.laplace(0.0, 1.0 / eps1, len(cells))
+    v = ledger.noisy_counts(rng, region_counts(S, cells), eps1, "AG level-1 counts",
+                            note=f"{m1}x{m1} grid (edges on base-grid lines) sized by the noisy "
+                                 "dataset size, discrete Laplace(1/(αε_counts)) per cell")
     m2 = ag_second_level_size(v, eps2, params["c2"])
     sub, cell, k = ag_subcells(cells, m2)
-    u = region_counts(S, sub) + rng.laplace(0.0, 1.0 / eps2, len(sub))
-    counts = ag_inference(v, u, cell, k, alpha)
-    ledger = Ledger()
-    ledger.charge("AG level-1 counts", eps1, 1.0, "laplace", 1.0 / eps1,
-                  note=f"{m1}x{m1} grid (edges on base-grid lines), Laplace(1/(αε)) per cell")
-    ledger.charge("AG level-2 counts", eps2, 1.0, "laplace", 1.0 / eps2,
-                  note="each level-1 cell split into m2 x m2 by its noisy count, Laplace(1/((1−α)ε)) "
-                       "per sub-cell; then constrained inference")
+    u = ledger.noisy_counts(rng, region_counts(S, sub), eps2, "AG level-2 counts",
+                            note="each level-1 cell split into m2 x m2 by its noisy count, discrete "
+                                 "Laplace(1/((1−α)ε_counts)) per sub-cell; then constrained "
+                                 "inference")
+    weight = ag_inference_weight(eps1, eps2)
+    counts = ag_inference(v, u, cell, k, weight)
     # nodes for the level view: root (depth 0), level-1 cells (1), sub-cells of split cells (2);
     # a region is listed once (a 1 x 1 level-1 grid is the root itself)
     gy, gx = base.shape
@@ -505,7 +552,9 @@ def release_ag(data, domain, epsilon, split, params, rng):
     ])
     return LeafRelease(AG, domain, epsilon, split, params, ledger, base, sub, counts,
                        leaf_var=None, eps_path=np.full(len(sub), epsilon), nodes=nodes,
-                       n_public=n, diagnostics={"m1": m1, "m2": m2.tolist(), "n_leaves": len(sub)})
+                       noisy_size=n_hat,
+                       diagnostics={"m1": m1, "m2": m2.tolist(), "n_leaves": len(sub),
+                                    "alpha": alpha, "inference_weight": weight})
 
 
 AG = MechanismSpec(
@@ -513,45 +562,50 @@ AG = MechanismSpec(
     description="A coarse grid with noisy counts; each cell is then split again into a finer "
                 "grid sized by its own noisy count, and the two levels are reconciled "
                 "(Qardaji, Yang & Li 2013).",
-    guarantee=f"ε-differential privacy, {ADD_REMOVE}, with ε = ε1 + ε2 (the level-1 and level-2 "
-              "counts); the dataset size N is treated as public (it sets the first-level grid).",
+    guarantee=f"{GUARANTEE_UNIT}, with ε = ε_size + ε1 + ε2 (a noisy dataset size, 5% of ε "
+              "by default, which sets the first-level grid; then the level-1 and level-2 counts, "
+              "each with discrete Laplace noise). The dataset size N is not public.",
+    unit=ADD_REMOVE_POINT,
     params=(P_BASE,
             Param("c", float, 10.0, "Constant c (level 1)",
-                  "Level-1 grid m1 = max(m1_min, ⌈√(N·ε/c)/4⌉); 10 as in the AG paper.",
-                  min=0.01, max=1000),
+                  "Level-1 grid m1 = max(m1_min, ⌈√(N̂·ε/c)/4⌉), N̂ a noisy dataset size; 10 as "
+                  "in the AG paper.", min=0.01, max=1000),
             Param("c2", float, 5.0, "Constant c₂ (level 2)",
                   "Each cell with noisy count v is split m2 × m2, m2 = ⌈√(v·ε2/c₂)⌉; c₂ = c/2 "
                   "in the AG paper.", min=0.01, max=1000),
             Param("m1_min", int, 10, "Smallest level-1 grid", "Lower bound on m1 (10 in the "
                   "AG paper).", min=1, max=1024)),
-    budget_parts=("level-1 counts", "level-2 counts"), default_split=(0.5, 0.5),
+    budget_parts=(SIZE_PART, "level-1 counts", "level-2 counts"), default_split=(0.05, 0.475, 0.475),
     release=release_ag)
 
 
 # ================================================================================= PrivTree
-def privtree_constants(eps_tree: float, fanout: int = 4) -> tuple[float, float]:
-    """λ = (2β − 1)/(β − 1) / ε_tree and δ = λ ln β, β = fanout (Zhang, Xiao & Xie 2016).
+def privtree_constants(eps_tree: float, fanout: int = 4) -> tuple[float, int]:
+    """(λ, δ) for PrivTree with integer counts and discrete Laplace noise, β = fanout.
 
-    With these constants the privacy loss of the whole split process is at most ε_tree, whatever
-    the depth: along the path of nodes holding a point, the biased counts fall by δ per level, so
-    the per-node losses form a geometric series of ratio e^(−δ/λ) = 1/β.
+    λ = (2β − 1)/((β − 1) ε_tree) as in Zhang, Xiao & Xie 2016, and the integer decrement
+    δ = ⌈λ' ln β⌉ with λ' the scale the sampler really uses (rounded up), so q^δ <= 1/β for
+    q = exp(−1/λ'). The module-level PrivTree notes give the proof that these are ε_tree-DP.
     """
     if not eps_tree > 0:
         raise ParameterError(f"PrivTree needs a positive tree budget, got {eps_tree}")
     lam = (2.0 * fanout - 1.0) / (fanout - 1.0) / eps_tree
-    return lam, lam * math.log(fanout)
+    t, s = rational_scale(lam)
+    return lam, max(1, math.ceil(t / s * math.log(fanout) * (1.0 + 1e-12)))
 
 
-def privtree_biased_count(c, depth, theta: float, delta: float):
-    """b(v) = max(θ − δ, c(v) − depth(v) δ): the paper's biased count, before noise."""
-    return np.maximum(np.asarray(c, dtype=np.float64) - np.asarray(depth) * delta, theta - delta)
+def privtree_biased_count(c, depth, theta: int, delta: int) -> np.ndarray:
+    """b(v) = max(θ − δ, c(v) − depth(v) δ): the paper's biased count, in integers."""
+    return np.maximum(np.asarray(c, dtype=np.int64) - np.asarray(depth, dtype=np.int64) * delta,
+                      theta - delta)
 
 
-def privtree_grow(S, shape, lam: float, delta: float, theta: float, noise) -> Tree:
+def privtree_grow(S, shape, delta: int, theta: int, noise) -> Tree:
     """Grow the PrivTree: split a node (4-way) while b(v) + noise > θ and it has > 1 cell.
 
-    `noise(n)` returns n draws of Laplace(λ) (the release passes the Generator's draws).
-    Nodes of one cell are never tested (a data-independent stop), so they draw no noise.
+    `noise(n)` returns n integer draws (the release passes discrete Laplace(λ)); δ and θ are
+    integers, so the test compares integers only. Nodes of one cell are never tested (a
+    data-independent stop), so they draw no noise.
     """
     b = _TreeBuilder(shape)
     d = 0
@@ -573,25 +627,25 @@ def privtree_grow(S, shape, lam: float, delta: float, theta: float, noise) -> Tr
 def release_privtree(data, domain, epsilon, split, params, rng):
     base, F, S = _base(data, domain, params)
     eps_tree, eps_counts = epsilon * split[0], epsilon * split[1]
-    theta = params["theta"]
+    theta = math.floor(params["theta"])
     lam, delta = privtree_constants(eps_tree, 4)
-    tree = privtree_grow(S, base.shape, lam, delta, theta, lambda n: rng.laplace(0.0, lam, n))
-    leaf = tree.is_leaf
-    leaves = tree.regions[leaf]
-    scale = 1.0 / eps_counts
-    counts = region_counts(S, leaves) + rng.laplace(0.0, scale, len(leaves))
     ledger = Ledger()
-    ledger.charge("PrivTree decomposition", eps_tree, 1.0, "laplace", lam,
-                  note=f"biased counts max(θ−δ, c − depth·δ) + Laplace(λ), λ = 7/(3ε) = {lam:.4g}, "
-                       f"δ = λ ln 4 = {delta:.4g}, θ = {theta:g}; split while above θ. The cost "
-                       "does not grow with the depth")
-    ledger.charge("PrivTree leaf counts", eps_counts, 1.0, "laplace", scale,
-                  note="Laplace(1/ε) on every leaf; the leaves are disjoint")
+    ledger.charge("PrivTree decomposition", eps_tree, 1.0, "discrete laplace", lam,
+                  note=f"integer biased counts max(θ'−δ, c − depth·δ) + discrete Laplace(λ), "
+                       f"λ = 7/(3ε) = {lam:.4g}, δ = ⌈λ ln 4⌉ = {delta}, θ' = ⌊θ⌋ = {theta}; "
+                       "split while above θ'. The cost does not grow with the depth")
+    tree = privtree_grow(S, base.shape, delta, theta, lambda n: discrete_laplace(rng, lam, n))
+    leaves = tree.regions[tree.is_leaf]
+    scale = 1.0 / eps_counts
+    counts = ledger.noisy_counts(rng, region_counts(S, leaves), eps_counts, "PrivTree leaf counts",
+                                 note="discrete Laplace(1/ε) on every leaf; the leaves are disjoint")
+    n = len(leaves)
     return LeafRelease(PRIVTREE, domain, epsilon, split, params, ledger, base, leaves, counts,
-                       leaf_var=np.full(len(leaves), 2.0 * scale ** 2),
-                       eps_path=np.full(len(leaves), epsilon), nodes=tree.nodes(),
-                       diagnostics={"lambda": lam, "delta": delta, "depth": tree.height,
-                                    "n_leaves": int(leaf.sum())})
+                       leaf_var=np.full(n, float(discrete_laplace_variance(scale))),
+                       leaf_scale=np.full(n, scale), eps_path=np.full(n, epsilon),
+                       nodes=tree.nodes(),
+                       diagnostics={"lambda": lam, "delta": delta, "theta": theta,
+                                    "depth": tree.height, "n_leaves": n})
 
 
 PRIVTREE = MechanismSpec(
@@ -599,14 +653,17 @@ PRIVTREE = MechanismSpec(
     description="Splits a region into quarters while its noisy, depth-penalised count stays "
                 "above a threshold, so dense areas get small leaves and sparse ones large "
                 "leaves, with no height limit; then a noisy count per leaf (Zhang, Xiao & Xie 2016).",
-    guarantee=f"ε-differential privacy, {ADD_REMOVE}, with ε = ε_tree + ε_counts: the split "
-              "decisions cost ε_tree in total however deep the tree grows (the paper's privacy "
-              "theorem, λ = (2β−1)/((β−1)ε_tree), δ = λ ln β, β = 4), and the leaf counts are "
-              "disjoint. Nothing is treated as public except the box and the base grid.",
+    guarantee=f"{GUARANTEE_UNIT}, with ε = ε_tree + ε_counts: the split decisions compare "
+              "integer biased counts plus discrete Laplace noise with an integer threshold and "
+              "cost ε_tree in total however deep the tree grows (λ = (2β−1)/((β−1)ε_tree), "
+              "δ = ⌈λ ln β⌉, β = 4; the paper's bound re-derived for discrete noise), and the "
+              "leaf counts are disjoint. The dataset size N is never used, so it costs nothing.",
+    unit=ADD_REMOVE_POINT,
     params=(P_BASE,
             Param("theta", float, 0.0, "Split threshold θ",
-                  "A region is split while its biased noisy count exceeds θ; larger θ gives "
-                  "fewer, larger leaves. 0 as in the PrivTree paper.", min=-1e6, max=1e9)),
+                  "A region is split while its biased noisy count exceeds θ (counts are whole "
+                  "numbers, so only ⌊θ⌋ matters); larger θ gives fewer, larger leaves. 0 as in "
+                  "the PrivTree paper.", min=-1e6, max=1e9)),
     budget_parts=("tree", "counts"), default_split=(0.5, 0.5),
     release=release_privtree)
 
