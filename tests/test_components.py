@@ -69,11 +69,29 @@ def test_release_key_rebuilds_the_same_release(app, small):
     data, domain = small
     sid = state.new_session_id()
     info = state.use_sample(sid, "small_city_5k")
-    key = state.release_key(info["fingerprint"], domain, "ug", {"c": 10.0}, [1.0], 0.5, 3)
+    key = state.release_key(info["fingerprint"], domain, "ug", {"c": 10.0}, [0.05, 0.95], 0.5, 3)
     rel = state.release(sid, key)
     direct = dp.release("ug", data, domain, epsilon=0.5, params={"c": 10.0}, seed=3)
-    np.testing.assert_array_equal(rel.counts, direct.counts)
+    np.testing.assert_array_equal(rel.counts, direct.counts)     # a demo seed: rebuilt identically
+    assert rel.reproducible_demo and not rel.private
     assert state.key_domain(key) == domain and state.key_fingerprint(key) == info["fingerprint"]
+
+
+def test_fresh_release_key_is_one_draw_that_is_never_rebuilt(app, small):
+    # seed None: fresh OS entropy; the key carries a random token (no seed), the release exists
+    # only as its cached copy, and once gone it is not silently redrawn (that would spend again)
+    data, domain = small
+    sid = state.new_session_id()
+    info = state.use_sample(sid, "small_city_5k")
+    k1 = state.release_key(info["fingerprint"], domain, "ug", {"c": 10.0}, [0.05, 0.95], 0.5, None)
+    k2 = state.release_key(info["fingerprint"], domain, "ug", {"c": 10.0}, [0.05, 0.95], 0.5, None)
+    assert k1 != k2 and "fresh:" in k1
+    r1 = state.release(sid, k1)
+    assert r1.private and not r1.reproducible_demo and state.release(sid, k1) is r1
+    assert not np.array_equal(r1.counts, state.release(sid, k2).counts)
+    state.cache.delete("release:" + __import__("hashlib").blake2b(k1.encode(), digest_size=16).hexdigest())
+    with pytest.raises(LookupError, match="release again"):
+        state.release(sid, k1)
 
 
 def test_mechanism_controls_follow_the_registry():
@@ -87,11 +105,12 @@ def test_mechanism_controls_follow_the_registry():
     spec = dp.mechanisms()["e2epriv"]
     pids = [{"type": ids.PARAM, "name": p.name} for p in spec.params]
     vals = [p.default for p in spec.params]
-    vals[[p.name for p in spec.params].index("conservative")] = ["on"]   # a ticked checklist
+    vals[[p.name for p in spec.params].index("variant")] = "abs"
     params = spec.resolve_params(mechanism_panel.read_params(spec, vals, pids))
-    assert params["conservative"] is True and params["grid_sizes"] == [30, 40, 50, 60, 70, 80]
-    readout = mechanism_panel.split_readout(spec, [0.2, 0.8], 0.5)
-    assert [c.children for c in readout] == ["grid-size tuning: 20% = ε 0.1", "counts: 80% = ε 0.4"]
+    assert params["variant"] == "abs" and params["grid_sizes"] == [30, 40, 50, 60, 70, 80]
+    readout = mechanism_panel.split_readout(spec, [0.05, 0.15, 0.8], 0.5)
+    assert [c.children for c in readout] == ["dataset size: 5% = ε 0.025",
+                                             "grid-size tuning: 15% = ε 0.075", "counts: 80% = ε 0.4"]
     # non-private references are not offered as releases
     assert "leaky" not in dp.mechanisms(private_only=True)
 
@@ -146,9 +165,11 @@ def test_comparison_rows_match_dp(small):
 
 def test_ledger_rows_and_cumulative_spend(small):
     data, domain = small
-    rel = dp.release("e2epriv", data, domain, epsilon=0.5, seed=1)
+    rel = dp.release("e2epriv", data, domain, epsilon=0.5, seed=np.random.default_rng(1))
     rows = ledger_panel.ledger_rows(rel)
-    assert [r["share"] for r in rows] == ["20%", "80%"]
+    assert [r["share"] for r in rows] == ["5%", "15%", "80%"]
+    demo = ledger_panel.ledger_rows(dp.release("e2epriv", data, domain, epsilon=0.5, seed=1))
+    assert any("fixed seed" in r["step"] and "NOT private" in r["step"] for r in demo)
     spend = [{"fingerprint": "a", "epsilon": 0.5}, {"fingerprint": "a", "epsilon": 1.0},
              {"fingerprint": "b", "epsilon": 2.0}]
     assert ledger_panel.cumulative_epsilon(spend, "a") == 1.5   # sequential composition
@@ -158,11 +179,17 @@ def test_ledger_rows_and_cumulative_spend(small):
 
 def test_export_files_hold_only_public_outputs(small):
     data, domain = small
-    rel = dp.release("e2epriv", data, domain, epsilon=1.0, seed=2)
+    rel = dp.release("e2epriv", data, domain, epsilon=1.0, seed=np.random.default_rng(2))
     geo, meta = (json.loads(t) for t in export_panel.export_files(rel))
     assert {k for f in geo["features"] for k in f["properties"]} == {"row", "col", "noisy_count"}
+    assert all(isinstance(f["properties"]["noisy_count"], int) for f in geo["features"])
     assert "diagnostics" not in meta and "scores" not in json.dumps(meta)
     assert meta["epsilon"] == 1.0 and meta["differentially_private"] is True
+    assert "seed" not in json.dumps(meta).replace("workload_seed", "")
+    assert meta["unit_of_privacy"] == "add/remove one point" and "dataset_size_public" not in meta
+    demo = dp.release("e2epriv", data, domain, epsilon=1.0, seed=2)
+    _, dmeta = (json.loads(t) for t in export_panel.export_files(demo))
+    assert dmeta["differentially_private"] is False and "NOT private" in dmeta["reproducible_demo"]
     assert sum(e["epsilon"] for e in meta["ledger"]) == pytest.approx(1.0)
 
 

@@ -830,3 +830,16 @@ def test_interval_kind_and_empty_data(released):
     empty = dp.release("euler", RegionData([]), dom, 1.0, seed=0, params={"cells": 4})
     assert empty.violations() == {"C1": 0, "C2": 0, "C3": 0} and empty.sparse_data
     assert empty.ledger.total == pytest.approx(1.0)
+
+
+def test_failed_post_processing_still_releases_what_was_paid_for(sample, monkeypatch):
+    # the noisy counts are drawn (and charged) before LinProg runs; if HiGHS fails, the release
+    # answers from DiffPriv instead of raising, so the spent ε is never lost with the error
+    data, dom = sample
+    def fail(*a, **k):
+        raise RuntimeError("LinProg failed: HiGHS status 4 (test)")
+    monkeypatch.setattr(eu, "linprog_lad", fail)
+    rel = dp.release("euler", data, dom, 1.0, params={"cells": 10}, seed=np.random.default_rng(2))
+    assert rel.stage == "diffpriv" and rel.ledger.total == pytest.approx(1.0)
+    assert "HiGHS" in rel.diagnostics["post_processing_failed"]
+    assert "post_processing_failed" not in json.dumps(rel.metadata(), default=str)

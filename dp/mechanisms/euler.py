@@ -1122,7 +1122,11 @@ def release_euler(data, domain, epsilon, split, params, rng):
     rel = EulerRelease(EULER, domain, epsilon, split, params, ledger, g, noisy, scale, delta,
                        stage=params["stage"], diagnostics={"preprocessing": prep})
     if params["stage"] != "diffpriv":
-        rel.compute(params["stage"])
+        try:
+            rel.compute(params["stage"])
+        except RuntimeError as exc:     # post-processing failed after the draw: the spend stands,
+            rel = rel.with_stage("diffpriv")      # so release DiffPriv's output rather than nothing
+            rel.diagnostics = {**rel.diagnostics, "post_processing_failed": str(exc)}
     return rel
 
 

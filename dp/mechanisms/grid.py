@@ -215,8 +215,8 @@ E2EPRIV = MechanismSpec(
                 "that grid with discrete Laplace noise (Fanaeepour & Rubinstein 2017).",
     guarantee=f"(ε0 + ε1 + ε2)-differential privacy, {ADD_REMOVE}, for point data only: a noisy "
               "dataset size (ε0, 5% by default) fixes the sanity bound, the grid choice (ε1) "
-              "uses capped scores whose sensitivity needs no exact N, and the counts (ε2) get "
-              "discrete Laplace noise.",
+              "uses a capped relative-error score whose sensitivity needs no exact N, and the "
+              "counts (ε2) get discrete Laplace noise.",
     params=(P_GRID_SIZES, P_DELTA, P_QUERY_AREA, P_N_QUERIES, P_WORKLOAD_SEED,
             Param("variant", str, "rel", "Score", "rel: capped relative-error bound (Eq. 6); abs: "
                   "absolute-error bound (sensitivity 1; needs no dataset size).",
