@@ -5,6 +5,8 @@
 has the total budget sigma_B = 50 m (rho_B = 1/(2 sigma_B^2)), planned over m = 20 queries.
 For each budgeting strategy and each method, baselines (BM, no savings) and iterative
 elimination (PM, doubling split, c = 10, beta = 0.1), one session asks the same 20 queries.
+Users answer with exact discrete Gaussian noise on public grids; sessions use fixed seeds so
+that every method sees the same data and randomness (a reproducible simulation, not a release).
 
 Printed per (strategy, method): the mean relative error |est - true| / max(true, 1) with its
 25th/50th/75th percentiles over queries and repetitions (a few near-empty queries in the sparse
@@ -15,8 +17,9 @@ release of every point at the full budget, spec P13) is printed as a line to com
 A second table times a whole `ask` as the app runs it (PM-dist, gamma, with the baseline world
 and the reference release on) at 1e5 points: target under 1 s per query. Nothing is asserted.
 
-    python benchmarks/interactive_bench.py            # 3 repetitions (about 3 min)
-    python benchmarks/interactive_bench.py --quick    # 1 repetition
+    python benchmarks/interactive_bench.py            # 3 repetitions (about 5 min)
+    python benchmarks/interactive_bench.py --quick    # 1 repetition (about 2 min)
+    python benchmarks/interactive_bench.py --quick --points 5000   # a smoke run (seconds)
 Writes results/interactive_runs.csv (one row per query and session).
 """
 from __future__ import annotations
@@ -44,7 +47,7 @@ RESULTS = Path(__file__).resolve().parent / "results"
 
 def dataset(seed: int):
     x, y = dp.SAMPLES["city_200k"].make(BEIJING_20KM, N, 1000 + seed)
-    return dp.PointData(x, y, name=f"clustered 1e5 (seed {seed})")
+    return dp.PointData(x, y, name=f"clustered {N:,} (seed {seed})")
 
 
 def workload(seed: int) -> list[dp.Rect]:
@@ -110,10 +113,13 @@ def app_path_times(reps: int = 1):
 
 
 def main():
+    global N
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="1 repetition")
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--points", type=int, default=N, help="number of points (default 100,000)")
     args = ap.parse_args()
+    N = args.points
     reps = 1 if args.quick else args.reps
     t0 = time.perf_counter()
     rows, ref_err = run(reps)

@@ -2,6 +2,8 @@
 keep per-user geo-privacy budgets; savings are reused for later queries."""
 from __future__ import annotations
 
+import secrets
+
 import plotly.graph_objects as go
 from dash import ALL, Input, Output, State, ctx, dash_table, dcc, html, no_update
 from plotly.subplots import make_subplots
@@ -21,6 +23,7 @@ COLUMNS = [("k", "#"), ("answer", "Private answer"), ("true_count", "True (owner
            ("reference_answer", "Single full-budget release (owner only)"),
            ("sigma_mean_m", "Mean noise σ allocated (m)"), ("saving", "Saved this query"),
            ("remaining", "Budget left (mean)"), ("n_halted", "Users halted")]
+ROUNDS = 10                     # elimination rounds per query: at most this many answers per point
 
 
 def layout(config: dict) -> html.Div:
@@ -66,14 +69,20 @@ def layout(config: dict) -> html.Div:
     ])
 
 
-def guarantee_text(sigma_m: float) -> list:
-    """The per-user guarantee at 10 m, 100 m and 1 km (ε at δ = 1e-6 for two such locations)."""
-    rho = float(dp.interactive.rho_from_sigma(sigma_m))
-    eps = {r: dp.interactive.cgp_epsilon_at(rho, r, 1e-6) for r in (10.0, 100.0, 1000.0)}
+def guarantee_text(sigma_m: float, planned: int = 10, method: str = "pm-dist") -> list:
+    """The per-user guarantee at 10 m, 100 m and 1 km (ε at δ = 1e-6 for two such locations),
+    with the noise grid's rounding allowance for the answers one point gives over the plan."""
+    ia = dp.interactive
+    rho = float(ia.rho_from_sigma(sigma_m))
+    answers = int(planned) * ROUNDS
+    s = float(ia.snap_allowance_bound(rho, answers, 1 if method.endswith("dist") else 2))
+    eps = {r: ia.cgp_epsilon_at(rho, r + s, 1e-6) for r in (10.0, 100.0, 1000.0)}
     return [html.Div(f"Whole-session guarantee per user: ρ = {rho:.3g} per m² (Gaussian geo-privacy)."),
             html.Div("Telling two locations apart: " + ", ".join(
                 f"{int(r) if r < 1000 else '1 km'}{' m' if r < 1000 else ''} apart: ε = {e:.2g}"
-                for r, e in eps.items()) + " (at δ = 10⁻⁶). Nearby places stay hidden; far ones less so.")]
+                for r, e in eps.items()) + f" (at δ = 10⁻⁶, for up to {answers} answers per location, "
+                f"counting {s:.2g} m of rounding to the noise grid). Nearby places stay hidden; far "
+                "ones less so.")]
 
 
 def table_row(s: dict) -> dict:
@@ -116,16 +125,17 @@ def saving_histogram(result) -> go.Figure:
     return fig
 
 
-def _session_key(sid: str, nonce: int) -> str:
-    return f"isession:{sid}:{nonce}"
+def _session_key(sid: str, token: str) -> str:
+    return f"isession:{sid}:{token}"
 
 
 def register_callbacks(app, config: dict):
-    @app.callback(Output(GUARANTEE, "children"), Input(SIGMA, "value"))
-    def show_guarantee(sigma):
+    @app.callback(Output(GUARANTEE, "children"), Input(SIGMA, "value"), Input(PLANNED, "value"),
+                  Input(METHOD, "value"))
+    def show_guarantee(sigma, planned, method):
         if not sigma or sigma <= 0:
             return html.Div("Give σ in metres (> 0).", className="error")
-        return guarantee_text(float(sigma))
+        return guarantee_text(float(sigma), int(planned or 10), method or "pm-dist")
 
     @app.callback(Output(INFO, "data"), Output(STATUS, "children"), Output(TABLE, "data"),
                   Output(PLOT, "figure"), Output(HIST, "figure"),
@@ -149,17 +159,18 @@ def register_callbacks(app, config: dict):
                                             "record); load a point dataset first")
                 data = state.points(sid, dinfo["fingerprint"])
                 domain = domain_from_controls(preset, box, sid, dinfo)
-                nonce = ((info or {}).get("nonce", 0)) + 1
+                # fresh OS entropy per session; the token only names the server-side cache entry
                 session = dp.interactive.QuerySession(
                     data, domain, sigma_m=float(sigma or 100), planned_queries=int(planned or 10),
-                    strategy=strategy, method=method, seed=nonce)
-                state.cache.set(_session_key(sid, nonce), session)
-                info = {"nonce": nonce, "asked_drawn": len(drawn), "fingerprint": dinfo["fingerprint"]}
+                    strategy=strategy, method=method, rounds=ROUNDS, seed=None)
+                token = secrets.token_hex(16)
+                state.cache.set(_session_key(sid, token), session)
+                info = {"token": token, "asked_drawn": len(drawn), "fingerprint": dinfo["fingerprint"]}
                 if trig == START:
                     return info, html.Div(f"New session on {data.n:,} points: m = {int(planned or 10)} "
                                           f"planned queries, strategy {strategy}, method {method}.",
                                           className="ok"), [], go.Figure(), go.Figure()
-            session = state.cache.get(_session_key(sid, info["nonce"]))
+            session = state.cache.get(_session_key(sid, info.get("token", "")))
             if session is None:
                 raise LookupError("the session expired on the server; start a new one")
             if trig == ids.EDIT:

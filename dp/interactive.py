@@ -2,12 +2,13 @@
 
 Every point's owner is a user who keeps a location-privacy budget and answers queries locally
 (simulated here). A user's location is protected with rho_B-CGP (Gaussian geo-privacy, rho in
-1/m^2) w.r.t. Euclidean metres. Each rectangle the analyst draws is answered on the spot:
+1/m^2) w.r.t. Euclidean metres, up to a small rounding allowance (see below). Each rectangle the
+analyst draws is answered on the spot:
 
     import dp
     data, domain = dp.load_sample("small_city_5k")
     session = dp.interactive.QuerySession(data, domain, sigma_m=100, planned_queries=10,
-                                          strategy="gamma", method="pm-dist", seed=1)
+                                          strategy="gamma", method="pm-dist")
     res = session.ask(dp.Rect(-0.2, 51.45, -0.05, 51.55))
     res.answer, res.saving, res.n_halted           # private answer and public accounting
     res.true_count                                  # owner-only diagnostic
@@ -28,8 +29,24 @@ Pieces (spec sections in brackets):
 Privacy notes. Elimination decisions read only the users' noisy outputs (spec P2): the raw
 coordinates live in `LocalUsers`, whose `respond` passes each request through the filter and
 returns noisy values only. Filter decisions depend on requested budgets alone, never on data
-(P3). The failure probability beta affects utility only, never privacy (P4). Noise comes from
-numpy's PCG64 generator: fine for simulation and reproduction, but not a secure sampler (P16).
+(P3). The failure probability beta affects utility only, never privacy (P4).
+
+Noise (spec P16). A float Gaussian added to a coordinate leaks through the low bits of the
+double (Mironov 2012), so every answer is exact: the value (point or score) is snapped to a
+public power-of-two grid g (sigma/g in [1024, 2048), the grid of `noise.gaussian_real`) and
+g times an exact discrete Gaussian with standard deviation >= sigma is added; the output is an
+integer multiple of g. Snapping moves a value by at most g/2 per coordinate, so two locations
+d apart look at most d + g sqrt(k) apart to a draw of k numbers. Summed over a user's draws
+(rho_t charged each), the Renyi divergence of order alpha is at most alpha (sqrt(rho) d +
+sqrt(Q))^2 <= alpha B (d + s)^2 with Q = sum_t rho_t k g_t^2 and s = sqrt(Q / B) metres
+(Cauchy-Schwarz); each draw adds at most k 2^-21 to Q, so s <= sigma_B sqrt(k T) / 1024 after
+T draws. `QuerySession.privacy_statement` states the guarantee with this allowance. The
+elimination widths keep the Gaussian bounds: the discrete noise is sub-Gaussian with variance
+below g^2 sigma2 <= sigma^2 (1 + 2^-19) and snapping shifts a value by at most sigma/2048 per
+coordinate, a negligible effect on utility only (P4).
+
+Randomness: a session draws 128 bits of OS entropy unless given a seed. An integer seed makes
+every answer reproducible by anyone who knows it: for tests and demos only, never private.
 """
 from __future__ import annotations
 
@@ -40,6 +57,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special
 
+from . import noise
 from .domain import EARTH_RADIUS_M, Domain, Projection
 from .errors import BudgetError, ParameterError
 from .points import PointData
@@ -52,6 +70,7 @@ SPLITS = ("even", "doubling")
 THETA_MODES = ("uniform-exact", "paper", "none")
 MAX_ROUNDS = 64                 # spec 7: cap c at 64
 THETA_GRID = 256                # uniform-exact theta: distinct sigmas solved directly, else interpolated
+COUNT_RHO_FLOOR = 2.0 ** -22    # central counts: rounds need rho above this (sigma < 1449, grid <= 1)
 
 
 # ============================================================================ conversions
@@ -104,6 +123,14 @@ def gaussian_radius(k: int, beta):
     return np.sqrt(k + 2.0 * np.sqrt(k * lb) + 2.0 * lb)
 
 
+def snap_allowance_bound(budget, draws, dims: int = 2):
+    """Largest rounding allowance s (metres) after `draws` answers of `dims` numbers each, at
+    budget rho_B: sigma_B sqrt(dims draws) / 1024 (each draw adds at most dims 2^-21 to Q)."""
+    return np.sqrt(dims * np.asarray(draws, dtype=np.float64) / np.asarray(budget, dtype=np.float64)
+                   * 2.0 ** -21)
+
+
+# ============================================================================ exact noise
 # ============================================================================ privacy filter
 class PrivacyFilter:
     """Per-user privacy filters (spec 2.5, eq 7, Alg 1) as integer ledgers, vectorised.
@@ -362,7 +389,8 @@ class LocalUsers:
     `respond` is the only way analyst-side code reads the data: every request goes through
     the filter, and granted users return a noisy value (their point, or a public score of it).
     A user with several points answers for all of them; its charge is the sum (composition,
-    Thm 5.1 with the max metric over a user's points).
+    Thm 5.1 with the max metric over a user's points). `snap_sq` holds, per user, the public
+    Q = sum over its draws of rho_t k g_t^2 (rounding allowance, see the module notes).
     """
 
     def __init__(self, xy_m: np.ndarray, owner: np.ndarray | None, flt: PrivacyFilter):
@@ -372,6 +400,7 @@ class LocalUsers:
         self.n_points = int(xy_m.shape[0])
         self.n_users = len(flt)
         self._unit_rho = flt.budget / UNITS if owner is None else (flt.budget / UNITS)[owner]
+        self.snap_sq = np.zeros(self.n_users)
 
     def with_filter(self, flt: PrivacyFilter) -> "LocalUsers":
         """The same users with another ledger: an alternative world (spec P12)."""
@@ -384,7 +413,8 @@ class LocalUsers:
     def respond(self, points, units, rng: np.random.Generator, score=None):
         """Round request: point p spends units[p] of its user's ledger. Returns (ok, z): ok marks
         the points that answered (filter passed, units > 0); z holds their noisy answers in
-        order, x + N(0, I/(2 rho)) (n_ok, 2) if `score` is None, else score(x) + N(0, 1/(2 rho))."""
+        order, x (n_ok, 2) if `score` is None, else score(x), snapped to a grid g and plus g
+        times exact discrete Gaussian noise of std >= 1/sqrt(2 rho) per coordinate."""
         points = np.asarray(points, dtype=np.intp)
         units = np.asarray(units, dtype=np.int64)
         if self.owner is None:
@@ -397,10 +427,12 @@ class LocalUsers:
             granted[users] = self.filter.request(users, req[users].astype(np.int64), _unique=True)
             ok = granted[own] & (units > 0)
         pts = points[ok]
-        sigma = 1.0 / np.sqrt(2.0 * self.rho_of(pts, units[ok]))
-        if score is None:
-            return ok, self._xy[pts] + rng.standard_normal((pts.size, 2)) * sigma[:, None]
-        return ok, score(self._xy[pts]) + rng.standard_normal(pts.size) * sigma
+        rho = self.rho_of(pts, units[ok])
+        values = self._xy[pts] if score is None else score(self._xy[pts])
+        z, g = noise.gaussian_real(rng, values, 1.0 / np.sqrt(2.0 * rho))
+        dims = 1 if values.ndim == 1 else values.shape[1]
+        np.add.at(self.snap_sq, pts if self.owner is None else self.owner[pts], rho * dims * g * g)
+        return ok, z
 
     # ---- owner-only: non-private diagnostics, never shown to an analyst
     def owner_values(self, score) -> np.ndarray:
@@ -699,7 +731,10 @@ class QuerySession:
     theta_mode : 'uniform-exact' (default), 'paper' or 'none' for the distance methods.
     compare : also run the baseline world (BM, strategy none, own ledger) per query.
     reference : also keep the one-shot release of every point at the full budget.
-    seed : seed of the session's generators (independent streams per world).
+    seed : None (default) draws 128 bits of OS entropy; a numpy Generator supplies 128 bits
+        (keeping it secret is the caller's job). An integer seed makes every answer reproducible
+        by anyone who knows it: tests and demos only, never private (`private` is False). The
+        three worlds get independent generators spawned from one SeedSequence.
 
     Within the plan (k <= m) every allocation fits in what the user has left, so the filter
     never fires. Past the plan each user gets min(B/m, R) (spec 2.6 [decision]); a user with
@@ -751,8 +786,11 @@ class QuerySession:
         self._owner = owner
         self._pts_per_user = (np.ones(n_users, dtype=np.int64) if owner is None
                               else np.bincount(owner, minlength=n_users).astype(np.int64))
-        ss = np.random.SeedSequence(seed if not isinstance(seed, np.random.Generator)
-                                    else seed.integers(2 ** 63))
+        if isinstance(seed, np.random.Generator):
+            ss = np.random.SeedSequence(seed.integers(0, 2 ** 32, size=4))
+        else:
+            ss = np.random.SeedSequence(seed)          # None: fresh OS entropy
+        self.private = seed is None or isinstance(seed, np.random.Generator)
         s_main, s_base, s_ref = ss.spawn(3)
         self._rng = np.random.default_rng(s_main)
         self.compare = compare
@@ -816,10 +854,25 @@ class QuerySession:
     def halted(self) -> np.ndarray:
         return self.filter.halted.copy()
 
+    def snap_allowance(self) -> np.ndarray:
+        """Per user, the rounding allowance s = sqrt(Q / B) metres of its answers so far
+        (public: it depends on the requested budgets only)."""
+        return np.sqrt(self.users.snap_sq / self.budget)
+
     def privacy_statement(self, radii=(10.0, 100.0, 1000.0), delta: float = 1e-6) -> dict:
-        """eps_r at delta for two locations r metres apart, at the median user budget."""
-        rho = float(np.median(self.budget))
-        return {float(r): float(cgp_epsilon_at(rho, r, delta)) for r in radii}
+        """eps_r at delta for two locations r metres apart, for the least protected user so far.
+
+        Guarantee: for every user i and any two of its possible locations d metres apart (the
+        largest move over its points), every Renyi divergence of the transcript so far satisfies
+        D_alpha <= alpha B_i (d + s_i)^2 (s_i = `snap_allowance`, which grows slowly with each
+        answer), so the two are (eps, delta)-indistinguishable with
+        eps = cgp_epsilon_at(B_i, r + s_i, delta). Returned: max over users, per r. The noise
+        is secret only if the seed is: with an integer seed (`private` False) nothing holds.
+        """
+        b, s = self.budget, self.snap_allowance()
+        if b.size == 0:
+            return {float(r): 0.0 for r in radii}
+        return {float(r): float(np.max(cgp_epsilon_at(b, r + s, delta))) for r in radii}
 
     def history_table(self, owner: bool = False) -> dict:
         """Column -> list over the queries asked (errors and true counts only if owner)."""
@@ -1016,22 +1069,39 @@ def knn_query(users: LocalUsers, p, k: int, b_units, *, privatize: str = "dist",
 
 
 # ============================================================================ central mode
-def threshold_test(count: float, tau: float, rho: float, *, c: int = 10, split: str = "doubling",
+def threshold_test(count: int, tau: float, rho: float, *, c: int = 10, split: str = "doubling",
                    beta: float = 0.1, rng) -> dict:
     """Central 'is count >= tau?' with early stopping (App C, Alg 9) under rho-zCDP.
 
-    The curator adds N(0, 1/(2 rho_t)) to g = count - tau per round (sensitivity 1), keeps the
-    rho-weighted average and stops once |avg| > sqrt(ln(2/beta')/rho_1:t), beta' = beta/c.
-    Returns decision, rounds used and rho spent.
+    Each round t releases the integer count plus exact discrete Gaussian noise of variance
+    >= 1/(2 rho_t) (`noise.gaussian_real`): with sigma_t < 1449 its grid is 2^-j <= 1, so the
+    count lies on it (no snapping) and a change of 1 is an integer shift of 2^j grid steps,
+    hence rho_t-zCDP exactly (CKS20). Rounds with rho_t <= COUNT_RHO_FLOOR are merged into the
+    next. The curator keeps the rho-weighted average of (noisy count - tau) and stops once
+    |avg| > sqrt(ln(2/beta')/rho_1:t), beta' = beta/c. Returns decision, rounds used, rho spent.
     """
+    if not float(count).is_integer():
+        raise ParameterError("threshold_test needs an integer count")
+    if not (rho > 0 and math.isfinite(rho)):
+        raise ParameterError(f"rho must be positive and finite, got {rho}")
     w_frac = split_weights(c, split)
+    rhos, acc = [], 0.0
+    for t in range(c):
+        acc += rho * w_frac[t] if t < c - 1 else rho - sum(rhos) - acc
+        if acc > COUNT_RHO_FLOOR:
+            rhos.append(acc)
+            acc = 0.0
+    if not rhos:
+        raise ParameterError(f"rho = {rho:g} is below {COUNT_RHO_FLOOR:g}, the exact sampler's floor")
+    rhos[-1] += acc
     radius = float(gaussian_radius(1, beta / c))
-    acc = cum = 0.0
-    for t in range(1, c + 1):
-        r = rho * w_frac[t - 1] if t < c else rho - cum
-        acc += r * (count - tau + rng.standard_normal() / math.sqrt(2 * r))
+    total = cum = 0.0
+    for t, r in enumerate(rhos, start=1):
+        # the factor 1 + 2^-40 covers the rounding of 1/sqrt(2 r)
+        noisy, _ = noise.gaussian_real(rng, float(count), (1.0 + 2.0 ** -40) / math.sqrt(2.0 * r))
+        total += r * (float(noisy) - tau)
         cum += r
-        avg = acc / cum
-        if abs(avg) > radius / math.sqrt(2 * cum) or t == c:
+        avg = total / cum
+        if abs(avg) > radius / math.sqrt(2 * cum) or t == len(rhos):
             return {"above": bool(avg >= 0), "rounds": t, "rho_spent": cum, "estimate": avg + tau}
     raise AssertionError("unreachable")

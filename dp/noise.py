@@ -26,7 +26,7 @@ import numpy as np
 from .errors import ParameterError
 
 _SCALE_BITS = 30          # noise scales are rounded up to t / 2^m with t about 2^30
-_GAUSS_UNITS = 1024       # a real-valued Gaussian is drawn on a grid of about sigma/1024..sigma/2048
+_GAUSS_BITS = 10          # a real-valued Gaussian is drawn on a grid g with sigma/g in [2^10, 2^11)
 EM_GRANULARITY = 1024     # exponential-mechanism scores (in units of their sensitivity) are floored to 1/1024
 
 
@@ -216,48 +216,55 @@ def count_noise(rng, epsilon, sensitivity=1, size=None) -> np.ndarray:
 
 
 # ------------------------------------------------------------------------- discrete Gaussian
-def discrete_gaussian(rng: np.random.Generator, sigma2: int, size=None) -> np.ndarray:
+def discrete_gaussian(rng: np.random.Generator, sigma2, size=None) -> np.ndarray:
     """Integer noise with P(k) proportional to exp(-k^2 / (2 sigma2)), exactly (CKS20 Algorithm 3).
 
-    `sigma2` is an integer variance parameter (1 <= sigma2 <= 2^24, so every product below fits
-    in int64). Proposals Y ~ discrete Laplace(t), t = floor(sigma) + 1, are kept with probability
-    exp(-(|Y| - sigma2/t)^2 / (2 sigma2)) = exp(-(t|Y| - sigma2)^2 / (2 sigma2 t^2)).
+    `sigma2` is an integer variance parameter in [1, 2^24], one number or one per element (the
+    interactive module gives nearly every user its own). Proposals Y ~ discrete Laplace(t) are
+    kept with probability exp(-(t|Y| - sigma2)^2 / (2 sigma2 t^2)), exact for any t > 0; one t
+    per octave of sigma2 (just above sigma) lets each octave use one Laplace scale.
     """
-    sigma2 = int(sigma2)
-    if not 1 <= sigma2 <= 1 << 24:
-        raise ParameterError(f"discrete Gaussian needs an integer sigma^2 in [1, 2^24], got {sigma2}")
-    t = math.isqrt(sigma2) + 1
-    shape = _shape(size, 0)
-    n = int(np.prod(shape))
-    out = np.zeros(n, np.int64)
-    todo = np.arange(n)
-    den = 2 * sigma2 * t * t
-    cap = (1 << 62) // t                  # |Y| beyond this (probability ~ 0) is simply rejected
-    while todo.size:
-        y = discrete_laplace(rng, float(t), todo.size)
-        fits = np.abs(y) < min(cap, 3_000_000_000)
-        num = (t * np.abs(np.where(fits, y, 0)) - sigma2) ** 2
-        c = fits & bernoulli_exp(rng, num, den)
-        out[todo[c]] = y[c]
-        todo = todo[~c]
+    shape = _shape(size, sigma2)
+    flat = np.broadcast_to(np.asarray(sigma2), shape).ravel()
+    if not np.all(flat == np.rint(flat)) or np.any((flat < 1) | (flat > 1 << 24)):
+        raise ParameterError("discrete Gaussian needs integer sigma^2 in [1, 2^24]")
+    flat = flat.astype(np.int64)
+    out = np.zeros(flat.size, dtype=np.int64)
+    octave = np.frexp(flat.astype(np.float64))[1]            # sigma2 in [2^(o-1), 2^o)
+    for o in np.unique(octave):
+        t = math.isqrt(1 << int(o)) + 1
+        todo = np.flatnonzero(octave == o)
+        while todo.size:
+            y = discrete_laplace(rng, float(t), todo.size)
+            a = np.abs(y)
+            # |y| >= 2^31/t (beyond 90 sigma, mass below e^-4000) is rejected so num fits int64
+            fits = a < (1 << 31) // t
+            ss = flat[todo]
+            num = (t * np.where(fits, a, 0) - ss) ** 2
+            ok = fits & bernoulli_exp(rng, num, 2 * t * t * ss)
+            out[todo[ok]] = y[ok]
+            todo = todo[~ok]
     return out.reshape(shape)
 
 
-def gaussian_real(rng: np.random.Generator, values, sigma: float) -> tuple[np.ndarray, float]:
-    """Values snapped to a public grid g plus g * discrete Gaussian noise of std about `sigma`.
+def gaussian_real(rng: np.random.Generator, values, sigma) -> tuple[np.ndarray, np.ndarray]:
+    """Values snapped to a public grid g plus g * discrete Gaussian noise of std at least `sigma`.
 
-    g is the power of two with sigma/g in [1024, 2048); sigma^2/g^2 is rounded UP to an integer,
-    so the noise std is at least `sigma`. Snapping moves each value by at most g/2, which a caller
-    adds to its sensitivity (about sigma/2000). Returns (noisy values on the grid, g).
+    g is the power of two with sigma/g in [1024, 2048); (sigma/g)^2 is rounded UP to an integer
+    (a 2^-40 margin covers the float product), so the noise is never smaller than asked.
+    Snapping moves each value by at most g/2, which a caller adds to its sensitivity (about
+    sigma/2000). `sigma` is one number or one per row of `values`. Returns (noisy values, g).
     """
-    sigma = float(sigma)
-    if not (sigma > 0 and math.isfinite(sigma)):
-        raise ParameterError(f"Gaussian sigma must be positive and finite, got {sigma}")
-    g = 2.0 ** (math.floor(math.log2(sigma)) - 10)
-    sigma2 = math.ceil(Fraction(sigma) ** 2 / Fraction(g) ** 2)
     v = np.asarray(values, dtype=np.float64)
-    snapped = np.rint(v / g)
-    return (snapped + discrete_gaussian(rng, sigma2, v.shape)) * g, g
+    s = np.asarray(sigma, dtype=np.float64)
+    if not np.all((s > 0) & np.isfinite(s)):
+        raise ParameterError("Gaussian sigma must be positive and finite")
+    g = np.ldexp(1.0, np.frexp(s)[1] - 1 - _GAUSS_BITS)        # exact powers of two
+    r = s / g                                                    # exact, in [1024, 2048)
+    sigma2 = (np.floor(r * r * (1.0 + 2.0 ** -40)) + 1.0).astype(np.int64)
+    gv = g.reshape(g.shape + (1,) * (v.ndim - g.ndim))
+    z = discrete_gaussian(rng, np.broadcast_to(sigma2.reshape(gv.shape), v.shape))
+    return (np.rint(v / gv) + z) * gv, g
 
 
 # ------------------------------------------------------------------------- real-valued queries

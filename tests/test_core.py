@@ -435,6 +435,33 @@ def test_discrete_gaussian_statistics():
         noise.exponential_mechanism_probabilities([1, 2], 1.0, [1, 0])
 
 
+def test_discrete_gaussian_per_element_is_exact():
+    # the per-element sampler: for mixed integer sigma2 in one call, each element follows
+    # P(k) ~ exp(-k^2 / (2 sigma2)) (chi-square against the exact pmf) and large sigma2 give
+    # variance sigma2 (within 5 standard errors sqrt(2/n))
+    rng = np.random.default_rng(31)
+    levels = np.array([1, 3, 40])
+    s2 = np.repeat(levels, 40_000)
+    rng.shuffle(s2)
+    z = noise.discrete_gaussian(rng, s2)
+    for v in levels:
+        zz = z[s2 == v]
+        k = np.arange(-12 * math.isqrt(v) - 12, 12 * math.isqrt(v) + 13)
+        p = np.exp(-k.astype(float) ** 2 / (2 * v))
+        p /= p.sum()
+        obs = np.bincount(zz - k[0], minlength=k.size)
+        keep = p * zz.size >= 5
+        exp_ = np.append(p[keep] * zz.size, p[~keep].sum() * zz.size)
+        got = np.append(obs[keep], obs[~keep].sum())
+        assert stats.chisquare(got, exp_).pvalue > 1e-3
+    big = np.array([2 ** 20, 3_000_001, 2 ** 22 - 1])
+    n = 50_000
+    z = noise.discrete_gaussian(rng, np.repeat(big, n)).reshape(3, n)
+    assert np.all(np.abs(z.var(axis=1) / big - 1) < 5 * math.sqrt(2 / n))
+    with pytest.raises(ParameterError):
+        noise.discrete_gaussian(rng, [0])
+
+
 @pytest.mark.slow   # 60,000 sampler calls
 def test_exact_exponential_mechanism_frequencies():
     # the discretised exponential mechanism draws from softmax(ε k / (2(K+1))), k = floor(K u):

@@ -138,19 +138,28 @@ def test_case02_whole_domain_query_exact():
 
 
 def test_case02_whole_domain_query_noisy_mean_and_variance():
-    # spec 000 §9 case 2: on H' the whole-domain answer has mean N and Var = 2 g^2 lambda^2
+    # spec 000 §9 case 2 with integer noise: on H' the whole-domain answer has mean N and
+    # Var = g^2 v, v = 2q/(1-q)^2 the discrete Laplace variance at scale λ (q = e^(-1/λ));
+    # the spec's 2 g^2 λ^2 is the continuous value, an upper bound
     data = clustered(UNIT, 400, seed=4)
     g, eps, n_runs = 5, 1.0, 4000
     lam = 1.0 / eps
     whole = dp.Rect(*UNIT.bounds)
-    ans = np.array([dp.release("identity", data, UNIT, eps, params={"grid_size": g}, seed=s).answer(whole)
-                    for s in range(n_runs)])
-    var = 2 * g * g * lam ** 2
+    rng = np.random.default_rng(4)
+    ans = np.array([dp.release("identity", data, UNIT, eps, params={"grid_size": g}, seed=rng).answer(whole)
+                    for _ in range(n_runs)])
+    v = float(discrete_laplace_variance(lam))
+    var = g * g * v
+    assert var < 2 * g * g * lam ** 2
     # Mean of n iid draws with variance var: s.e. = sqrt(var/n); accept 4 s.e.
     assert abs(ans.mean() - 400) < 4 * math.sqrt(var / n_runs)
-    # Sample variance of a sum of g^2 iid Laplace terms (excess kurtosis 3/g^2):
-    # Var(s^2) ~ var^2 (2 + 3/g^2)/n, so its relative s.e. is sqrt((2 + 3/g^2)/n); accept 4 s.e.
-    rel_se = math.sqrt((2 + 3 / g ** 2) / n_runs)
+    # Sample variance of a sum of g^2 iid terms with excess kurtosis k (from the pmf): the sum's
+    # is k/g^2, so Var(s^2) ~ var^2 (2 + k/g^2)/n; accept 4 s.e.
+    q = math.exp(-1 / lam)
+    ks = np.arange(-400, 401)
+    pmf = (1 - q) / (1 + q) * q ** np.abs(ks)
+    kurt = float((pmf * ks ** 4).sum()) / v ** 2 - 3
+    rel_se = math.sqrt((2 + kurt / g ** 2) / n_runs)
     assert abs(ans.var(ddof=1) / var - 1) < 4 * rel_se
 
 

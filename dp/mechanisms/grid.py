@@ -8,7 +8,6 @@ import numpy as np
 
 from ..budget import Ledger
 from ..domain import UniformGrid
-from ..errors import ParameterError
 from ..noise import count_noise, exponential_mechanism
 from ..queries import alpha_l1, grid_answers, random_workload
 from .base import ADD_REMOVE_POINT, NOT_PRIVATE, GridRelease, MechanismSpec, Param
@@ -109,12 +108,6 @@ def tuning_workload(domain, params) -> np.ndarray:
     """The public tuning workload Q: random rectangles from a public seed (spec 000 5.2, P7)."""
     return random_workload(domain, params["tuning_queries"], area_frac=params["tuning_query_area"],
                            rng=params["workload_seed"])
-
-
-def rel_sensitivity(n: float, delta: float, lam: float, mean_l1) -> np.ndarray:
-    """Corollary 7.9: 1/(δ(ρ+1)) + λ·L̄/(ρ(ρ+1)) + 1/(ρ+δ), ρ = δN (spec 000 A4)."""
-    rho = delta * n
-    return 1.0 / (delta * (rho + 1)) + lam * np.asarray(mean_l1, float) / (rho * (rho + 1)) + 1.0 / (rho + delta)
 
 
 def grid_scores(data, domain, grid_sizes, Q, lam, delta, variant="rel", *, rho=None, cap=None):
