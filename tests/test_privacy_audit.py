@@ -83,9 +83,12 @@ def neighbour_pair(name):
 PRIVATE = sorted(dp.mechanisms(private_only=True))
 
 
+PROBE = [_at(0.3, 0.6)]      # where the neighbours differ (the added or replaced point)
+
+
 def _runner(name, data, params, eps, rects):
     return lambda rng: audit.release_features(
-        dp.release(name, data, BOX, eps, params=params, seed=rng), rects)
+        dp.release(name, data, BOX, eps, params=params, seed=rng), rects, PROBE)
 
 
 def _audit(name, runs, seed=0, **kw):
