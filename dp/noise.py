@@ -2,11 +2,13 @@
 
 Why exact: a count released as `true + Laplace` in doubles leaks through its last bits, because
 the doubles reachable from x and from x + 1 differ (Mironov, CCS 2012). Here counts get integer
-noise and no floating-point number enters a probability. The samplers follow Canonne, Kamath &
-Steinke, "The Discrete Gaussian for Differential Privacy" (NeurIPS 2020): Algorithm 1
-(Bernoulli(exp(-gamma)) for rational gamma), Algorithm 2 (discrete Laplace) and Algorithm 3
-(discrete Gaussian), written over numpy int64 arrays: every element runs the same loop, and
-the elements still rejecting are redrawn together, so there is no Python loop over values.
+noise and no floating-point number decides an outcome. The samplers follow Canonne, Kamath &
+Steinke, "The Discrete Gaussian for Differential Privacy" (NeurIPS 2020): Algorithm 2
+(discrete Laplace) and Algorithm 3 (discrete Gaussian), written over numpy int64 arrays: every
+element runs the same loop, and the elements still rejecting are redrawn together, so there is
+no Python loop over values. Their Bernoulli(exp(-gamma)) draws (the paper's Algorithm 1) are
+decided from one 62-bit uniform against integer bounds on exp(-gamma) with a proven margin,
+and finished exactly with decimal arithmetic in the rare case the uniform falls inside it.
 
 A noise scale is a public real number; it is rounded UP to a rational t / 2^m (relative error
 below 2^-30), so the noise drawn is never smaller than asked and the charged epsilon stays an
@@ -40,7 +42,7 @@ def make_rng(seed=None) -> np.random.Generator:
 # ------------------------------------------------------------------------- exact Bernoulli draws
 _BITS = 62                    # one uniform integer R in [0, 2^62) decides almost every draw
 _MARGIN = 2.0 ** -40          # proven bound on the relative error of the float guide (see below)
-_FAST_GAMMA = 4096.0          # beyond this, exp(-gamma) * 2^62 < 1e-1700: only R = 0 is undecided
+_FAST_GAMMA = 64.0            # beyond this, exp(-gamma) * 2^62 < 1e-9: only R = 0 is undecided
 
 
 def _uniform_below(rng: np.random.Generator, high) -> np.ndarray:
@@ -53,26 +55,32 @@ def bernoulli_exp(rng: np.random.Generator, num, den) -> np.ndarray:
 
     A draw is true when the uniform U in [0, 1) lies below x = exp(-num/den). U's first 62 bits
     R are drawn for all elements at once and compared with integer bounds lo <= x 2^62 < hi from
-    a float guide widened by 2^-40 relative (float exp and the division are accurate to a few
-    units in 2^-53, so the bounds hold): R < lo means U < x, R >= hi means U > x. The rare R in
-    [lo, hi) (probability below 2^-39) are finished exactly with more random bits against
-    decimal bounds of x (`_decide_exactly`). No float decides an outcome.
+    a float guide widened by 2^-40 relative. For gamma = num/den < 64 the guide's error is below
+    3 gamma 2^-53 (the conversions and division) plus a few units in 2^-53 (exp), under 2^-45,
+    so the bounds hold; for gamma >= 64, x 2^62 < 1 and the bounds are [0, 1). R < lo means
+    U < x, R >= hi means U > x. The rare R in [lo, hi) (probability below 2^-39) are finished
+    exactly with more random bits against decimal bounds of x (`_decide_exactly`).
     """
     num = np.asarray(num, dtype=np.int64)
     den = np.broadcast_to(np.asarray(den, dtype=np.int64), num.shape)
     if np.any(num < 0) or np.any(den < 1):
         raise ParameterError("bernoulli_exp needs num >= 0 and den >= 1")
-    gamma = num / den
-    x = np.ldexp(np.exp(-np.minimum(gamma, _FAST_GAMMA)), _BITS)
-    lo = np.floor(x * (1.0 - _MARGIN)).astype(np.int64)
-    hi = np.minimum(np.ceil(x * (1.0 + _MARGIN)), 2.0 ** _BITS).astype(np.int64) + 1
-    lo[gamma >= _FAST_GAMMA] = 0
-    hi[gamma >= _FAST_GAMMA] = 1
+    lo, hi = guide_bounds(num, den)
     r = rng.integers(0, 1 << _BITS, size=num.shape, dtype=np.int64)
     out = r < lo
     for i in np.flatnonzero(((r >= lo) & (r < hi)).ravel()):
         out.flat[i] = _decide_exactly(rng, int(r.flat[i]), int(num.flat[i]), int(den.flat[i]))
     return out
+
+
+def guide_bounds(num, den) -> tuple[np.ndarray, np.ndarray]:
+    """Integer bounds lo <= exp(-num/den) 2^62 < hi from the float guide (see `bernoulli_exp`)."""
+    gamma = np.asarray(num, dtype=np.int64) / np.asarray(den, dtype=np.int64)
+    fast = gamma < _FAST_GAMMA
+    x = np.ldexp(np.exp(-np.where(fast, gamma, 0.0)), _BITS)
+    lo = np.where(fast, np.floor(x * (1.0 - _MARGIN)), 0.0).astype(np.int64)
+    hi = np.where(fast, np.minimum(np.ceil(x * (1.0 + _MARGIN)), 2.0 ** _BITS), 0.0).astype(np.int64) + 1
+    return lo, hi
 
 
 def _decide_exactly(rng, r: int, num: int, den: int) -> bool:
@@ -81,12 +89,12 @@ def _decide_exactly(rng, r: int, num: int, den: int) -> bool:
     x is bracketed with Python's decimal module (division and exp correctly rounded at the working
     precision, so the relative error is below (gamma + 2) 10^(2 - prec)).
     """
-    from decimal import Decimal, localcontext
+    from decimal import MIN_EMIN, Decimal, localcontext
     bits, value, prec = _BITS, r, 40
     while True:
         prec += 40
         with localcontext() as ctx:
-            ctx.prec = prec
+            ctx.prec, ctx.Emin = prec, MIN_EMIN
             x = (-(Decimal(num) / Decimal(den))).exp()
         err = Fraction(num, den) + 2
         xf = Fraction(x)

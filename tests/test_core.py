@@ -399,6 +399,25 @@ def test_rational_scale_rounds_up_exactly():
         assert Fraction(t, s) - Fraction(scale) <= Fraction(scale) * Fraction(1, 2 ** 29)
 
 
+def test_bernoulli_guide_bounds_bracket_the_exact_value():
+    # the float guide's integer bounds must contain exp(-num/den) 2^62 for every gamma,
+    # including num, den near 2^62 and gamma around the fast-path limit 64 (80-digit decimals)
+    from decimal import Decimal, localcontext
+    rng = np.random.default_rng(17)
+    num = np.concatenate([rng.integers(0, 1 << 62, 300), np.arange(0, 200), [63, 64, 65, 4095, 4096]])
+    den = np.concatenate([rng.integers(1, 1 << 62, 300), np.full(200, 3), [1, 1, 1, 1, 1]])
+    g = np.concatenate([rng.uniform(0, 70, 300)])
+    num = np.concatenate([num, (g * 2 ** 40).astype(np.int64)])
+    den = np.concatenate([den, np.full(300, 2 ** 40)])
+    lo, hi = noise.guide_bounds(num, den)
+    with localcontext() as ctx:
+        ctx.prec = 80
+        for a, b, l, h in zip(num.tolist(), den.tolist(), lo.tolist(), hi.tolist()):
+            x = (-(Decimal(a) / Decimal(b))).exp() * (1 << 62)
+            assert l <= x < h, (a, b)
+            assert h - l <= (int(x) >> 38) + 3            # the window is narrow (2^-40 relative)
+
+
 def test_bernoulli_exp_is_exact_in_distribution():
     rng = np.random.default_rng(5)
     n = 200_000
