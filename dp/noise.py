@@ -28,6 +28,7 @@ import numpy as np
 from .errors import ParameterError
 
 _SCALE_BITS = 30          # noise scales are rounded up to t / 2^m with t about 2^30
+_SMALL = 4096            # arrays up to this size draw two candidates per element and pass
 _GAUSS_BITS = 10          # a real-valued Gaussian is drawn on a grid g with sigma/g in [2^10, 2^11)
 EM_GRANULARITY = 1024     # exponential-mechanism scores (in units of their sensitivity) are floored to 1/1024
 
@@ -188,16 +189,21 @@ def discrete_laplace(rng: np.random.Generator, scale, size=None) -> np.ndarray:
     out = np.zeros(n, np.int64)
     todo = np.arange(n)
     while todo.size:                               # every pass redraws the rejected elements
-        t = t_all if np.ndim(t_all) == 0 else t_all[todo]
-        s = s_all if np.ndim(s_all) == 0 else s_all[todo]
-        u = _uniform_below(rng, np.broadcast_to(t, todo.shape))
+        # small arrays draw two candidates per element, so most finish in one pass
+        c = 2 if todo.size <= _SMALL else 1
+        idx = np.repeat(todo, c)
+        t = t_all if np.ndim(t_all) == 0 else t_all[idx]
+        s = s_all if np.ndim(s_all) == 0 else s_all[idx]
+        u = _uniform_below(rng, np.broadcast_to(t, idx.shape))
         d = bernoulli_exp(rng, u, t)
-        v = _geometric_exp1(rng, todo.size)
+        v = _geometric_exp1(rng, idx.size)
         y = (u + t * v) // s
-        neg = rng.integers(0, 2, todo.size, dtype=np.int8).astype(bool)
-        ok = d & ~(neg & (y == 0))
-        out[todo[ok]] = np.where(neg[ok], -y[ok], y[ok])
-        todo = todo[~ok]
+        neg = rng.integers(0, 2, idx.size, dtype=np.int8).astype(bool)
+        ok = (d & ~(neg & (y == 0))).reshape(-1, c)
+        val = np.where(neg, -y, y).reshape(-1, c)
+        got = ok.any(axis=1)                       # first accepted candidate of each element
+        out[todo[got]] = val[got, ok[got].argmax(axis=1)]
+        todo = todo[~got]
     return out.reshape(shape)
 
 
