@@ -59,7 +59,13 @@ def register_callbacks(app, config: dict):
             html.Div([html.B(f"Spent on this dataset in this session: ε = {cumulative_epsilon(spend, fp):.4g}"),
                       f" over {len(runs)} release{'s' if len(runs) != 1 else ''}."]),
         ])
-        guarantee = [html.B(rel.spec.label + ": "), rel.spec.guarantee]
-        if not rel.private:
+        guarantee = [html.B(rel.spec.label + ": "), rel.spec.guarantee,
+                     html.Div([html.B("Unit of privacy: "), rel.spec.unit])]
+        if rel.reproducible_demo:
+            guarantee.append(html.Div("Reproducible demo: a fixed seed made this noise reproducible, "
+                                      "so anyone who knows the seed can remove it. NOT differentially "
+                                      "private; use fresh randomness for anything you publish.",
+                                      className="error"))
+        elif not rel.private:
             guarantee.append(html.Div("This output is NOT differentially private.", className="error"))
         return ledger_rows(rel), total, guarantee
