@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 
-from dash import Input, Output, State, dcc, html
+from dash import Input, Output, State, dcc, html, no_update
 
 from . import ids, state
 from .help import help_box
@@ -16,6 +16,7 @@ def layout(config: dict) -> html.Div:
         html.Button("Download release (GeoJSON)", id=ids.EXPORT_BUTTON, n_clicks=0),
         html.Button("Download metadata (JSON)", id=ids.EXPORT_META_BUTTON, n_clicks=0),
         dcc.Download(id=ids.EXPORT_DOWNLOAD), dcc.Download(id=ids.EXPORT_META_DOWNLOAD),
+        html.Div(id=ids.EXPORT_STATUS, role="status"),
     ])
 
 
@@ -25,14 +26,31 @@ def export_files(rel) -> tuple[str, str]:
 
 
 def register_callbacks(app, config: dict):
-    @app.callback(Output(ids.EXPORT_DOWNLOAD, "data"), Input(ids.EXPORT_BUTTON, "n_clicks"),
+    @app.callback(Output(ids.EXPORT_DOWNLOAD, "data"), Output(ids.EXPORT_STATUS, "children"),
+                  Input(ids.EXPORT_BUTTON, "n_clicks"),
                   State(ids.RELEASE, "data"), State(ids.SESSION, "data"), prevent_initial_call=True)
     def download(_, rinfo, sid):
-        rel = state.release(sid, rinfo["key"])
-        return dict(content=export_files(rel)[0], filename=f"release_{rel.mechanism}.geojson")
+        rel = _current(rinfo, sid)
+        if isinstance(rel, html.Div):
+            return no_update, rel
+        return dict(content=export_files(rel)[0], filename=f"release_{rel.mechanism}.geojson"), ""
 
-    @app.callback(Output(ids.EXPORT_META_DOWNLOAD, "data"), Input(ids.EXPORT_META_BUTTON, "n_clicks"),
+    @app.callback(Output(ids.EXPORT_META_DOWNLOAD, "data"), Output(ids.EXPORT_STATUS, "children",
+                                                                   allow_duplicate=True),
+                  Input(ids.EXPORT_META_BUTTON, "n_clicks"),
                   State(ids.RELEASE, "data"), State(ids.SESSION, "data"), prevent_initial_call=True)
     def download_meta(_, rinfo, sid):
-        rel = state.release(sid, rinfo["key"])
-        return dict(content=export_files(rel)[1], filename=f"release_{rel.mechanism}_metadata.json")
+        rel = _current(rinfo, sid)
+        if isinstance(rel, html.Div):
+            return no_update, rel
+        return dict(content=export_files(rel)[1], filename=f"release_{rel.mechanism}_metadata.json"), ""
+
+
+def _current(rinfo, sid):
+    """The current release, or a message saying why there is nothing to export."""
+    if not rinfo:
+        return html.Div("No release yet: press Release first.", className="warning")
+    try:
+        return state.release(sid, rinfo["key"])
+    except LookupError as exc:
+        return html.Div(f"Nothing exported: {exc}.", className="warning")

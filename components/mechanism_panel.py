@@ -183,7 +183,7 @@ def register_callbacks(app, config: dict):
             domain = domain_from_controls(preset, box, sid, info)
             seed = None if seed_mode == "fresh" else int(seed if seed is not None else 0)
             key = state.release_key(info["fingerprint"], domain, name, params, split, epsilon, seed)
-            rel = state.release(sid, key)
+            rel = state.release(sid, key, create=True)
         except (dp.ParameterError, dp.DataError, LookupError) as exc:
             return no_update, html.Div(["Not released: ", str(exc)], className="error"), no_update
         spend = list(spend or [])

@@ -123,27 +123,24 @@ def key_domain(key: str) -> dp.Domain:
     return dp.Domain.from_dict(json.loads(key)[1])
 
 
-def release(sid: str | None, key: str):
-    """The release for a key: from the cache, or rebuilt identically from the key's inputs."""
+def release(sid: str | None, key: str, create: bool = False):
+    """The release for a key: from the cache, or built from the key's inputs.
+
+    A fixed-seed demo is rebuilt identically whenever the cache dropped it. A fresh release
+    (a "fresh:" token instead of a seed) is built only by the Release action (`create=True`,
+    which also charges it); any other reader that misses it gets LookupError, so an expired
+    fresh release is never silently redrawn (a second draw for the same charge would let a
+    viewer average the noise away).
+    """
     ck = "release:" + hashlib.blake2b(key.encode(), digest_size=16).hexdigest()
     rel = cache.get(ck)
     if rel is None:
         fp, dom, mech, params, split, eps, tag = json.loads(key)
-        seed = None
-        if isinstance(tag, str):          # a fresh draw: only the one cached copy exists
-            if _fresh_drawn(ck):
-                raise LookupError("this release is no longer on the server; release again "
-                                  "(a new draw spends ε again)")
-        else:
-            seed = tag
+        fresh = isinstance(tag, str)
+        if fresh and not create:
+            raise LookupError("this release is no longer on the server; release again "
+                              "(a new draw spends ε again)")
         rel = dp.release(mech, points(sid, fp), dp.Domain.from_dict(dom), epsilon=eps,
-                         split=split, params=params, seed=seed)
+                         split=split, params=params, seed=None if fresh else tag)
         cache.set(ck, rel)
     return rel
-
-
-def _fresh_drawn(ck: str) -> bool:
-    """True if the fresh release under this cache key was drawn before (and has since expired)."""
-    seen = cache.get(ck + ":drawn")
-    cache.set(ck + ":drawn", True, timeout=0)
-    return bool(seen)

@@ -84,52 +84,68 @@ def guide_bounds(num, den) -> tuple[np.ndarray, np.ndarray]:
     return lo, hi
 
 
-def _decide_exactly(rng, r: int, num: int, den: int) -> bool:
-    """U < exp(-num/den) for U = (r + F) / 2^62, F uniform: more bits of F and of x until decided.
+class _LazyUniform:
+    """One uniform U in [0, 1) known to its first bits (U in [value, value + 1) / 2^bits), extended
+    with more random bits only when a comparison needs them; every comparison sees the same U."""
 
-    x is bracketed with Python's decimal module (division and exp correctly rounded at the working
-    precision, so the relative error is below (gamma + 2) 10^(2 - prec)).
-    """
-    from decimal import MIN_EMIN, Decimal, localcontext
-    bits, value, prec = _BITS, r, 40
-    while True:
-        prec += 40
-        with localcontext() as ctx:
-            ctx.prec, ctx.Emin = prec, MIN_EMIN
-            x = (-(Decimal(num) / Decimal(den))).exp()
-        err = Fraction(num, den) + 2
-        xf = Fraction(x)
-        lo_x, hi_x = xf * (1 - err / 10 ** (prec - 2)), xf * (1 + err / 10 ** (prec - 2))
-        value = (value << 62) | int(rng.integers(0, 1 << 62))
-        bits += 62
-        scale = 1 << bits
-        if value + 1 <= lo_x * scale:
-            return True
-        if value >= hi_x * scale:
-            return False
+    def __init__(self, rng, r: int):
+        self.rng, self.value, self.bits = rng, int(r), _BITS
+
+    def below_exp(self, num: int, den: int) -> bool:
+        """U < exp(-num/den), exactly: x is bracketed with Python's decimal module (division and
+        exp correctly rounded at the working precision, relative error below (gamma + 2) 10^(2 - prec))."""
+        from decimal import MIN_EMIN, Decimal, localcontext
+        prec = 40
+        while True:
+            prec += 40
+            with localcontext() as ctx:
+                ctx.prec, ctx.Emin = prec, MIN_EMIN
+                x = Fraction((-(Decimal(num) / Decimal(den))).exp())
+            err = (Fraction(num, den) + 2) / 10 ** (prec - 2)
+            lo_x, hi_x = x * (1 - err), x * (1 + err)
+            while True:
+                scale = 1 << self.bits
+                if self.value + 1 <= lo_x * scale:
+                    return True
+                if self.value >= hi_x * scale:
+                    return False
+                if self.bits >= 62 + 4 * prec:        # the bracket is the limit: refine x
+                    break
+                self.value = (self.value << 62) | int(self.rng.integers(0, 1 << 62))
+                self.bits += 62
+
+
+def _decide_exactly(rng, r: int, num: int, den: int) -> bool:
+    """U < exp(-num/den) for a uniform U whose first 62 bits are r (see `_LazyUniform`)."""
+    return _LazyUniform(rng, r).below_exp(num, den)
 
 
 def _geometric_exp1(rng, n: int) -> np.ndarray:
     """V ~ Geometric with P(V >= v) = e^-v (Bernoulli(exp(-1)) successes before a failure), exactly.
 
-    One uniform U per element: V = #{v >= 1 : U < e^-v}, each comparison decided like
-    `bernoulli_exp` (integer bounds from a table, exact decimal fallback near a bound).
+    One uniform U per element: V = #{v >= 1 : U < e^-v}, read off a table of integer bounds on
+    e^-v 2^62. Elements whose first 62 bits leave any comparison open (probability ~2^-39) are
+    finished with one `_LazyUniform` each, which has no upper limit on V.
     """
     r = rng.integers(0, 1 << _BITS, size=n, dtype=np.int64)
     lo, hi = _EXP_TABLE
-    lo_up, hi_up = lo[::-1], hi[::-1]                # ascending (the windows do not overlap)
+    lo_up, hi_up = lo[::-1], hi[::-1]                # ascending
     j = np.searchsorted(lo_up, r, side="right")      # lo_k <= r for the j smallest bounds
-    v = lo.size - j                                   # k with r < lo_k: U < e^-k for sure
-    near = j - 1
-    unsure = (near >= 0) & (r < hi_up[np.maximum(near, 0)])
+    v = (lo.size - j).astype(np.int64)               # k with r < lo_k: U < e^-k for sure
+    near = np.maximum(j - 1, 0)
+    # open if r sits in the window of the bound just below it, or among the smallest bounds
+    # (there e^-k 2^62 < 2^3 and the windows of neighbouring k may overlap)
+    unsure = ((j > 0) & (r < hi_up[near])) | (r < hi[lo.size - 1] + 8)
     for i in np.flatnonzero(unsure):
-        v[i] = sum(_decide_exactly(rng, int(r[i]), k, 1) if lo[k - 1] <= r[i] < hi[k - 1]
-                   else bool(r[i] < lo[k - 1]) for k in range(1, lo.size + 1))
-    return v.astype(np.int64)
+        u, k = _LazyUniform(rng, int(r[i])), 0
+        while u.below_exp(k + 1, 1):
+            k += 1
+        v[i] = k
+    return v
 
 
 def _exp_table(kmax: int = 44):
-    """Integer bounds lo_k <= e^-k 2^62 < hi_k for k = 1..kmax (e^-44 2^62 < 1)."""
+    """Integer bounds lo_k <= e^-k 2^62 < hi_k for k = 1..kmax (beyond 44, e^-k 2^62 < 1)."""
     k = np.arange(1, kmax + 1, dtype=np.float64)
     x = np.ldexp(np.exp(-k), _BITS)
     return np.floor(x * (1 - _MARGIN)).astype(np.int64), np.ceil(x * (1 + _MARGIN)).astype(np.int64) + 1
@@ -148,12 +164,14 @@ def bernoulli_rational(rng, num, den) -> np.ndarray:
 def rational_scale(scale) -> tuple[int, int]:
     """(t, s) with t / s >= scale, s = 2^m <= 2^40, t about 2^30: scale rounded UP exactly.
 
+    Scales above 2^56 are refused: U + tV must stay in int64 for V up to about 60.
+
     Scales below 2^-40 (ε above 10^12 per unit of sensitivity) become 2^-40: noise that is
     zero with probability 1 - 10^-(4.7 10^11), never less noise than asked.
     """
     scale = float(scale)
-    if not (scale > 0 and math.isfinite(scale)) or scale > 2.0 ** 60:
-        raise ParameterError(f"noise scale must be positive, finite and at most 2^60, got {scale}")
+    if not (scale > 0 and math.isfinite(scale)) or scale > 2.0 ** 56:
+        raise ParameterError(f"noise scale must be positive, finite and at most 2^56, got {scale}")
     m = min(40, max(0, _SCALE_BITS - math.frexp(scale)[1]))
     s = 1 << m
     t = math.ceil(Fraction(scale) * s)
@@ -337,15 +355,22 @@ def exponential_mechanism(rng: np.random.Generator, scores, epsilon: float, sens
     d = np.broadcast_to(np.asarray(sensitivity, dtype=np.float64), s.shape)
     if np.isinf(epsilon):
         return int(np.flatnonzero(p)[0]), p
-    k = np.floor(s / d * EM_GRANULARITY)
-    k = (k - k.max()).astype(np.int64)             # <= 0; the best response has gamma = 0
+    # clipping the scaled scores to +-2^60 is 1-Lipschitz, so it keeps their sensitivity
+    k = np.clip(np.floor(s / d * EM_GRANULARITY), -2.0 ** 60, 2.0 ** 60)
+    k = [int(v) for v in (k - k.max())]            # <= 0; the best response has gamma = 0
     e_num = math.floor(float(epsilon) * (1 << 20))
     if e_num == 0:
         return int(_uniform_below(rng, np.int64(len(k)))), p      # epsilon < 2^-20: uniform
-    lo = -((1 << 62) // (e_num * 4))              # beyond this gamma > 2^40: probability 0 anyway
-    num = -np.maximum(k, lo) * e_num
     den = (1 << 21) * (EM_GRANULARITY + 1)
     while True:
         r = int(_uniform_below(rng, np.int64(len(k))))
-        if k[r] > lo and bool(bernoulli_exp(rng, num[r:r + 1], den)[0]):
+        if _bernoulli_exp_int(rng, -k[r] * e_num, den):
             return r, p
+
+
+def _bernoulli_exp_int(rng, num: int, den: int) -> bool:
+    """Exact Bernoulli(exp(-num/den)) for Python integers of any size (gamma >= 2^31 included)."""
+    if num < 1 << 62:
+        return bool(bernoulli_exp(rng, np.array([num], np.int64), den)[0])
+    # gamma > 64 here: exp(-gamma) 2^62 < 1, so U < x needs its first 62 bits to be zero
+    return int(rng.integers(0, 1 << _BITS)) == 0 and _decide_exactly(rng, 0, num, den)

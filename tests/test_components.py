@@ -86,9 +86,12 @@ def test_fresh_release_key_is_one_draw_that_is_never_rebuilt(app, small):
     k1 = state.release_key(info["fingerprint"], domain, "ug", {"c": 10.0}, [0.05, 0.95], 0.5, None)
     k2 = state.release_key(info["fingerprint"], domain, "ug", {"c": 10.0}, [0.05, 0.95], 0.5, None)
     assert k1 != k2 and "fresh:" in k1
-    r1 = state.release(sid, k1)
+    with pytest.raises(LookupError, match="release again"):     # only the Release action draws
+        state.release(sid, k1)
+    r1 = state.release(sid, k1, create=True)
     assert r1.private and not r1.reproducible_demo and state.release(sid, k1) is r1
-    assert not np.array_equal(r1.counts, state.release(sid, k2).counts)
+    assert not np.array_equal(r1.counts, state.release(sid, k2, create=True).counts)
+    # once the cache drops it (expiry or eviction), readers get an error, never a second draw
     state.cache.delete("release:" + __import__("hashlib").blake2b(k1.encode(), digest_size=16).hexdigest())
     with pytest.raises(LookupError, match="release again"):
         state.release(sid, k1)

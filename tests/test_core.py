@@ -418,6 +418,39 @@ def test_bernoulli_guide_bounds_bracket_the_exact_value():
             assert h - l <= (int(x) >> 38) + 3            # the window is narrow (2^-40 relative)
 
 
+def test_geometric_tail_is_not_truncated():
+    # V = #{v >= 1: U < e^-v} has no upper limit: forcing U's first 62 bits to zero (U < 2^-62,
+    # so V >= 42) hands every element to the exact lazy path, whose conditional mean is
+    # 42 + e^-43 / (2^-62 (1 - e^-1)) (each v <= 42 counts surely, the rest with e^-v / 2^-62)
+    class FirstDrawZero:
+        def __init__(self):
+            self.rng, self.first = np.random.default_rng(3), True
+
+        def integers(self, *a, **k):
+            out = self.rng.integers(*a, **k)
+            if self.first:
+                self.first = False
+                return np.zeros_like(out)
+            return out
+    v = noise._geometric_exp1(FirstDrawZero(), 600)
+    c = 2.0 ** -62
+    mean = 42 + math.exp(-43) / (c * (1 - math.exp(-1)))
+    sd = 1.2                                       # V - 42 is at most geometric-like: s.d. < 1.2
+    assert v.min() >= 42 and v.max() > 44
+    assert abs(v.mean() - mean) < 4 * sd / math.sqrt(v.size)
+
+
+def test_exponential_mechanism_keeps_far_responses_possible():
+    # a response 10^12 sensitivity units below the best has probability exp(-huge) > 0: decided
+    # exactly with big integers (no cut-off), and never chosen in practice
+    rng = np.random.default_rng(4)
+    picks = [noise.exponential_mechanism(rng, [0.0, -1e12, -1.0], 2.0, 1.0)[0] for _ in range(2000)]
+    counts = np.bincount(picks, minlength=3)
+    p = noise.exponential_mechanism_probabilities([0.0, -1.0], 2.0, 1.0)
+    assert counts[1] == 0 and abs(counts[0] / 2000 - p[0]) < 4 * math.sqrt(p[0] * p[1] / 2000)
+    assert noise._bernoulli_exp_int(rng, 0, 3) and not noise._bernoulli_exp_int(rng, 1 << 70, 3)
+
+
 def test_bernoulli_exp_is_exact_in_distribution():
     rng = np.random.default_rng(5)
     n = 200_000
