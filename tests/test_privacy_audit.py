@@ -147,7 +147,7 @@ def test_attack1_float_laplace_last_bits_reproduced_and_gone():
     rel = dp.release("identity", data, domain, 1.0, params={"grid_size": 64})
     true = data.histogram(rel.grid).ravel().astype(float)
     old = true + np.random.default_rng(7).laplace(0.0, 1.0, true.size)        # the old release
-    assert audit.float_laplace_impossible(old, true, 1.0) > 0.05
+    assert audit.float_laplace_impossible(old, true, 1.0) > 0.5      # measured: 0.70
     counts = [f["properties"]["noisy_count"] for f in rel.to_geojson()["features"]]
     assert audit.integer_valued(counts) and all(isinstance(c, int) for c in counts)
     # every emitted value is in the support under the neighbour too (integer noise has full support)
