@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import json
 import math
-import time
 
 import numpy as np
 import pytest
@@ -680,15 +679,13 @@ def test_ag_release_structure(city):
     assert T.ag_first_level_size(1_000_000, 1.0) == 80
 
 
-# -------------------------------------------------------------------------------- performance
+# -------------------------------------------------------------------------------- scale
 @pytest.mark.slow
-def test_privtree_one_million_points_is_fast():
-    # speed target: 1e6 clustered points on the 1024 x 1024 grid (spec asks ≤ 1 s; loose bound here)
+def test_privtree_one_million_points_tiles_the_base_grid():
+    # 1e6 clustered points on the 1024 x 1024 grid (its time is measured by benchmarks/speed.py)
     from dp.samples import _city
     x, y = _city(UNIT, 1_000_000, 3)
     data = dp.PointData(x, y)
-    t = time.perf_counter()
     rel = dp.release("privtree", data, UNIT, 1.0, seed=1)
-    assert time.perf_counter() - t < 3.0
     assert rel.base.shape == (1024, 1024)
     assert_tiles(rel.leaves, rel.base.shape)
