@@ -63,30 +63,29 @@ def release_features(rel, rects, probes=()) -> Features:
     return structure, numbers
 
 
-def _features(run: Callable, seeds) -> list:
-    return [run(np.random.default_rng(s)) for s in seeds]
+def _features(run: Callable, seeds) -> tuple[list, np.ndarray]:
+    """One release per seed, as (structures, numbers matrix): events read these arrays."""
+    out = [run(np.random.default_rng(s)) for s in seeds]
+    return [f[0] for f in out], np.array([f[1] for f in out])
 
 
 def _events(sample_a, sample_b, n_thresholds: int = 9, n_structures: int = 10):
     """Candidate events as (name, indicator over a sample), from the pooled first-batch outputs:
     the most frequent structures, and each number above or below its pooled quantiles."""
-    pooled = list(sample_a) + list(sample_b)
     events = []
     freq: dict = {}
-    for f in pooled:
-        freq[f[0]] = freq.get(f[0], 0) + 1
+    for st in sample_a[0] + sample_b[0]:
+        freq[st] = freq.get(st, 0) + 1
     if len(freq) > 1:
         top = sorted(freq, key=freq.get, reverse=True)[:n_structures]
         for i, st in enumerate(top):
             events.append((f"structure #{i} (seen {freq[st]} times)",
-                           lambda sample, st=st: np.array([f[0] == st for f in sample])))
-    ans = np.array([f[1] for f in pooled])
-    for j in range(ans.shape[1]):
-        for t in np.unique(np.quantile(ans[:, j], np.linspace(0.05, 0.95, n_thresholds))):
-            events.append((f"number {j} >= {t:g}",
-                           lambda sample, j=j, t=t: np.array([f[1][j] for f in sample]) >= t))
-            events.append((f"number {j} < {t:g}",
-                           lambda sample, j=j, t=t: np.array([f[1][j] for f in sample]) < t))
+                           lambda sample, st=st: np.array([x == st for x in sample[0]])))
+    nums = np.vstack([sample_a[1], sample_b[1]])
+    for j in range(nums.shape[1]):
+        for t in np.unique(np.quantile(nums[:, j], np.linspace(0.05, 0.95, n_thresholds))):
+            events.append((f"number {j} >= {t:g}", lambda sample, j=j, t=t: sample[1][:, j] >= t))
+            events.append((f"number {j} < {t:g}", lambda sample, j=j, t=t: sample[1][:, j] < t))
     return events
 
 
@@ -113,9 +112,9 @@ def audit(run_d: Callable, run_d2: Callable, epsilon: float, runs: int = 1000, *
 
     run_d(rng) and run_d2(rng) release on D and D' with the given Generator and return
     `release_features(...)`. `runs` releases per dataset pick the `top` events with the
-    largest loss lower bound at 80% confidence; `runs` fresh releases per dataset then test them. Returns the
-    worst tested event; `passed` is False when its lower bound (confidence 1 - alpha over all
-    tested events) exceeds ε.
+    largest loss lower bound at 80% confidence; `runs` fresh releases per dataset then test
+    them. Returns the worst tested event; `passed` is False when its lower bound (confidence
+    1 - alpha over all tested events) exceeds ε.
     """
     ss = np.random.SeedSequence(seed)
     s1, s2, s3, s4 = (c.generate_state(runs) for c in ss.spawn(4))

@@ -23,6 +23,11 @@ class LedgerEntry:
     note: str = ""
 
 
+FIXED_SEED_STEP = "fixed seed (reproducible demo)"
+FIXED_SEED_NOTE = ("reproducible demo: NOT private, the noise can be removed by anyone who knows "
+                   "or guesses the seed")
+
+
 class Ledger:
     """Sequential-composition ledger of one release; `total` must equal the requested epsilon."""
 
@@ -66,6 +71,15 @@ class Ledger:
         entry = LedgerEntry(step, 0.0, math.inf, "none", None, False, note)
         self.entries.append(entry)
         return entry
+
+    def record_fixed_seed(self) -> LedgerEntry:
+        """Record that a fixed seed made the noise reproducible: the release is a demo, not private."""
+        return self.record_leak(FIXED_SEED_STEP, FIXED_SEED_NOTE)
+
+    @property
+    def fixed_seed(self) -> bool:
+        """True when a fixed seed made the noise reproducible (and so removable)."""
+        return any(e.step == FIXED_SEED_STEP for e in self.entries)
 
     @property
     def total(self) -> float:

@@ -154,13 +154,6 @@ def _exp_table(kmax: int = 44):
 _EXP_TABLE = _exp_table()
 
 
-def bernoulli_rational(rng, num, den) -> np.ndarray:
-    """Exact Bernoulli(num/den) for int64 arrays 0 <= num <= den."""
-    num = np.asarray(num, np.int64)
-    return _uniform_below(rng, np.broadcast_to(np.asarray(den, np.int64), num.shape)) < num
-
-
-# ------------------------------------------------------------------------- discrete Laplace
 def rational_scale(scale) -> tuple[int, int]:
     """(t, s) with t / s >= scale, s = 2^m <= 2^40, t about 2^30: scale rounded UP exactly.
 
@@ -229,14 +222,6 @@ def discrete_laplace_variance(scale) -> np.ndarray:
     """Variance of `discrete_laplace(scale)`: 2 q / (1 - q)^2 with q = exp(-1/scale)."""
     q = np.exp(-1.0 / np.asarray(scale, dtype=np.float64))
     return 2.0 * q / (1.0 - q) ** 2
-
-
-def discrete_laplace_quantile(scale, level: float) -> int:
-    """Smallest integer h with P(|Z| <= h) >= level for Z ~ discrete_laplace(scale) (for intervals)."""
-    q = math.exp(-1.0 / float(scale))
-    # P(|Z| > h) = 2 q^(h+1) / (1 + q)
-    h = math.log((1.0 - level) * (1.0 + q) / 2.0) / math.log(q) - 1.0
-    return max(0, math.ceil(h - 1e-12))
 
 
 def count_noise(rng, epsilon, sensitivity=1, size=None) -> np.ndarray:

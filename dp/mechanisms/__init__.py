@@ -12,10 +12,6 @@ from . import euler, grid, htf, shifted_grids, trees
 from .base import GridRelease, MechanismSpec, Param, Release
 from .leaves import LeafRelease
 
-FIXED_SEED_STEP = "fixed seed (reproducible demo)"
-FIXED_SEED_NOTE = ("reproducible demo: NOT private, the noise can be removed by anyone who knows "
-                   "or guesses the seed")
-
 _REGISTRY: dict[str, MechanismSpec] = {s.name: s for m in (grid, htf, trees, shifted_grids, euler) for s in m.SPECS}
 
 
@@ -50,7 +46,7 @@ def release(name: str, data, domain: Domain, epsilon: float = 1.0, split=None, p
     params = spec.resolve_params(params)
     rel = spec.release(data, domain, epsilon, split, params, make_rng(seed))
     if seed is not None and not isinstance(seed, np.random.Generator):
-        rel.ledger.record_leak(FIXED_SEED_STEP, FIXED_SEED_NOTE)
+        rel.ledger.record_fixed_seed()
     if domain.leaky:
         rel.ledger.record_leak("domain fitted to data", "the public box was derived from the "
                                "private points (min/max leak)")

@@ -154,8 +154,7 @@ class Release:
     @property
     def reproducible_demo(self) -> bool:
         """True when a fixed seed made the noise reproducible (and so removable): NOT private."""
-        from . import FIXED_SEED_STEP
-        return any(e.step == FIXED_SEED_STEP for e in self.ledger)
+        return self.ledger.fixed_seed
 
     def answer(self, rect: Rect) -> float:
         return float(self.answer_many(rect)[0])
