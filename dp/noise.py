@@ -224,6 +224,14 @@ def discrete_laplace_variance(scale) -> np.ndarray:
     return 2.0 * q / (1.0 - q) ** 2
 
 
+def discrete_laplace_quantile(scale, level: float) -> int:
+    """Smallest integer h with P(|Z| <= h) >= level for Z ~ discrete_laplace(scale) (for intervals)."""
+    q = math.exp(-1.0 / float(scale))
+    # P(|Z| > h) = 2 q^(h+1) / (1 + q)
+    h = math.log((1.0 - level) * (1.0 + q) / 2.0) / math.log(q) - 1.0
+    return max(0, math.ceil(h - 1e-12))
+
+
 def count_noise(rng, epsilon, sensitivity=1, size=None) -> np.ndarray:
     """Integer noise for counts of sensitivity `sensitivity` at budget `epsilon` (per element)."""
     eps = np.asarray(epsilon, dtype=np.float64)

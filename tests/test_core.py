@@ -385,6 +385,10 @@ def test_discrete_laplace_statistics(a):
     keep = exp > 5
     obs, exp = obs[keep], exp[keep] * obs[keep].sum() / exp[keep].sum()
     assert stats.chisquare(obs, exp).pvalue > 0.001
+    # the quantile used for intervals: P(|Z| <= h) >= level and P(|Z| <= h - 1) < level
+    h = noise.discrete_laplace_quantile(1 / a, 0.95)
+    cdf = lambda t: 1 - 2 * q ** (t + 1) / (1 + q)      # noqa: E731
+    assert cdf(h) >= 0.95 and (h == 0 or cdf(h - 1) < 0.95)
 
 
 def test_rational_scale_rounds_up_exactly():
