@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from dash import Dash, dcc, html
 
@@ -13,16 +14,18 @@ DEFAULT_CONFIG = {
     "tiles_url": "https://tile.openstreetmap.org/{z}/{x}/{y}.png",
     "tiles_attribution": "© OpenStreetMap contributors",
     "cache_type": "components.state.ObjectCache",
+    "accounts_dir": None,      # None: budget accounts in memory; a folder keeps them across restarts
+    "default_budget": 10.0,    # total ε per dataset a new account starts with
 }
+ACCOUNTS_DIR = Path(__file__).resolve().parent / "instance" / "accounts"
 PANELS = (data_panel, mechanism_panel, map_panel, queries_panel, ledger_panel, export_panel,
           evaluation_panel, interactive_panel)
 
 
 def serve_layout(config: dict):
-    """A fresh layout per page load, so every browser session gets its own session id."""
+    """A fresh layout per page load; the browser's session id lives in a cookie (see state)."""
     return lambda: html.Div(className="page", children=[
-        dcc.Store(id=ids.SESSION, data=state.new_session_id(), storage_type="memory"),
-        dcc.Store(id=ids.DATASET), dcc.Store(id=ids.RELEASE), dcc.Store(id=ids.SPEND, data=[]),
+        dcc.Store(id=ids.DATASET), dcc.Store(id=ids.RELEASE), dcc.Store(id=ids.ACCOUNT_TICK),
         html.Header(className="top", children=[
             html.H1("Private location statistics"),
             html.P("Upload points, publish counts with differential privacy, and see what the "
@@ -59,8 +62,13 @@ def main(argv=None):
     p.add_argument("--max-upload-mb", type=float, default=DEFAULT_CONFIG["max_upload_mb"])
     p.add_argument("--tiles-url", default=DEFAULT_CONFIG["tiles_url"],
                    help="base map tile URL template; the app works without tiles (offline)")
+    p.add_argument("--accounts-dir", default=str(ACCOUNTS_DIR),
+                   help="folder keeping each browser's budget accounts across server restarts")
+    p.add_argument("--default-budget", type=float, default=DEFAULT_CONFIG["default_budget"],
+                   help="total ε a dataset's account starts with (owners can only raise it)")
     a = p.parse_args(argv)
-    app = create_app({"max_upload_mb": a.max_upload_mb, "tiles_url": a.tiles_url})
+    app = create_app({"max_upload_mb": a.max_upload_mb, "tiles_url": a.tiles_url,
+                      "accounts_dir": a.accounts_dir, "default_budget": a.default_budget})
     app.run(host=a.host, port=a.port, debug=a.debug)
 
 

@@ -115,8 +115,9 @@ def register_callbacks(app, config: dict):
                   Output(ids.DOMAIN_PRESET, "value"),
                   Input(ids.UPLOAD, "contents"), Input(ids.SAMPLE_PICK, "value"),
                   State(ids.UPLOAD, "filename"), State(ids.LON_COL, "value"),
-                  State(ids.LAT_COL, "value"), State(DATA_KIND, "value"), State(ids.SESSION, "data"))
-    def load(contents, sample_name, filename, lon, lat, kind, sid):
+                  State(ids.LAT_COL, "value"), State(DATA_KIND, "value"))
+    def load(contents, sample_name, filename, lon, lat, kind):
+        sid = state.session_id()
         if ctx.triggered_id == ids.UPLOAD and contents:
             try:
                 raw = decode_upload(contents, filename, max_bytes)
@@ -141,8 +142,9 @@ def register_callbacks(app, config: dict):
     @app.callback(Output(ids.DOMAIN_WARNING, "children"),
                   Output({"type": ids.DOMAIN_BOX, "side": ALL}, "disabled"),
                   Input(ids.DOMAIN_PRESET, "value"), Input({"type": ids.DOMAIN_BOX, "side": ALL}, "value"),
-                  Input(ids.DATASET, "data"), State(ids.SESSION, "data"))
-    def check_domain(preset, box, info, sid):
+                  Input(ids.DATASET, "data"))
+    def check_domain(preset, box, info):
+        sid = state.session_id()
         disabled = [preset != CUSTOM] * len(SIDES)
         try:
             domain = domain_from_controls(preset, box, sid, info)

@@ -115,6 +115,11 @@ def table_rows(summary):
              "runs": r["reps"]} for r in summary]
 
 
+def eval_cache_key(sid: str, cfg) -> str:
+    """Where this session's results for one evaluation set-up are kept (never another's)."""
+    return f"eval:{sid}:" + json.dumps(cfg, sort_keys=True)
+
+
 def register_callbacks(app, config: dict):
     @app.callback(Output(ids.EVAL_MECHS, "options"), Output(ids.EVAL_MECHS, "value"),
                   Input(ids.DATASET, "data"), State(ids.EVAL_MECHS, "value"))
@@ -130,11 +135,12 @@ def register_callbacks(app, config: dict):
                   State(ids.EVAL_MECHS, "value"), State(ids.EVAL_EPSILONS, "value"),
                   State(ids.EVAL_SIZES, "value"), State(ids.EVAL_NQ, "value"), State(ids.EVAL_REPS, "value"),
                   State(ids.DATASET, "data"), State(ids.DOMAIN_PRESET, "value"),
-                  State({"type": ids.DOMAIN_BOX, "side": ALL}, "value"),
-                  State(ids.SESSION, "data"), State(ids.EVAL_JOB, "data"), prevent_initial_call=True)
-    def start_or_cancel(_run, _cancel, mechs, eps_text, sizes, nq, reps, info, preset, box, sid, job):
+                  State({"type": ids.DOMAIN_BOX, "side": ALL}, "value"), State(ids.EVAL_JOB, "data"),
+                  prevent_initial_call=True)
+    def start_or_cancel(_run, _cancel, mechs, eps_text, sizes, nq, reps, info, preset, box, job):
+        sid = state.session_id()
         if ctx.triggered_id == ids.EVAL_CANCEL:
-            jobs.cancel((job or {}).get("id"))
+            jobs.cancel((job or {}).get("id"), sid)
             return no_update, no_update, "Cancelling…", True
         try:
             if not mechs or not sizes:
@@ -146,10 +152,10 @@ def register_callbacks(app, config: dict):
             return no_update, True, html.Div(str(exc), className="error"), True
         cfg = {"fp": info["fingerprint"], "domain": domain.to_dict(), "mechs": sorted(mechs), "eps": eps,
                "sizes": sorted(sizes), "nq": int(nq or 100), "reps": int(reps or 1)}
-        cache_key = "eval:" + json.dumps(cfg, sort_keys=True)
+        cache_key = eval_cache_key(sid, cfg)
         if state.cache.get(cache_key) is not None:
             return {"id": None, "cache_key": cache_key}, True, "Loaded from cache.", True
-        job_id = jobs.start(evaluate.evaluate, data=data, domain=domain, mechanisms=cfg["mechs"],
+        job_id = jobs.start(evaluate.evaluate, owner=sid, data=data, domain=domain, mechanisms=cfg["mechs"],
                             epsilons=eps, area_fracs=cfg["sizes"], n_queries=cfg["nq"],
                             repetitions=cfg["reps"], seed=0)
         return {"id": job_id, "cache_key": cache_key}, False, "Running…", False
@@ -165,19 +171,20 @@ def register_callbacks(app, config: dict):
                   Output(ids.EVAL_CANCEL, "disabled", allow_duplicate=True),
                   Input(ids.EVAL_POLL, "n_intervals"), Input(ids.EVAL_JOB, "data"), prevent_initial_call=True)
     def poll(_, job):
-        if not job:
+        sid = state.session_id()
+        if not job or job["cache_key"].split(":", 2)[1] != sid:      # not this session's job
             return (no_update,) * 8
         summary = state.cache.get(job["cache_key"])
         if summary is not None:
             f1, f2 = figures(summary)
             return "1", "1", f1, f2, table_rows(summary), "Done.", True, True
-        st = jobs.status(job["id"])
+        st = jobs.status(job["id"], sid)
         if st is None:
             return "0", "1", no_update, no_update, no_update, "The evaluation was lost (server restarted).", True, True
         if not st["finished"]:
             return str(st["done"]), str(st["total"]), no_update, no_update, no_update, \
                 f"Running… {st['done']} of {st['total']} releases", False, False
-        jobs.forget(job["id"])
+        jobs.forget(job["id"], sid)
         if st["error"]:
             return "0", "1", no_update, no_update, no_update, html.Div(st["error"], className="error"), True, True
         summary = evaluate.summarise(st["result"] or [])

@@ -28,8 +28,9 @@ def export_files(rel) -> tuple[str, str]:
 def register_callbacks(app, config: dict):
     @app.callback(Output(ids.EXPORT_DOWNLOAD, "data"), Output(ids.EXPORT_STATUS, "children"),
                   Input(ids.EXPORT_BUTTON, "n_clicks"),
-                  State(ids.RELEASE, "data"), State(ids.SESSION, "data"), prevent_initial_call=True)
-    def download(_, rinfo, sid):
+                  State(ids.RELEASE, "data"), prevent_initial_call=True)
+    def download(_, rinfo):
+        sid = state.session_id()
         rel = _current(rinfo, sid)
         if isinstance(rel, html.Div):
             return no_update, rel
@@ -38,8 +39,9 @@ def register_callbacks(app, config: dict):
     @app.callback(Output(ids.EXPORT_META_DOWNLOAD, "data"), Output(ids.EXPORT_STATUS, "children",
                                                                    allow_duplicate=True),
                   Input(ids.EXPORT_META_BUTTON, "n_clicks"),
-                  State(ids.RELEASE, "data"), State(ids.SESSION, "data"), prevent_initial_call=True)
-    def download_meta(_, rinfo, sid):
+                  State(ids.RELEASE, "data"), prevent_initial_call=True)
+    def download_meta(_, rinfo):
+        sid = state.session_id()
         rel = _current(rinfo, sid)
         if isinstance(rel, html.Div):
             return no_update, rel

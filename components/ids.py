@@ -1,9 +1,8 @@
 """Component ids, shared by layouts, callbacks and browser tests."""
 
-SESSION = "session-id"
 DATASET = "dataset-info"          # small public summary of the loaded dataset (never the points)
 RELEASE = "release-info"          # cache key + summary of the current release
-SPEND = "spend-log"               # every release run in this browser session
+ACCOUNT_TICK = "account-tick"     # changed by anything that changes the budget account
 
 UPLOAD = "upload"
 UPLOAD_STATUS = "upload-status"
@@ -62,6 +61,12 @@ EVAL_TABLE = "eval-table"
 LEDGER_TABLE = "ledger-table"
 LEDGER_TOTAL = "ledger-total"
 LEDGER_GUARANTEE = "ledger-guarantee"
+ACCOUNT_SUMMARY = "account-summary"
+ACCOUNT_TABLE = "account-table"
+ACCOUNT_RAISE_VALUE = "account-raise-value"
+ACCOUNT_RAISE = "account-raise"
+ACCOUNT_CONFIRM = "account-confirm"
+ACCOUNT_MESSAGE = "account-message"
 
 EXPORT_BUTTON = "export-button"
 EXPORT_META_BUTTON = "export-meta-button"

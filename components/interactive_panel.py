@@ -2,7 +2,7 @@
 keep per-user geo-privacy budgets; savings are reused for later queries."""
 from __future__ import annotations
 
-import secrets
+import time
 
 import plotly.graph_objects as go
 from dash import ALL, Input, Output, State, ctx, dash_table, dcc, html, no_update
@@ -24,6 +24,7 @@ COLUMNS = [("k", "#"), ("answer", "Private answer"), ("true_count", "True (owner
            ("sigma_mean_m", "Mean noise σ allocated (m)"), ("saving", "Saved this query"),
            ("remaining", "Budget left (mean)"), ("n_halted", "Users halted")]
 ROUNDS = 10                     # elimination rounds per query: at most this many answers per point
+CHARGE_RADIUS_M = 100.0         # sessions are charged for telling apart places this far apart
 
 
 def layout(config: dict) -> html.Div:
@@ -82,7 +83,13 @@ def guarantee_text(sigma_m: float, planned: int = 10, method: str = "pm-dist") -
                 f"{int(r) if r < 1000 else '1 km'}{' m' if r < 1000 else ''} apart: ε = {e:.2g}"
                 for r, e in eps.items()) + f" (at δ = 10⁻⁶, for up to {answers} answers per location, "
                 f"counting {s:.2g} m of rounding to the noise grid). Nearby places stay hidden; far "
-                "ones less so.")]
+                "ones less so."),
+            html.Div(f"Starting a session charges this dataset's budget ρ = {session_charge(sigma_m):.3g} "
+                     f"(zCDP: the cost of telling apart places {CHARGE_RADIUS_M:g} m apart; ε ≈ "
+                     f"{dp.accountant.epsilon_from_rho(session_charge(sigma_m)):.3g} at δ = 10⁻⁶ on its "
+                     "own). The one-shot baseline and full-budget reference columns are simulations "
+                     "shown to you, the owner, only: they publish nothing and are not charged.",
+                     className="hint")]
 
 
 def table_row(s: dict) -> dict:
@@ -125,8 +132,31 @@ def saving_histogram(result) -> go.Figure:
     return fig
 
 
-def _session_key(sid: str, token: str) -> str:
-    return f"isession:{sid}:{token}"
+def session_charge(sigma_m: float) -> float:
+    """zCDP ρ a session charges the dataset's account: each user's ρ_B (per m²) at CHARGE_RADIUS_M.
+
+    Two locations r metres apart are ρ_B·r²-zCDP indistinguishable over the whole session, so
+    this is the session's cost for telling apart places CHARGE_RADIUS_M apart.
+    """
+    return float(dp.interactive.rho_from_sigma(sigma_m)) * CHARGE_RADIUS_M ** 2
+
+
+def start_session(sid, dinfo, preset, box, sigma_m, planned, strategy, method, n_drawn) -> dict:
+    """Charge the dataset's account for a new session, then open it (fresh OS entropy)."""
+    if (dinfo or {}).get("kind", "points") != "points":
+        raise dp.ParameterError("interactive queries need point data (one location per record); "
+                                "load a point dataset first")
+    data = state.points(sid, dinfo["fingerprint"])
+    domain = domain_from_controls(preset, box, sid, dinfo)
+    rho = session_charge(sigma_m)
+    state.accounts.update(sid, dinfo["fingerprint"], lambda acc: acc.charge(
+        f"interactive session (σ = {sigma_m:g} m)", rho=rho,
+        note=f"ρ_B·r² at r = {CHARGE_RADIUS_M:g} m over the whole session"))
+    session = dp.interactive.QuerySession(
+        data, domain, sigma_m=sigma_m, planned_queries=planned, strategy=strategy, method=method,
+        rounds=ROUNDS, seed=None)
+    token = state.put_live(sid, session)
+    return {"token": token, "asked_drawn": n_drawn, "fingerprint": dinfo["fingerprint"], "rho": rho}
 
 
 def register_callbacks(app, config: dict):
@@ -139,54 +169,51 @@ def register_callbacks(app, config: dict):
 
     @app.callback(Output(INFO, "data"), Output(STATUS, "children"), Output(TABLE, "data"),
                   Output(PLOT, "figure"), Output(HIST, "figure"),
+                  Output(ids.ACCOUNT_TICK, "data", allow_duplicate=True),
                   Input(START, "n_clicks"), Input(ASK, "n_clicks"), Input(TYPED, "n_submit"),
                   Input(ids.EDIT, "geojson"),
                   State(SIGMA, "value"), State(PLANNED, "value"), State(STRATEGY, "value"),
                   State(METHOD, "value"), State(TYPED, "value"), State(FOLLOW, "value"),
                   State(INFO, "data"), State(ids.DATASET, "data"), State(ids.DOMAIN_PRESET, "value"),
-                  State({"type": ids.DOMAIN_BOX, "side": ALL}, "value"), State(ids.SESSION, "data"),
+                  State({"type": ids.DOMAIN_BOX, "side": ALL}, "value"),
                   prevent_initial_call=True)
     def run(_start, _ask, _submit, geojson, sigma, planned, strategy, method, typed, follow,
-            info, dinfo, preset, box, sid):
+            info, dinfo, preset, box):
+        sid = state.session_id()
         trig = ctx.triggered_id
         drawn = rects_from_geojson(geojson)
         try:
-            if trig == START or info is None:
-                if trig == ids.EDIT and not info:
-                    return no_update, no_update, no_update, no_update, no_update
-                if (dinfo or {}).get("kind", "points") != "points":
-                    raise dp.ParameterError("interactive queries need point data (one location per "
-                                            "record); load a point dataset first")
-                data = state.points(sid, dinfo["fingerprint"])
-                domain = domain_from_controls(preset, box, sid, dinfo)
-                # fresh OS entropy per session; the token only names the server-side cache entry
-                session = dp.interactive.QuerySession(
-                    data, domain, sigma_m=float(sigma or 100), planned_queries=int(planned or 10),
-                    strategy=strategy, method=method, rounds=ROUNDS, seed=None)
-                token = secrets.token_hex(16)
-                state.cache.set(_session_key(sid, token), session)
-                info = {"token": token, "asked_drawn": len(drawn), "fingerprint": dinfo["fingerprint"]}
-                if trig == START:
-                    return info, html.Div(f"New session on {data.n:,} points: m = {int(planned or 10)} "
-                                          f"planned queries, strategy {strategy}, method {method}.",
-                                          className="ok"), [], go.Figure(), go.Figure()
-            session = state.cache.get(_session_key(sid, info.get("token", "")))
-            if session is None:
-                raise LookupError("the session expired on the server; start a new one")
+            if trig == START:
+                info = start_session(sid, dinfo, preset, box, float(sigma or 100), int(planned or 10),
+                                     strategy, method, len(drawn))
+                return info, html.Div(f"New session on {dinfo['n']:,} points: m = {int(planned or 10)} "
+                                      f"planned queries, strategy "
+                                      f"{strategy}, method {method}; charged ρ = {info['rho']:.3g} "
+                                      "(zCDP) to this dataset's budget.", className="ok"), [], go.Figure(), \
+                    go.Figure(), time.time()
+            if info is None:
+                if trig == ids.EDIT:
+                    return (no_update,) * 6
+                raise LookupError("start a session first (starting one is charged to this "
+                                  "dataset's budget)")
+            session, lock = state.live(sid, info.get("token", ""))
             if trig == ids.EDIT:
                 if "on" not in (follow or []) or len(drawn) <= info["asked_drawn"]:
                     info = {**info, "asked_drawn": min(info["asked_drawn"], len(drawn))}
-                    return info, no_update, no_update, no_update, no_update
+                    return info, no_update, no_update, no_update, no_update, no_update
                 rects = drawn[info["asked_drawn"]:]
                 info = {**info, "asked_drawn": len(drawn)}
             else:
                 rects = [parse_typed(typed or "")]
-            for r in rects:
-                result = session.ask(r)
+            with lock:                  # one question at a time per session, even from two tabs
+                for r in rects:
+                    result = session.ask(r)
+                history = list(session.history)
         except (dp.ParameterError, dp.BudgetError, LookupError, TypeError) as exc:
-            return no_update, html.Div(str(exc), className="error"), no_update, no_update, no_update
-        history = [h for h in session.history]
+            return no_update, html.Div(str(exc), className="error"), no_update, no_update, no_update, \
+                no_update
         msg = html.Div(f"Query {result.k} answered in {result.seconds:.2f} s: private answer "
                        f"{result.answer:,.0f}; {result.n_halted:,} users halted so far.", className="ok")
-        return info, msg, [table_row(h) for h in history], session_figure(history), saving_histogram(result)
+        return info, msg, [table_row(h) for h in history], session_figure(history), \
+            saving_histogram(result), no_update
 

@@ -1,7 +1,8 @@
 """Background jobs for long evaluations: a thread per job, progress polled by the page.
 
-A job lives in this process's memory; finished results also go to the flask cache so the same
-evaluation on the same data is served instantly next time.
+A job lives in this process's memory and belongs to the browser session that started it: any
+other session asking for it gets nothing, as if it did not exist. Finished results also go to
+the owner's cache so the same evaluation on the same data is served instantly next time.
 """
 from __future__ import annotations
 
@@ -12,10 +13,10 @@ _jobs: dict[str, dict] = {}
 _lock = threading.Lock()
 
 
-def start(fn, **kwargs) -> str:
-    """Run fn(progress=..., should_stop=..., **kwargs) in a thread; returns the job id."""
+def start(fn, owner: str, **kwargs) -> str:
+    """Run fn(progress=..., should_stop=..., **kwargs) in a thread for `owner`; returns the job id."""
     job_id = uuid.uuid4().hex
-    job = {"done": 0, "total": 1, "finished": False, "cancelled": False, "result": None, "error": None}
+    job = {"owner": owner, "done": 0, "total": 1, "finished": False, "cancelled": False, "result": None, "error": None}
     with _lock:
         _jobs[job_id] = job
 
@@ -34,16 +35,19 @@ def start(fn, **kwargs) -> str:
     return job_id
 
 
-def status(job_id: str | None) -> dict | None:
-    return _jobs.get(job_id) if job_id else None
+def status(job_id: str | None, owner: str) -> dict | None:
+    """The job's progress and result, or None if there is no such job for this owner."""
+    job = _jobs.get(job_id) if job_id else None
+    return job if job is not None and job["owner"] == owner else None
 
 
-def cancel(job_id: str | None):
-    job = status(job_id)
+def cancel(job_id: str | None, owner: str):
+    job = status(job_id, owner)
     if job:
         job["cancelled"] = True
 
 
-def forget(job_id: str):
+def forget(job_id: str, owner: str):
     with _lock:
-        _jobs.pop(job_id, None)
+        if status(job_id, owner) is not None:
+            _jobs.pop(job_id, None)

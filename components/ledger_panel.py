@@ -1,27 +1,46 @@
-"""Ledger panel: ε per step of the current release and cumulative spend in this session."""
+"""Ledger panel: ε per step of the current release, and the dataset's budget account on the server."""
 from __future__ import annotations
 
 import math
+import time
 
-from dash import Input, Output, State, dash_table, html, no_update
+from dash import Input, Output, State, dash_table, dcc, html, no_update
+
+import dp
 
 from . import ids, state
 from .help import help_box
+from .mechanism_panel import epsilon_from_slider
+
+TABLE_STYLE = {"fontSize": "12px", "whiteSpace": "normal", "height": "auto", "textAlign": "left"}
 
 
 def layout(config: dict) -> html.Div:
-    return html.Div(className="card", children=[
+    return html.Div(className="card ledger", children=[
         html.H3("5 · Privacy ledger"),
         help_box("ledger"),
+        html.Div(id=ids.ACCOUNT_SUMMARY, className="account"),
         html.Div(id=ids.LEDGER_GUARANTEE, className="guarantee"),
+        html.H4("This release, step by step"),
         dash_table.DataTable(id=ids.LEDGER_TABLE, data=[], columns=[
             {"name": "Step", "id": "step"}, {"name": "ε spent", "id": "epsilon"},
             {"name": "Share", "id": "share"}, {"name": "Sensitivity", "id": "sensitivity"},
             {"name": "Noise", "id": "noise"}, {"name": "Note", "id": "note"}],
-            style_cell={"fontSize": "12px", "whiteSpace": "normal", "height": "auto", "textAlign": "left"},
+            style_table={"overflowX": "auto"}, style_cell=TABLE_STYLE,
             style_data_conditional=[{"if": {"filter_query": "{noise} = 'none'"},
                                      "backgroundColor": "#fdecea", "color": "#8a1c1c"}]),
         html.Div(id=ids.LEDGER_TOTAL, className="ledger-total"),
+        html.H4("Everything charged to this dataset (this browser)"),
+        dash_table.DataTable(id=ids.ACCOUNT_TABLE, data=[], page_size=8, columns=[
+            {"name": "#", "id": "n"}, {"name": "What", "id": "what"}, {"name": "ε", "id": "epsilon"},
+            {"name": "When", "id": "when"}, {"name": "Note", "id": "note"}],
+            style_table={"overflowX": "auto"}, style_cell=TABLE_STYLE),
+        html.Div(className="raise-row", children=[
+            html.Label("Total budget ε for this dataset", htmlFor=ids.ACCOUNT_RAISE_VALUE),
+            dcc.Input(id=ids.ACCOUNT_RAISE_VALUE, type="number", min=0, step="any", debounce=True),
+            html.Button("Raise total…", id=ids.ACCOUNT_RAISE, n_clicks=0)]),
+        dcc.ConfirmDialog(id=ids.ACCOUNT_CONFIRM),
+        html.Div(id=ids.ACCOUNT_MESSAGE, role="status"),
     ])
 
 
@@ -36,29 +55,64 @@ def ledger_rows(rel) -> list[dict]:
     return rows
 
 
-def cumulative_epsilon(spend: list, fingerprint: str) -> float:
-    """ε spent on one dataset in this session: sequential composition over distinct releases."""
-    return math.fsum(s["epsilon"] for s in spend or [] if s["fingerprint"] == fingerprint)
+def account_rows(acc: dp.Accountant) -> list[dict]:
+    """One row per charge, newest first: what was run, its ε (or ρ and its ε at δ), and when."""
+    rows = []
+    for i, c in enumerate(acc.charges, 1):
+        if c.rho:
+            cost = f"ρ = {c.rho:.3g} (zCDP)"
+        else:
+            cost = f"{c.epsilon:.4g}"
+        note = c.note if c.private else f"{c.note}; NOT private".lstrip("; ")
+        rows.append({"n": i, "what": c.label, "epsilon": cost, "note": note,
+                     "when": time.strftime("%Y-%m-%d %H:%M", time.localtime(c.at))})
+    return rows[::-1]
+
+
+def budget_bar(acc: dp.Accountant) -> html.Div:
+    """Spent / total as a bar, red once more than 80% is gone."""
+    frac = min(acc.spent / acc.total, 1.0)
+    return html.Div(className="budget-bar", title=f"{100 * frac:.0f}% of the budget spent", children=[
+        html.Div(className="budget-fill" + (" low" if frac > 0.8 else ""),
+                 style={"width": f"{100 * frac:.1f}%"})])
+
+
+def account_summary(acc: dp.Accountant, next_epsilon: float | None) -> list:
+    """Spent / total with a bar, the rule, what the next release costs, and what is not charged."""
+    spent = html.Div([html.B(f"Spent ε = {acc.spent:.4g} of {acc.total:g}"),
+                      f" on this dataset ({acc.remaining:.4g} left)",
+                      f", at δ = {acc.delta:g}" if acc.uses_delta else ""], className="account-spent")
+    out = [spent, budget_bar(acc)]
+    if next_epsilon is not None:
+        after = acc.spend_with(next_epsilon)
+        if after > acc.total * (1 + dp.accountant.TOLERANCE):
+            out.append(html.Div(f"The next release at ε = {next_epsilon:g} would exceed the total "
+                                "and will be refused.", className="warning"))
+        else:
+            out.append(html.Div(f"Next release: ε = {next_epsilon:g}, leaving "
+                                f"{acc.total - after:.4g}.", className="hint"))
+    if not acc.private:
+        out.append(html.Div("A reproducible demo or a data-fitted box was released on this dataset: "
+                            "its guarantee no longer holds.", className="error"))
+    out.append(html.Div(["Rule: ", dp.accountant.COMPOSITION_RULE, ". Charged: every release and "
+                         "every interactive session. Not charged: answering rectangles from a "
+                         "release, exports, reloading the page (your last release is shown "
+                         "again), and evaluation runs, which show you, the owner, errors against "
+                         "your own data and publish nothing."], className="hint"))
+    return out
 
 
 def register_callbacks(app, config: dict):
     @app.callback(Output(ids.LEDGER_TABLE, "data"), Output(ids.LEDGER_TOTAL, "children"),
-                  Output(ids.LEDGER_GUARANTEE, "children"),
-                  Input(ids.RELEASE, "data"), Input(ids.SPEND, "data"), State(ids.SESSION, "data"))
-    def show(rinfo, spend, sid):
+                  Output(ids.LEDGER_GUARANTEE, "children"), Input(ids.RELEASE, "data"))
+    def show(rinfo):
         if not rinfo:
-            return no_update, no_update, no_update
+            return [], "No release yet.", ""
         try:
-            rel = state.release(sid, rinfo["key"])
+            rel = state.release(state.session_id(), rinfo["key"])
         except LookupError as exc:
             return [], str(exc), ""
-        fp = state.key_fingerprint(rinfo["key"])
-        runs = [s for s in spend or [] if s["fingerprint"] == fp]
-        total = html.Div([
-            html.Div(f"This release: ε = {rel.ledger.total:.4g} of {rel.epsilon:g} requested."),
-            html.Div([html.B(f"Spent on this dataset in this session: ε = {cumulative_epsilon(spend, fp):.4g}"),
-                      f" over {len(runs)} release{'s' if len(runs) != 1 else ''}."]),
-        ])
+        total = f"This release: ε = {rel.ledger.total:.4g} of {rel.epsilon:g} requested."
         guarantee = [html.B(rel.spec.label + ": "), rel.spec.guarantee,
                      html.Div([html.B("Unit of privacy: "), rel.spec.unit])]
         if rel.reproducible_demo:
@@ -69,3 +123,38 @@ def register_callbacks(app, config: dict):
         elif not rel.private:
             guarantee.append(html.Div("This output is NOT differentially private.", className="error"))
         return ledger_rows(rel), total, guarantee
+
+    @app.callback(Output(ids.ACCOUNT_SUMMARY, "children"), Output(ids.ACCOUNT_TABLE, "data"),
+                  Output(ids.ACCOUNT_RAISE_VALUE, "value"),
+                  Input(ids.DATASET, "data"), Input(ids.RELEASE, "data"), Input(ids.ACCOUNT_TICK, "data"),
+                  Input(ids.EPSILON, "value"))
+    def show_account(info, _rinfo, _tick, eps_v):
+        if not info:
+            return no_update, no_update, no_update
+        acc = state.account(state.session_id(), info["fingerprint"])
+        nxt = epsilon_from_slider(eps_v) if eps_v is not None else None
+        return account_summary(acc, nxt), account_rows(acc), acc.total
+
+    @app.callback(Output(ids.ACCOUNT_CONFIRM, "displayed"), Output(ids.ACCOUNT_CONFIRM, "message"),
+                  Output(ids.ACCOUNT_MESSAGE, "children"),
+                  Input(ids.ACCOUNT_RAISE, "n_clicks"), State(ids.ACCOUNT_RAISE_VALUE, "value"),
+                  State(ids.DATASET, "data"), prevent_initial_call=True)
+    def ask_raise(_, value, info):
+        acc = state.account(state.session_id(), info["fingerprint"])
+        if value is None or not value > acc.total:
+            return False, no_update, html.Div(f"Type a total above the current {acc.total:g} first: "
+                                              "the budget can only be raised.", className="error")
+        return True, (f"Raise this dataset's total budget from ε = {acc.total:g} to {value:g}? Every "
+                      "raise weakens the guarantee for everyone in the data, and cannot be undone."), ""
+
+    @app.callback(Output(ids.ACCOUNT_TICK, "data"), Output(ids.ACCOUNT_MESSAGE, "children",
+                                                           allow_duplicate=True),
+                  Input(ids.ACCOUNT_CONFIRM, "submit_n_clicks"), State(ids.ACCOUNT_RAISE_VALUE, "value"),
+                  State(ids.DATASET, "data"), prevent_initial_call=True)
+    def do_raise(_, value, info):
+        try:
+            state.accounts.update(state.session_id(), info["fingerprint"],
+                                  lambda acc: acc.raise_total(value, confirm=True))
+        except dp.ParameterError as exc:
+            return no_update, html.Div(str(exc), className="error")
+        return time.time(), html.Div(f"Total budget raised to ε = {value:g}.", className="warning")

@@ -275,9 +275,9 @@ def register_callbacks(app, config: dict):
                   Output(ids.MAP, "viewport"), Output(LEGEND_TITLE, "children"),
                   Input(ids.RELEASE, "data"), Input(ids.MAP_LAYER_PICK, "value"),
                   Input(ids.MAP_POINTS_TOGGLE, "value"), Input(GROW_DEPTH, "value"),
-                  Input(SERIES_PICK, "value"), Input(EULER_STAGE, "value"), Input(EULER_EXTRAS, "value"),
-                  State(ids.SESSION, "data"))
-    def draw(rinfo, layer, toggles, depth, series, stage, extras, sid):
+                  Input(SERIES_PICK, "value"), Input(EULER_STAGE, "value"), Input(EULER_EXTRAS, "value"))
+    def draw(rinfo, layer, toggles, depth, series, stage, extras):
+        sid = state.session_id()
         if not rinfo:
             return no_update, no_update, no_update, no_update
         try:
@@ -302,8 +302,9 @@ def register_callbacks(app, config: dict):
     @app.callback(Output(GROW_BOX, "hidden"), Output(GROW_DEPTH, "max"), Output(GROW_DEPTH, "value"),
                   Output(GROW_TIMER, "disabled"),
                   Input(ids.RELEASE, "data"), Input(GROW_PLAY, "n_clicks"), Input(GROW_TIMER, "n_intervals"),
-                  State(GROW_DEPTH, "value"), State(GROW_DEPTH, "max"), State(ids.SESSION, "data"))
-    def grow(rinfo, _play, _tick, depth, top, sid):
+                  State(GROW_DEPTH, "value"), State(GROW_DEPTH, "max"))
+    def grow(rinfo, _play, _tick, depth, top):
+        sid = state.session_id()
         if ctx.triggered_id == GROW_PLAY:
             return no_update, no_update, 0, False
         if ctx.triggered_id == GROW_TIMER:
@@ -319,24 +320,27 @@ def register_callbacks(app, config: dict):
 
     @app.callback(Output(EULER_BOX, "hidden"), Output(EULER_STAGE, "value"),
                   Output(EULER_CHART + "-box", "hidden"), Output(EULER_CHART, "figure"),
-                  Input(ids.RELEASE, "data"), State(ids.SESSION, "data"))
-    def euler_panel(rinfo, sid):
+                  Input(ids.RELEASE, "data"))
+    def euler_panel(rinfo):
+        sid = state.session_id()
         rel = current_release(sid, rinfo)
         if rel is None or not hasattr(rel, "with_stage"):
             return True, no_update, True, no_update
         return False, rel.stage, False, violations_figure(rel)
 
     @app.callback(Output(EULER_STATUS, "children"), Input(EULER_STAGE, "value"),
-                  Input(ids.RELEASE, "data"), State(ids.SESSION, "data"))
-    def euler_status(stage, rinfo, sid):
+                  Input(ids.RELEASE, "data"))
+    def euler_status(stage, rinfo):
+        sid = state.session_id()
         rel = current_release(sid, rinfo)
         if rel is None or not hasattr(rel, "with_stage"):
             return ""
         return stage_status(rel, stage)
 
     @app.callback(Output(SERIES_BOX, "hidden"), Output(SERIES_PICK, "max"), Output(SERIES_PICK, "value"),
-                  Input(ids.RELEASE, "data"), State(ids.SESSION, "data"))
-    def series(rinfo, sid):
+                  Input(ids.RELEASE, "data"))
+    def series(rinfo):
+        sid = state.session_id()
         rel = current_release(sid, rinfo)
         m = getattr(rel, "n_grids", 0) if rel is not None else 0
         return (False, m, 0) if m > 1 else (True, 1, 0)

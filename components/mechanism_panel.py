@@ -1,7 +1,9 @@
 """Mechanism panel: picker, total epsilon (log scale), budget split, parameters, seed, release."""
 from __future__ import annotations
 
-from dash import ALL, Input, Output, State, dcc, html, no_update
+import json
+
+from dash import ALL, Input, Output, State, ctx, dcc, html, no_update
 
 import dp
 
@@ -132,9 +134,9 @@ def register_callbacks(app, config: dict):
     @app.callback(Output(ids.EPSILON_READOUT, "children"), Input(ids.EPSILON, "value"),
                   Input(ids.MECHANISM, "value"), Input({"type": ids.PARAM, "name": ALL}, "value"),
                   Input(ids.DOMAIN_PRESET, "value"), Input({"type": ids.DOMAIN_BOX, "side": ALL}, "value"),
-                  State({"type": ids.PARAM, "name": ALL}, "id"), State(ids.DATASET, "data"),
-                  State(ids.SESSION, "data"))
-    def show_epsilon(v, name, pvals, preset, box, pids, info, sid):
+                  State({"type": ids.PARAM, "name": ALL}, "id"), State(ids.DATASET, "data"))
+    def show_epsilon(v, name, pvals, preset, box, pids, info):
+        sid = state.session_id()
         eps = epsilon_from_slider(v)
         spec = dp.mechanisms().get(name)
         if spec is None or spec.explain is None:
@@ -159,18 +161,21 @@ def register_callbacks(app, config: dict):
             return html.Div(str(exc), className="error")
 
     @app.callback(Output(ids.RELEASE, "data"), Output(ids.RELEASE_STATUS, "children"),
-                  Output(ids.SPEND, "data"),
                   Input(ids.RELEASE_BUTTON, "n_clicks"), Input(ids.DATASET, "data"),
                   State(ids.MECHANISM, "value"), State(ids.EPSILON, "value"),
                   State({"type": ids.SPLIT, "part": ALL}, "value"),
                   State({"type": ids.PARAM, "name": ALL}, "value"),
                   State({"type": ids.PARAM, "name": ALL}, "id"),
                   State(ids.SEED_MODE, "value"), State(ids.SEED, "value"),
-                  State(ids.DOMAIN_PRESET, "value"), State({"type": ids.DOMAIN_BOX, "side": ALL}, "value"),
-                  State(ids.SESSION, "data"), State(ids.SPEND, "data"))
-    def run_release(_, info, name, eps_v, weights, pvals, pids, seed_mode, seed, preset, box, sid, spend):
+                  State(ids.DOMAIN_PRESET, "value"), State({"type": ids.DOMAIN_BOX, "side": ALL}, "value"))
+    def run_release(_, info, name, eps_v, weights, pvals, pids, seed_mode, seed, preset, box):
         if not info:
-            return no_update, no_update, no_update
+            return no_update, no_update
+        sid = state.session_id()
+        if ctx.triggered_id == ids.DATASET:   # a reload or a re-load of data: show what was paid for
+            restored = restore(sid, info["fingerprint"])
+            if restored is not None:
+                return restored
         kinds = [o["value"] for o in mechanism_options(info.get("kind", "points"))]
         if name not in kinds:   # new data of another kind: the picker is switching too
             name = kinds[0]
@@ -184,12 +189,8 @@ def register_callbacks(app, config: dict):
             seed = None if seed_mode == "fresh" else int(seed if seed is not None else 0)
             key = state.release_key(info["fingerprint"], domain, name, params, split, epsilon, seed)
             rel = state.release(sid, key, create=True)
-        except (dp.ParameterError, dp.DataError, LookupError) as exc:
-            return no_update, html.Div(["Not released: ", str(exc)], className="error"), no_update
-        spend = list(spend or [])
-        if not any(s["key"] == key for s in spend):   # the same key is the same output: no new spend
-            spend.append({"key": key, "fingerprint": info["fingerprint"], "dataset": info["name"],
-                          "mechanism": spec.label, "epsilon": epsilon, "private": rel.private})
+        except (dp.ParameterError, dp.DataError, dp.BudgetError, LookupError) as exc:
+            return no_update, html.Div(["Not released: ", str(exc)], className="error")
         summary = {"key": key, "mechanism": name, "label": spec.label, "epsilon": epsilon,
                    "split": split, "private": rel.private}
         if rel.reproducible_demo:
@@ -200,5 +201,19 @@ def register_callbacks(app, config: dict):
         else:
             status = html.Div(f"Released {spec.label} at ε = {epsilon:g}, {describe(rel)} "
                               "(fresh randomness).", className="ok")
-        return summary, status, spend
+        return summary, status
 
+
+def restore(sid: str, fingerprint: str):
+    """(release summary, status) of this session's latest release of the data still on the
+    server, or None: reloading the page shows it again instead of spending ε on a new draw."""
+    key = state.last_release_key(sid, fingerprint)
+    if key is None:
+        return None
+    rel = state.release(sid, key)
+    _, _, name, _, split, epsilon, _ = json.loads(key)
+    summary = {"key": key, "mechanism": name, "label": rel.spec.label, "epsilon": epsilon,
+               "split": split, "private": rel.private}
+    return summary, html.Div(f"Showing your last release of this data: {rel.spec.label} at "
+                             f"ε = {epsilon:g}, {describe(rel)} (already paid for; no new spend).",
+                             className="ok")

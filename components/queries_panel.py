@@ -163,8 +163,9 @@ def register_callbacks(app, config: dict):
     @app.callback(Output(ids.QUERY_TABLE, "data"), Output(ids.QUERY_TABLE, "columns"),
                   Output(QUERY_WARNING, "children"),
                   Input(ids.EDIT, "geojson"), Input(EXTRA, "data"), Input(ids.RELEASE, "data"),
-                  Input(EULER_STAGE, "value"), State(ids.SESSION, "data"))
-    def compare(geojson, extra, rinfo, stage, sid):
+                  Input(EULER_STAGE, "value"))
+    def compare(geojson, extra, rinfo, stage):
+        sid = state.session_id()
         if not rinfo:
             return no_update, no_update, no_update
         try:

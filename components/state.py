@@ -1,29 +1,44 @@
-"""Server-side state per browser session, kept in flask-caching; the browser holds only keys.
+"""Server-side state per browser session, kept on the server; the browser holds only keys.
 
-Uploaded datasets are stored under their content fingerprint and each session records which
-fingerprint it owns, so one session can never reach another's upload. Releases are cached by
-(data, domain, mechanism, params, epsilon split, seed). A fresh release (OS entropy, the
-default) has a random token in place of the seed and exists only as its one cached copy; a
-fixed-seed demo release can be rebuilt identically if the cache drops it.
+Each browser gets a random session id in an HttpOnly cookie; the server keys everything by a
+hash of it: uploaded datasets, releases, evaluations, interactive sessions and budget accounts.
+A lookup names its session in the key itself, so another browser's entries are never read,
+never hit and take no part in any timing (a forged key only ever reaches the forger's own
+entries). Built-in samples are public and shared.
+
+Releases are cached by (session, data, domain, mechanism, params, epsilon split, seed). A fresh
+release (OS entropy, the default) has a random token in place of the seed and exists only as
+its one cached copy; a fixed-seed demo release can be rebuilt identically, at no new cost.
+Every release is charged to the session's `dp.Accountant` for its dataset (see `accounts`).
 """
 from __future__ import annotations
 
 import hashlib
 import json
 import secrets
-import uuid
+import threading
+from collections import OrderedDict
 
+import flask
 from flask_caching import Cache
 from flask_caching.backends.simplecache import SimpleCache
 
 import dp
 from dp.samples import REGION_SAMPLES
 
+from .accounts import AccountStore
+
 cache = Cache()
+accounts = AccountStore()
 DEFAULT_SAMPLE = "city_200k"
 TIMEOUT = 4 * 3600
+COOKIE = "dp_session"
+COOKIE_AGE = 365 * 24 * 3600
+MAX_LIVE = 200               # interactive sessions kept in memory, least recently used dropped
 _samples: dict = {}          # name -> (PointData, Domain); public, shared by every session
 _sample_by_fp: dict = {}     # fingerprint -> PointData of a sample
+_live: OrderedDict = OrderedDict()   # (sid, token) -> (live object, its lock)
+_live_guard = threading.Lock()
 
 
 class _Passthrough:
@@ -39,21 +54,43 @@ class _Passthrough:
 class ObjectCache(SimpleCache):
     """flask-caching's in-memory SimpleCache holding references instead of pickles, so a 1e6-point
     upload is not copied per request and keeps its memoised histograms between releases.
-    Cached objects are treated as read-only."""
+    Cached objects are read-only: nothing is changed in place after it is stored."""
 
     serializer = _Passthrough()
 
 
 def init_cache(server, config: dict):
+    """Configure the cache, the budget accounts' store and the session cookie on the server."""
+    global accounts
     cache.init_app(server, config={
         "CACHE_TYPE": config.get("cache_type", "components.state.ObjectCache"),
         "CACHE_DEFAULT_TIMEOUT": TIMEOUT,
         "CACHE_THRESHOLD": config.get("cache_threshold", 2000),
     })
+    accounts = AccountStore(config.get("accounts_dir"), config.get("default_budget", 10.0))
+    server.after_request(_set_cookie)
 
 
-def new_session_id() -> str:
-    return uuid.uuid4().hex
+def _set_cookie(response):
+    """Give a browser that has no valid session cookie a new random one (HttpOnly, SameSite)."""
+    if not _valid(flask.request.cookies.get(COOKIE)):
+        token = flask.g.get("new_session") or secrets.token_urlsafe(24)
+        response.set_cookie(COOKIE, token, max_age=COOKIE_AGE, httponly=True, samesite="Lax",
+                            secure=flask.request.is_secure)
+    return response
+
+
+def _valid(token) -> bool:
+    return isinstance(token, str) and 24 <= len(token) <= 64 and token.replace("-", "").replace("_", "").isalnum()
+
+
+def session_id() -> str:
+    """This browser's session id (a hash of its cookie), made on the first request that needs it."""
+    token = flask.request.cookies.get(COOKIE)
+    if not _valid(token):
+        token = flask.g.get("new_session") or secrets.token_urlsafe(24)
+        flask.g.new_session = token
+    return hashlib.blake2b(token.encode(), digest_size=16).hexdigest()
 
 
 def sample(name: str):
@@ -80,29 +117,24 @@ def dataset_summary(data, origin: str) -> dict:
 
 def use_sample(sid: str, name: str) -> dict:
     data, _ = sample(name)
-    info = dataset_summary(data, f"sample:{name}")
-    cache.set(f"session:{sid}:dataset", info)
-    return info
+    return dataset_summary(data, f"sample:{name}")
 
 
 def put_upload(sid: str, data) -> dict:
-    cache.set(f"points:{data.fingerprint}", data)
-    info = dataset_summary(data, "upload")
-    cache.set(f"session:{sid}:dataset", info)
-    return info
+    """Keep an upload for this session only; re-uploading the same file finds the same account."""
+    cache.set(f"dataset:{sid}:{data.fingerprint}", data)
+    return dataset_summary(data, "upload")
 
 
 def points(sid: str | None, fingerprint: str):
-    """The PointData with this fingerprint, if it is a sample or this session's own upload."""
+    """The data with this fingerprint, if it is a public sample or this session's own upload."""
     if fingerprint in _sample_by_fp:
         return _sample_by_fp[fingerprint]
-    own = cache.get(f"session:{sid}:dataset") if sid else None
-    if own and own["fingerprint"] == fingerprint:
-        data = cache.get(f"points:{fingerprint}")
-        if data is not None:
-            return data
-    raise LookupError("this session's dataset is no longer on the server (it expired or the "
-                      "server restarted); upload it again or pick a sample")
+    data = cache.get(f"dataset:{sid}:{fingerprint}") if sid else None
+    if data is None:
+        raise LookupError("this session's dataset is no longer on the server (it expired or the "
+                          "server restarted); upload it again or pick a sample")
+    return data
 
 
 def release_key(fingerprint, domain: dp.Domain, mechanism, params, split, epsilon, seed) -> str:
@@ -123,16 +155,20 @@ def key_domain(key: str) -> dp.Domain:
     return dp.Domain.from_dict(json.loads(key)[1])
 
 
-def release(sid: str | None, key: str, create: bool = False):
-    """The release for a key: from the cache, or built from the key's inputs.
+def _release_entry(sid: str, key: str) -> str:
+    return f"release:{sid}:" + hashlib.blake2b(key.encode(), digest_size=16).hexdigest()
 
-    A fixed-seed demo is rebuilt identically whenever the cache dropped it. A fresh release
-    (a "fresh:" token instead of a seed) is built only by the Release action (`create=True`,
-    which also charges it); any other reader that misses it gets LookupError, so an expired
-    fresh release is never silently redrawn (a second draw for the same charge would let a
-    viewer average the noise away).
+
+def release(sid: str | None, key: str, create: bool = False):
+    """The release for a key: from this session's cache, or built from the key's inputs.
+
+    Building goes through the dataset's account: `create=True` (the Release action) charges a
+    fresh draw, and is refused with BudgetError beyond the total. A fixed-seed demo is rebuilt
+    identically whenever the cache dropped it, charged once for all rebuilds. Any other reader
+    that misses a fresh release gets LookupError: an expired fresh release is never silently
+    redrawn (a second draw for the same charge would let a viewer average the noise away).
     """
-    ck = "release:" + hashlib.blake2b(key.encode(), digest_size=16).hexdigest()
+    ck = _release_entry(sid, key)
     rel = cache.get(ck)
     if rel is None:
         fp, dom, mech, params, split, eps, tag = json.loads(key)
@@ -140,7 +176,47 @@ def release(sid: str | None, key: str, create: bool = False):
         if fresh and not create:
             raise LookupError("this release is no longer on the server; release again "
                               "(a new draw spends ε again)")
-        rel = dp.release(mech, points(sid, fp), dp.Domain.from_dict(dom), epsilon=eps,
-                         split=split, params=params, seed=None if fresh else tag)
+        data = points(sid, fp)
+        rel = accounts.update(sid, fp, lambda acc: acc.release(
+            mech, data, dp.Domain.from_dict(dom), epsilon=eps, split=split, params=params,
+            seed=None if fresh else tag, key=key, ref=key))
         cache.set(ck, rel)
     return rel
+
+
+def account(sid: str, fingerprint: str) -> dp.Accountant:
+    """A copy of this session's budget account for a dataset."""
+    return accounts.get(sid, fingerprint)
+
+
+def last_release_key(sid: str, fingerprint: str) -> str | None:
+    """The key of this session's latest release of a dataset still on the server, if any."""
+    for c in reversed(account(sid, fingerprint).charges):
+        if c.ref and cache.get(_release_entry(sid, c.ref)) is not None:
+            return c.ref
+    return None
+
+
+def put_live(sid: str, obj) -> str:
+    """Keep a mutable, session-owned object (an interactive session) and return its token.
+
+    Live objects are not cache entries: they change as they are used, each under its own lock
+    (see `live`). The least recently used are dropped beyond MAX_LIVE.
+    """
+    token = secrets.token_hex(16)
+    with _live_guard:
+        _live[(sid, token)] = (obj, threading.Lock())
+        while len(_live) > MAX_LIVE:
+            _live.popitem(last=False)
+    return token
+
+
+def live(sid: str, token: str):
+    """(object, lock) of this session's live object, or LookupError; the caller holds the lock
+    while it changes the object."""
+    with _live_guard:
+        entry = _live.get((sid, token))
+        if entry is None:
+            raise LookupError("the session expired on the server; start a new one")
+        _live.move_to_end((sid, token))
+    return entry

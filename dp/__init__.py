@@ -10,6 +10,7 @@
 """
 from . import evaluate, metrics, noise
 from . import interactive
+from .accountant import Accountant, Charge
 from .budget import Ledger, LedgerEntry
 from .domain import PRESETS, Domain, Projection, UniformGrid, fit_to_data
 from .errors import BudgetError, DataError, ParameterError, PrivacyLeakWarning
@@ -27,5 +28,5 @@ __all__ = [
     "Projection", "Rect", "Release", "SAMPLES", "UniformGrid", "evaluate", "fit_to_data",
     "load_points", "load_sample", "mechanisms", "metrics", "noise", "random_workload", "release",
     "RegionData", "load_regions", "load_region_sample",
-    "interactive",
+    "interactive", "Accountant", "Charge",
 ]

@@ -1,4 +1,5 @@
 """Small helpers shared by several test files."""
+import secrets
 
 
 def all_keys(obj):
@@ -10,3 +11,8 @@ def all_keys(obj):
     elif isinstance(obj, list):
         for v in obj:
             yield from all_keys(v)
+
+
+def new_sid() -> str:
+    """A random server-side session id, as `components.state.session_id` makes from a cookie."""
+    return secrets.token_hex(16)

@@ -20,6 +20,7 @@ if not (shutil.which("chromedriver") and (shutil.which("chromium") or shutil.whi
                 "installs Debian's packages)", allow_module_level=True)
 
 from selenium.webdriver.common.action_chains import ActionChains  # noqa: E402
+from dash.testing import errors as dash_errors  # noqa: E402
 from dash.testing.wait import until  # noqa: E402
 from selenium.common.exceptions import StaleElementReferenceException, TimeoutException  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
@@ -34,8 +35,8 @@ ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = "city_200k"
 
 
-def start(dash_duo):
-    app = create_app({"tiles_url": "http://127.0.0.1:9/{z}/{x}/{y}.png"})   # no tiles: offline
+def start(dash_duo, **config):
+    app = create_app({"tiles_url": "http://127.0.0.1:9/{z}/{x}/{y}.png", **config})   # no tiles: offline
     dash_duo.start_server(app)
     dash_duo.wait_for_element("img.grid-raster", timeout=30)
     dash_duo.wait_for_contains_text(f"#{ids.RELEASE_STATUS}", "Released", timeout=30)
@@ -46,7 +47,7 @@ def poll_until(condition, timeout: float) -> None:
     """Wait for the page to reach a state (Dash updates asynchronously); the caller asserts it."""
     try:
         until(condition, timeout)
-    except TimeoutException:
+    except (TimeoutException, dash_errors.TestingTimeoutError):
         pass
 
 
@@ -164,8 +165,10 @@ def test_switch_mechanism_and_epsilon_changes_map_and_ledger(dash_duo):
     poll_until(lambda: ledger_steps(dash_duo) == ug_steps, 10)
     assert ledger_steps(dash_duo) == ug_steps
     assert raster_src(dash_duo) != src_before
-    total = dash_duo.find_element(f"#{ids.LEDGER_TOTAL}").text
-    assert "ε = 1.1 over 2 releases" in total   # 1 (start-up) + 0.1 (this release)
+    assert "This release: ε = 0.1" in dash_duo.find_element(f"#{ids.LEDGER_TOTAL}").text
+    # the server-side account: 1 (start-up) + 0.1 (this release), basic composition
+    dash_duo.wait_for_contains_text(f"#{ids.ACCOUNT_SUMMARY}", "Spent ε = 1.1 of 10", timeout=10)
+    assert len(table_rows(dash_duo, ids.ACCOUNT_TABLE)) == 2
 
 
 def test_drawn_and_typed_rectangles_match_dp(dash_duo):
@@ -244,19 +247,114 @@ def test_export_has_no_true_counts(dash_duo):
     assert not keys & {"diagnostics", "scores", "probabilities", "sensitivities", "tuning_errors"}
 
 
-def test_two_sessions_do_not_share_uploads(dash_duo, tmp_path):
+def account_text(dash_duo) -> str:
+    return dash_duo.find_element(f"#{ids.ACCOUNT_SUMMARY}").text
+
+
+def upload(driver, path):
+    css = f"#{ids.UPLOAD} input[type=file]"
+    poll_until(lambda: driver.find_elements(By.CSS_SELECTOR, css), 20)
+    driver.find_element(By.CSS_SELECTOR, css).send_keys(str(path))
+
+
+def second_browser(url):
+    """Another browser with its own cookie jar (a second visitor), with the suite's Chrome flags."""
+    from selenium import webdriver
+    from conftest import pytest_setup_options
+    driver = webdriver.Chrome(options=pytest_setup_options())
+    driver.get(url)
+    return driver
+
+
+def wait_text(driver, css, text, timeout=30):
+    """The element's text once it contains `text` (or when time is up; the caller asserts)."""
+    def read():
+        found = driver.find_elements(By.CSS_SELECTOR, css)
+        return found[0].text if found else ""
+    poll_until(lambda: text in read(), timeout)
+    return read()
+
+
+def test_reload_keeps_the_account_and_shows_the_last_release(dash_duo):
+    start(dash_duo)
+    dash_duo.wait_for_contains_text(f"#{ids.ACCOUNT_SUMMARY}", "Spent ε = 1 of 10", timeout=10)
+    assert "Next release: ε = 1, leaving 8" in account_text(dash_duo)
+    first = raster_src(dash_duo)
+    dash_duo.find_element(f"#{ids.RELEASE_BUTTON}").click()        # a fresh draw costs again
+    dash_duo.wait_for_contains_text(f"#{ids.ACCOUNT_SUMMARY}", "Spent ε = 2 of 10", timeout=20)
+    poll_until(lambda: raster_src(dash_duo) not in (None, first), 20)
+    src = raster_src(dash_duo)
+    assert src != first
+    dash_duo.driver.refresh()
+    dash_duo.wait_for_contains_text(f"#{ids.RELEASE_STATUS}", "Showing your last release", timeout=30)
+    dash_duo.wait_for_contains_text(f"#{ids.ACCOUNT_SUMMARY}", "Spent ε = 2 of 10", timeout=20)
+    assert len(table_rows(dash_duo, ids.ACCOUNT_TABLE)) == 2
+    poll_until(lambda: raster_src(dash_duo) == src, 10)
+    assert raster_src(dash_duo) == src                               # the same release, not a new draw
+    # a second tab of the same browser continues the same account too
+    dash_duo.driver.switch_to.new_window("tab")
+    dash_duo.driver.get(dash_duo.server_url)
+    dash_duo.wait_for_contains_text(f"#{ids.RELEASE_STATUS}", "Showing your last release", timeout=30)
+    dash_duo.wait_for_contains_text(f"#{ids.ACCOUNT_SUMMARY}", "Spent ε = 2 of 10", timeout=20)
+
+
+def test_budget_is_refused_past_the_total_and_raised_only_with_confirmation(dash_duo):
+    start(dash_duo, default_budget=2.5)
+    dash_duo.wait_for_contains_text(f"#{ids.ACCOUNT_SUMMARY}", "Spent ε = 1 of 2.5", timeout=10)
+    dash_duo.find_element(f"#{ids.RELEASE_BUTTON}").click()
+    dash_duo.wait_for_contains_text(f"#{ids.ACCOUNT_SUMMARY}", "Spent ε = 2 of 2.5", timeout=20)
+    assert "would exceed the total" in account_text(dash_duo)
+    dash_duo.find_element(f"#{ids.RELEASE_BUTTON}").click()
+    dash_duo.wait_for_contains_text(f"#{ids.RELEASE_STATUS}", "Not released: refused", timeout=20)
+    assert "only 0.5 of this dataset's total budget of 2.5 is left" in \
+        dash_duo.find_element(f"#{ids.RELEASE_STATUS}").text
+    box = dash_duo.find_element(f"#{ids.ACCOUNT_RAISE_VALUE}")
+    box.send_keys(Keys.CONTROL, "a")
+    box.send_keys("2", Keys.TAB)                                     # lowering is refused
+    dash_duo.find_element(f"#{ids.ACCOUNT_RAISE}").click()
+    dash_duo.wait_for_contains_text(f"#{ids.ACCOUNT_MESSAGE}", "can only be raised", timeout=10)
+    box.send_keys(Keys.CONTROL, "a")
+    box.send_keys("5", Keys.TAB)
+    dash_duo.find_element(f"#{ids.ACCOUNT_RAISE}").click()
+    poll_until(lambda: _alert(dash_duo) is not None, 10)
+    alert = _alert(dash_duo)
+    assert "weakens the guarantee" in alert.text
+    alert.accept()
+    dash_duo.wait_for_contains_text(f"#{ids.ACCOUNT_SUMMARY}", "Spent ε = 2 of 5", timeout=20)
+    dash_duo.find_element(f"#{ids.RELEASE_BUTTON}").click()
+    dash_duo.wait_for_contains_text(f"#{ids.ACCOUNT_SUMMARY}", "Spent ε = 3 of 5", timeout=20)
+
+
+def _alert(dash_duo):
+    try:
+        return dash_duo.driver.switch_to.alert
+    except Exception:   # no alert open yet
+        return None
+
+
+def test_two_browsers_have_separate_data_accounts_and_releases(dash_duo, tmp_path):
     start(dash_duo)
     good = tmp_path / "mine.csv"
     good.write_text("lat,lon\n40.75,-73.98\n40.71,-73.95\n40.72,-73.99\n")
-    dash_duo.find_element(f"#{ids.UPLOAD} input[type=file]").send_keys(str(good))
+    upload(dash_duo.driver, good)
     dash_duo.wait_for_contains_text(f"#{ids.DATA_SUMMARY}", "3 points", timeout=20)
-    first = dash_duo.driver.current_window_handle
-    dash_duo.driver.switch_to.new_window("tab")
-    dash_duo.driver.get(dash_duo.server_url)
+    dash_duo.wait_for_contains_text(f"#{ids.ACCOUNT_SUMMARY}", "Spent ε = 1 of 10", timeout=20)
+    other = second_browser(dash_duo.server_url)
+    try:
+        assert "200,000 points" in wait_text(other, f"#{ids.DATA_SUMMARY}", "200,000 points")
+        upload(other, good)                                           # the very same file
+        assert "3 points" in wait_text(other, f"#{ids.DATA_SUMMARY}", "3 points")
+        status = wait_text(other, f"#{ids.RELEASE_STATUS}", "Released")
+        assert "Showing your last release" not in status              # A's release is not B's
+        assert "Spent ε = 1 of 10" in wait_text(other, f"#{ids.ACCOUNT_SUMMARY}", "Spent ε = 1 of 10")
+    finally:
+        other.quit()
+    # A reloads (back to the sample) and re-uploads its file: the same account continues
+    dash_duo.driver.refresh()
     dash_duo.wait_for_contains_text(f"#{ids.DATA_SUMMARY}", "200,000 points", timeout=30)
-    assert "mine.csv" not in dash_duo.find_element(f"#{ids.DATA_SUMMARY}").text
-    dash_duo.driver.switch_to.window(first)
-    assert "3 points" in dash_duo.find_element(f"#{ids.DATA_SUMMARY}").text
+    upload(dash_duo.driver, good)
+    dash_duo.wait_for_contains_text(f"#{ids.RELEASE_STATUS}", "Showing your last release", timeout=30)
+    dash_duo.wait_for_contains_text(f"#{ids.ACCOUNT_SUMMARY}", "Spent ε = 1 of 10", timeout=20)
 
 
 def test_evaluation_runs_with_progress_and_charts(dash_duo):

@@ -1,0 +1,136 @@
+"""Two browser sessions against one server: neither can read, hit or time the other's entries.
+
+Each test client is a browser with its own cookie jar. Session A uploads, releases and evaluates;
+session B then forges requests naming A's release key and A's evaluation, as an attacker who
+guessed them would. Every cache read B causes is recorded: none touches A's namespace, so B's
+answers (and their timing) are those of a key that never existed.
+"""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import dp
+from app import create_app
+from components import evaluation_panel, ids, jobs, state
+
+CSV = b"lon,lat\n-0.12,51.50\n-0.10,51.51\n-0.13,51.49\n-0.11,51.52\n"
+
+
+@pytest.fixture()
+def server():
+    return create_app({"tiles_url": "http://127.0.0.1:9/{z}/{x}/{y}.png"}).server
+
+
+def browser(server):
+    """A test client that has loaded the page, and so holds its own session cookie."""
+    client = server.test_client()
+    assert client.get("/").status_code == 200
+    cookie = client.get_cookie(state.COOKIE)
+    assert cookie is not None and cookie.http_only and cookie.same_site == "Lax"
+    with server.test_request_context(headers={"Cookie": f"{state.COOKIE}={cookie.value}"}):
+        return client, state.session_id()
+
+
+def post(client, output: str, outputs: list, inputs: list):
+    """Call one Dash callback the way the page does."""
+    body = {"output": output, "outputs": outputs, "inputs": inputs, "state": [],
+            "changedPropIds": [f"{i['id']}.{i['property']}" for i in inputs]}
+    return client.post("/_dash-update-component", json=body)
+
+
+def ledger_request(client, rinfo):
+    outs = [{"id": ids.LEDGER_TABLE, "property": "data"}, {"id": ids.LEDGER_TOTAL, "property": "children"},
+            {"id": ids.LEDGER_GUARANTEE, "property": "children"}]
+    name = f"..{ids.LEDGER_TABLE}.data...{ids.LEDGER_TOTAL}.children...{ids.LEDGER_GUARANTEE}.children.."
+    return post(client, name, outs, [{"id": ids.RELEASE, "property": "data", "value": rinfo}])
+
+
+def poll_request(client, job):
+    dep = next(o for o in _callback_map(client) if ids.EVAL_PROGRESS in o)
+    outs = [{"id": part.split(".")[0], "property": part.split(".")[1].split("@")[0]}
+            for part in dep.strip(".").split("...")]
+    return post(client, dep, outs, [{"id": ids.EVAL_POLL, "property": "n_intervals", "value": 1},
+                                    {"id": ids.EVAL_JOB, "property": "data", "value": job}])
+
+
+def _callback_map(client):
+    return [d["output"] for d in client.get("/_dash-dependencies").get_json()]
+
+
+@pytest.fixture()
+def recorder(monkeypatch):
+    """Every key read from the server cache, with whether it was a hit."""
+    reads = []
+    real_get = state.cache.get
+
+    def get(key):
+        value = real_get(key)
+        reads.append((key, value is not None))
+        return value
+    monkeypatch.setattr(state.cache, "get", get)
+    return reads
+
+
+def test_sessions_get_distinct_http_only_cookies(server):
+    (_, a), (_, b) = browser(server), browser(server)
+    assert a != b and len(a) == 32
+
+
+def test_forged_keys_reach_only_the_forgers_own_entries(server, recorder):
+    (client_a, a), (client_b, b) = browser(server), browser(server)
+    data = dp.load_points(CSV, name="mine.csv")
+    fp = state.put_upload(a, data)["fingerprint"]
+    domain = dp.PRESETS["London"]
+    fresh = state.release_key(fp, domain, "ug", {}, [0.05, 0.95], 1.0, None)
+    demo = state.release_key(fp, domain, "ug", {}, [0.05, 0.95], 1.0, 7)
+    state.release(a, fresh, create=True)
+    state.release(a, demo, create=True)
+    cfg_key = f"eval:{a}:" + json.dumps({"fp": fp})
+    state.cache.set(cfg_key, [])          # A's finished evaluation (an empty summary)
+    job = jobs.start(lambda progress, should_stop: 1, owner=a)
+
+    # A sees its own release and evaluation through the page's callbacks
+    own = ledger_request(client_a, {"key": fresh})
+    assert own.status_code == 200 and "This release" in own.get_data(as_text=True)
+    assert "Done" in json.dumps(poll_request(client_a, {"id": job, "cache_key": cfg_key}).get_json())
+
+    recorder.clear()
+    unused = {"fresh": state.release_key(fp, domain, "ug", {}, [0.05, 0.95], 1.0, None),
+              "demo": state.release_key(fp, domain, "ug", {}, [0.05, 0.95], 1.0, 8)}  # keys nobody used
+    answers = {}
+    for label, key in (("fresh", fresh), ("demo", demo), ("unused fresh", unused["fresh"]),
+                       ("unused demo", unused["demo"])):
+        answers[label] = ledger_request(client_b, {"key": key}).get_data(as_text=True)
+    # B's answer for A's releases is exactly its answer for keys that never existed
+    assert answers["fresh"] == answers["unused fresh"] and answers["demo"] == answers["unused demo"]
+    assert "no longer on the server" in answers["demo"]   # B cannot rebuild A's demo either
+    assert "This release" not in "".join(answers.values())
+    b_poll = poll_request(client_b, {"id": job, "cache_key": cfg_key})
+    assert b_poll.get_json()["response"] == {}           # A's evaluation and job: nothing at all
+    assert jobs.status(job, b) is None and jobs.status(job, a) is not None
+    with pytest.raises(LookupError):
+        state.points(b, fp)
+    assert state.account(b, fp).spent == 0 and state.account(a, fp).spent == pytest.approx(2.0)
+    # every cache read B caused stayed in B's namespace: no hit, no miss, no timing on A's entries
+    assert recorder and all(f":{a}:" not in key for key, _ in recorder)
+    assert not any(hit for _, hit in recorder)
+
+
+def test_evaluation_results_are_cached_per_session():
+    a, b = "a" * 32, "b" * 32
+    cfg = {"fp": "x", "mechs": ["ug"]}
+    key_a = evaluation_panel.eval_cache_key(a, cfg)
+    assert key_a != evaluation_panel.eval_cache_key(b, cfg) and f":{a}:" in key_a
+
+
+def test_a_reload_continues_the_same_account(server):
+    client, sid = browser(server)
+    data, _ = state.sample("small_city_5k")
+    state.accounts.update(sid, data.fingerprint, lambda acc: acc.charge("r", epsilon=1.5))
+    assert client.get("/").status_code == 200            # the reload sends the same cookie
+    assert client.get_cookie(state.COOKIE) is not None
+    with server.test_request_context(headers={"Cookie": f"{state.COOKIE}={client.get_cookie(state.COOKIE).value}"}):
+        assert state.session_id() == sid
+        assert state.account(state.session_id(), data.fingerprint).spent == pytest.approx(1.5)
