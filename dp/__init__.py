@@ -12,6 +12,7 @@ from . import evaluate, metrics, noise
 from . import interactive
 from .accountant import Accountant, Charge
 from .budget import Ledger, LedgerEntry
+from .contributions import DEFAULT_POINTS_PER_USER, USER_LEVEL_GUARANTEE, bound_contributions
 from .domain import PRESETS, Domain, Projection, UniformGrid, fit_to_data
 from .errors import BudgetError, DataError, ParameterError, PrivacyLeakWarning
 from .io import load_points
@@ -28,5 +29,6 @@ __all__ = [
     "Projection", "Rect", "Release", "SAMPLES", "UniformGrid", "evaluate", "fit_to_data",
     "load_points", "load_sample", "mechanisms", "metrics", "noise", "random_workload", "release",
     "RegionData", "load_regions", "load_region_sample",
+    "DEFAULT_POINTS_PER_USER", "USER_LEVEL_GUARANTEE", "bound_contributions",
     "interactive", "Accountant", "Charge",
 ]

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, asdict
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
@@ -26,6 +26,11 @@ class LedgerEntry:
 FIXED_SEED_STEP = "fixed seed (reproducible demo)"
 FIXED_SEED_NOTE = ("reproducible demo: NOT private, the noise can be removed by anyone who knows "
                    "or guesses the seed")
+GROUP_STEP = "user-level: at most {k} points per user (group privacy)"
+GROUP_NOTE = ("each user keeps at most {k} points, chosen at random by a public rule; every step "
+              "above ran at 1/{k} of the ε shown, with the noise scale shown, and states its ε "
+              "and sensitivity for one user (× {k}): an ε/{k}-DP step is ε-DP for groups of {k} "
+              "points")
 
 
 class Ledger:
@@ -65,6 +70,16 @@ class Ledger:
         return int(self.noisy_counts(rng, int(n), epsilon, f"noisy dataset size ({purpose})",
                                      note="discrete Laplace(1/ε) on the number of points; "
                                           "released as the noisy dataset size"))
+
+    def restate_per_group(self, k: int) -> LedgerEntry:
+        """Group privacy: restate the charges of a run at ε/k for a group of k points (ε and
+        sensitivity × k, noise scale as drawn), then say so in an entry that spends nothing."""
+        self.entries = [replace(e, epsilon=e.epsilon * k, sensitivity=e.sensitivity * k)
+                        if e.private else e for e in self.entries]
+        entry = LedgerEntry(GROUP_STEP.format(k=k), 0.0, 0.0, "none (public rule)", None, True,
+                            GROUP_NOTE.format(k=k))
+        self.entries.append(entry)
+        return entry
 
     def record_leak(self, step: str, note: str) -> LedgerEntry:
         """Record a step that used the data with no DP guarantee (e.g. a domain fitted to data)."""

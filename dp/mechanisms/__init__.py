@@ -5,11 +5,13 @@ import math
 
 import numpy as np
 
+from ..contributions import DEFAULT_POINTS_PER_USER, bound_contributions, check_points_per_user
 from ..domain import Domain
 from ..errors import ParameterError
 from ..noise import make_rng
+from ..points import PointData
 from . import euler, grid, htf, shifted_grids, trees
-from .base import GridRelease, MechanismSpec, Param, Release
+from .base import USER_LEVEL_UNITS, GridRelease, MechanismSpec, Param, Release
 from .leaves import LeafRelease
 
 _REGISTRY: dict[str, MechanismSpec] = {s.name: s for m in (grid, htf, trees, shifted_grids, euler) for s in m.SPECS}
@@ -21,7 +23,7 @@ def mechanisms(private_only: bool = False) -> dict[str, MechanismSpec]:
 
 
 def release(name: str, data, domain: Domain, epsilon: float = 1.0, split=None, params=None,
-            seed=None) -> Release:
+            seed=None, max_points_per_user=None) -> Release:
     """Run mechanism `name` on `data` inside the public `domain` and return its Release.
 
     `split` gives the fraction of epsilon per budget part (default: the mechanism's). `seed`:
@@ -29,6 +31,10 @@ def release(name: str, data, domain: Domain, epsilon: float = 1.0, split=None, p
     which anyone who knows the seed can de-noise, so it is recorded as NOT private; a
     numpy Generator is used as given (the caller answers for how it was seeded). The ledger
     must add up to epsilon or no release is returned.
+
+    Points with user ids get a user-level release from a private point mechanism: at most
+    k = `max_points_per_user` (default DEFAULT_POINTS_PER_USER) random points per user, the
+    mechanism run at epsilon/k, and its ledger restated per user (group privacy).
     """
     if name not in _REGISTRY:
         raise ParameterError(f"unknown mechanism {name!r}; choose one of {sorted(_REGISTRY)}")
@@ -44,7 +50,13 @@ def release(name: str, data, domain: Domain, epsilon: float = 1.0, split=None, p
         raise ParameterError(f"epsilon must be positive and finite, got {epsilon}")
     split = spec.resolve_split(split)
     params = spec.resolve_params(params)
-    rel = spec.release(data, domain, epsilon, split, params, make_rng(seed))
+    k = _points_per_user(spec, data, max_points_per_user)
+    rng = make_rng(seed)
+    if k is None:
+        rel = spec.release(data, domain, epsilon, split, params, rng)
+    else:
+        rel = spec.release(bound_contributions(data, k, rng), domain, epsilon / k, split, params, rng)
+        rel.restate_per_user(k, epsilon)
     if seed is not None and not isinstance(seed, np.random.Generator):
         rel.ledger.record_fixed_seed()
     if domain.leaky:
@@ -55,6 +67,21 @@ def release(name: str, data, domain: Domain, epsilon: float = 1.0, split=None, p
     elif rel.ledger.total > epsilon * (1 + 1e-9):
         rel.ledger.check(epsilon)
     return rel
+
+
+def _points_per_user(spec: MechanismSpec, data, k) -> int | None:
+    """k for a user-level release (a private point mechanism on points with user ids), else None."""
+    users = isinstance(data, PointData) and data.user is not None
+    if k is not None:
+        k = check_points_per_user(k)
+        if not users:
+            raise ParameterError(f"max_points_per_user bounds each user's points, but this "
+                                 f"{type(data).__name__} has no user id per point: expected "
+                                 "points loaded with a user id column (user_id, userid, user or "
+                                 "uid); otherwise leave max_points_per_user unset")
+    if users and spec.unit in USER_LEVEL_UNITS:
+        return DEFAULT_POINTS_PER_USER if k is None else k
+    return None
 
 
 __all__ = ["GridRelease", "LeafRelease", "MechanismSpec", "Param", "Release", "mechanisms", "release"]

@@ -9,6 +9,7 @@ import numpy as np
 from scipy import stats
 
 from ..budget import Ledger
+from ..contributions import USER_LEVEL_GUARANTEE
 from ..domain import Domain, UniformGrid
 from ..errors import ParameterError
 from ..noise import discrete_laplace, discrete_laplace_variance
@@ -72,6 +73,12 @@ MOVE_POINT = "move one point by at most δ"
 USER_REGION = "add/remove one user's region"
 NOT_PRIVATE = "none (not private)"
 UNITS = (ADD_REMOVE_POINT, REPLACE_POINT, MOVE_POINT, USER_REGION, NOT_PRIVATE)
+# point units and what each becomes for points with user ids (at most k points per user)
+USER_LEVEL_UNITS = {
+    ADD_REMOVE_POINT: "add/remove one user",
+    REPLACE_POINT: "replace one user's points by as many others (the dataset size is public)",
+    MOVE_POINT: "move each of one user's points by at most δ",
+}
 
 
 @dataclass(frozen=True)
@@ -132,6 +139,10 @@ class MechanismSpec:
 class Release:
     """A mechanism's public output plus its ledger. Subclasses implement the structure."""
 
+    points_per_user: int | None = None   # k of a user-level release (set by restate_per_user)
+    # per-leaf budgets some subclasses export next to their counts: privacy costs, so user-level
+    BUDGET_ARRAYS = ("eps_path", "eps_final")
+
     def __init__(self, spec: MechanismSpec, domain: Domain, epsilon: float, split: tuple,
                  params: dict, ledger: Ledger, diagnostics: dict | None = None, noisy_size=None):
         self.spec = spec
@@ -152,6 +163,26 @@ class Release:
         return self.spec.private and self.ledger.private and not self.domain.leaky
 
     @property
+    def privacy_level(self) -> str:
+        """Whom the guarantee protects: one user (at most k points), one point, or the unit."""
+        if self.spec.unit not in USER_LEVEL_UNITS:
+            return self.spec.unit
+        if self.points_per_user is None:
+            return f"event-level: {self.spec.unit}"
+        return (f"user-level: {USER_LEVEL_UNITS[self.spec.unit]}, at most {self.points_per_user} "
+                "points per user")
+
+    def restate_per_user(self, k: int, epsilon: float) -> None:
+        """Group privacy: a release run at epsilon/k on at most k points per user is epsilon-DP
+        per user; restate ε, ledger and per-leaf budgets so. Noise, intervals, variances stay."""
+        self.points_per_user = k
+        self.epsilon = epsilon
+        self.ledger.restate_per_group(k)
+        for name in self.BUDGET_ARRAYS:
+            if getattr(self, name, None) is not None:
+                setattr(self, name, getattr(self, name) * k)
+
+    @property
     def reproducible_demo(self) -> bool:
         """True when a fixed seed made the noise reproducible (and so removable): NOT private."""
         return self.ledger.fixed_seed
@@ -170,18 +201,29 @@ class Release:
             "guarantee": self.spec.guarantee,
             "differentially_private": self.private,
             "unit_of_privacy": self.spec.unit,
+            "privacy_level": self.privacy_level,
             "epsilon": self.epsilon,
             "split": dict(zip(self.spec.budget_parts, self.split)),
             "params": self.params,
             "domain": self.domain.to_dict(),
             "ledger": [{k: v for k, v in e.items()} for e in self.ledger.to_list()],
         }
+        if self.points_per_user is not None:
+            meta["user_level"] = self._user_level_metadata()
         if self.reproducible_demo:
             meta["reproducible_demo"] = ("NOT private: a fixed seed made this noise reproducible, "
                                          "so it can be removed")
         if self.noisy_size is not None:
             meta["noisy_dataset_size"] = int(self.noisy_size)
         return meta
+
+    def _user_level_metadata(self) -> dict:
+        """The bound and what it means; public parameters only (no count read from the data)."""
+        k = self.points_per_user
+        return {"max_points_per_user": k, "epsilon_per_point": self.epsilon / k,
+                "guarantee": USER_LEVEL_GUARANTEE.format(k=k),
+                "note": "ε, the ledger and per-leaf budgets are per user; noise scales, "
+                        "sensitivities and the mechanism's own details are per point, at ε/k"}
 
     def raster(self) -> tuple[np.ndarray, UniformGrid]:
         """Released values on a uniform grid (row 0 = south), for maps; the grid is public."""
