@@ -14,6 +14,9 @@ import numpy as np
 from .errors import ParameterError, PrivacyLeakWarning
 
 EARTH_RADIUS_M = 6_371_008.8
+WGS84_A, WGS84_F = 6_378_137.0, 1 / 298.257223563
+# WGS84's smallest radius of curvature (meridional, at the equator): a (1 - e^2) = 6,335,439 m
+WGS84_MIN_RADIUS_M = WGS84_A * (1.0 - WGS84_F * (2.0 - WGS84_F))
 
 
 @dataclass(frozen=True)
@@ -121,6 +124,39 @@ class Projection:
 
     def to_lonlat(self, x_m, y_m):
         return (np.asarray(x_m) / self.mx + self.domain.west, np.asarray(y_m) / self.my + self.domain.south)
+
+
+class ConservativeProjection(Projection):
+    """Equirectangular lon/lat -> metres that never overstates the true distance between two
+    points of the box: |F(p) - F(q)| <= geodesic distance on WGS84 (and on the mean sphere).
+
+    x = R0 kx lon, y = R0 lat (radians, offset at the box's south-west corner), with
+    R0 = a (1 - e^2) and kx = 2 asin(c sin(W/2)) / W, c = cos of the box's largest |latitude|,
+    W its width in longitude. Why this is conservative for every pair:
+    1. Ellipsoid to sphere: WGS84's line element M^2 dlat^2 + N^2 cos^2(lat) dlon^2 has both radii
+       of curvature M, N >= R0, so every path is at least R0 times as long as the path with the
+       same lat/lon on the unit sphere: d_WGS84 >= R0 sigma (sigma the haversine central angle).
+    2. Sphere: hav sigma = hav dlat + cos lat1 cos lat2 hav dlon. g(h) = (2 asin sqrt h)^2 is
+       convex (g' = 4 sigma / sin sigma grows) with g(0) = 0, hence superadditive, so
+       sigma^2 >= dlat^2 + g(c^2 hav dlon) = dlat^2 + (2 asin(c sin(dlon/2)))^2.
+    3. u -> asin(c sin u) is concave on [0, pi] and 0 at 0, so its slope from 0 is smallest at
+       u = W/2: 2 asin(c sin(dlon/2)) >= kx dlon for all dlon in [0, W]. Together
+       |F(p) - F(q)| = R0 sqrt(kx^2 dlon^2 + dlat^2) <= R0 sigma <= d_WGS84.
+    Equality holds on the sphere for the corners (west, lat*) and (east, lat*) at the worst
+    latitude, so kx is the largest valid scale given y = R0 lat; a narrow box gets kx ~ c, a wide
+    one less (the geodesic between its far corners crosses nearer the pole). kx = 0 when the box
+    touches a pole or spans all 360 degrees (its west and east edges are one meridian): then no
+    map taking lon/lat rectangles to axis-aligned ones can separate longitudes safely.
+    """
+
+    def __init__(self, domain: Domain):
+        self.domain = domain
+        worst = max(abs(domain.south), abs(domain.north))
+        c = math.sin(math.radians(90.0 - worst))                   # exactly 0 at a pole
+        half = domain.width / 2.0
+        sin_half = math.sin(math.radians(min(half, 180.0 - half)))  # exactly 0 for W = 360
+        self.my = math.pi * WGS84_MIN_RADIUS_M / 180.0
+        self.mx = self.my * 2.0 * math.asin(c * sin_half) / math.radians(domain.width)
 
 
 class UniformGrid:

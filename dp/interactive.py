@@ -2,8 +2,8 @@
 
 Every point's owner is a user who keeps a location-privacy budget and answers queries locally
 (simulated here). A user's location is protected with rho_B-CGP (Gaussian geo-privacy, rho in
-1/m^2) w.r.t. Euclidean metres, up to a small rounding allowance (see below). Each rectangle the
-analyst draws is answered on the spot:
+1/m^2) w.r.t. distances in metres, up to a small rounding allowance (see below). Each rectangle
+the analyst draws is answered on the spot:
 
     import dp
     data, domain = dp.load_sample("small_city_5k")
@@ -23,8 +23,16 @@ Pieces (spec sections in brackets):
 - `baseline_count`, `elimination_count` [4.2, 4.4]: BM-pt, BM-dist and iterative elimination
   (PM-pt, PM-dist) with even or doubling round splits.
 - `QuerySession` [4.5]: the multi-query loop, with a counterfactual baseline world and the
-  one-shot full-budget reference release for comparison.
+  one-shot full-budget reference release for comparison (owner-only simulations, never published).
 - `kde_estimate`, `knn_query` [5] and the central-mode helpers [5, App C] are small extras.
+
+Distances (spec P6). The mechanisms work in planar metres: by default
+`dp.domain.ConservativeProjection`, an equirectangular map scaled for the box's worst latitude
+and width that never places two points of the box farther apart than their true geodesic
+distance on WGS84 (or on the mean sphere). The privacy loss between two locations is at most
+rho (d_plane)^2 <= rho (d_geodesic)^2, so every guarantee below holds in real metres for any two
+locations in the box. Lon/lat rectangles stay axis-aligned rectangles. `projection="mercator"`
+(the paper's) inflates distances by sec(lat): its guarantee holds in Mercator metres only.
 
 Privacy notes. Elimination decisions read only the users' noisy outputs (spec P2): the raw
 coordinates live in `LocalUsers`, whose `respond` passes each request through the filter and
@@ -58,7 +66,7 @@ import numpy as np
 from scipy import special
 
 from . import noise
-from .domain import EARTH_RADIUS_M, Domain, Projection
+from .domain import EARTH_RADIUS_M, ConservativeProjection, Domain
 from .errors import BudgetError, ParameterError
 from .points import PointData
 from .queries import Rect
@@ -68,6 +76,7 @@ STRATEGIES = ("none", "even", "gamma", "linear")
 METHODS = ("bm-pt", "bm-dist", "pm-pt", "pm-dist")
 SPLITS = ("even", "doubling")
 THETA_MODES = ("uniform-exact", "paper", "none")
+PROJECTIONS = ("local", "mercator")
 MAX_ROUNDS = 64                 # spec 7: cap c at 64
 THETA_GRID = 256                # uniform-exact theta: distinct sigmas solved directly, else interpolated
 COUNT_RHO_FLOOR = 2.0 ** -22    # central counts: rounds need rho above this (sigma < 1449, grid <= 1)
@@ -720,9 +729,14 @@ class QuerySession:
     data : PointData in lon/lat. Without user ids each point is one user. With user ids one
         ledger per user: a user's allocation for a query is split equally over its points,
         and its charge is the sum of its points' charges (composition; spec 2.2, P15).
-    domain : the public Domain; its mid latitude fixes the local equirectangular projection
-        (metres with the cos-latitude correction, spec P6). `projection="mercator"` gives the
-        paper's Web Mercator metres, which are inflated by sec(lat).
+    domain : the public Domain (every user's possible locations). Its worst latitude and width
+        fix the default projection `projection="local"` (`dp.domain.ConservativeProjection`,
+        spec P6): two points of the box are never farther apart in it than their geodesic
+        distance, so the guarantee holds in real (WGS84) metres. A box touching a pole or
+        spanning all 360 degrees of longitude is refused (no rectangle-preserving map can keep
+        longitudes apart there). `projection="mercator"` gives the paper's Web Mercator
+        metres: NOT conservative, they inflate distances by sec(lat), so the guarantee then
+        holds only in Mercator metres (rho per true metre^2 up to sec^2(lat) larger).
     budget : rho_B per user (1/m^2), a number or one per user (in order of `user_ids`).
         Or give `sigma_m`, the noise std (metres) of spending the whole budget at once.
     planned_queries, strategy, gamma : budgeting over m planned queries (spec 2.6).
@@ -731,6 +745,10 @@ class QuerySession:
     theta_mode : 'uniform-exact' (default), 'paper' or 'none' for the distance methods.
     compare : also run the baseline world (BM, strategy none, own ledger) per query.
     reference : also keep the one-shot release of every point at the full budget.
+        Both are owner-only simulations on copies of the users with their own ledgers and
+        random streams: they spend nothing from the users' (public) ledgers and are not
+        published, so the guarantee covers `answer` and the accounting only. Showing their
+        answers to an analyst would be extra releases beyond B.
     seed : None (default) draws 128 bits of OS entropy; a numpy Generator supplies 128 bits
         (keeping it secret is the caller's job). An integer seed makes every answer reproducible
         by anyone who knows it: tests and demos only, never private (`private` is False). The
@@ -769,8 +787,14 @@ class QuerySession:
         self.gamma, self.beta, self.rounds = float(gamma), float(beta), int(rounds)
         self.planned_queries = self._check_m(planned_queries)
         self.domain = domain
-        self.projection = _check_choice("projection", projection, ("local", "mercator"))
-        self._proj = Projection(domain)
+        self.projection = _check_choice("projection", projection, PROJECTIONS)
+        self._proj = ConservativeProjection(domain)
+        if self.projection == "local" and self._proj.mx == 0:
+            raise ParameterError(
+                f"the domain {domain.bounds} touches a pole or spans all 360 degrees of longitude: "
+                "no projection keeping lon/lat rectangles axis-aligned can measure east-west "
+                "distances there without overstating true ones; choose a box clear of the poles "
+                "and narrower than 360 degrees")
         xm, ym = self._to_metres(data.x, data.y)
         xy = np.column_stack([xm, ym]).astype(np.float64)
         if data.user is None:
@@ -815,6 +839,7 @@ class QuerySession:
         self.planned_queries = self._check_m(m)
 
     def _to_metres(self, lon, lat):
+        """Session metres: conservative equirectangular ('local') or Web Mercator (paper)."""
         if self.projection == "local":
             return self._proj.to_metres(lon, lat)
         lon = np.asarray(lon, dtype=np.float64)
@@ -824,7 +849,8 @@ class QuerySession:
         return x, y
 
     def rect_metres(self, rect: Rect) -> tuple:
-        """(x0, y0, x1, y1) in the session's metres; exact for axis-aligned lon/lat boxes."""
+        """(x0, y0, x1, y1) in the session's metres; exact for axis-aligned lon/lat boxes
+        (both projections map lon to x and lat to y separately)."""
         x0, y0 = self._to_metres(rect.west, rect.south)
         x1, y1 = self._to_metres(rect.east, rect.north)
         return (float(x0), float(y0), float(x1), float(y1))
@@ -862,10 +888,11 @@ class QuerySession:
     def privacy_statement(self, radii=(10.0, 100.0, 1000.0), delta: float = 1e-6) -> dict:
         """eps_r at delta for two locations r metres apart, for the least protected user so far.
 
-        Guarantee: for every user i and any two of its possible locations d metres apart (the
-        largest move over its points), every Renyi divergence of the transcript so far satisfies
-        D_alpha <= alpha B_i (d + s_i)^2 (s_i = `snap_allowance`, which grows slowly with each
-        answer), so the two are (eps, delta)-indistinguishable with
+        Guarantee: for every user i and any two of its possible locations in the box d metres
+        apart (the largest move over its points; geodesic WGS84 metres with the default
+        projection, Mercator metres with 'mercator'), every Renyi divergence of the transcript
+        so far satisfies D_alpha <= alpha B_i (d + s_i)^2 (s_i = `snap_allowance`, which grows
+        slowly with each answer), so the two are (eps, delta)-indistinguishable with
         eps = cgp_epsilon_at(B_i, r + s_i, delta). Returned: max over users, per r. The noise
         is secret only if the seed is: with an integer seed (`private` False) nothing holds.
         """
@@ -956,7 +983,8 @@ class QuerySession:
         return res
 
     def _baseline(self, rect_m, k) -> float:
-        """BM with strategy none in its own simulated ledger; NaN once that world is used up."""
+        """BM with strategy none in its own simulated ledger; NaN once that world is used up.
+        Owner-only: it spends nothing from the session's (public) ledger and is never published."""
         bu = self._base_users
         flt = bu.filter
         if np.all(flt.halted | (flt.remaining_units == 0)):
@@ -968,7 +996,8 @@ class QuerySession:
         return float(self._impute(out))
 
     def _reference(self, rect_m) -> float:
-        """Count of one noisy release of every point at the full budget (drawn once)."""
+        """Count of one noisy release of every point at the full budget (drawn once).
+        Owner-only: its own ledger and random stream, never published."""
         if self._ref_points is None:
             flt = PrivacyFilter(self.filter.budget, kind="cgp")
             ref = self.users.with_filter(flt)

@@ -699,19 +699,163 @@ def test_central_threshold_noise_is_exact_on_the_count():
 
 # ----------------------------------------------------------------------------- session API
 def test_distances_are_metres_with_latitude_correction():
-    # spec P6 / Mode A projection: at 60 N a degree of longitude is half a degree of latitude
+    # spec P6 / Mode A projection: at 60 N a degree of longitude is half a degree of latitude.
+    # The points and rectangle are placed with the mid-latitude dp.Projection; the session's
+    # conservative metres are slightly shorter (worst latitude 60.045 N, radius a(1 - e^2))
     dom = square_domain(10_000, lon0=10.0, lat0=60.0)
     xy = np.array([[5000.0, 5000.0], [5500.0, 5000.0], [5000.0, 5500.0]])
     s = ia.QuerySession(points_in(dom, xy), dom, sigma_m=1e-6, seed=0)
     r = rect_m(dom, 4000, 4000, 5200, 5200)
+    safe, mid = dp.domain.ConservativeProjection(dom), dp.Projection(dom)
+    sx, sy = safe.mx / mid.mx, safe.my / mid.my
+    assert 0.99 < sx < sy < 1
     x0, y0, x1, y1 = s.rect_metres(r)
-    assert (x1 - x0, y1 - y0) == pytest.approx((1200.0, 1200.0), abs=1e-6)
+    assert (x1 - x0, y1 - y0) == pytest.approx((1200.0 * sx, 1200.0 * sy), abs=1e-6)
     phi = s.users.owner_values(lambda p: ia.signed_distance(*p.T, (x0, y0, x1, y1)))
-    np.testing.assert_allclose(phi, [-200.0, 300.0, 300.0], atol=1e-6)
+    np.testing.assert_allclose(phi, [-200.0 * sx, 300.0 * sy, 300.0 * sx], atol=1e-6)  # sorted by lon
     assert (r.east - r.west) / (r.north - r.south) == pytest.approx(2.0, rel=0.01)
     merc = ia.QuerySession(points_in(dom, xy), dom, sigma_m=1e-6, seed=0, projection="mercator")
     mx0, my0, mx1, my1 = merc.rect_metres(r)
     assert (mx1 - mx0) / 1200.0 == pytest.approx(2.0, rel=0.01)     # sec(60) = 2: inflated
+
+
+# ----------------------------------------------------------------------------- geodesic metres
+WGS84_A, WGS84_F = 6378137.0, 1 / 298.257223563
+
+
+def vincenty_m(lon1, lat1, lon2, lat2, iters: int = 200):
+    """WGS84 geodesic distance by Vincenty's inverse formula (accurate to well under a mm),
+    vectorised, and a mask of the pairs where its iteration converged (not near-antipodal)."""
+    f, a = WGS84_F, WGS84_A
+    b = a * (1 - f)
+    L = np.radians((np.asarray(lon2, float) - lon1 + 180.0) % 360.0 - 180.0)
+    U1 = np.arctan((1 - f) * np.tan(np.radians(lat1)))
+    U2 = np.arctan((1 - f) * np.tan(np.radians(lat2)))
+    s1, c1, s2, c2 = np.sin(U1), np.cos(U1), np.sin(U2), np.cos(U2)
+    lam = L.copy()
+    with np.errstate(invalid="ignore", divide="ignore"):
+        for _ in range(iters):
+            sin_s = np.hypot(c2 * np.sin(lam), c1 * s2 - s1 * c2 * np.cos(lam))
+            cos_s = s1 * s2 + c1 * c2 * np.cos(lam)
+            sig = np.arctan2(sin_s, cos_s)
+            sin_a = np.where(sin_s > 0, c1 * c2 * np.sin(lam) / sin_s, 0.0)
+            cos2_a = 1 - sin_a ** 2
+            c2m = np.where(cos2_a > 0, cos_s - 2 * s1 * s2 / cos2_a, 0.0)
+            C = f / 16 * cos2_a * (4 + f * (4 - 3 * cos2_a))
+            prev = lam
+            lam = L + (1 - C) * f * sin_a * (sig + C * sin_s * (c2m + C * cos_s * (2 * c2m ** 2 - 1)))
+    ok = (np.abs(lam - prev) < 1e-12) & (np.abs(lam) <= math.pi)
+    u2 = cos2_a * (a * a - b * b) / (b * b)
+    A = 1 + u2 / 16384 * (4096 + u2 * (-768 + u2 * (320 - 175 * u2)))
+    B = u2 / 1024 * (256 + u2 * (-128 + u2 * (74 - 47 * u2)))
+    ds = B * sin_s * (c2m + B / 4 * (cos_s * (2 * c2m ** 2 - 1)
+                                     - B / 6 * c2m * (4 * sin_s ** 2 - 3) * (4 * c2m ** 2 - 3)))
+    return b * A * (sig - ds), ok
+
+
+def haversine_m(lon1, lat1, lon2, lat2, radius=dp.domain.EARTH_RADIUS_M):
+    p1, p2, dl = np.radians(lat1), np.radians(lat2), np.radians(np.asarray(lon2, float) - lon1)
+    h = np.sin((p2 - p1) / 2) ** 2 + np.cos(p1) * np.cos(p2) * np.sin(dl / 2) ** 2
+    return 2 * radius * np.arcsin(np.sqrt(np.clip(h, 0, 1)))
+
+
+def planar_m(proj, lon1, lat1, lon2, lat2):
+    x1, y1 = proj.to_metres(lon1, lat1)
+    x2, y2 = proj.to_metres(lon2, lat2)
+    return np.hypot(x2 - x1, y2 - y1)
+
+
+def box_pairs(dom: dp.Domain, rng, n: int = 4000):
+    """n random pairs in the box, every pair of its corners, and pairs at its worst latitude."""
+    w, s, e, nn = dom.bounds
+    lat_star = nn if abs(nn) >= abs(s) else s
+    corners = np.array([[w, s], [w, nn], [e, s], [e, nn]])
+    i, j = np.triu_indices(4, 1)
+    lon_far = rng.uniform(w, e, (200, 2))
+    p = np.concatenate([np.column_stack([rng.uniform(w, e, n), rng.uniform(s, nn, n)]), corners[i],
+                        np.column_stack([lon_far[:, 0], np.full(200, lat_star)])])
+    q = np.concatenate([np.column_stack([rng.uniform(w, e, n), rng.uniform(s, nn, n)]), corners[j],
+                        np.column_stack([lon_far[:, 1], np.full(200, lat_star)])])
+    return p[:, 0], p[:, 1], q[:, 0], q[:, 1]
+
+
+def short_pairs_at_worst_latitude(dom: dp.Domain, rng, n: int = 2000, dlat: float = 0.01):
+    """Pairs about 1 km apart in random directions, 0.02 degrees inside the worst latitude."""
+    w, s, e, nn = dom.bounds
+    north = abs(nn) >= abs(s)
+    lat = np.full(n, nn - 0.02 if north else s + 0.02)
+    lon = rng.uniform(w + 0.2 * dom.width, e - 0.2 * dom.width, n)
+    t = rng.uniform(0, 2 * math.pi, n)
+    return lon, lat, lon + dlat * np.sin(t) / np.cos(np.radians(lat)), lat + dlat * np.cos(t)
+
+
+GEO_BOXES = ([dp.Domain(10 - w / 2, lat - 2, 10 + w / 2, lat + 2)
+              for lat in (0, 30, 50, 70, 80) for w in (0.5, 20, 60)]
+             + [dp.Domain(-170, 66, 170, 80), dp.Domain(-180, 60, 180, 85), dp.Domain(100, -80, 160, -70),
+                dp.Domain(-90, -80, 90, 80), dp.PRESETS["Contiguous USA"], dp.PRESETS["World"]])
+
+
+@pytest.mark.parametrize("dom", GEO_BOXES, ids=lambda d: "{:g},{:g},{:g},{:g}".format(*d.bounds))
+def test_session_metres_never_exceed_geodesic_metres(dom):
+    # spec P6 / module notes: for every pair of points in the box the conservative planar
+    # distance is at most the WGS84 geodesic (Vincenty, where it converges; 1e-9 covers its
+    # numerics) and the mean-sphere great-circle distance, and it is not over-conservative:
+    # short pairs at the worst latitude keep > 0.9 of their length in boxes up to 60 degrees
+    # wide, north-south steps ~0.99, and the far corners at the worst latitude are tight
+    rng = np.random.default_rng(40)
+    proj = dp.domain.ConservativeProjection(dom)
+    lon1, lat1, lon2, lat2 = box_pairs(dom, rng)
+    d = planar_m(proj, lon1, lat1, lon2, lat2)
+    geo, ok = vincenty_m(lon1, lat1, lon2, lat2)
+    assert ok.mean() > 0.99
+    assert np.all(d[ok] <= geo[ok] * (1 + 1e-9) + 1e-6)
+    assert np.all(d <= haversine_m(lon1, lat1, lon2, lat2) * (1 + 1e-12) + 1e-6)
+    sl = short_pairs_at_worst_latitude(dom, rng)
+    ratio = planar_m(proj, *sl) / vincenty_m(*sl)[0]
+    assert ratio.max() <= 1
+    if proj.mx > 0 and dom.width <= 60:
+        assert ratio.min() > 0.9
+    lat_star = max(dom.bounds[1::2], key=abs)
+    ns = (sl[0], sl[1], sl[0], sl[1] - np.sign(lat_star) * 0.01)
+    assert np.all(planar_m(proj, *ns) / vincenty_m(*ns)[0] > 0.98)
+    if proj.mx > 0:
+        far = (dom.west, lat_star, dom.east, lat_star)
+        assert 0.98 < planar_m(proj, *far) / vincenty_m(*far)[0] <= 1
+
+
+def test_mid_latitude_metres_overstated_at_80_degrees():
+    # the bug this projection fixes: the old mid-latitude metres of a World-like box put points
+    # at 80 N about sec(80) = 5.8 times too far apart (33 times the privacy loss rho d^2) and
+    # far corners across the pole even more; the session's metres never exceed the geodesic
+    rng = np.random.default_rng(41)
+    band = dp.Domain(-90, -80, 90, 80)
+    lon1 = np.concatenate([rng.uniform(-89, 89, 500), [-90.0]])         # the last pair: far
+    lon2 = np.concatenate([lon1[:500] + 0.05, [90.0]])                  # corners at 80 N
+    lat = np.concatenate([np.full(500, 79.99), [80.0]])
+    geo, ok = vincenty_m(lon1, lat, lon2, lat)
+    assert ok.all()
+    old = planar_m(dp.Projection(band), lon1, lat, lon2, lat) / geo
+    assert old[:500].min() > 5.7 and old[500] > 8
+    lon = np.concatenate([lon1, lon2])
+    data = dp.PointData(lon, np.concatenate([lat, lat]))
+    order = np.argsort(lon, kind="stable")                              # PointData sorts by lon
+    assert np.array_equal(data.x, lon[order])
+    pos = np.empty_like(order)
+    pos[order] = np.arange(lon.size)
+    s = ia.QuerySession(data, band, sigma_m=100, seed=0)
+    xy = s.users.owner_values(lambda p: p)
+    new = np.hypot(*(xy[pos[501:]] - xy[pos[:501]]).T) / geo
+    assert new.max() <= 1 and new[:500].min() > 0.6 and new[500] > 0.98
+    # on the World preset (and any box spanning 360 degrees) no rectangle-preserving map keeps
+    # longitudes apart safely: the projection collapses them and the session refuses the box
+    world = dp.PRESETS["World"]
+    assert dp.domain.ConservativeProjection(world).mx == 0
+    assert dp.Projection(world).mx / dp.domain.ConservativeProjection(band).mx > 9
+    with pytest.raises(ParameterError, match="pole"):
+        ia.QuerySession(data, world, sigma_m=100)
+    with pytest.raises(ParameterError, match="360"):
+        ia.QuerySession(data, dp.Domain(-180, -60, 180, 60), sigma_m=100)
+    assert ia.QuerySession(data, world, sigma_m=100, projection="mercator").projection == "mercator"
 
 
 def test_session_result_fields_and_history():
