@@ -5,6 +5,8 @@ import base64
 import binascii
 import warnings
 
+import numpy as np
+
 from dash import ALL, Input, Output, State, ctx, dcc, html, no_update
 
 import dp
@@ -17,6 +19,7 @@ SIDES = ("west", "south", "east", "north")
 # presets plus the public boxes the built-in samples come with (all chosen without the data)
 DOMAINS = {**dp.PRESETS, **{s.domain.name: s.domain for s in REGION_SAMPLES.values()}}
 DATA_KIND = "upload-kind"
+POINTS_PER_USER_BOX = "points-per-user-box"
 CUSTOM = "__custom__"
 FIT = "__fit__"
 
@@ -44,10 +47,20 @@ def layout(config: dict) -> html.Div:
             html.Div(className="row2", children=[
                 dcc.Input(id=ids.LON_COL, placeholder="longitude column", debounce=True),
                 dcc.Input(id=ids.LAT_COL, placeholder="latitude column", debounce=True)]),
-            html.Div("Leave empty to detect lon/lng/longitude/x and lat/latitude/y.", className="hint"),
+            dcc.Input(id=ids.USER_COL, placeholder="user id column", debounce=True),
+            html.Div("Leave empty to detect lon/lng/longitude/x, lat/latitude/y and "
+                     "user_id/userid/user/uid.", className="hint"),
         ]),
         html.Div(id=ids.UPLOAD_STATUS, role="status"),
         html.Div(id=ids.DATA_SUMMARY, className="summary"),
+        html.Div(id=ids.PRIVACY_LEVEL, className="guarantee"),
+        html.Div(id=POINTS_PER_USER_BOX, hidden=True, className="param", children=[
+            html.Label("Points kept per person (k)", htmlFor=ids.POINTS_PER_USER),
+            dcc.Input(id=ids.POINTS_PER_USER, type="number", min=1, max=1000, step=1,
+                      value=dp.DEFAULT_POINTS_PER_USER, debounce=True),
+            html.Div("Each person keeps at most k of their points, chosen at random; the noise "
+                     "grows in proportion to k. Small k: less noise, more of each busy person's "
+                     "points left out.", className="hint")]),
         html.Label("Domain (public bounding box)", htmlFor=ids.DOMAIN_PRESET),
         dcc.Dropdown(id=ids.DOMAIN_PRESET, clearable=False,
                      value=state.sample(state.DEFAULT_SAMPLE)[1].name,
@@ -97,6 +110,25 @@ def domain_from_controls(preset: str, box: list, sid: str | None, info: dict | N
     return DOMAINS[preset]
 
 
+def points_left_out(data, k: int) -> int:
+    """How many points a bound of k per user leaves out (owner only: it reads the data)."""
+    _, counts = np.unique(np.asarray(data.user).astype(str), return_counts=True)
+    return int(np.maximum(counts - k, 0).sum())
+
+
+def level_text(k: int | None, left_out: int = 0, n: int = 0) -> list:
+    """Whom a release protects: a whole person (user-level, at most k points) or one point."""
+    if k is None:
+        return [html.B("Event-level: one point. "),
+                "This data has no user id column, so each point is protected as if it belonged "
+                "to a different person; someone with many points is protected less. Add a user "
+                "id column (user_id, userid, user or uid) to protect people instead."]
+    return [html.B(f"User-level, at most {k} points per user. "),
+            f"Each person keeps at most {k} of their points (chosen at random by a public rule) "
+            "and ε protects everything one person contributed.",
+            html.Div(f"Owner only: k = {k} leaves out {left_out:,} of {n:,} points.", className="hint")]
+
+
 def summary_view(info: dict | None):
     if not info:
         return ""
@@ -115,14 +147,15 @@ def register_callbacks(app, config: dict):
                   Output(ids.DOMAIN_PRESET, "value"),
                   Input(ids.UPLOAD, "contents"), Input(ids.SAMPLE_PICK, "value"),
                   State(ids.UPLOAD, "filename"), State(ids.LON_COL, "value"),
-                  State(ids.LAT_COL, "value"), State(DATA_KIND, "value"))
-    def load(contents, sample_name, filename, lon, lat, kind):
+                  State(ids.LAT_COL, "value"), State(ids.USER_COL, "value"), State(DATA_KIND, "value"))
+    def load(contents, sample_name, filename, lon, lat, user, kind):
         sid = state.session_id()
         if ctx.triggered_id == ids.UPLOAD and contents:
             try:
                 raw = decode_upload(contents, filename, max_bytes)
                 loader = dp.load_regions if kind == "regions" else dp.load_points
-                data = loader(raw, filename=filename, lon=lon or None, lat=lat or None)
+                data = loader(raw, filename=filename, lon=lon or None, lat=lat or None,
+                              user=user or None)
             except (dp.DataError, dp.ParameterError) as exc:
                 msg = html.Div(className="error", children=[
                     html.B(f"Could not load {filename or 'the file'}: "), str(exc),
@@ -138,6 +171,22 @@ def register_callbacks(app, config: dict):
     @app.callback(Output(ids.DATA_SUMMARY, "children"), Input(ids.DATASET, "data"))
     def show_summary(info):
         return summary_view(info)
+
+    @app.callback(Output(ids.PRIVACY_LEVEL, "children"), Output(POINTS_PER_USER_BOX, "hidden"),
+                  Input(ids.DATASET, "data"), Input(ids.POINTS_PER_USER, "value"))
+    def show_level(info, k):
+        if not info:
+            return "", True
+        if info.get("kind") == "regions":
+            return [html.B("User-level: "), "one region per person, so ε protects a whole person."], True
+        if not info.get("users"):
+            return level_text(None), True
+        try:
+            k = dp.contributions.check_points_per_user(k)
+            data = state.points(state.session_id(), info["fingerprint"])
+        except (dp.ParameterError, LookupError) as exc:
+            return html.Div(str(exc), className="error"), False
+        return level_text(k, points_left_out(data, k), data.n), False
 
     @app.callback(Output(ids.DOMAIN_WARNING, "children"),
                   Output({"type": ids.DOMAIN_BOX, "side": ALL}, "disabled"),

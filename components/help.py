@@ -19,8 +19,9 @@ TEXTS = {
         "reproduce it. A fixed seed repeats a demo exactly, but anyone who knows or guesses the "
         "seed can regenerate the noise and subtract it: such a release is labelled NOT private. "
         "Each new release on the same data spends budget again.",
-        "Opening the page or loading new data runs one release with the current settings, so the "
-        "map is never empty; it counts in the ledger's running total like any other.",
+        "Loading data for the first time runs one release with the current settings, so the map is "
+        "never empty; it is charged to the dataset's budget like any other. Reloading the page or "
+        "loading the same file again shows your last release instead, at no new cost.",
     ],
     "map": [
         "Each coloured cell is a published count with noise. Darker means more people. Cells can "
@@ -40,7 +41,9 @@ TEXTS = {
         "Runs each mechanism many times on your data with random rectangles and plots the typical "
         "(median) relative error: 0.1 means answers are off by about 10%. The shaded band spans the "
         "middle half of the runs.",
-        "This analysis reads the true data and is for the data owner only; it is not a release.",
+        "This analysis reads the true data and is for the data owner only; it is not a release. "
+        "It is not charged to the dataset's budget because it publishes nothing: it shows you, who "
+        "already hold the data, errors against your own true counts. Do not share its charts.",
     ],
     "interactive": [
         "A different way to publish: nobody releases a map. Each person keeps their own privacy "
@@ -53,12 +56,21 @@ TEXTS = {
         "A person whose budget would run out stops answering for good ('halted'). The table "
         "compares each answer with the truth, with a one-shot baseline that never saves budget "
         "and with a single noisy release of every point at the whole budget (owner-only "
-        "simulations, not part of what an analyst sees).",
+        "simulations, not part of what an analyst sees; they publish nothing and are not charged).",
+        "Starting a session charges the dataset's budget: each user's whole-session budget, at the "
+        "distance stated below the σ box, converted to ε for the running total.",
     ],
     "ledger": [
-        "The ledger lists every step that looked at the data and the part of ε it spent. Its total "
-        "equals the ε you chose. Every release you run adds to the running total for this dataset "
-        "in this session: publishing twice with fresh noise costs twice.",
+        "Each dataset has a total privacy budget (ε = 10 unless you raise it). Every release and "
+        "every interactive session is charged to it, and a release that would go past the total is "
+        "refused. Publishing twice with fresh noise costs twice: two noisy copies of the same "
+        "counts can be averaged, so together they reveal more than either alone.",
+        "The account lives on the server, tied to this browser and to the file's contents: "
+        "reloading the page, opening a second tab or uploading the same file again continues the "
+        "same account. Raising the total needs a confirmation, because it weakens the promise to "
+        "everyone in the data; it can never be lowered.",
+        "The step table lists what the current release looked at and the part of ε each step "
+        "spent; its total equals the ε you chose.",
     ],
     "export": [
         "Downloads the published grid (GeoJSON) and a description of how it was made. It contains "

@@ -114,7 +114,7 @@ def register_callbacks(app, config: dict):
             return [], str(exc), ""
         total = f"This release: ε = {rel.ledger.total:.4g} of {rel.epsilon:g} requested."
         guarantee = [html.B(rel.spec.label + ": "), rel.spec.guarantee,
-                     html.Div([html.B("Unit of privacy: "), rel.spec.unit])]
+                     html.Div([html.B("Unit of privacy: "), rel.privacy_level])]
         if rel.reproducible_demo:
             guarantee.append(html.Div("Reproducible demo: a fixed seed made this noise reproducible, "
                                       "so anyone who knows the seed can remove it. NOT differentially "

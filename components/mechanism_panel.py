@@ -106,7 +106,13 @@ def split_readout(spec, split, epsilon) -> list:
 
 
 def describe(rel) -> str:
-    """One phrase for the released structure: its grid size or its number of regions."""
+    """One phrase for the released structure (grid size or number of regions) and its level."""
+    level = f", user-level (at most {rel.points_per_user} points per user)" if rel.points_per_user else ""
+    return structure(rel) + level
+
+
+def structure(rel) -> str:
+    """The released structure: its grid size or its number of regions."""
     if isinstance(rel, dp.GridRelease):
         return f"{rel.grid.gx}×{rel.grid.gy} grid"
     if hasattr(rel, "egrid"):
@@ -167,8 +173,9 @@ def register_callbacks(app, config: dict):
                   State({"type": ids.PARAM, "name": ALL}, "value"),
                   State({"type": ids.PARAM, "name": ALL}, "id"),
                   State(ids.SEED_MODE, "value"), State(ids.SEED, "value"),
-                  State(ids.DOMAIN_PRESET, "value"), State({"type": ids.DOMAIN_BOX, "side": ALL}, "value"))
-    def run_release(_, info, name, eps_v, weights, pvals, pids, seed_mode, seed, preset, box):
+                  State(ids.DOMAIN_PRESET, "value"), State({"type": ids.DOMAIN_BOX, "side": ALL}, "value"),
+                  State(ids.POINTS_PER_USER, "value"))
+    def run_release(_, info, name, eps_v, weights, pvals, pids, seed_mode, seed, preset, box, k):
         if not info:
             return no_update, no_update
         sid = state.session_id()
@@ -187,7 +194,8 @@ def register_callbacks(app, config: dict):
             params = spec.resolve_params(read_params(spec, pvals, pids))
             domain = domain_from_controls(preset, box, sid, info)
             seed = None if seed_mode == "fresh" else int(seed if seed is not None else 0)
-            key = state.release_key(info["fingerprint"], domain, name, params, split, epsilon, seed)
+            k = points_per_user(info, k)
+            key = state.release_key(info["fingerprint"], domain, name, params, split, epsilon, seed, k)
             rel = state.release(sid, key, create=True)
         except (dp.ParameterError, dp.DataError, dp.BudgetError, LookupError) as exc:
             return no_update, html.Div(["Not released: ", str(exc)], className="error")
@@ -204,6 +212,13 @@ def register_callbacks(app, config: dict):
         return summary, status
 
 
+def points_per_user(info: dict, k) -> int | None:
+    """k for points with user ids (dp applies it to the mechanisms it fits), else None."""
+    if info.get("kind", "points") != "points" or not info.get("users"):
+        return None
+    return dp.contributions.check_points_per_user(dp.DEFAULT_POINTS_PER_USER if k is None else k)
+
+
 def restore(sid: str, fingerprint: str):
     """(release summary, status) of this session's latest release of the data still on the
     server, or None: reloading the page shows it again instead of spending ε on a new draw."""
@@ -211,7 +226,7 @@ def restore(sid: str, fingerprint: str):
     if key is None:
         return None
     rel = state.release(sid, key)
-    _, _, name, _, split, epsilon, _ = json.loads(key)
+    _, _, name, _, split, epsilon, _, _ = json.loads(key)
     summary = {"key": key, "mechanism": name, "label": rel.spec.label, "epsilon": epsilon,
                "split": split, "private": rel.private}
     return summary, html.Div(f"Showing your last release of this data: {rel.spec.label} at "

@@ -111,7 +111,7 @@ def dataset_summary(data, origin: str) -> dict:
     """What the browser may hold about the data: name, size, the loader's report; no points."""
     r = data.report
     return {"fingerprint": data.fingerprint, "name": data.name, "n": data.n, "origin": origin,
-            "kind": data_kind(data),
+            "kind": data_kind(data), "users": getattr(data, "user", None) is not None,
             "summary": r.summary(), "dropped": r.dropped}
 
 
@@ -137,12 +137,14 @@ def points(sid: str | None, fingerprint: str):
     return data
 
 
-def release_key(fingerprint, domain: dp.Domain, mechanism, params, split, epsilon, seed) -> str:
+def release_key(fingerprint, domain: dp.Domain, mechanism, params, split, epsilon, seed,
+                points_per_user: int | None = None) -> str:
     """Cache key of a release. seed None means fresh OS entropy: the key then carries a random
-    token instead (never shown), so each fresh release is a new draw that cannot be rebuilt."""
+    token instead (never shown), so each fresh release is a new draw that cannot be rebuilt.
+    `points_per_user` is k of a user-level release (None: the library's default or event level)."""
     tag = seed if seed is not None else "fresh:" + secrets.token_hex(16)
-    return json.dumps([fingerprint, domain.to_dict(), mechanism, params, list(split), epsilon, tag],
-                      sort_keys=True, default=str)
+    return json.dumps([fingerprint, domain.to_dict(), mechanism, params, list(split), epsilon, tag,
+                       points_per_user], sort_keys=True, default=str)
 
 
 def key_fingerprint(key: str) -> str:
@@ -171,7 +173,7 @@ def release(sid: str | None, key: str, create: bool = False):
     ck = _release_entry(sid, key)
     rel = cache.get(ck)
     if rel is None:
-        fp, dom, mech, params, split, eps, tag = json.loads(key)
+        fp, dom, mech, params, split, eps, tag, k = json.loads(key)
         fresh = isinstance(tag, str)
         if fresh and not create:
             raise LookupError("this release is no longer on the server; release again "
@@ -179,7 +181,7 @@ def release(sid: str | None, key: str, create: bool = False):
         data = points(sid, fp)
         rel = accounts.update(sid, fp, lambda acc: acc.release(
             mech, data, dp.Domain.from_dict(dom), epsilon=eps, split=split, params=params,
-            seed=None if fresh else tag, key=key, ref=key))
+            seed=None if fresh else tag, key=key, ref=key, max_points_per_user=k))
         cache.set(ck, rel)
     return rel
 

@@ -357,6 +357,31 @@ def test_two_browsers_have_separate_data_accounts_and_releases(dash_duo, tmp_pat
     dash_duo.wait_for_contains_text(f"#{ids.ACCOUNT_SUMMARY}", "Spent ε = 1 of 10", timeout=20)
 
 
+def test_user_id_column_gives_user_level_releases_with_k_points(dash_duo, tmp_path):
+    start(dash_duo)
+    assert "Event-level: one point" in dash_duo.find_element(f"#{ids.PRIVACY_LEVEL}").text
+    rows = ["lon,lat,user_id"] + [f"{-73.99 + i * 1e-4},{40.72 + i * 1e-4},busy" for i in range(50)]
+    rows += [f"{-73.96 + i * 1e-3},{40.75},u{i % 30}" for i in range(60)]       # 30 users x 2
+    path = tmp_path / "people.csv"
+    path.write_text("\n".join(rows) + "\n")
+    upload(dash_duo.driver, path)
+    dash_duo.wait_for_contains_text(f"#{ids.PRIVACY_LEVEL}", "User-level, at most 5 points per user",
+                                    timeout=20)
+    # the user with 50 points is cut to 5: 45 left out (owner-only information)
+    assert "k = 5 leaves out 45 of 110 points" in dash_duo.find_element(f"#{ids.PRIVACY_LEVEL}").text
+    dash_duo.wait_for_contains_text(f"#{ids.RELEASE_STATUS}", "at most 5 points per user", timeout=20)
+    k = dash_duo.find_element(f"#{ids.POINTS_PER_USER}")
+    k.send_keys(Keys.CONTROL, "a")
+    k.send_keys("2", Keys.TAB)
+    dash_duo.wait_for_contains_text(f"#{ids.PRIVACY_LEVEL}", "k = 2 leaves out 48 of 110 points", timeout=10)
+    dash_duo.find_element(f"#{ids.RELEASE_BUTTON}").click()
+    dash_duo.wait_for_contains_text(f"#{ids.RELEASE_STATUS}", "at most 2 points per user", timeout=20)
+    dash_duo.wait_for_contains_text(f"#{ids.LEDGER_GUARANTEE}",
+                                    "user-level: add/remove one user, at most 2 points per user", timeout=10)
+    poll_until(lambda: any("group privacy" in s for s in ledger_steps(dash_duo)), 10)
+    assert any("at most 2 points per user (group privacy)" in s for s in ledger_steps(dash_duo))
+
+
 def test_evaluation_runs_with_progress_and_charts(dash_duo):
     start(dash_duo)
     nq = dash_duo.find_element(f"#{ids.EVAL_NQ}")

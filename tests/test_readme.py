@@ -21,3 +21,20 @@ def test_readme_test_command_is_what_ci_runs():
     ci = (Path(__file__).resolve().parents[1] / ".ci" / "run").read_text()
     command = next(line for line in ci.splitlines() if line.startswith("(command -v chromedriver"))
     assert command in README.read_text()
+
+
+def test_readme_accountant_example_refuses_past_the_total():
+    import textwrap
+
+    import pytest
+
+    import dp
+    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
+    block = textwrap.dedent(next(b for b in blocks if "dp.Accountant(total=3)" in b))
+    *first, last = block.strip().splitlines()
+    data, domain = dp.load_sample("small_city_5k")
+    scope = {"dp": dp, "data": data, "domain": domain}
+    exec("\n".join(first), scope)
+    assert scope["acc"].spent == 1.0 and scope["acc"].remaining == 2.0   # "spent 1 of 3"
+    with pytest.raises(dp.BudgetError, match="only 2 of this dataset's total budget of 3"):
+        exec(last, scope)
