@@ -21,7 +21,7 @@ import math
 import time
 from dataclasses import asdict, dataclass
 
-from .errors import BudgetError, ParameterError
+from .errors import BudgetError, ParameterError, positive_finite
 from .mechanisms import mechanisms, release
 
 DEFAULT_TOTAL = 10.0
@@ -57,7 +57,7 @@ class Accountant:
     """Total budget of one dataset and every charge against it (see the module docstring)."""
 
     def __init__(self, total: float = DEFAULT_TOTAL, delta: float = DEFAULT_DELTA, charges=()):
-        self.total = _positive("total budget ε", total)
+        self.total = positive_finite("total budget ε", total)
         if not 0 < delta < 1:
             raise ParameterError(f"δ must be in (0, 1), got {delta}")
         self.delta = float(delta)
@@ -144,7 +144,7 @@ class Accountant:
         spec.resolve_params(params)
         if seed is None:
             key = None          # a fresh draw is never the same output as an earlier one
-        charged = self.charge(spec.label, _positive("ε", epsilon), key=key,
+        charged = self.charge(spec.label, positive_finite("ε", epsilon), key=key,
                               note="fresh randomness" if seed is None else "fixed seed", ref=ref)
         rel = release(name, data, domain, epsilon=epsilon, split=split, params=params, seed=seed,
                       **kwargs)
@@ -154,7 +154,7 @@ class Accountant:
 
     def raise_total(self, new_total: float, confirm: bool = False):
         """Raise the total budget; lowering is refused, and raising needs `confirm=True`."""
-        new_total = _positive("total budget ε", new_total)
+        new_total = positive_finite("total budget ε", new_total)
         if new_total < self.total:
             raise ParameterError(f"the total budget can only be raised (it is {self.total:g}); "
                                  f"{new_total:g} would take back a promise already made")
@@ -179,12 +179,3 @@ class Accountant:
         return (f"Accountant(spent={self.spent:.4g} of {self.total:g}, "
                 f"{len(self.charges)} charge{'s' if len(self.charges) != 1 else ''})")
 
-
-def _positive(what: str, value) -> float:
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        raise ParameterError(f"{what} must be a number, got {value!r}") from None
-    if not (v > 0 and math.isfinite(v)):
-        raise ParameterError(f"{what} must be positive and finite, got {value!r}")
-    return v

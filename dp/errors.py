@@ -1,4 +1,5 @@
-"""Exceptions and warnings shared by every layer of `dp`."""
+"""Exceptions and warnings shared by every layer of `dp`, and the one positive-number check."""
+import math
 
 
 class DataError(ValueError):
@@ -10,8 +11,19 @@ class ParameterError(ValueError):
 
 
 class BudgetError(RuntimeError):
-    """A release's ledger does not add up to the epsilon the user asked for."""
+    """A release's ledger does not add up to its epsilon, or it would exceed the dataset's budget."""
 
 
 class PrivacyLeakWarning(UserWarning):
     """A public parameter was derived from the private data, so the end-to-end guarantee is void."""
+
+
+def positive_finite(what: str, value) -> float:
+    """`value` as a positive finite float, else ParameterError naming `what` and the value."""
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise ParameterError(f"{what} must be a number, got {value!r}") from None
+    if not (v > 0 and math.isfinite(v)):
+        raise ParameterError(f"{what} must be positive and finite, got {value!r}")
+    return v

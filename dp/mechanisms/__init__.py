@@ -1,13 +1,11 @@
 """Registry of mechanisms and the single entry point `release`."""
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from ..contributions import DEFAULT_POINTS_PER_USER, bound_contributions, check_points_per_user
 from ..domain import Domain
-from ..errors import ParameterError
+from ..errors import ParameterError, positive_finite
 from ..noise import make_rng
 from ..points import PointData
 from . import euler, grid, htf, shifted_grids, trees
@@ -42,12 +40,7 @@ def release(name: str, data, domain: Domain, epsilon: float = 1.0, split=None, p
     if not isinstance(domain, Domain):
         raise ParameterError("domain must be a dp.Domain (a public box), not "
                              f"{type(domain).__name__}")
-    try:
-        epsilon = float(epsilon)
-    except (TypeError, ValueError):
-        raise ParameterError(f"epsilon must be a number, got {epsilon!r}") from None
-    if not (epsilon > 0 and math.isfinite(epsilon)):
-        raise ParameterError(f"epsilon must be positive and finite, got {epsilon}")
+    epsilon = positive_finite("epsilon", epsilon)
     split = spec.resolve_split(split)
     params = spec.resolve_params(params)
     k = _points_per_user(spec, data, max_points_per_user)
