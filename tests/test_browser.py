@@ -127,7 +127,7 @@ def test_starts_with_sample_and_draws_cells(dash_duo):
     assert ledger_steps(dash_duo) == E2E_STEPS + ["fixed seed (reproducible demo) (NOT private)"]
     assert "NOT private" in dash_duo.find_element(f"#{ids.RELEASE_STATUS}").text
     dash_duo.wait_for_contains_text(f"#{ids.LEDGER_GUARANTEE}", "Reproducible demo", timeout=10)
-    assert "Unit of privacy: add/remove one point" in dash_duo.find_element(f"#{ids.LEDGER_GUARANTEE}").text
+    assert "Unit of privacy: event-level: add/remove one point" in dash_duo.find_element(f"#{ids.LEDGER_GUARANTEE}").text
     _, _, rel = expected_release()
     img = dash_duo.find_element("img.grid-raster")
     assert f"{rel.grid.gx}×{rel.grid.gy} grid" in dash_duo.find_element(f"#{ids.RELEASE_STATUS}").text
