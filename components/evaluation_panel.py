@@ -30,6 +30,8 @@ def layout(config: dict) -> html.Div:
     return html.Div(className="card", children=[
         html.H3("7 · Evaluation on your data (owner only)"),
         help_box("evaluation"),
+        html.Div("Not charged to the dataset's budget: it compares releases with your own true "
+                 "counts, for you only, and publishes nothing.", className="hint"),
         html.Div(className="eval-controls", children=[
             html.Div([html.Label("Mechanisms"), dcc.Checklist(
                 id=ids.EVAL_MECHS, value=list(DEFAULT_EVAL), options=eval_options("points"))]),

@@ -292,3 +292,26 @@ def test_outlines_are_one_vector_path_around_every_region(small):
     w, s, e, n = rel.cell_bounds().reshape(-1, 4)[0]
     assert rings[0][0] == [[round(w, 7), round(s, 7)], [round(e, 7), round(s, 7)], [round(e, 7), round(n, 7)],
                            [round(w, 7), round(n, 7)], [round(w, 7), round(s, 7)]]
+
+
+def test_account_view_and_session_charge():
+    from components import interactive_panel
+    acc = dp.Accountant(total=2)
+    acc.charge("UG", epsilon=1.0, note="fresh randomness")
+    rho = interactive_panel.session_charge(100.0)
+    assert rho == pytest.approx(1 / (2 * 100.0 ** 2) * 100.0 ** 2)    # ρ_B·r² at r = σ = 100 m
+    text = " ".join(str(c.children) for c in ledger_panel.account_summary(acc, 0.5))
+    assert "Spent ε = 1 of 2" in text and "Next release: ε = 0.5, leaving 0.5" in text
+    text = " ".join(str(c.children) for c in ledger_panel.account_summary(acc, 1.5))
+    assert "would exceed the total" in text
+    acc.charge("session", rho=0.01)
+    rows = ledger_panel.account_rows(acc)
+    assert [r["what"] for r in rows] == ["session", "UG"] and rows[0]["epsilon"] == "ρ = 0.01 (zCDP)"
+
+
+def test_points_left_out_by_the_user_bound():
+    user = ["busy"] * 50 + [f"u{i}" for i in range(10)]
+    data = dp.PointData(np.linspace(0, 1, 60), np.linspace(0, 1, 60), user=user)
+    assert data_panel.points_left_out(data, 5) == 45 and data_panel.points_left_out(data, 50) == 0
+    assert "at most 5 points per user" in str(data_panel.level_text(5, 45, 60)[0].children)
+    assert "Event-level" in str(data_panel.level_text(None)[0].children)
