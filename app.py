@@ -16,6 +16,7 @@ DEFAULT_CONFIG = {
     "cache_type": "components.state.ObjectCache",
     "accounts_dir": None,      # None: budget accounts in memory; a folder keeps them across restarts
     "default_budget": 10.0,    # total ε per dataset a new account starts with
+    "secure_cookies": False,   # mark the session cookie Secure even over HTTP (behind a TLS proxy)
 }
 ACCOUNTS_DIR = Path(__file__).resolve().parent / "instance" / "accounts"
 PANELS = (data_panel, mechanism_panel, map_panel, queries_panel, ledger_panel, export_panel,
@@ -66,9 +67,12 @@ def main(argv=None):
                    help="folder keeping each browser's budget accounts across server restarts")
     p.add_argument("--default-budget", type=float, default=DEFAULT_CONFIG["default_budget"],
                    help="total ε a dataset's account starts with (owners can only raise it)")
+    p.add_argument("--secure-cookies", action="store_true",
+                   help="send the session cookie only over HTTPS (set this behind a TLS proxy)")
     a = p.parse_args(argv)
     app = create_app({"max_upload_mb": a.max_upload_mb, "tiles_url": a.tiles_url,
-                      "accounts_dir": a.accounts_dir, "default_budget": a.default_budget})
+                      "accounts_dir": a.accounts_dir, "default_budget": a.default_budget,
+                      "secure_cookies": a.secure_cookies})
     app.run(host=a.host, port=a.port, debug=a.debug)
 
 

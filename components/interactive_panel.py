@@ -76,19 +76,21 @@ def guarantee_text(sigma_m: float, planned: int = 10, method: str = "pm-dist") -
     ia = dp.interactive
     rho = float(ia.rho_from_sigma(sigma_m))
     answers = int(planned) * ROUNDS
-    s = float(ia.snap_allowance_bound(rho, answers, 1 if method.endswith("dist") else 2))
+    s = snap_allowance(sigma_m, planned, method)
     eps = {r: ia.cgp_epsilon_at(rho, r + s, 1e-6) for r in (10.0, 100.0, 1000.0)}
+    charge = session_charge(sigma_m, planned, method)
     return [html.Div(f"Whole-session guarantee per user: ρ = {rho:.3g} per m² (Gaussian geo-privacy)."),
             html.Div("Telling two locations apart: " + ", ".join(
                 f"{int(r) if r < 1000 else '1 km'}{' m' if r < 1000 else ''} apart: ε = {e:.2g}"
                 for r, e in eps.items()) + f" (at δ = 10⁻⁶, for up to {answers} answers per location, "
                 f"counting {s:.2g} m of rounding to the noise grid). Nearby places stay hidden; far "
                 "ones less so."),
-            html.Div(f"Starting a session charges this dataset's budget ρ = {session_charge(sigma_m):.3g} "
-                     f"(zCDP: the cost of telling apart places {CHARGE_RADIUS_M:g} m apart; ε ≈ "
-                     f"{dp.accountant.epsilon_from_rho(session_charge(sigma_m)):.3g} at δ = 10⁻⁶ on its "
-                     "own). The one-shot baseline and full-budget reference columns are simulations "
-                     "shown to you, the owner, only: they publish nothing and are not charged.",
+            html.Div(f"Starting a session charges this dataset's sessions line ρ = {charge:.3g} (zCDP: "
+                     f"the cost of telling apart places {CHARGE_RADIUS_M:g} m apart over at most "
+                     f"{int(planned)} queries; ε ≈ {dp.accountant.epsilon_from_rho(charge):.3g} at δ = 10⁻⁶ "
+                     "on its own). It protects where people are, not whether they take part. The "
+                     "one-shot baseline and full-budget reference columns are simulations shown to "
+                     "you, the owner, only: they publish nothing and are not charged.",
                      className="hint")]
 
 
@@ -132,29 +134,39 @@ def saving_histogram(result) -> go.Figure:
     return fig
 
 
-def session_charge(sigma_m: float) -> float:
-    """zCDP ρ a session charges the dataset's account: each user's ρ_B (per m²) at CHARGE_RADIUS_M.
+def snap_allowance(sigma_m: float, planned: int, method: str) -> float:
+    """Metres of rounding to the noise grid after the plan's answers (planned x ROUNDS per point)."""
+    ia = dp.interactive
+    return float(ia.snap_allowance_bound(float(ia.rho_from_sigma(sigma_m)), int(planned) * ROUNDS,
+                                         1 if method.endswith("dist") else 2))
 
-    Two locations r metres apart are ρ_B·r²-zCDP indistinguishable over the whole session, so
-    this is the session's cost for telling apart places CHARGE_RADIUS_M apart.
+
+def session_charge(sigma_m: float, planned: int, method: str) -> float:
+    """zCDP ρ a session charges the dataset's account: ρ_B·(r + s)² at r = CHARGE_RADIUS_M.
+
+    Two locations r metres apart are ρ_B·(r + s)²-zCDP indistinguishable over a whole session of
+    at most `planned` queries (s: the rounding allowance), so this is the session's cost for
+    telling apart places CHARGE_RADIUS_M apart; sessions stop at their plan to keep it true.
     """
-    return float(dp.interactive.rho_from_sigma(sigma_m)) * CHARGE_RADIUS_M ** 2
+    rho_b = float(dp.interactive.rho_from_sigma(sigma_m))
+    return rho_b * (CHARGE_RADIUS_M + snap_allowance(sigma_m, planned, method)) ** 2
 
 
 def start_session(sid, dinfo, preset, box, sigma_m, planned, strategy, method, n_drawn) -> dict:
-    """Charge the dataset's account for a new session, then open it (fresh OS entropy)."""
+    """Open a session (its inputs checked first), charge the dataset's account, then keep it."""
     if (dinfo or {}).get("kind", "points") != "points":
         raise dp.ParameterError("interactive queries need point data (one location per record); "
                                 "load a point dataset first")
     data = state.points(sid, dinfo["fingerprint"])
     domain = domain_from_controls(preset, box, sid, dinfo)
-    rho = session_charge(sigma_m)
-    state.accounts.update(sid, dinfo["fingerprint"], lambda acc: acc.charge(
-        f"interactive session (σ = {sigma_m:g} m)", rho=rho,
-        note=f"ρ_B·r² at r = {CHARGE_RADIUS_M:g} m over the whole session"))
-    session = dp.interactive.QuerySession(
+    session = dp.interactive.QuerySession(     # fresh OS entropy; answers nothing until charged
         data, domain, sigma_m=sigma_m, planned_queries=planned, strategy=strategy, method=method,
         rounds=ROUNDS, seed=None)
+    rho = session_charge(sigma_m, planned, method)
+    state.accounts.update(sid, dinfo["fingerprint"], lambda acc: acc.charge(
+        f"interactive session (σ = {sigma_m:g} m, {planned} queries)", rho=rho,
+        note=f"ρ_B·(r + s)² at r = {CHARGE_RADIUS_M:g} m, s = rounding allowance, for the "
+             "whole session"))
     token = state.put_live(sid, session)
     return {"token": token, "asked_drawn": n_drawn, "fingerprint": dinfo["fingerprint"], "rho": rho}
 
@@ -206,6 +218,10 @@ def register_callbacks(app, config: dict):
             else:
                 rects = [parse_typed(typed or "")]
             with lock:                  # one question at a time per session, even from two tabs
+                if session.k + len(rects) > session.planned_queries:
+                    raise dp.BudgetError(f"this session's {session.planned_queries} planned queries "
+                                         "are used up (its charge covers no more); start a new "
+                                         "session, which is charged again")
                 for r in rects:
                     result = session.ask(r)
                 history = list(session.history)

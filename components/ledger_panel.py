@@ -69,28 +69,33 @@ def account_rows(acc: dp.Accountant) -> list[dict]:
     return rows[::-1]
 
 
-def budget_bar(acc: dp.Accountant) -> html.Div:
+def budget_bar(spent: float, total: float) -> html.Div:
     """Spent / total as a bar, red once more than 80% is gone."""
-    frac = min(acc.spent / acc.total, 1.0)
+    frac = min(spent / total, 1.0)
     return html.Div(className="budget-bar", title=f"{100 * frac:.0f}% of the budget spent", children=[
         html.Div(className="budget-fill" + (" low" if frac > 0.8 else ""),
                  style={"width": f"{100 * frac:.1f}%"})])
 
 
 def account_summary(acc: dp.Accountant, next_epsilon: float | None) -> list:
-    """Spent / total with a bar, the rule, what the next release costs, and what is not charged."""
-    spent = html.Div([html.B(f"Spent ε = {acc.spent:.4g} of {acc.total:g}"),
-                      f" on this dataset ({acc.remaining:.4g} left)",
-                      f", at δ = {acc.delta:g}" if acc.uses_delta else ""], className="account-spent")
-    out = [spent, budget_bar(acc)]
+    """Both lines of the account with bars, what the next release costs, the rule, what is free."""
+    out = [html.Div([html.B(f"Spent ε = {acc.spent:.4g} of {acc.total:g}"),
+                     f" on releases of this dataset ({acc.remaining:.4g} left)"], className="account-spent"),
+           budget_bar(acc.spent, acc.total)]
     if next_epsilon is not None:
-        after = acc.spend_with(next_epsilon)
-        if after > acc.total * (1 + dp.accountant.TOLERANCE):
+        if acc.spent + next_epsilon > acc.total * (1 + dp.accountant.TOLERANCE):
             out.append(html.Div(f"The next release at ε = {next_epsilon:g} would exceed the total "
                                 "and will be refused.", className="warning"))
         else:
             out.append(html.Div(f"Next release: ε = {next_epsilon:g}, leaving "
-                                f"{acc.total - after:.4g}.", className="hint"))
+                                f"{acc.total - acc.spent - next_epsilon:.4g} (shifted grids are "
+                                "charged their add/remove equivalent, shown next to ε).",
+                                className="hint"))
+    if acc.spent_rho:
+        out += [html.Div([html.B(f"Interactive sessions: ε = {acc.session_spent:.4g} of {acc.total:g}"),
+                          f" at δ = {acc.delta:g}, for a user's location (ρ = {acc.spent_rho:.3g} "
+                          "zCDP in all)"], className="account-spent"),
+                budget_bar(acc.session_spent, acc.total)]
     if not acc.private:
         out.append(html.Div("A reproducible demo or a data-fitted box was released on this dataset: "
                             "its guarantee no longer holds.", className="error"))
@@ -98,7 +103,8 @@ def account_summary(acc: dp.Accountant, next_epsilon: float | None) -> list:
                          "every interactive session. Not charged: answering rectangles from a "
                          "release, exports, reloading the page (your last release is shown "
                          "again), and evaluation runs, which show you, the owner, errors against "
-                         "your own data and publish nothing."], className="hint"))
+                         "your own data and publish nothing. The account belongs to this browser: "
+                         "clearing its cookies starts a new one."], className="hint"))
     return out
 
 

@@ -183,6 +183,10 @@ def register_callbacks(app, config: dict):
             restored = restore(sid, info["fingerprint"])
             if restored is not None:
                 return restored
+            if state.account(sid, info["fingerprint"]).charges:   # paid for, but no longer here
+                return None, html.Div("Your last release of this data is no longer on the server. "
+                                      "Press Release for a new one (it spends ε again).",
+                                      className="warning")
         kinds = [o["value"] for o in mechanism_options(info.get("kind", "points"))]
         if name not in kinds:   # new data of another kind: the picker is switching too
             name = kinds[0]
@@ -223,9 +227,12 @@ def restore(sid: str, fingerprint: str):
     """(release summary, status) of this session's latest release of the data still on the
     server, or None: reloading the page shows it again instead of spending ε on a new draw."""
     key = state.last_release_key(sid, fingerprint)
-    if key is None:
+    try:
+        rel = state.release(sid, key) if key else None
+    except LookupError:      # dropped between the two reads
         return None
-    rel = state.release(sid, key)
+    if rel is None:
+        return None
     _, _, name, _, split, epsilon, _, _ = json.loads(key)
     summary = {"key": key, "mechanism": name, "label": rel.spec.label, "epsilon": epsilon,
                "split": split, "private": rel.private}

@@ -14,10 +14,14 @@ Every release is charged to the session's `dp.Accountant` for its dataset (see `
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
+import os
+import re
 import secrets
 import threading
 from collections import OrderedDict
+from pathlib import Path
 
 import flask
 from flask_caching import Cache
@@ -34,6 +38,9 @@ DEFAULT_SAMPLE = "city_200k"
 TIMEOUT = 4 * 3600
 COOKIE = "dp_session"
 COOKIE_AGE = 365 * 24 * 3600
+TOKEN_SHAPE = re.compile(r"[A-Za-z0-9_-]{32}\.[0-9a-f]{32}")    # nonce.hmac, ASCII only
+_secret = secrets.token_bytes(32)      # replaced by init_cache
+_secure = False                        # Secure cookies even over plain HTTP (behind a TLS proxy)
 MAX_LIVE = 200               # interactive sessions kept in memory, least recently used dropped
 _samples: dict = {}          # name -> (PointData, Domain); public, shared by every session
 _sample_by_fp: dict = {}     # fingerprint -> PointData of a sample
@@ -54,41 +61,91 @@ class _Passthrough:
 class ObjectCache(SimpleCache):
     """flask-caching's in-memory SimpleCache holding references instead of pickles, so a 1e6-point
     upload is not copied per request and keeps its memoised histograms between releases.
-    Cached objects are read-only: nothing is changed in place after it is stored."""
+    Cached objects are read-only: nothing is changed in place after it is stored.
+
+    Each session has its own quota (PER_SESSION entries, its oldest dropped first), so one
+    browser filling the cache evicts only its own entries and cannot watch or push out another's;
+    the global threshold (CACHE_THRESHOLD) is only reached with hundreds of busy sessions.
+    """
 
     serializer = _Passthrough()
+    PER_SESSION = 64
+
+    def set(self, key, value, timeout=None):
+        owner = _owner(key)
+        with self._lock:
+            mine = [k for k in self._cache if k != key and _owner(k) == owner]
+            for k in mine[:max(len(mine) - self.PER_SESSION + 1, 0)]:
+                del self._cache[k]
+        return super().set(key, value, timeout)
+
+
+def _owner(key: str) -> str:
+    """The session a cache key belongs to ("kind:session:rest"), or "" for shared entries."""
+    parts = key.split(":", 2)
+    return parts[1] if len(parts) == 3 else ""
 
 
 def init_cache(server, config: dict):
     """Configure the cache, the budget accounts' store and the session cookie on the server."""
-    global accounts
+    global accounts, _secret, _secure
     cache.init_app(server, config={
         "CACHE_TYPE": config.get("cache_type", "components.state.ObjectCache"),
         "CACHE_DEFAULT_TIMEOUT": TIMEOUT,
-        "CACHE_THRESHOLD": config.get("cache_threshold", 2000),
+        "CACHE_THRESHOLD": config.get("cache_threshold", 500 * ObjectCache.PER_SESSION),
     })
     accounts = AccountStore(config.get("accounts_dir"), config.get("default_budget", 10.0))
+    _secret = session_secret(config.get("accounts_dir"))
+    _secure = bool(config.get("secure_cookies", False))
     server.after_request(_set_cookie)
 
 
-def _set_cookie(response):
-    """Give a browser that has no valid session cookie a new random one (HttpOnly, SameSite)."""
-    if not _valid(flask.request.cookies.get(COOKIE)):
-        token = flask.g.get("new_session") or secrets.token_urlsafe(24)
-        response.set_cookie(COOKIE, token, max_age=COOKIE_AGE, httponly=True, samesite="Lax",
-                            secure=flask.request.is_secure)
-    return response
+def session_secret(folder) -> bytes:
+    """The key that signs session cookies: kept beside the accounts so a restart keeps sessions
+    (and their budgets); a fresh random one when accounts live in memory only."""
+    if not folder:
+        return secrets.token_bytes(32)
+    path = Path(folder) / "session.key"
+    if not path.exists():
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(secrets.token_bytes(32))
+    return path.read_bytes()
+
+
+def _sign(nonce: str) -> str:
+    return hmac.new(_secret, nonce.encode(), hashlib.sha256).hexdigest()[:32]
+
+
+def _new_token() -> str:
+    nonce = secrets.token_urlsafe(24)
+    return f"{nonce}.{_sign(nonce)}"
 
 
 def _valid(token) -> bool:
-    return isinstance(token, str) and 24 <= len(token) <= 64 and token.replace("-", "").replace("_", "").isalnum()
+    """True for a cookie this server issued: the right shape and an HMAC that checks out."""
+    if not isinstance(token, str) or not TOKEN_SHAPE.fullmatch(token):
+        return False
+    nonce, mac = token.split(".")
+    return hmac.compare_digest(mac, _sign(nonce))
+
+
+def _set_cookie(response):
+    """Give a browser without a valid session cookie a new signed one (HttpOnly, SameSite=Lax)."""
+    if not _valid(flask.request.cookies.get(COOKIE)):
+        token = flask.g.get("new_session") or _new_token()
+        response.set_cookie(COOKIE, token, max_age=COOKIE_AGE, httponly=True, samesite="Lax",
+                            secure=_secure or flask.request.is_secure)
+    return response
 
 
 def session_id() -> str:
-    """This browser's session id (a hash of its cookie), made on the first request that needs it."""
+    """This browser's session id (a hash of its signed cookie); a cookie the server did not
+    issue is ignored and replaced, so nobody can choose or guess a session id."""
     token = flask.request.cookies.get(COOKIE)
     if not _valid(token):
-        token = flask.g.get("new_session") or secrets.token_urlsafe(24)
+        token = flask.g.get("new_session") or _new_token()
         flask.g.new_session = token
     return hashlib.blake2b(token.encode(), digest_size=16).hexdigest()
 
@@ -181,7 +238,7 @@ def release(sid: str | None, key: str, create: bool = False):
         data = points(sid, fp)
         rel = accounts.update(sid, fp, lambda acc: acc.release(
             mech, data, dp.Domain.from_dict(dom), epsilon=eps, split=split, params=params,
-            seed=None if fresh else tag, key=key, ref=key, max_points_per_user=k))
+            seed=None if fresh else tag, ref=key, max_points_per_user=k))
         cache.set(ck, rel)
     return rel
 

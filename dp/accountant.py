@@ -1,23 +1,29 @@
 """The data owner's total privacy budget for one dataset, across releases and interactive sessions.
 
-Composition rule (stated to users as is):
-- releases are pure ε-DP and compose by basic composition: their ε add up;
-- interactive sessions are ρ-zCDP (per user, at a stated distance); their ρ add up (zCDP
-  composition) and the sum is converted once to (ε, δ)-DP with ε = ρ + 2·sqrt(ρ·ln(1/δ))
-  (Bun & Steinke 2016, Prop. 1.3);
-- the account's spend is ε_releases + ε(ρ_sessions, δ), which is (spend, δ)-DP by basic
-  composition of approximate DP (δ is 0 while no session has been charged).
+Releases and interactive sessions protect different units, so the account keeps one line for
+each and caps both at the total (stated to users as is):
+- **releases** protect adding or removing one point (event level) or one user with all their
+  points (user level); they are pure ε-DP and compose by basic composition: their ε add up. A
+  mechanism whose own ε is for another relation (shifted grids: a move of at most δ) is
+  charged its add/remove equivalent;
+- **interactive sessions** (paper 002) protect where a known participant is: a user's location
+  against one r metres away. They are ρ-zCDP for that unit; their ρ add up (zCDP composition)
+  and the sum is converted once to (ε, δ)-DP with ε = ρ + 2·sqrt(ρ·ln(1/δ)) (Bun & Steinke
+  2016, Prop. 1.3). They do not hide whether someone takes part.
+Adding the two lines would state a guarantee under no single unit, so they are not added.
 
-A request that would take the spend past the total is refused before anything is drawn. A
-request identical to an earlier one (the same `key`: a fixed-seed demo rebuilt exactly) is the
-same output and costs nothing again; a fresh draw is a new output and costs again. The total
-can only be raised, and only with `confirm=True`: every raise weakens the promise to the people
-in the data. Modelled on diffprivlib's BudgetAccountant (check, then spend), Tumult Analytics'
-Session (every query charged to one budget) and OpenDP's odometers (spend so far, never reset).
+A request that would take either line past the total is refused before anything is drawn. A
+fixed-seed release identical to an earlier one is the same output and costs nothing again; a
+fresh draw is a new output and costs again. The total can only be raised, and only with
+`confirm=True`: every raise weakens the promise to the people in the data. Modelled on
+diffprivlib's BudgetAccountant (check, then spend), Tumult Analytics' Session (every query
+charged to one budget) and OpenDP's odometers (spend so far, never reset).
 """
 from __future__ import annotations
 
+import json
 import math
+import numbers
 import time
 from dataclasses import asdict, dataclass
 
@@ -27,9 +33,10 @@ from .mechanisms import mechanisms, release
 DEFAULT_TOTAL = 10.0
 DEFAULT_DELTA = 1e-6
 TOLERANCE = 1e-9              # relative slack for float sums at the cap (diffprivlib's "slack")
-COMPOSITION_RULE = ("basic composition: the ε of releases add up; interactive sessions are "
-                    "ρ-zCDP, their ρ add up and are converted once to ε at δ "
-                    "(ε = ρ + 2√(ρ ln 1/δ)); the spend is the sum of both")
+COMPOSITION_RULE = ("releases: basic composition, their ε add up (shifted grids at their "
+                    "add/remove equivalent); interactive sessions, which protect a user's location "
+                    "rather than presence, in their own line: their ρ add up (zCDP) and are "
+                    "converted once to ε at δ (ε = ρ + 2√(ρ ln 1/δ)); each line is capped at the total")
 
 
 def epsilon_from_rho(rho: float, delta: float = DEFAULT_DELTA) -> float:
@@ -44,8 +51,8 @@ class Charge:
     """One spend on the account: a release (pure ε) or an interactive session (zCDP ρ)."""
 
     label: str
-    epsilon: float = 0.0        # pure ε, basic composition
-    rho: float = 0.0            # zCDP ρ, added then converted at the account's δ
+    epsilon: float = 0.0        # a release's pure ε for add/remove; basic composition
+    rho: float = 0.0            # a session's zCDP ρ for a location move; added, then converted
     key: str | None = None      # identical keys are one output, charged once
     private: bool = True        # False: a demo or leaky release; the guarantee no longer holds
     note: str = ""
@@ -65,8 +72,8 @@ class Accountant:
 
     # ------------------------------------------------------------------ what has been spent
     @property
-    def spent_epsilon(self) -> float:
-        """ε of the releases (basic composition)."""
+    def spent(self) -> float:
+        """ε of the releases (basic composition), for adding or removing one point or user."""
         return math.fsum(c.epsilon for c in self.charges)
 
     @property
@@ -75,44 +82,45 @@ class Accountant:
         return math.fsum(c.rho for c in self.charges)
 
     @property
-    def spent(self) -> float:
-        """The account's spend in ε: releases plus the sessions' ρ converted at δ."""
-        return self.spend_with(0.0, 0.0)
+    def session_spent(self) -> float:
+        """The sessions' ρ converted once to ε at the account's δ (for a user's location)."""
+        return epsilon_from_rho(self.spent_rho, self.delta)
 
     @property
     def remaining(self) -> float:
+        """ε left for releases."""
         return max(self.total - self.spent, 0.0)
 
     @property
-    def uses_delta(self) -> bool:
-        """True once an interactive session was charged: the guarantee is then (ε, δ)."""
-        return self.spent_rho > 0
+    def session_remaining(self) -> float:
+        return max(self.total - self.session_spent, 0.0)
 
     @property
     def private(self) -> bool:
         """False once any charged output was not private (a fixed-seed demo, a fitted box)."""
         return all(c.private for c in self.charges)
 
-    def spend_with(self, epsilon: float = 0.0, rho: float = 0.0) -> float:
-        """What the spend would be after a further charge of (ε, ρ)."""
-        return self.spent_epsilon + epsilon + epsilon_from_rho(self.spent_rho + rho, self.delta)
-
     def has(self, key: str | None) -> bool:
         return key is not None and any(c.key == key for c in self.charges)
 
     # ------------------------------------------------------------------ spending
     def check(self, epsilon: float = 0.0, rho: float = 0.0, key: str | None = None):
-        """Refuse (BudgetError) a charge that would take the spend past the total."""
+        """Refuse (BudgetError) a charge that would take either line past the total."""
         if self.has(key):
             return
-        after = self.spend_with(epsilon, rho)
-        if after > self.total * (1 + TOLERANCE):
-            need = after - self.spent
+        if self.spent + epsilon > self.total * (1 + TOLERANCE):
             raise BudgetError(
-                f"refused: this needs ε = {need:.4g} but only {self.remaining:.4g} of this "
-                f"dataset's total budget of {self.total:g} is left (spent {self.spent:.4g}). "
-                "Lower ε, or raise the total budget, which weakens the guarantee for everyone "
-                "in the data.")
+                f"refused: this release needs ε = {epsilon:.4g} but only {self.remaining:.4g} of "
+                f"this dataset's total budget of {self.total:g} is left (spent {self.spent:.4g}). "
+                "Lower ε, or raise the total budget, which weakens the guarantee for everyone in "
+                "the data.")
+        after = epsilon_from_rho(self.spent_rho + rho, self.delta)
+        if rho and after > self.total * (1 + TOLERANCE):
+            raise BudgetError(
+                f"refused: this session would take the interactive sessions' spend to ε = "
+                f"{after:.4g} (at δ = {self.delta:g}), past this dataset's total budget of "
+                f"{self.total:g} (spent {self.session_spent:.4g}). Use a larger σ, or raise the "
+                "total budget, which weakens the guarantee for everyone in the data.")
 
     def charge(self, label: str, epsilon: float = 0.0, rho: float = 0.0, key: str | None = None,
                private: bool = True, note: str = "", ref: str | None = None) -> Charge | None:
@@ -129,23 +137,27 @@ class Accountant:
         return c
 
     def release(self, name: str, data, domain, epsilon: float = 1.0, split=None, params=None,
-                seed=None, key: str | None = None, ref: str | None = None, **kwargs):
+                seed=None, ref: str | None = None, **kwargs):
         """`dp.release` charged to this account: refused beyond the total, charged before drawing.
 
-        The charge stays if the mechanism fails after reading the data (the failure could
-        depend on it). A fixed integer seed with a `key` seen before rebuilds the same output
-        at no new cost; with `seed=None` (fresh randomness) every call is a new draw and costs.
-        `ref` names the output in the charge (e.g. the caller's cache key) and never skips one.
+        The charge is the release's ε for adding or removing one point or user (shifted grids:
+        their add/remove equivalent). It stays if the mechanism fails after reading the data
+        (the failure could depend on it). An integer seed rebuilds the same output for the same
+        inputs, charged once; `seed=None` (fresh randomness) or a Generator is a new draw that
+        costs every time. `ref` names the output in the charge (e.g. a cache key).
         """
         spec = mechanisms().get(name)
         if spec is None:
             raise ParameterError(f"unknown mechanism {name!r}; choose one of {sorted(mechanisms())}")
-        spec.resolve_split(split)            # public inputs are checked before anything is charged
-        spec.resolve_params(params)
-        if seed is None:
-            key = None          # a fresh draw is never the same output as an earlier one
-        charged = self.charge(spec.label, positive_finite("ε", epsilon), key=key,
-                              note="fresh randomness" if seed is None else "fixed seed", ref=ref)
+        epsilon = positive_finite("ε", epsilon)
+        split = spec.resolve_split(split)        # public inputs are checked before any charge
+        params = spec.resolve_params(params)
+        cost = spec.add_remove_epsilon(domain, params, epsilon) if spec.add_remove_epsilon else epsilon
+        key = _identical_key(name, data, domain, epsilon, split, params, seed, kwargs)
+        note = "fresh randomness" if key is None else "fixed seed"
+        if cost != epsilon:
+            note += f"; its own ε = {epsilon:g} is for {spec.unit}: charged its add/remove equivalent"
+        charged = self.charge(spec.label, cost, key=key, note=note, ref=ref)
         rel = release(name, data, domain, epsilon=epsilon, split=split, params=params, seed=seed,
                       **kwargs)
         if charged is not None and not rel.private:
@@ -176,6 +188,14 @@ class Accountant:
         return Accountant(self.total, self.delta, self.charges)
 
     def __repr__(self):
-        return (f"Accountant(spent={self.spent:.4g} of {self.total:g}, "
+        return (f"Accountant(releases {self.spent:.4g}, sessions {self.session_spent:.4g} of {self.total:g}, "
                 f"{len(self.charges)} charge{'s' if len(self.charges) != 1 else ''})")
 
+
+
+def _identical_key(name, data, domain, epsilon, split, params, seed, kwargs) -> str | None:
+    """What makes a fixed-seed release the same output again; None for fresh draws."""
+    if not isinstance(seed, numbers.Integral) or isinstance(seed, bool):
+        return None
+    return json.dumps([name, data.fingerprint, domain.to_dict(), epsilon, list(split), params,
+                       int(seed), kwargs], sort_keys=True, default=str)

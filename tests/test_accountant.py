@@ -17,20 +17,32 @@ def small():
     return dp.load_sample("small_city_5k")
 
 
-def test_basic_composition_and_zcdp_conversion():
+def test_basic_composition_and_zcdp_conversion_in_separate_lines():
     acc = dp.Accountant(total=10)
     assert acc.total == 10 and acc.spent == 0 and acc.remaining == 10 and acc.private
     acc.charge("a", epsilon=0.5)
     acc.charge("b", epsilon=1.25)
-    assert acc.spent == pytest.approx(1.75) and not acc.uses_delta     # ε add up (pure DP)
+    assert acc.spent == pytest.approx(1.75) and acc.session_spent == 0   # ε add up (pure DP)
     # Bun & Steinke Prop. 1.3: ρ-zCDP => (ρ + 2 sqrt(ρ ln 1/δ), δ)-DP
     assert epsilon_from_rho(0.5, 1e-6) == pytest.approx(0.5 + 2 * math.sqrt(0.5 * math.log(1e6)), rel=1e-15)
     acc.charge("session 1", rho=0.02)
     acc.charge("session 2", rho=0.03)
-    # the sessions' ρ add up first (zCDP composition), then are converted once
-    assert acc.spent == pytest.approx(1.75 + epsilon_from_rho(0.05, 1e-6), rel=1e-12)
-    assert acc.spent < 1.75 + epsilon_from_rho(0.02) + epsilon_from_rho(0.03)
-    assert acc.uses_delta and acc.remaining == pytest.approx(10 - acc.spent)
+    # sessions protect another unit (a user's location): their own line, ρ summed, converted once
+    assert acc.session_spent == pytest.approx(epsilon_from_rho(0.05, 1e-6), rel=1e-12)
+    assert acc.session_spent < epsilon_from_rho(0.02) + epsilon_from_rho(0.03)
+    assert acc.spent == pytest.approx(1.75) and acc.remaining == pytest.approx(8.25)
+
+
+def test_shifted_grids_are_charged_their_add_remove_equivalent(small):
+    data, domain = small
+    from dp.mechanisms import shifted_grids
+    params = dp.mechanisms()["shifted_grids"].resolve_params({})
+    m = shifted_grids.plan(domain, params)[1].m
+    acc = dp.Accountant()
+    acc.release("shifted_grids", data, domain, epsilon=1.0)
+    # spec 001 section 1: presence-equivalent ε = m·ε/Δ with Δ = 4 (2 when m = 1)
+    assert m > 1 and acc.spent == pytest.approx(m * 1.0 / 4)
+    assert "add/remove equivalent" in acc.charges[0].note
 
 
 def test_refuses_past_the_total_and_keeps_the_account_unchanged():
@@ -43,8 +55,9 @@ def test_refuses_past_the_total_and_keeps_the_account_unchanged():
     assert acc.remaining == pytest.approx(0.0, abs=1e-12)
     with pytest.raises(dp.BudgetError, match="refused"):
         acc.check(epsilon=1e-6)
-    with pytest.raises(dp.BudgetError):
-        acc.charge("a session", rho=1e-4)                        # sessions share the same cap
+    acc.charge("a session", rho=1e-4)                            # sessions have their own line...
+    with pytest.raises(dp.BudgetError, match="interactive sessions"):
+        acc.charge("a big session", rho=5.0)                     # ...capped at the same total
     for bad in (dict(epsilon=-1), dict(epsilon=math.inf), dict()):
         with pytest.raises(dp.ParameterError):
             dp.Accountant().charge("bad", **bad)
@@ -66,17 +79,23 @@ def test_total_is_raised_only_upward_and_only_with_confirmation():
 def test_fresh_releases_cost_every_time_and_identical_demos_once(small):
     data, domain = small
     acc = dp.Accountant(total=3)
-    r1 = acc.release("ug", data, domain, epsilon=1.0, key="same")
-    r2 = acc.release("ug", data, domain, epsilon=1.0, key="same")   # fresh: the key is ignored
+    r1 = acc.release("ug", data, domain, epsilon=1.0, ref="same")
+    r2 = acc.release("ug", data, domain, epsilon=1.0, ref="same")   # fresh: a new draw, charged
     assert acc.spent == pytest.approx(2.0) and not np.array_equal(r1.counts, r2.counts)
     with pytest.raises(dp.BudgetError):
         acc.release("ug", data, domain, epsilon=1.5)
     assert acc.spent == pytest.approx(2.0)                          # refused before any draw
-    d1 = acc.release("ug", data, domain, epsilon=0.5, seed=4, key="demo")
-    d2 = acc.release("ug", data, domain, epsilon=0.5, seed=4, key="demo")
+    d1 = acc.release("ug", data, domain, epsilon=0.5, seed=4)
+    d2 = acc.release("ug", data, domain, epsilon=0.5, seed=4)
     np.testing.assert_array_equal(d1.counts, d2.counts)             # the same output...
     assert acc.spent == pytest.approx(2.5)                          # ...is paid for once
     assert not acc.private and not acc.charges[-1].private          # a demo voids the guarantee
+    # the identity of a demo is built by the accountant, not taken from the caller: any other
+    # input, or a Generator (a new draw each time), is charged again
+    acc.release("ug", data, domain, epsilon=0.25, seed=4)
+    acc.release("ug", data, domain, epsilon=0.125, seed=np.random.default_rng(4))
+    acc.release("ug", data, domain, epsilon=0.125, seed=np.random.default_rng(4))
+    assert acc.spent == pytest.approx(3.0)
 
 
 def test_public_input_errors_cost_nothing_but_a_failure_after_the_draw_does(small, monkeypatch):
@@ -99,6 +118,7 @@ def test_public_input_errors_cost_nothing_but_a_failure_after_the_draw_does(smal
 def test_account_round_trips_and_the_store_keeps_it(tmp_path):
     acc = dp.Accountant(total=4, delta=1e-7)
     acc.charge("r", epsilon=1.0, key="k", ref="cache-key")
+    assert acc.charge("r again", epsilon=1.0, key="k") is None     # an explicit key is paid once
     acc.charge("s", rho=0.1)
     back = dp.Accountant.from_dict(acc.to_dict())
     assert back.to_dict() == acc.to_dict() and back.spent == acc.spent

@@ -298,13 +298,17 @@ def test_account_view_and_session_charge():
     from components import interactive_panel
     acc = dp.Accountant(total=2)
     acc.charge("UG", epsilon=1.0, note="fresh randomness")
-    rho = interactive_panel.session_charge(100.0)
-    assert rho == pytest.approx(1 / (2 * 100.0 ** 2) * 100.0 ** 2)    # ρ_B·r² at r = σ = 100 m
+    s = interactive_panel.snap_allowance(100.0, 10, "pm-dist")
+    assert 0 < s < 5                                                  # metres of rounding allowance
+    rho = interactive_panel.session_charge(100.0, 10, "pm-dist")
+    assert rho == pytest.approx((100.0 + s) ** 2 / (2 * 100.0 ** 2))  # ρ_B·(r + s)², r = σ = 100 m
     text = " ".join(str(c.children) for c in ledger_panel.account_summary(acc, 0.5))
     assert "Spent ε = 1 of 2" in text and "Next release: ε = 0.5, leaving 0.5" in text
     text = " ".join(str(c.children) for c in ledger_panel.account_summary(acc, 1.5))
     assert "would exceed the total" in text
     acc.charge("session", rho=0.01)
+    text = " ".join(str(c.children) for c in ledger_panel.account_summary(acc, None))
+    assert "Interactive sessions: ε = " in text and "Spent ε = 1 of 2" in text
     rows = ledger_panel.account_rows(acc)
     assert [r["what"] for r in rows] == ["session", "UG"] and rows[0]["epsilon"] == "ρ = 0.01 (zCDP)"
 

@@ -134,3 +134,26 @@ def test_a_reload_continues_the_same_account(server):
     with server.test_request_context(headers={"Cookie": f"{state.COOKIE}={client.get_cookie(state.COOKIE).value}"}):
         assert state.session_id() == sid
         assert state.account(state.session_id(), data.fingerprint).spent == pytest.approx(1.5)
+
+
+@pytest.mark.parametrize("forged", ["a" * 24, "é" * 32, "x" * 32 + "." + "0" * 32, ""])
+def test_a_cookie_the_server_did_not_issue_is_replaced(server, forged):
+    client = server.test_client()
+    client.set_cookie(state.COOKIE, forged)
+    client.get("/")
+    issued = client.get_cookie(state.COOKIE).value
+    assert issued != forged and state.TOKEN_SHAPE.fullmatch(issued)
+    with server.test_request_context(headers={"Cookie": f"{state.COOKIE}={forged}"}):
+        one = state.session_id()
+    with server.test_request_context(headers={"Cookie": f"{state.COOKIE}={forged}"}):
+        assert state.session_id() != one          # an unsigned cookie never names a session
+
+
+def test_one_session_filling_the_cache_evicts_only_its_own_entries(server):
+    (_, a), (_, b) = browser(server), browser(server)
+    state.cache.set(f"release:{a}:mine", "A's release")
+    for i in range(5 * state.ObjectCache.PER_SESSION):
+        state.cache.set(f"dataset:{b}:{i}", i)
+    assert state.cache.get(f"release:{a}:mine") == "A's release"
+    assert state.cache.get(f"dataset:{b}:0") is None                          # B's oldest went
+    assert state.cache.get(f"dataset:{b}:{5 * state.ObjectCache.PER_SESSION - 1}") is not None

@@ -101,6 +101,9 @@ class MechanismSpec:
     comparable: bool = True
     # optional (domain, params, epsilon) -> text shown next to the ε control before release
     explain: Callable | None = field(default=None, repr=False, compare=False)
+    # optional (domain, params, epsilon) -> the release's ε for adding or removing one point,
+    # when its own ε is for another relation (shifted grids' δ-move); budget accounts charge it
+    add_remove_epsilon: Callable | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self):
         if self.unit not in UNITS:

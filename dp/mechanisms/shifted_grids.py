@@ -594,6 +594,11 @@ def explain(domain: Domain, params: dict, epsilon: float) -> str:
             f"(δ-neighbourhood ε = {epsilon:g} is not comparable with the other mechanisms' ε)")
 
 
+def presence_epsilon(domain: Domain, params: dict, epsilon: float) -> float:
+    """ε for adding or removing one point (spec 1 [derived]): what a budget account charges."""
+    return equivalent_standard_epsilon(epsilon, plan(domain, params)[1].m)["presence"]
+
+
 def release_shifted_grids(data, domain, epsilon, split, params, rng):
     """Spec 2.4: m shifted grids, discrete Laplace(Δ/ε) on every in-box bin of each grid, one charge."""
     box, lattice = plan(domain, params)
@@ -688,6 +693,7 @@ SHIFTED_GRIDS = MechanismSpec(
                 "split across grids); range queries average the grids (Fang & Chang 2014). "
                 "Protects small moves (up to δ) most; see the guarantee.",
     guarantee=SHIFTED_GUARANTEE, unit=MOVE_POINT, comparable=False, explain=explain,
+    add_remove_epsilon=presence_epsilon,
     params=(Param("delta_km", float, 0.1, "Distance threshold δ (km)",
                   "Moves of one person's location by up to this distance are protected at ε; "
                   "farther alternatives get weaker protection (ε per δ of distance).",
