@@ -4,13 +4,14 @@ from __future__ import annotations
 import math
 import time
 
-from dash import Input, Output, State, dash_table, dcc, html, no_update
+from dash import ALL, Input, Output, State, dash_table, dcc, html, no_update
 
 import dp
 
 from . import ids, state
 from .help import help_box
-from .mechanism_panel import epsilon_from_slider
+from .data_panel import domain_from_controls
+from .mechanism_panel import epsilon_from_slider, read_params
 
 TABLE_STYLE = {"fontSize": "12px", "whiteSpace": "normal", "height": "auto", "textAlign": "left"}
 
@@ -87,10 +88,8 @@ def account_summary(acc: dp.Accountant, next_epsilon: float | None) -> list:
             out.append(html.Div(f"The next release at ε = {next_epsilon:g} would exceed the total "
                                 "and will be refused.", className="warning"))
         else:
-            out.append(html.Div(f"Next release: ε = {next_epsilon:g}, leaving "
-                                f"{acc.total - acc.spent - next_epsilon:.4g} (shifted grids are "
-                                "charged their add/remove equivalent, shown next to ε).",
-                                className="hint"))
+            out.append(html.Div(f"Next release: ε = {next_epsilon:.4g}, leaving "
+                                f"{acc.total - acc.spent - next_epsilon:.4g}.", className="hint"))
     if acc.spent_rho:
         out += [html.Div([html.B(f"Interactive sessions: ε = {acc.session_spent:.4g} of {acc.total:g}"),
                           f" at δ = {acc.delta:g}, for a user's location (ρ = {acc.spent_rho:.3g} "
@@ -99,13 +98,27 @@ def account_summary(acc: dp.Accountant, next_epsilon: float | None) -> list:
     if not acc.private:
         out.append(html.Div("A reproducible demo or a data-fitted box was released on this dataset: "
                             "its guarantee no longer holds.", className="error"))
-    out.append(html.Div(["Rule: ", dp.accountant.COMPOSITION_RULE, ". Charged: every release and "
+    out.append(html.Details(className="help", children=[html.Summary("How the budget is counted"), html.P([
+                            "Rule: ", dp.accountant.COMPOSITION_RULE, ". Charged: every release and "
                          "every interactive session. Not charged: answering rectangles from a "
                          "release, exports, reloading the page (your last release is shown "
                          "again), and evaluation runs, which show you, the owner, errors against "
                          "your own data and publish nothing. The account belongs to this browser: "
-                         "clearing its cookies starts a new one."], className="hint"))
+                         "clearing its cookies starts a new one."])]))
     return out
+
+
+def next_cost(sid, info, eps_v, name, pvals, pids, preset, box) -> float | None:
+    """What a release with the panel's current settings would charge (None if they are invalid)."""
+    spec = dp.mechanisms().get(name)
+    if eps_v is None or spec is None:
+        return None
+    try:
+        params = read_params(spec, pvals, pids)
+        domain = domain_from_controls(preset, box, sid, info)
+        return dp.accountant.release_cost(name, domain, epsilon_from_slider(eps_v), params)
+    except (dp.ParameterError, LookupError, TypeError):
+        return None
 
 
 def register_callbacks(app, config: dict):
@@ -133,13 +146,17 @@ def register_callbacks(app, config: dict):
     @app.callback(Output(ids.ACCOUNT_SUMMARY, "children"), Output(ids.ACCOUNT_TABLE, "data"),
                   Output(ids.ACCOUNT_RAISE_VALUE, "value"),
                   Input(ids.DATASET, "data"), Input(ids.RELEASE, "data"), Input(ids.ACCOUNT_TICK, "data"),
-                  Input(ids.EPSILON, "value"))
-    def show_account(info, _rinfo, _tick, eps_v):
+                  Input(ids.EPSILON, "value"), Input(ids.MECHANISM, "value"),
+                  Input({"type": ids.PARAM, "name": ALL}, "value"), Input(ids.DOMAIN_PRESET, "value"),
+                  Input({"type": ids.DOMAIN_BOX, "side": ALL}, "value"),
+                  State({"type": ids.PARAM, "name": ALL}, "id"))
+    def show_account(info, _rinfo, _tick, eps_v, name, pvals, preset, box, pids):
         if not info:
             return no_update, no_update, no_update
-        acc = state.account(state.session_id(), info["fingerprint"])
-        nxt = epsilon_from_slider(eps_v) if eps_v is not None else None
-        return account_summary(acc, nxt), account_rows(acc), acc.total
+        sid = state.session_id()
+        acc = state.account(sid, info["fingerprint"])
+        return account_summary(acc, next_cost(sid, info, eps_v, name, pvals, pids, preset, box)), \
+            account_rows(acc), acc.total
 
     @app.callback(Output(ids.ACCOUNT_CONFIRM, "displayed"), Output(ids.ACCOUNT_CONFIRM, "message"),
                   Output(ids.ACCOUNT_MESSAGE, "children"),

@@ -152,7 +152,7 @@ class Accountant:
         epsilon = positive_finite("ε", epsilon)
         split = spec.resolve_split(split)        # public inputs are checked before any charge
         params = spec.resolve_params(params)
-        cost = spec.add_remove_epsilon(domain, params, epsilon) if spec.add_remove_epsilon else epsilon
+        cost = release_cost(name, domain, epsilon, params)
         key = _identical_key(name, data, domain, epsilon, split, params, seed, kwargs)
         note = "fresh randomness" if key is None else "fixed seed"
         if cost != epsilon:
@@ -191,6 +191,15 @@ class Accountant:
         return (f"Accountant(releases {self.spent:.4g}, sessions {self.session_spent:.4g} of {self.total:g}, "
                 f"{len(self.charges)} charge{'s' if len(self.charges) != 1 else ''})")
 
+
+
+def release_cost(name: str, domain, epsilon: float, params=None) -> float:
+    """ε a budget account charges for a release: its ε for adding or removing one point or user
+    (shifted grids: their add/remove equivalent, from public inputs only)."""
+    spec = mechanisms()[name]
+    if spec.add_remove_epsilon is None:
+        return float(epsilon)
+    return spec.add_remove_epsilon(domain, spec.resolve_params(params), float(epsilon))
 
 
 def _identical_key(name, data, domain, epsilon, split, params, seed, kwargs) -> str | None:

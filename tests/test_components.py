@@ -319,3 +319,13 @@ def test_points_left_out_by_the_user_bound():
     assert data_panel.points_left_out(data, 5) == 45 and data_panel.points_left_out(data, 50) == 0
     assert "at most 5 points per user" in str(data_panel.level_text(5, 45, 60)[0].children)
     assert "Event-level" in str(data_panel.level_text(None)[0].children)
+
+
+def test_next_release_cost_is_what_the_account_will_charge():
+    from dp.mechanisms import shifted_grids
+    london = dp.PRESETS["London"]
+    assert ledger_panel.next_cost("s", {}, 0, "ug", [], [], "London", [None] * 4) == 1.0
+    m = shifted_grids.plan(london, dp.mechanisms()["shifted_grids"].resolve_params({}))[1].m
+    cost = ledger_panel.next_cost("s", {}, 0, "shifted_grids", [], [], "London", [None] * 4)
+    assert m > 1 and cost == pytest.approx(m / 4)          # add/remove equivalent (spec 001 §1)
+    assert ledger_panel.next_cost("s", {}, 0, "ug", [], [], data_panel.CUSTOM, [None] * 4) is None
