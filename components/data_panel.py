@@ -111,9 +111,11 @@ def domain_from_controls(preset: str, box: list, sid: str | None, info: dict | N
 
 
 def points_left_out(data, k: int) -> int:
-    """How many points a bound of k per user leaves out (owner only: it reads the data)."""
-    _, counts = np.unique(np.asarray(data.user).astype(str), return_counts=True)
-    return int(np.maximum(counts - k, 0).sum())
+    """How many points a bound of k per user leaves out, those without a user id included
+    (owner only: it reads the data)."""
+    missing = data.user == ""                    # no user id: always left out
+    _, counts = np.unique(data.user[~missing], return_counts=True)
+    return int(missing.sum() + np.maximum(counts - k, 0).sum())
 
 
 def level_text(k: int | None, left_out: int = 0, n: int = 0) -> list:

@@ -43,20 +43,21 @@ def bound_contributions(data: PointData, k: int, rng=None) -> PointData:
     """At most k points per user, chosen uniformly at random among that user's points.
 
     `rng`: None draws fresh OS entropy (`make_rng`), or a Generator / seed. Points with a
-    blank user id are dropped (they cannot be bounded). Data without user ids come back
-    unchanged. The returned report counts the points left out: owner-only, never released.
+    missing user id (None, NaN or blank) are dropped: pooled as one "user", a person joining the
+    pool could change all k points kept from it, so its people would be protected only at 2ε.
+    Data without user ids come back unchanged. The returned report counts the points left out:
+    owner-only, never released.
     """
     k = check_points_per_user(k)
     if data.user is None:
         return data
-    ids = np.asarray(data.user).astype(str)
-    _, codes = np.unique(ids, return_inverse=True)
+    _, codes = np.unique(data.user, return_inverse=True)
     order = np.lexsort((make_rng(rng).permutation(data.n), codes))   # by user, random within
     grouped = codes[order]
     rank = np.arange(data.n) - np.searchsorted(grouped, grouped)      # position in its user
     keep = np.empty(data.n, bool)
     keep[order] = rank < k
-    known = np.char.str_len(np.char.strip(ids)) > 0
+    known = data.user != ""                           # canonical ids: '' where missing
     beyond = int(np.count_nonzero(known & ~keep))
     keep &= known
     report = _bounded_report(data.report, k, int(keep.sum()), beyond, int(np.count_nonzero(~known)))

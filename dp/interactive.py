@@ -141,6 +141,14 @@ def snap_allowance_bound(budget, draws, dims: int = 2):
 
 # ============================================================================ exact noise
 # ============================================================================ privacy filter
+def _positive_budget(budget) -> np.ndarray:
+    """Budgets as floats (one number or one per user), refused unless positive and finite."""
+    b = np.asarray(budget, dtype=np.float64)
+    if b.ndim > 1 or not np.all(np.isfinite(b)) or np.any(b <= 0):
+        raise ParameterError("every user's budget must be a positive, finite number")
+    return b
+
+
 class PrivacyFilter:
     """Per-user privacy filters (spec 2.5, eq 7, Alg 1) as integer ledgers, vectorised.
 
@@ -156,14 +164,14 @@ class PrivacyFilter:
     def __init__(self, budget, n_users: int | None = None, kind: str = "cgp", audit: bool = False):
         if kind not in ("gp", "cgp"):
             raise ParameterError(f"filter kind must be 'gp' or 'cgp', got {kind!r}")
-        b = np.asarray(budget, dtype=np.float64)
+        b = np.atleast_1d(_positive_budget(budget))
         if n_users is not None:
+            if b.size not in (1, int(n_users)):
+                raise ParameterError(f"{b.size} budgets for {int(n_users)} users; give one number "
+                                     "or one per user")
             b = np.broadcast_to(b, (int(n_users),))
-        b = np.array(np.atleast_1d(b), dtype=np.float64)
-        if b.ndim != 1 or not np.all(np.isfinite(b)) or np.any(b <= 0):
-            raise ParameterError("every user's budget must be a positive, finite number")
         self.kind = kind
-        self.budget = b
+        self.budget = np.array(b, dtype=np.float64)
         self.spent_units = np.zeros(b.size, dtype=np.int64)
         self.halted = np.zeros(b.size, dtype=bool)
         self.audit = audit
@@ -714,6 +722,39 @@ class QueryResult:
         return d
 
 
+def _session_budget(budget, sigma_m) -> np.ndarray:
+    """rho_B per user from exactly one of `budget` (rho) or `sigma_m` (metres), checked."""
+    if (budget is None) == (sigma_m is None):
+        raise ParameterError("give exactly one of budget (rho per user) or sigma_m (metres)")
+    if budget is None:
+        s = np.asarray(sigma_m, dtype=np.float64)
+        if not np.all(np.isfinite(s)) or np.any(s <= 0):
+            raise ParameterError(f"sigma_m must be positive, got {sigma_m}")
+        budget = rho_from_sigma(s)
+    return _positive_budget(budget)
+
+
+def _seed_streams(seed) -> tuple:
+    """(private, three SeedSequences for the main, baseline and reference worlds): None draws
+    OS entropy and a Generator 128 bits of its stream (private); an integer is reproducible."""
+    if isinstance(seed, np.random.Generator):
+        ss = np.random.SeedSequence(seed.integers(0, 2 ** 32, size=4))
+    else:
+        ss = np.random.SeedSequence(seed)          # None: fresh OS entropy
+    return seed is None or isinstance(seed, np.random.Generator), ss.spawn(3)
+
+
+def _points_inside(data: PointData, domain: Domain) -> tuple:
+    """(lon, lat, user ids or None) of the points inside the public box, the only places where
+    the session's metres never overstate true distances; ParameterError if there are none."""
+    inside = data.in_domain(domain)
+    if not inside.any():
+        raise ParameterError(f"no point of the data lies inside the box {domain.bounds}; choose "
+                             "a box that contains the points to query")
+    user = None if data.user is None else data.user[inside]
+    return data.x[inside], data.y[inside], user
+
+
 def _check_choice(name, value, options):
     v = str(value).lower()
     if v not in options:
@@ -726,9 +767,12 @@ class QuerySession:
 
     Parameters
     ----------
-    data : PointData in lon/lat. Without user ids each point is one user. With user ids one
-        ledger per user: a user's allocation for a query is split equally over its points,
-        and its charge is the sum of its points' charges (composition; spec 2.2, P15).
+    data : PointData in lon/lat. Only the points inside `domain` take part, as in the
+        releases (which do not count points outside the box): outside it the session's metres
+        may overstate true distances. No point inside raises ParameterError. Without user ids
+        each point is one user. With user ids one ledger per user: a user's allocation for a
+        query is split equally over its points, and its charge is the sum of its points'
+        charges (composition; spec 2.2, P15). Points without a user id share one ledger.
     domain : the public Domain (every user's possible locations). Its worst latitude and width
         fix the default projection `projection="local"` (`dp.domain.ConservativeProjection`,
         spec P6): two points of the box are never farther apart in it than their geodesic
@@ -737,7 +781,8 @@ class QuerySession:
         longitudes apart there). `projection="mercator"` gives the paper's Web Mercator
         metres: NOT conservative, they inflate distances by sec(lat), so the guarantee then
         holds only in Mercator metres (rho per true metre^2 up to sec^2(lat) larger).
-    budget : rho_B per user (1/m^2), a number or one per user (in order of `user_ids`).
+    budget : rho_B per user (1/m^2), a number or one per user (in order of `user_ids`, the
+        users with a point in the box).
         Or give `sigma_m`, the noise std (metres) of spending the whole budget at once.
     planned_queries, strategy, gamma : budgeting over m planned queries (spec 2.6).
     method : 'pm-dist' (default), 'pm-pt', 'bm-dist' or 'bm-pt'.
@@ -767,13 +812,8 @@ class QuerySession:
                  method: str = "pm-dist", rounds: int = 10, split: str = "doubling",
                  beta: float = 0.1, theta_mode: str = "uniform-exact", projection: str = "local",
                  compare: bool = True, reference: bool = True, seed=None, audit: bool = False):
-        if (budget is None) == (sigma_m is None):
-            raise ParameterError("give exactly one of budget (rho per user) or sigma_m (metres)")
-        if budget is None:
-            s = np.asarray(sigma_m, dtype=np.float64)
-            if not np.all(np.isfinite(s)) or np.any(s <= 0):
-                raise ParameterError(f"sigma_m must be positive, got {sigma_m}")
-            budget = rho_from_sigma(s)
+        # every public input is checked before the data is read (the caller may charge for it)
+        budget = _session_budget(budget, sigma_m)
         self.strategy = _check_choice("strategy", strategy, STRATEGIES)
         self.method = _check_choice("method", method, METHODS)
         self.split = _check_choice("split", split, SPLITS)
@@ -786,6 +826,9 @@ class QuerySession:
             raise ParameterError(f"rounds must be an integer in 1..{MAX_ROUNDS}, got {rounds}")
         self.gamma, self.beta, self.rounds = float(gamma), float(beta), int(rounds)
         self.planned_queries = self._check_m(planned_queries)
+        if not isinstance(domain, Domain):
+            raise ParameterError(f"domain must be a dp.Domain (the public box), got "
+                                 f"{type(domain).__name__}")
         self.domain = domain
         self.projection = _check_choice("projection", projection, PROJECTIONS)
         self._proj = ConservativeProjection(domain)
@@ -795,14 +838,16 @@ class QuerySession:
                 "no projection keeping lon/lat rectangles axis-aligned can measure east-west "
                 "distances there without overstating true ones; choose a box clear of the poles "
                 "and narrower than 360 degrees")
-        xm, ym = self._to_metres(data.x, data.y)
+        self.private, (s_main, s_base, s_ref) = _seed_streams(seed)
+        lon, lat, user = _points_inside(data, domain)
+        xm, ym = self._to_metres(lon, lat)
         xy = np.column_stack([xm, ym]).astype(np.float64)
-        if data.user is None:
+        if user is None:
             self.user_ids = None
             owner = None
-            n_users = len(data)
+            n_users = len(lon)
         else:
-            self.user_ids, owner = np.unique(np.asarray(data.user).astype(str), return_inverse=True)
+            self.user_ids, owner = np.unique(user, return_inverse=True)
             owner = owner.astype(np.intp)
             n_users = self.user_ids.size
         self.filter = PrivacyFilter(budget, n_users, kind="cgp", audit=audit)
@@ -810,12 +855,6 @@ class QuerySession:
         self._owner = owner
         self._pts_per_user = (np.ones(n_users, dtype=np.int64) if owner is None
                               else np.bincount(owner, minlength=n_users).astype(np.int64))
-        if isinstance(seed, np.random.Generator):
-            ss = np.random.SeedSequence(seed.integers(0, 2 ** 32, size=4))
-        else:
-            ss = np.random.SeedSequence(seed)          # None: fresh OS entropy
-        self.private = seed is None or isinstance(seed, np.random.Generator)
-        s_main, s_base, s_ref = ss.spawn(3)
         self._rng = np.random.default_rng(s_main)
         self.compare = compare
         self._base_rng = np.random.default_rng(s_base)

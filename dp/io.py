@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import DataError
-from .points import LoadReport, PointData
+from .points import LoadReport, PointData, user_keys
 
 DEFAULT_MAX_ROWS = 20_000_000
 MAX_DROP_FRACTION = 0.5   # above this share of bad rows the file is refused, not cleaned
@@ -84,6 +84,8 @@ def load_points(source, *, lon=None, lat=None, user=None, fmt: str | None = None
 
     CSV columns are found by common names (lon/lng/long/longitude/x, lat/latitude/y, any case)
     unless `lon`/`lat` (names or 0-based indices) are given; `user` names an optional id column.
+    GeoJSON user ids come from a property named like the CSV column (USER_NAMES), never `id`
+    (a feature's own id); points without one are counted in the report's notes.
     Rows with unusable coordinates are dropped and counted in `data.report`; a file that is
     mostly unusable raises DataError instead.
     """
@@ -100,7 +102,17 @@ def load_points(source, *, lon=None, lat=None, user=None, fmt: str | None = None
         x, y, uid, report = _parse_csv(text, lon, lat, user, max_rows)
     else:
         x, y, uid, report = _parse_geojson(text, max_rows)
-    return PointData(x, y, uid, report, name=name or filename or "upload")
+    data = PointData(x, y, uid, report, name=name or filename or "upload")
+    _note_missing_ids(data)
+    return data
+
+
+def _note_missing_ids(data: PointData):
+    """Count the points without a user id in the report: user-level releases leave them out."""
+    missing = 0 if data.user is None else int(np.count_nonzero(data.user == ""))
+    if missing:
+        data.report.notes.append(f"{missing:,} points have no user id: user-level releases "
+                                 "leave them out")
 
 
 # ----------------------------------------------------------------------------------- CSV
@@ -313,12 +325,13 @@ def _parse_geojson(text, max_rows):
         features = [{"type": "Feature", "geometry": doc, "properties": {}}]
     if not features:
         raise DataError("the GeoJSON has no features; expected Point or MultiPoint features")
-    coords, users, skipped = [], [], {}
-    for i, f in enumerate(features):   # JSON is parsed object by object; coordinates go to numpy
+    coords, users, skipped, user_props = [], [], {}, set()
+    for f in features:   # JSON is parsed object by object; coordinates go to numpy
         geom = (f or {}).get("geometry") or {}
         gtype = geom.get("type")
         props = (f or {}).get("properties") or {}
-        uid = next((props[k] for k in ("user_id", "userid", "user", "uid", "id") if k in props), None)
+        key = next((k for k in USER_NAMES if k in props), None)   # never 'id': a feature id
+        uid = props[key] if key else None
         if gtype == "Point":
             pts = [geom.get("coordinates")]
         elif gtype == "MultiPoint":
@@ -334,6 +347,7 @@ def _parse_geojson(text, max_rows):
                 continue
             coords.append(p[:2])
             users.append(uid)
+            user_props.add(key)
     n_read = len(coords) + sum(skipped.values())
     if n_read > max_rows:
         raise DataError(f"the file has {n_read:,} points, more than the limit of {max_rows:,}; "
@@ -350,11 +364,15 @@ def _parse_geojson(text, max_rows):
     x, y = xy[:, 0], xy[:, 1]
     keep = ~(np.isnan(x) | np.isnan(y)) if "points with non-numeric coordinates" in skipped else \
         np.ones(len(x), bool)
-    uid = np.array(users, dtype=object) if any(u is not None for u in users) else None
     keep, hint = _validate_coords(x, y, keep, skipped)
-    report = LoadReport("GeoJSON", n_read, int(keep.sum()), {"geometry": "Point/MultiPoint"}, skipped)
+    uid = np.fromiter(users, dtype=object, count=len(users))[keep]   # 1-d even if ids are lists
+    uid = uid if (user_keys(uid) != "").any() else None    # no id anywhere: event-level data
+    cols = {"geometry": "Point/MultiPoint"}
+    if uid is not None:
+        cols["user"] = "/".join(k for k in USER_NAMES if k in user_props)
+    report = LoadReport("GeoJSON", n_read, int(keep.sum()), cols, skipped)
     _refuse_if_mostly_bad(report, {}, hint)
-    return x[keep], y[keep], (None if uid is None else uid[keep]), report
+    return x[keep], y[keep], uid, report
 
 
 def _safe_float(v):

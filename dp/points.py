@@ -35,13 +35,27 @@ class LoadReport:
             text += f" (columns: {cols})"
         if self.dropped:
             text += "; dropped: " + "; ".join(f"{n:,} {why}" for why, n in self.dropped.items())
+        for note in self.notes:
+            text += f"; {note}"
         return text
+
+
+def user_keys(user) -> np.ndarray:
+    """User ids as stripped strings, '' where missing (None, NaN, blank), in the narrowest str
+    dtype: one canonical form, so every consumer agrees on who is who and none pools missing
+    ids as a user "None"."""
+    u = np.asarray(user)
+    keys = np.char.strip(u.astype(str))
+    if u.dtype.kind not in "US":
+        keys[np.equal(u, None) | (u != u)] = ""      # u != u: float NaN
+    return keys.astype(f"U{max(int(np.char.str_len(keys).max(initial=0)), 1)}")
 
 
 class PointData:
     """Private points in lon/lat degrees, kept sorted by longitude for fast exact counts.
 
     Exact answers are for the data owner only; mechanisms read the data via `histogram`.
+    User ids, if any, are kept in canonical form (`user_keys`): strings, '' where missing.
     The points never change after construction, so exact histograms and true counts are
     memoised (bounded): tuning, Phase 2 and repeated releases ask for the same ones.
     """
@@ -52,7 +66,7 @@ class PointData:
         order = np.argsort(x, kind="stable")
         self.x = x[order]
         self.y = y[order]
-        self.user = None if user is None else np.asarray(user)[order]
+        self.user = None if user is None else user_keys(user)[order]   # before the shuffle: fast
         self.report = report or LoadReport("array", len(x), len(x))
         self.name = name
         self._fingerprint = None
@@ -71,11 +85,19 @@ class PointData:
 
     @property
     def fingerprint(self) -> str:
-        """Content hash used as a cache key (never shown to data consumers)."""
+        """Content hash used as a cache and budget-account key (never shown to data consumers).
+
+        User ids count (in point order, canonical form): user-level and event-level releases
+        of the same coordinates spend different ε, so they must not share an account or cache.
+        Points without user ids hash their coordinates only, as before.
+        """
         if self._fingerprint is None:
             h = hashlib.blake2b(digest_size=12)
             h.update(self.x.tobytes())
             h.update(self.y.tobytes())
+            if self.user is not None:
+                h.update(f"user ids {self.user.dtype.str}".encode())   # separates them from y
+                h.update(self.user.tobytes())
             self._fingerprint = h.hexdigest()
         return self._fingerprint
 

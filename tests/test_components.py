@@ -314,9 +314,9 @@ def test_account_view_and_session_charge():
 
 
 def test_points_left_out_by_the_user_bound():
-    user = ["busy"] * 50 + [f"u{i}" for i in range(10)]
-    data = dp.PointData(np.linspace(0, 1, 60), np.linspace(0, 1, 60), user=user)
-    assert data_panel.points_left_out(data, 5) == 45 and data_panel.points_left_out(data, 50) == 0
+    user = ["busy"] * 50 + [f"u{i}" for i in range(10)] + [None, " "]
+    data = dp.PointData(np.linspace(0, 1, 62), np.linspace(0, 1, 62), user=user)
+    assert data_panel.points_left_out(data, 5) == 47 and data_panel.points_left_out(data, 50) == 2
     assert "at most 5 points per user" in str(data_panel.level_text(5, 45, 60)[0].children)
     assert "Event-level" in str(data_panel.level_text(None)[0].children)
 

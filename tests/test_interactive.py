@@ -491,12 +491,14 @@ def test_degenerate_cases():
             assert fn(u, R, full(n), priv, rng=rng).estimate == true
 
 
-def test_session_with_no_points():
-    # spec 9 case 11: n = 0 gives 0 through the session too
+def test_session_needs_a_point_in_the_box():
+    # spec 9 case 11, n = 0: a session counts only the points in the box, so with none there it
+    # is refused in plain words (it used to answer 0 for empty data)
     dom = square_domain(1000)
-    s = ia.QuerySession(dp.PointData([], []), dom, sigma_m=10, seed=0)
-    res = s.ask(rect_m(dom, 0, 0, 500, 500))
-    assert res.answer == 0 and res.true_count == 0
+    outside = points_in(dom, np.array([[-500.0, 500.0], [500.0, 1500.0]]))
+    for data in (dp.PointData([], []), outside):
+        with pytest.raises(ParameterError, match="no point of the data lies inside the box"):
+            ia.QuerySession(data, dom, sigma_m=10, seed=0)
 
 
 # ----------------------------------------------------------------------------- case 12
@@ -856,6 +858,59 @@ def test_mid_latitude_metres_overstated_at_80_degrees():
     with pytest.raises(ParameterError, match="360"):
         ia.QuerySession(data, dp.Domain(-180, -60, 180, 60), sigma_m=100)
     assert ia.QuerySession(data, world, sigma_m=100, projection="mercator").projection == "mercator"
+
+
+def test_session_keeps_only_points_in_the_box():
+    # spec P6: the conservative metres hold inside the box only; at 70 N a London box's metres
+    # put east-west neighbours about 1.8 times too far apart, so the session leaves points
+    # outside the box out, as the releases do, and the per-user ledgers follow the points kept
+    london = dp.PRESETS["London"]
+    lon = np.array([-0.3, -0.2, 0.1, 0.0, 20.0, 20.01, -0.1, 0.05])
+    lat = np.array([51.4, 51.5, 51.6, 70.0, 70.0, 70.0, 51.45, 51.5])
+    user = np.array(["a", "a", "b", "b", "c", "c", "", None], dtype=object)
+    north = (20.0, 70.0, 20.01, 70.0)
+    proj = dp.domain.ConservativeProjection(london)
+    assert planar_m(proj, *north) / vincenty_m(*north)[0] > 1.75
+    data = dp.PointData(lon, lat, user)
+    inside = data.in_domain(london)
+    s = ia.QuerySession(data, london, budget=[1e-4, 2e-4, 3e-4], planned_queries=2, seed=0)
+    assert s.n_points == inside.sum() == 5
+    assert s.user_ids.tolist() == ["", "a", "b"]            # c: no point in the box; "" and None pool
+    assert s.budget.tolist() == [1e-4, 2e-4, 3e-4]
+    np.testing.assert_array_equal(s._pts_per_user, [2, 2, 1])
+    np.testing.assert_array_equal(s.user_ids[s._owner], data.user[inside])
+    xy = s.users.owner_values(lambda p: p)
+    np.testing.assert_allclose(xy, np.column_stack(proj.to_metres(data.x[inside], data.y[inside])))
+    i, j = np.triu_indices(len(xy), 1)
+    geo = vincenty_m(data.x[inside][i], data.y[inside][i], data.x[inside][j], data.y[inside][j])[0]
+    assert np.all(np.hypot(*(xy[i] - xy[j]).T) <= geo)
+    assert s.ask(dp.Rect(*london.bounds)).true_count == 5
+    with pytest.raises(ParameterError, match="2 budgets for 3 users"):
+        ia.QuerySession(data, london, budget=[1e-4, 2e-4], seed=0)
+
+
+class Untouchable:
+    """Stands in for the data: any read of it fails the test."""
+
+    def __getattr__(self, name):
+        raise AssertionError(f"the session read data.{name} before checking its public inputs")
+
+    def __len__(self):
+        raise AssertionError("the session read len(data) before checking its public inputs")
+
+
+@pytest.mark.parametrize("kw", [dict(budget=0.0), dict(budget=[1e-4, -1.0]), dict(budget=np.nan),
+                                dict(budget=[[1e-4]]), dict(sigma_m=0), dict(sigma_m=10, gamma=2),
+                                dict(sigma_m=10, domain=dp.PRESETS["World"]),
+                                dict(sigma_m=10, domain=dp.Domain(-180, -60, 180, 60)),
+                                dict(sigma_m=10, domain=(0, 0, 1, 1)),
+                                dict(sigma_m=10, seed="abc")], ids=str)
+def test_session_checks_public_inputs_before_reading_the_data(kw):
+    # the app charges the account for a session: a bad public input must fail the same way
+    # whatever the data, before anything is read from it
+    kw.setdefault("domain", square_domain(1000))
+    with pytest.raises((ParameterError, TypeError)):      # never Untouchable's AssertionError
+        ia.QuerySession(Untouchable(), **kw)
 
 
 def test_session_result_fields_and_history():

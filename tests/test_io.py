@@ -329,6 +329,39 @@ def test_geojson_multipoint_expansion_and_user_ids():
     assert dict(zip(data.x.tolist(), data.user.tolist())) == {1: "a", 3: "a", 5: "a", 7: "b"}
 
 
+def test_geojson_feature_id_is_not_a_user_id():
+    # 'id' names the feature: reading it as a user id made every point its own "user"
+    doc = collection(*[feature(point(i, i), id=f"f{i}") for i in range(5)])
+    data = dp.load_points(doc, filename="p.geojson")
+    assert data.n == 5 and data.user is None and "user" not in data.report.columns
+    assert dp.io.USER_NAMES == ("user_id", "userid", "user", "uid")
+    for name in dp.io.USER_NAMES:
+        doc = collection(feature(point(1, 1), **{name: "a", "id": "f1"}), feature(point(2, 2), id="f2"))
+        data = dp.load_points(doc, filename="p.geojson")
+        assert data.user.tolist() == ["a", ""] and data.report.columns["user"] == name
+
+
+def test_geojson_points_without_a_user_id_are_missing_and_counted():
+    # absent, null, NaN or blank ids are missing (never one shared user "None"), and the report
+    # says how many points have none; a file where no point has one is plain point data
+    feats = [feature(point(1, 1), user_id="a"), feature(point(2, 2), uid=7),
+             feature({"type": "MultiPoint", "coordinates": [[3, 3], [4, 4]]}),
+             feature(point(5, 5), user_id=None), feature(point(6, 6), user=" ")]
+    raw = json.dumps({"type": "FeatureCollection", "features": feats
+                      + [feature(point(7, 7), userid=float("nan"))]}).encode()   # NaN: Python's json
+    data = dp.load_points(raw, filename="p.geojson")
+    assert data.n == 7 and data.user.tolist() == ["a", "7", "", "", "", "", ""]
+    assert data.report.columns["user"] == "user_id/userid/user/uid"
+    assert data.report.notes == ["5 points have no user id: user-level releases leave them out"]
+    assert "5 points have no user id" in data.report.summary()
+    blank = collection(feature(point(1, 1), user_id=None), feature(point(2, 2), user_id=""))
+    data = dp.load_points(blank, filename="p.geojson")
+    assert data.user is None and data.report.notes == [] and "user" not in data.report.columns
+    data = dp.load_points(csv_rows([b"u1,1,1", b",2,2", b" ,3,3"], header=b"uid,lon,lat"),
+                          filename="p.csv")
+    assert data.report.notes == ["2 points have no user id: user-level releases leave them out"]
+
+
 def test_geojson_single_feature_and_bare_geometry():
     assert dp.load_points(json.dumps(feature(point(1, 2))).encode(), filename="p.geojson").n == 1
     data = dp.load_points(json.dumps({"type": "MultiPoint", "coordinates": [[1, 2], [3, 4]]}).encode(),

@@ -5,6 +5,7 @@ privacy (user-level ε, noise as drawn at ε/k), the stated privacy level, what 
 contain (number of users, points dropped, exact N), parameter errors, and the stochastic tester
 of `dp.audit` on neighbours that differ by one user with 50 points, with a planted bug caught.
 """
+import hashlib
 import importlib
 import json
 import re
@@ -78,6 +79,56 @@ def test_bound_cuts_a_heavy_user_to_k_and_keeps_light_users_whole():
     blank = dp.PointData([0.1, 0.2, 0.3], [0.1, 0.2, 0.3], np.array(["a", " ", ""], dtype=object))
     out = dp.bound_contributions(blank, K)                     # blank ids cannot be bounded
     assert out.n == 1 and out.report.dropped["points without a user id"] == 2
+
+
+def test_bound_drops_missing_ids_of_any_kind():
+    # None and NaN (GeoJSON nulls) used to become one pooled user "None" / "nan": a person
+    # joining that pool could change all k points kept from it, so it was protected at 2ε
+    user = np.array(["a", None, float("nan"), "b", None, " ", np.nan, 7], dtype=object)
+    data = dp.PointData(np.arange(8.0), np.arange(8.0), user)
+    out = dp.bound_contributions(data, K, np.random.default_rng(0))
+    assert out.user.tolist() == ["a", "b", "7"]
+    assert out.report.dropped["points without a user id"] == 5
+    assert data.user.tolist() == ["a", "", "", "b", "", "", "", "7"]      # canonical ids
+    floats = dp.bound_contributions(dp.PointData([0.0, 1.0], [0.0, 1.0], [np.nan, 1.0]), K)
+    assert floats.user.tolist() == ["1.0"] and floats.report.dropped["points without a user id"] == 1
+
+
+def test_bound_on_geojson_with_feature_ids_and_missing_user_ids():
+    # a GeoJSON file's feature 'id' is not a person: only user_id/userid/user/uid are, and the
+    # points without one are left out of the user-level release
+    feats = ([{"type": "Feature", "id": i, "properties": {"id": f"f{i}", "user_id": "heavy"},
+               "geometry": {"type": "Point", "coordinates": [0.1 + i / 100, 0.2]}} for i in range(20)]
+             + [{"type": "Feature", "properties": {"id": f"g{i}", "user_id": None},
+                 "geometry": {"type": "Point", "coordinates": [0.3, 0.1 + i / 100]}} for i in range(9)])
+    data = dp.load_points(json.dumps({"type": "FeatureCollection", "features": feats}).encode(),
+                          filename="p.geojson")
+    out = dp.bound_contributions(data, K, np.random.default_rng(3))
+    assert out.n == K and set(out.user.tolist()) == {"heavy"}
+    assert out.report.dropped["points without a user id"] == 9
+    assert out.report.dropped[f"points beyond {K} per user (user-level bound)"] == 20 - K
+
+
+def test_fingerprint_tells_user_level_data_from_event_level_data():
+    # the budget account and release cache are keyed by the fingerprint: the same coordinates
+    # with no user ids, with user ids or with other ids are different datasets (ε differs)
+    rng = np.random.default_rng(8)
+    x, y = rng.uniform(0, 1, 200), rng.uniform(0, 1, 200)
+    users = _users(200)
+    plain = dp.PointData(x, y)
+    order = np.argsort(x, kind="stable")
+    h = hashlib.blake2b(x[order].tobytes() + y[order].tobytes(), digest_size=12)
+    assert plain.fingerprint == h.hexdigest()                  # unchanged for plain points
+    prints = {plain.fingerprint, dp.PointData(x, y, users).fingerprint,
+              dp.PointData(x, y, np.roll(users, 1)).fingerprint,
+              dp.PointData(x, y, np.char.add(users, "x")).fingerprint,
+              dp.PointData(x, y, np.full(200, "one")).fingerprint}
+    assert len(prints) == 5
+    same = (users.tolist(), users.astype(object), np.char.add(" ", users))
+    assert {dp.PointData(x, y, u).fingerprint for u in same} == {dp.PointData(x, y, users).fingerprint}
+    blank = [dp.PointData([0.0, 1.0], [0.0, 1.0], u).fingerprint
+             for u in (["a", ""], ["a", None], np.array(["a", np.nan], dtype=object))]
+    assert len(set(blank)) == 1                                # a missing id: one canonical form
 
 
 def test_bound_chooses_uniformly():

@@ -687,8 +687,9 @@ HTF = MechanismSpec(
     name="htf", label="HTF tree (homogeneity splits)",
     description="Binary tree over a fine grid whose splits make both halves as even as possible, "
                 "chosen privately; noisy leaf counts (Shaham et al. 2021).",
-    guarantee="ε-differential privacy for adding or removing one point (unbounded neighbours); "
-              "with user ids, for one user with at most k points (see privacy_level). The dataset size is not treated as public: a share "
+    guarantee="ε-differential privacy for adding or removing one point (unbounded neighbours): "
+              "event-level without user ids; with user ids, user-level for one user with at most "
+              "k points (see privacy_level). The dataset size is not treated as public: a share "
               "ε_height of ε buys a noisy size (discrete Laplace, sensitivity 1) that sets the "
               "tree height and is released with the tree. Counts get exact discrete Laplace "
               "noise and split positions come from a discretised Laplace mechanism. The box and "
