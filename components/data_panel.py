@@ -158,12 +158,12 @@ def register_callbacks(app, config: dict):
                 loader = dp.load_regions if kind == "regions" else dp.load_points
                 data = loader(raw, filename=filename, lon=lon or None, lat=lat or None,
                               user=user or None)
-            except (dp.DataError, dp.ParameterError) as exc:
+                info = state.put_upload(sid, data)
+            except (dp.DataError, dp.ParameterError, LookupError) as exc:
                 msg = html.Div(className="error", children=[
                     html.B(f"Could not load {filename or 'the file'}: "), str(exc),
                     html.Div("The previously loaded data is still in use.", className="hint")])
                 return no_update, msg, no_update
-            info = state.put_upload(sid, data)
             what = "regions" if kind == "regions" else "points"
             ok = html.Div(f"Loaded {filename}: {data.n:,} {what}.", className="ok")
             return info, ok, no_update

@@ -153,20 +153,25 @@ def session_charge(sigma_m: float, planned: int, method: str) -> float:
 
 
 def start_session(sid, dinfo, preset, box, sigma_m, planned, strategy, method, n_drawn) -> dict:
-    """Open a session (its inputs checked first), charge the dataset's account, then keep it."""
+    """Open a session charged to the dataset's account: its public inputs are checked first, the
+    charge is made before the data is read (even a data-dependent refusal is paid for)."""
     if (dinfo or {}).get("kind", "points") != "points":
         raise dp.ParameterError("interactive queries need point data (one location per record); "
                                 "load a point dataset first")
     data = state.points(sid, dinfo["fingerprint"])
     domain = domain_from_controls(preset, box, sid, dinfo)
-    session = dp.interactive.QuerySession(     # fresh OS entropy; answers nothing until charged
-        data, domain, sigma_m=sigma_m, planned_queries=planned, strategy=strategy, method=method,
-        rounds=ROUNDS, seed=None)
+    state.check_live_room(sid)
     rho = session_charge(sigma_m, planned, method)
-    state.accounts.update(sid, dinfo["fingerprint"], lambda acc: acc.charge(
-        f"interactive session (σ = {sigma_m:g} m, {planned} queries)", rho=rho,
-        note=f"ρ_B·(r + s)² at r = {CHARGE_RADIUS_M:g} m, s = rounding allowance, for the "
-             "whole session"))
+
+    def pay():
+        state.accounts.update(sid, dinfo["account"], lambda acc: acc.charge(
+            f"interactive session (σ = {sigma_m:g} m, {planned} queries)", rho=rho,
+            private=not domain.leaky,
+            note=f"ρ_B·(r + s)² at r = {CHARGE_RADIUS_M:g} m, s = rounding allowance, for the "
+                 "whole session" + ("; box fitted to the data: NOT private" if domain.leaky else "")))
+    session = dp.interactive.QuerySession(     # fresh OS entropy
+        data, domain, sigma_m=sigma_m, planned_queries=planned, strategy=strategy, method=method,
+        rounds=ROUNDS, seed=None, before_data=pay)
     token = state.put_live(sid, session)
     return {"token": token, "asked_drawn": n_drawn, "fingerprint": dinfo["fingerprint"], "rho": rho}
 
@@ -198,8 +203,7 @@ def register_callbacks(app, config: dict):
             if trig == START:
                 info = start_session(sid, dinfo, preset, box, float(sigma or 100), int(planned or 10),
                                      strategy, method, len(drawn))
-                return info, html.Div(f"New session on {dinfo['n']:,} points: m = {int(planned or 10)} "
-                                      f"planned queries, strategy "
+                return info, html.Div(f"New session: m = {int(planned or 10)} planned queries, strategy "
                                       f"{strategy}, method {method}; charged ρ = {info['rho']:.3g} "
                                       "(zCDP) to this dataset's budget.", className="ok"), [], go.Figure(), \
                     go.Figure(), time.time()

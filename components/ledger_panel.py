@@ -154,7 +154,7 @@ def register_callbacks(app, config: dict):
         if not info:
             return no_update, no_update, no_update
         sid = state.session_id()
-        acc = state.account(sid, info["fingerprint"])
+        acc = state.account(sid, info["account"])
         return account_summary(acc, next_cost(sid, info, eps_v, name, pvals, pids, preset, box)), \
             account_rows(acc), acc.total
 
@@ -163,7 +163,7 @@ def register_callbacks(app, config: dict):
                   Input(ids.ACCOUNT_RAISE, "n_clicks"), State(ids.ACCOUNT_RAISE_VALUE, "value"),
                   State(ids.DATASET, "data"), prevent_initial_call=True)
     def ask_raise(_, value, info):
-        acc = state.account(state.session_id(), info["fingerprint"])
+        acc = state.account(state.session_id(), info["account"])
         if value is None or not value > acc.total:
             return False, no_update, html.Div(f"Type a total above the current {acc.total:g} first: "
                                               "the budget can only be raised.", className="error")
@@ -176,7 +176,7 @@ def register_callbacks(app, config: dict):
                   State(ids.DATASET, "data"), prevent_initial_call=True)
     def do_raise(_, value, info):
         try:
-            state.accounts.update(state.session_id(), info["fingerprint"],
+            state.accounts.update(state.session_id(), info["account"],
                                   lambda acc: acc.raise_total(value, confirm=True))
         except dp.ParameterError as exc:
             return no_update, html.Div(str(exc), className="error")

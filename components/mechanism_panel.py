@@ -180,10 +180,11 @@ def register_callbacks(app, config: dict):
             return no_update, no_update
         sid = state.session_id()
         if ctx.triggered_id == ids.DATASET:   # a reload or a re-load of data: show what was paid for
-            restored = restore(sid, info["fingerprint"])
+            restored = restore(sid, info)
             if restored is not None:
                 return restored
-            if state.account(sid, info["fingerprint"]).charges:   # paid for, but no longer here
+            if any(state.key_fingerprint(c.ref) == info["fingerprint"]          # paid for, but gone
+                   for c in state.account(sid, info["account"]).charges if c.ref):
                 return None, html.Div("Your last release of this data is no longer on the server. "
                                       "Press Release for a new one (it spends ε again).",
                                       className="warning")
@@ -223,10 +224,10 @@ def points_per_user(info: dict, k) -> int | None:
     return dp.contributions.check_points_per_user(dp.DEFAULT_POINTS_PER_USER if k is None else k)
 
 
-def restore(sid: str, fingerprint: str):
+def restore(sid: str, info: dict):
     """(release summary, status) of this session's latest release of the data still on the
     server, or None: reloading the page shows it again instead of spending ε on a new draw."""
-    key = state.last_release_key(sid, fingerprint)
+    key = state.last_release_key(sid, info)
     try:
         rel = state.release(sid, key) if key else None
     except LookupError:      # dropped between the two reads

@@ -20,6 +20,7 @@ import os
 import re
 import secrets
 import threading
+import time
 from collections import OrderedDict
 from pathlib import Path
 
@@ -41,7 +42,10 @@ COOKIE_AGE = 365 * 24 * 3600
 TOKEN_SHAPE = re.compile(r"[A-Za-z0-9_-]{32}\.[0-9a-f]{32}")    # nonce.hmac, ASCII only
 _secret = secrets.token_bytes(32)      # replaced by init_cache
 _secure = False                        # Secure cookies even over plain HTTP (behind a TLS proxy)
-MAX_LIVE = 200               # interactive sessions kept in memory, least recently used dropped
+MAX_LIVE = 200               # interactive sessions kept in memory on the whole server
+LIVE_PER_SESSION = 3         # interactive sessions one browser keeps; its oldest dropped first
+FULL = ("the server is holding as much as it can for other visitors right now; try again in a "
+        "while (nothing was charged)")
 _samples: dict = {}          # name -> (PointData, Domain); public, shared by every session
 _sample_by_fp: dict = {}     # fingerprint -> PointData of a sample
 _live: OrderedDict = OrderedDict()   # (sid, token) -> (live object, its lock)
@@ -71,13 +75,29 @@ class ObjectCache(SimpleCache):
     serializer = _Passthrough()
     PER_SESSION = 64
 
+    def room_for(self, owner: str) -> bool:
+        """True if an entry of `owner` can be stored without evicting anyone else's."""
+        with self._lock:
+            return len(self._cache) < self._threshold or any(_owner(k) == owner for k in self._cache)
+
     def set(self, key, value, timeout=None):
+        """Store, dropping the owner's own oldest entries past its quota or at the global
+        limit; refuse (False) rather than evict another session's entry."""
         owner = _owner(key)
         with self._lock:
             mine = [k for k in self._cache if k != key and _owner(k) == owner]
-            for k in mine[:max(len(mine) - self.PER_SESSION + 1, 0)]:
+            drop = max(len(mine) - self.PER_SESSION + 1, 0)
+            if key not in self._cache and len(self._cache) - drop >= self._threshold:
+                self._remove_expired(time.time())
+                mine = [k for k in mine if k in self._cache]
+                if len(self._cache) - drop >= self._threshold:
+                    drop += 1
+            if drop > len(mine):
+                return False
+            for k in mine[:drop]:
                 del self._cache[k]
-        return super().set(key, value, timeout)
+            self._cache[key] = (self._normalize_timeout(timeout), self.serializer.dumps(value))
+            return True
 
 
 def _owner(key: str) -> str:
@@ -106,12 +126,22 @@ def session_secret(folder) -> bytes:
     if not folder:
         return secrets.token_bytes(32)
     path = Path(folder) / "session.key"
-    if not path.exists():
+    if not path.exists():                    # written whole, then linked: never seen half-made
         Path(folder).mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        tmp = Path(folder) / f"session.key.{secrets.token_hex(8)}"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "wb") as fh:
             fh.write(secrets.token_bytes(32))
-    return path.read_bytes()
+        try:
+            os.link(tmp, path)               # another process may have won the race: keep its key
+        except FileExistsError:
+            pass
+        finally:
+            os.unlink(tmp)
+    key = path.read_bytes()
+    if len(key) < 32:
+        raise RuntimeError(f"{path} holds a signing key shorter than 32 bytes; delete it to make a new one")
+    return key
 
 
 def _sign(nonce: str) -> str:
@@ -169,7 +199,14 @@ def dataset_summary(data, origin: str) -> dict:
     r = data.report
     return {"fingerprint": data.fingerprint, "name": data.name, "n": data.n, "origin": origin,
             "kind": data_kind(data), "users": getattr(data, "user", None) is not None,
+            "account": account_key(data),
             "summary": r.summary(), "dropped": r.dropped}
+
+
+def account_key(data) -> str:
+    """Which budget account a dataset spends from: its coordinates, whatever user ids it was
+    loaded with, so loading the same people with or without a user column shares one budget."""
+    return getattr(data, "coordinates_fingerprint", data.fingerprint)
 
 
 def use_sample(sid: str, name: str) -> dict:
@@ -179,7 +216,8 @@ def use_sample(sid: str, name: str) -> dict:
 
 def put_upload(sid: str, data) -> dict:
     """Keep an upload for this session only; re-uploading the same file finds the same account."""
-    cache.set(f"dataset:{sid}:{data.fingerprint}", data)
+    if not cache.set(f"dataset:{sid}:{data.fingerprint}", data):
+        raise LookupError(FULL)
     return dataset_summary(data, "upload")
 
 
@@ -236,7 +274,9 @@ def release(sid: str | None, key: str, create: bool = False):
             raise LookupError("this release is no longer on the server; release again "
                               "(a new draw spends ε again)")
         data = points(sid, fp)
-        rel = accounts.update(sid, fp, lambda acc: acc.release(
+        if not getattr(cache.cache, "room_for", lambda owner: True)(sid):
+            raise LookupError(FULL)                  # refused before anything is charged
+        rel = accounts.update(sid, account_key(data), lambda acc: acc.release(
             mech, data, dp.Domain.from_dict(dom), epsilon=eps, split=split, params=params,
             seed=None if fresh else tag, ref=key, max_points_per_user=k))
         cache.set(ck, rel)
@@ -248,25 +288,38 @@ def account(sid: str, fingerprint: str) -> dp.Accountant:
     return accounts.get(sid, fingerprint)
 
 
-def last_release_key(sid: str, fingerprint: str) -> str | None:
-    """The key of this session's latest release of a dataset still on the server, if any."""
-    for c in reversed(account(sid, fingerprint).charges):
-        if c.ref and cache.get(_release_entry(sid, c.ref)) is not None:
+def last_release_key(sid: str, info: dict) -> str | None:
+    """The key of this session's latest release of the loaded dataset still on the server."""
+    for c in reversed(account(sid, info["account"]).charges):
+        if c.ref and key_fingerprint(c.ref) == info["fingerprint"] \
+                and cache.get(_release_entry(sid, c.ref)) is not None:
             return c.ref
     return None
+
+
+def check_live_room(sid: str):
+    """Refuse (LookupError) a new live object when the server holds MAX_LIVE of other sessions':
+    nobody's session is pushed out by another's. A session's own oldest go first."""
+    with _live_guard:
+        if len(_live) >= MAX_LIVE and not any(owner == sid for owner, _ in _live):
+            raise LookupError(FULL)
 
 
 def put_live(sid: str, obj) -> str:
     """Keep a mutable, session-owned object (an interactive session) and return its token.
 
     Live objects are not cache entries: they change as they are used, each under its own lock
-    (see `live`). The least recently used are dropped beyond MAX_LIVE.
+    (see `live`). A session keeps at most LIVE_PER_SESSION; beyond that, or at the server's
+    MAX_LIVE, its own least recently used one is dropped, never another session's.
     """
     token = secrets.token_hex(16)
     with _live_guard:
+        mine = [k for k in _live if k[0] == sid]
+        if len(mine) >= LIVE_PER_SESSION or (len(_live) >= MAX_LIVE and mine):
+            del _live[mine[0]]
+        if len(_live) >= MAX_LIVE:
+            raise LookupError(FULL)
         _live[(sid, token)] = (obj, threading.Lock())
-        while len(_live) > MAX_LIVE:
-            _live.popitem(last=False)
     return token
 
 

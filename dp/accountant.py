@@ -104,10 +104,8 @@ class Accountant:
         return key is not None and any(c.key == key for c in self.charges)
 
     # ------------------------------------------------------------------ spending
-    def check(self, epsilon: float = 0.0, rho: float = 0.0, key: str | None = None):
+    def check(self, epsilon: float = 0.0, rho: float = 0.0):
         """Refuse (BudgetError) a charge that would take either line past the total."""
-        if self.has(key):
-            return
         if self.spent + epsilon > self.total * (1 + TOLERANCE):
             raise BudgetError(
                 f"refused: this release needs ε = {epsilon:.4g} but only {self.remaining:.4g} of "
@@ -122,9 +120,14 @@ class Accountant:
                 f"{self.total:g} (spent {self.session_spent:.4g}). Use a larger σ, or raise the "
                 "total budget, which weakens the guarantee for everyone in the data.")
 
-    def charge(self, label: str, epsilon: float = 0.0, rho: float = 0.0, key: str | None = None,
-               private: bool = True, note: str = "", ref: str | None = None) -> Charge | None:
-        """Check, then record one charge; returns None when `key` was already paid for."""
+    def charge(self, label: str, epsilon: float = 0.0, rho: float = 0.0, private: bool = True,
+               note: str = "", ref: str | None = None) -> Charge:
+        """Check, then record one charge (a release's ε or a session's ρ)."""
+        return self._charge(label, epsilon, rho, None, private, note, ref)
+
+    def _charge(self, label, epsilon, rho, key, private, note, ref) -> Charge | None:
+        """`charge`, except that a `key` this account has seen (the same fixed-seed output,
+        identified by `release` itself, never by a caller) is not charged again: None."""
         if epsilon < 0 or rho < 0 or not (math.isfinite(epsilon) and math.isfinite(rho)):
             raise ParameterError(f"a charge needs finite ε ≥ 0 and ρ ≥ 0, got ε={epsilon}, ρ={rho}")
         if epsilon == 0 and rho == 0:
@@ -157,7 +160,7 @@ class Accountant:
         note = "fresh randomness" if key is None else "fixed seed"
         if cost != epsilon:
             note += f"; its own ε = {epsilon:g} is for {spec.unit}: charged its add/remove equivalent"
-        charged = self.charge(spec.label, cost, key=key, note=note, ref=ref)
+        charged = self._charge(spec.label, cost, 0.0, key, True, note, ref)
         rel = release(name, data, domain, epsilon=epsilon, split=split, params=params, seed=seed,
                       **kwargs)
         if charged is not None and not rel.private:

@@ -788,6 +788,9 @@ class QuerySession:
     method : 'pm-dist' (default), 'pm-pt', 'bm-dist' or 'bm-pt'.
     rounds, split, beta : elimination rounds c, 'doubling' or 'even' split, failure prob.
     theta_mode : 'uniform-exact' (default), 'paper' or 'none' for the distance methods.
+    before_data : called once every public input has passed its checks and before the data is
+        read: charge a budget here, so that even a refusal that depends on the data (no point in
+        the box) is paid for.
     compare : also run the baseline world (BM, strategy none, own ledger) per query.
     reference : also keep the one-shot release of every point at the full budget.
         Both are owner-only simulations on copies of the users with their own ledgers and
@@ -811,8 +814,10 @@ class QuerySession:
                  planned_queries: int = 10, strategy: str = "gamma", gamma: float = 0.5,
                  method: str = "pm-dist", rounds: int = 10, split: str = "doubling",
                  beta: float = 0.1, theta_mode: str = "uniform-exact", projection: str = "local",
-                 compare: bool = True, reference: bool = True, seed=None, audit: bool = False):
-        # every public input is checked before the data is read (the caller may charge for it)
+                 compare: bool = True, reference: bool = True, seed=None, audit: bool = False,
+                 before_data=None):
+        # every public input is checked before the data is read; then `before_data()` runs
+        # (e.g. charging a budget), so a refusal that depends on the data is always paid for
         budget = _session_budget(budget, sigma_m)
         self.strategy = _check_choice("strategy", strategy, STRATEGIES)
         self.method = _check_choice("method", method, METHODS)
@@ -839,6 +844,8 @@ class QuerySession:
                 "distances there without overstating true ones; choose a box clear of the poles "
                 "and narrower than 360 degrees")
         self.private, (s_main, s_base, s_ref) = _seed_streams(seed)
+        if before_data is not None:
+            before_data()
         lon, lat, user = _points_inside(data, domain)
         xm, ym = self._to_metres(lon, lat)
         xy = np.column_stack([xm, ym]).astype(np.float64)

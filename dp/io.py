@@ -332,6 +332,8 @@ def _parse_geojson(text, max_rows):
         props = (f or {}).get("properties") or {}
         key = next((k for k in USER_NAMES if k in props), None)   # never 'id': a feature id
         uid = props[key] if key else None
+        if isinstance(uid, float) and uid.is_integer():
+            uid = int(uid)                                     # 7.0 and 7 are the same user
         if gtype == "Point":
             pts = [geom.get("coordinates")]
         elif gtype == "MultiPoint":

@@ -40,14 +40,24 @@ class LoadReport:
         return text
 
 
+MISSING_IDS = ["", "na", "n/a", "nan", "null", "none"]   # how files spell "no user id"
+
+
 def user_keys(user) -> np.ndarray:
-    """User ids as stripped strings, '' where missing (None, NaN, blank), in the narrowest str
+    """User ids as stripped strings, '' where missing (None, NaN, blank, NA, null), whole numbers
+    without a decimal point, in the narrowest str
     dtype: one canonical form, so every consumer agrees on who is who and none pools missing
     ids as a user "None"."""
     u = np.asarray(user)
-    keys = np.char.strip(u.astype(str))
-    if u.dtype.kind not in "US":
+    if u.dtype.kind == "f":                          # 7.0 and 7 are the same user
+        whole = np.isfinite(u) & (u == np.floor(u))
+        keys = np.where(whole, np.where(whole, u, 0).astype(np.int64).astype(str), u.astype(str))
+    else:
+        keys = u.astype(str)
+    keys = np.char.strip(keys)
+    if u.dtype.kind not in "USf":
         keys[np.equal(u, None) | (u != u)] = ""      # u != u: float NaN
+    keys[np.isin(np.char.lower(keys), MISSING_IDS)] = ""
     return keys.astype(f"U{max(int(np.char.str_len(keys).max(initial=0)), 1)}")
 
 
@@ -70,6 +80,7 @@ class PointData:
         self.report = report or LoadReport("array", len(x), len(x))
         self.name = name
         self._fingerprint = None
+        self._coords_fingerprint = None
         self._hists: dict = {}
         self._counts: dict = {}
 
@@ -85,21 +96,32 @@ class PointData:
 
     @property
     def fingerprint(self) -> str:
-        """Content hash used as a cache and budget-account key (never shown to data consumers).
+        """Content hash used as a cache key (never shown to data consumers).
 
-        User ids count (in point order, canonical form): user-level and event-level releases
-        of the same coordinates spend different ε, so they must not share an account or cache.
-        Points without user ids hash their coordinates only, as before.
+        User ids count (in point order, canonical form), so a user-level and an event-level
+        load of the same coordinates are different datasets to the caches; budget accounts
+        key by `coordinates_fingerprint` instead, so they share one budget.
         """
         if self._fingerprint is None:
+            if self.user is None:
+                self._fingerprint = self.coordinates_fingerprint
+            else:
+                h = hashlib.blake2b(self.coordinates_fingerprint.encode(), digest_size=12)
+                h.update(f"user ids {self.user.dtype.str}".encode())
+                h.update(self.user.tobytes())
+                self._fingerprint = h.hexdigest()
+        return self._fingerprint
+
+    @property
+    def coordinates_fingerprint(self) -> str:
+        """Hash of the coordinates alone: the key of the dataset's budget account, whatever
+        user id column it is loaded with (the same people share one budget)."""
+        if self._coords_fingerprint is None:
             h = hashlib.blake2b(digest_size=12)
             h.update(self.x.tobytes())
             h.update(self.y.tobytes())
-            if self.user is not None:
-                h.update(f"user ids {self.user.dtype.str}".encode())   # separates them from y
-                h.update(self.user.tobytes())
-            self._fingerprint = h.hexdigest()
-        return self._fingerprint
+            self._coords_fingerprint = h.hexdigest()
+        return self._coords_fingerprint
 
     def in_domain(self, domain: Domain) -> np.ndarray:
         return domain.contains(self.x, self.y)

@@ -488,7 +488,7 @@ def test_interactive_session_answers_typed_and_drawn_rectangles(dash_duo):
     start(dash_duo)
     assert "1 km apart" in dash_duo.find_element("#ia-guarantee").text
     dash_duo.find_element("#ia-start").click()
-    dash_duo.wait_for_contains_text("#ia-status", "New session on 200,000 points", timeout=20)
+    dash_duo.wait_for_contains_text("#ia-status", "New session: m = 10 planned queries", timeout=20)
     rect = dp.Rect(-73.98, 40.70, -73.93, 40.76)
     dash_duo.find_element("#ia-typed").send_keys("-73.98, 40.70, -73.93, 40.76")
     dash_duo.find_element("#ia-ask").click()

@@ -1062,3 +1062,17 @@ def test_session_parameter_errors():
                dict(sigma_m=10, planned_queries=0), dict(sigma_m=10, gamma=2)):
         with pytest.raises(ParameterError):
             ia.QuerySession(data, dom, **kw)
+
+
+def test_a_session_is_paid_for_before_a_refusal_that_depends_on_the_data():
+    # "no point in this box" reads the data, so it must come after the charge (before_data)
+    data = dp.PointData([-0.1, -0.12], [51.5, 51.52])
+    paid = []
+    with pytest.raises(ParameterError, match="no point of the data lies inside"):
+        ia.QuerySession(data, dp.Domain(10.0, 10.0, 10.1, 10.1), sigma_m=100,
+                     before_data=lambda: paid.append(1))
+    assert paid == [1]
+    with pytest.raises(ParameterError):                 # a public input error: nothing paid
+        ia.QuerySession(data, dp.Domain(10.0, 10.0, 10.1, 10.1), sigma_m=-1,
+                     before_data=lambda: paid.append(2))
+    assert paid == [1]

@@ -157,3 +157,34 @@ def test_one_session_filling_the_cache_evicts_only_its_own_entries(server):
     assert state.cache.get(f"release:{a}:mine") == "A's release"
     assert state.cache.get(f"dataset:{b}:0") is None                          # B's oldest went
     assert state.cache.get(f"dataset:{b}:{5 * state.ObjectCache.PER_SESSION - 1}") is not None
+
+
+def test_a_full_cache_refuses_newcomers_instead_of_evicting_others():
+    small = state.ObjectCache(threshold=4, default_timeout=3600)
+    assert small.set("release:a:1", 1) and small.set("release:a:2", 2)
+    assert small.set("dataset:b:1", 1) and small.set("dataset:b:2", 2)       # full now
+    assert not small.room_for("c") and not small.set("dataset:c:1", 1)       # refused, no eviction
+    assert small.set("dataset:b:3", 3)                                       # b drops its own oldest
+    assert small.get("release:a:1") == 1 and small.get("release:a:2") == 2
+    assert small.get("dataset:b:1") is None and small.get("dataset:b:3") == 3
+
+
+def test_interactive_sessions_of_others_are_never_pushed_out(monkeypatch):
+    monkeypatch.setattr(state, "_live", type(state._live)())
+    monkeypatch.setattr(state, "MAX_LIVE", 4)
+    a = state.put_live("a", "A's session")
+    for i in range(3):
+        state.put_live("b", f"b{i}")
+    with pytest.raises(LookupError, match="nothing was charged"):
+        state.check_live_room("c")                       # full: a newcomer is refused...
+    assert state.live("a", a)[0] == "A's session"        # ...and nobody else's session dropped
+    state.put_live("b", "b3")                            # b replaces its own oldest
+    assert state.live("a", a)[0] == "A's session"
+    assert sum(owner == "b" for owner, _ in state._live) == state.LIVE_PER_SESSION
+
+
+def test_one_budget_for_the_same_people_with_or_without_user_ids():
+    x, y = [0.1, 0.2, 0.3], [0.1, 0.2, 0.3]
+    plain, users = dp.PointData(x, y), dp.PointData(x, y, user=["a", "a", "b"])
+    assert plain.fingerprint != users.fingerprint                  # different releases and caches
+    assert state.account_key(plain) == state.account_key(users)    # one budget for these people

@@ -91,7 +91,7 @@ def test_bound_drops_missing_ids_of_any_kind():
     assert out.report.dropped["points without a user id"] == 5
     assert data.user.tolist() == ["a", "", "", "b", "", "", "", "7"]      # canonical ids
     floats = dp.bound_contributions(dp.PointData([0.0, 1.0], [0.0, 1.0], [np.nan, 1.0]), K)
-    assert floats.user.tolist() == ["1.0"] and floats.report.dropped["points without a user id"] == 1
+    assert floats.user.tolist() == ["1"] and floats.report.dropped["points without a user id"] == 1
 
 
 def test_bound_on_geojson_with_feature_ids_and_missing_user_ids():
@@ -265,3 +265,10 @@ def test_tester_catches_a_release_that_skips_the_bound(monkeypatch, bug):
         monkeypatch.setattr(MECHANISMS, "bound_contributions", lambda data, k, rng: data)
     result = _user_audit("identity", 120)
     assert not result.passed and result.loss_lower > 2.0, str(result)
+
+
+def test_missing_id_markers_and_whole_number_ids_are_canonical():
+    from dp.points import user_keys
+    keys = user_keys(np.array(["a", " NA", "null", "None", "n/a", "NaN", "7", ""]))
+    assert keys.tolist() == ["a", "", "", "", "", "", "7", ""]
+    assert user_keys(np.array([1.0, 2.5, np.nan])).tolist() == ["1", "2.5", ""]
