@@ -68,8 +68,9 @@ class ObjectCache(SimpleCache):
     Cached objects are read-only: nothing is changed in place after it is stored.
 
     Each session has its own quota (PER_SESSION entries, its oldest dropped first), so one
-    browser filling the cache evicts only its own entries and cannot watch or push out another's;
-    the global threshold (CACHE_THRESHOLD) is only reached with hundreds of busy sessions.
+    browser filling the cache evicts only its own entries and cannot watch or push out another's.
+    At the global threshold (CACHE_THRESHOLD, hundreds of busy sessions) a session with nothing
+    of its own to drop is refused (`room_for` is False) instead of anyone being evicted.
     """
 
     serializer = _Passthrough()
