@@ -70,6 +70,8 @@ class PointData:
     memoised (bounded): tuning, Phase 2 and repeated releases ask for the same ones.
     """
 
+    kind = "points"      # which mechanisms apply (MechanismSpec.data_kind)
+
     def __init__(self, x, y, user=None, report: LoadReport | None = None, name: str = "points"):
         x = np.asarray(x, dtype=np.float64)
         y = np.asarray(y, dtype=np.float64)

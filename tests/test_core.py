@@ -635,3 +635,19 @@ def test_relative_error_conventions():
     assert metrics.relative_error([10, 5], [8, 0], sanity=4).tolist() == [0.25, 1.25]
     assert metrics.median_relative_error([10, 0, 5, 12], [8, 0, 0, 12]) == pytest.approx(0.125)
     assert metrics.absolute_error([1, -2], [3, 3]).tolist() == [2, 5]
+
+
+@pytest.mark.parametrize("name", ["ug", "htf", "shifted_grids", "privtree"])
+def test_wrong_data_kind_is_refused_at_the_boundary_naming_the_kinds(name):
+    regions, domain = dp.load_region_sample("home_ranges_3k")
+    with pytest.raises(dp.DataError, match=r"takes points data \(dp.load_points\), got regions data; "
+                                           r"for regions use one of \['euler'\]"):
+        dp.release(name, regions, domain, epsilon=1.0)
+
+
+def test_points_given_to_the_region_mechanism_are_refused():
+    data, domain = dp.load_sample("small_city_5k")
+    with pytest.raises(dp.DataError, match=r"takes regions data \(dp.load_regions\), got points data"):
+        dp.release("euler", data, domain, epsilon=1.0)
+    with pytest.raises(dp.DataError, match="got a list"):
+        dp.release("ug", [(0, 0)], domain, epsilon=1.0)

@@ -574,7 +574,7 @@ def test_neighbour_and_parameters(sample):
     assert rel.sensitivity == 18 and rel.noise_scale == 9.0
     assert rel.ledger.total == pytest.approx(2.0)
     pts, pdom = dp.load_sample("small_city_5k")
-    with pytest.raises(ParameterError, match="region data"):
+    with pytest.raises(dp.DataError, match="takes regions data"):     # refused at the boundary
         dp.release("euler", pts, pdom, 1.0)
     with pytest.raises(ParameterError):
         dp.release("euler", data, dom, 1.0, params={"stage": "exact"})

@@ -5,7 +5,7 @@ import numpy as np
 
 from ..contributions import DEFAULT_POINTS_PER_USER, bound_contributions, check_points_per_user
 from ..domain import Domain
-from ..errors import ParameterError, positive_finite
+from ..errors import DataError, ParameterError, positive_finite
 from ..noise import make_rng
 from ..points import PointData
 from . import euler, grid, htf, shifted_grids, trees
@@ -41,6 +41,7 @@ def release(name: str, data, domain: Domain, epsilon: float = 1.0, split=None, p
         raise ParameterError("domain must be a dp.Domain (a public box), not "
                              f"{type(domain).__name__}")
     epsilon = positive_finite("epsilon", epsilon)
+    _check_kind(spec, data)
     split = spec.resolve_split(split)
     params = spec.resolve_params(params)
     k = _points_per_user(spec, data, max_points_per_user)
@@ -60,6 +61,17 @@ def release(name: str, data, domain: Domain, epsilon: float = 1.0, split=None, p
     elif rel.ledger.total > epsilon * (1 + 1e-9):
         rel.ledger.check(epsilon)
     return rel
+
+
+def _check_kind(spec: MechanismSpec, data):
+    """Refuse data of the wrong kind at the boundary, naming what the mechanism takes."""
+    kind = getattr(data, "kind", None)
+    if kind != spec.data_kind:
+        others = sorted(k for k, s in _REGISTRY.items() if s.data_kind == kind)
+        got = f"{kind} data" if kind else f"a {type(data).__name__}"
+        raise DataError(f"{spec.label} takes {spec.data_kind} data "
+                        f"({'dp.load_points' if spec.data_kind == 'points' else 'dp.load_regions'}), "
+                        f"got {got}" + (f"; for {kind} use one of {others}" if others else ""))
 
 
 def _points_per_user(spec: MechanismSpec, data, k) -> int | None:

@@ -1102,10 +1102,6 @@ class EulerRelease(Release):
 # ------------------------------------------------------------------ the mechanism
 def release_euler(data, domain, epsilon, split, params, rng):
     """Spec 004 section 7: exact Euler histogram -> DiffPriv (all ε) -> LinProg -> Round."""
-    if not hasattr(data, "euler_histogram"):
-        raise ParameterError(f"the Euler histogram needs region data (one convex region per "
-                             f"user, from dp.load_regions), got {type(data).__name__}; point "
-                             "data goes to the grid and tree mechanisms")
     g = make_grid(domain, params["cells"], params["cell_km"], params["bound_km"])
     delta = sensitivity(g.bound_km, g.cell_km, neighbour=params["neighbour"],
                         variant=params["sensitivity"])
