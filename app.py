@@ -6,7 +6,7 @@ from pathlib import Path
 
 from dash import Dash, dcc, html
 
-from components import (data_panel, evaluation_panel, export_panel, ids, interactive_panel,
+from components import (data_panel, evaluation_panel, export_panel, ids, interactive_panel, jobs,
                         ledger_panel, map_panel, mechanism_panel, queries_panel, state)
 
 DEFAULT_CONFIG = {
@@ -17,6 +17,7 @@ DEFAULT_CONFIG = {
     "accounts_dir": None,      # None: budget accounts in memory; a folder keeps them across restarts
     "default_budget": 10.0,    # total ε per dataset a new account starts with
     "secure_cookies": False,   # mark the session cookie Secure even over HTTP (behind a TLS proxy)
+    "eval_workers": jobs.DEFAULT_WORKERS,   # evaluations run at once; more wait for a free worker
 }
 ACCOUNTS_DIR = Path(__file__).resolve().parent / "instance" / "accounts"
 PANELS = (data_panel, mechanism_panel, map_panel, queries_panel, ledger_panel, export_panel,
@@ -26,7 +27,8 @@ PANELS = (data_panel, mechanism_panel, map_panel, queries_panel, ledger_panel, e
 def serve_layout(config: dict):
     """A fresh layout per page load; the browser's session id lives in a cookie (see state)."""
     return lambda: html.Div(className="page", children=[
-        dcc.Store(id=ids.DATASET), dcc.Store(id=ids.RELEASE), dcc.Store(id=ids.ACCOUNT_TICK),
+        dcc.Store(id=ids.DATASET), dcc.Store(id=ids.DOMAIN), dcc.Store(id=ids.RELEASE),
+        dcc.Store(id=ids.ACCOUNT_TICK),
         html.Header(className="top", children=[
             html.H1("Private location statistics"),
             html.P("Upload points, publish counts with differential privacy, and see what the "
@@ -44,10 +46,11 @@ def serve_layout(config: dict):
 
 
 def create_app(config: dict | None = None) -> Dash:
-    """Build the Dash app; `config` overrides DEFAULT_CONFIG (upload limit, tiles, cache)."""
+    """Build the Dash app; `config` overrides DEFAULT_CONFIG (upload limit, tiles, cache, workers)."""
     config = {**DEFAULT_CONFIG, **(config or {})}
     app = Dash(__name__, title="Private location statistics", suppress_callback_exceptions=True)
     state.init_cache(app.server, config)
+    jobs.configure(config["eval_workers"])
     state.sample(state.DEFAULT_SAMPLE)   # generate the default sample before the first request
     app.layout = serve_layout(config)
     for panel in PANELS:
@@ -69,11 +72,18 @@ def main(argv=None):
                    help="total ε a dataset's account starts with (owners can only raise it)")
     p.add_argument("--secure-cookies", action="store_true",
                    help="send the session cookie only over HTTPS (set this behind a TLS proxy)")
+    p.add_argument("--eval-workers", type=int, default=DEFAULT_CONFIG["eval_workers"],
+                   help="evaluations run at the same time; later ones wait for a free worker")
     a = p.parse_args(argv)
+    if a.eval_workers < 1:
+        p.error("--eval-workers must be at least 1")
     app = create_app({"max_upload_mb": a.max_upload_mb, "tiles_url": a.tiles_url,
                       "accounts_dir": a.accounts_dir, "default_budget": a.default_budget,
-                      "secure_cookies": a.secure_cookies})
-    app.run(host=a.host, port=a.port, debug=a.debug)
+                      "secure_cookies": a.secure_cookies, "eval_workers": a.eval_workers})
+    try:
+        app.run(host=a.host, port=a.port, debug=a.debug)
+    finally:
+        jobs.cancel_all()          # running evaluations stop at their next step: a prompt exit
 
 
 if __name__ == "__main__":

@@ -29,7 +29,8 @@ from dp import metrics  # noqa: E402
 from dp.evaluate import evaluate, points_from_matrix, summarise, workloads  # noqa: E402
 from dp.mechanisms.base import GridRelease  # noqa: E402
 from dp.mechanisms.grid import heuristic_grid_size  # noqa: E402
-from dp.mechanisms.leaves import LeafRelease, region_sums, summed_area  # noqa: E402
+from dp.mechanisms.leaves import LeafRelease  # noqa: E402
+from dp.summed_area import box_sums, summed_area  # noqa: E402
 
 DATA_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "dpbench2d"
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -238,7 +239,7 @@ def with_exact_counts(rel, data):
     of the release's error is noise.
     """
     if isinstance(rel, LeafRelease):
-        exact = region_sums(summed_area(data.histogram(rel.base)), rel.leaves)
+        exact = box_sums(summed_area(data.histogram(rel.base)), rel.leaves)
         return LeafRelease(rel.spec, rel.domain, rel.epsilon, rel.split, rel.params, rel.ledger,
                            rel.base, rel.leaves, exact)
     return GridRelease(rel.spec, rel.domain, rel.epsilon, rel.split, rel.params, rel.ledger,

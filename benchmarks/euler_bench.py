@@ -82,7 +82,7 @@ def speed(repeat: int):
         gn = eu.make_grid(dom, n, bound_km=2.0 * 64 / n)     # B = 2 d: k = 2, Δ = 25
         H = data.euler_histogram(gn)
         delta = eu.sensitivity(gn.bound_km, gn.cell_km)
-        Hp = eu.diffpriv(H, 1.0, delta, np.random.default_rng(n))
+        Hp = eu.diffpriv(H, 1.0, delta, np.random.default_rng(n), ledger=dp.Ledger())
         t, (H2, info) = best_of(lambda: eu.linprog_lad(Hp), 1 if n == 128 else repeat)
         rows.append((f"LinProg n={n} ({info['variables']:,} vars, {info['rows']:,} rows)", t, target))
         t3, _ = best_of(lambda: eu.linprog_lad(Hp, include_c3=False), 1 if n == 128 else repeat)
@@ -148,10 +148,10 @@ def accuracy(reps: int, dataset: str):
         rel = dp.release("euler", data, dom, 1.0, seed=10_000 + rep, params={"stage": "diffpriv"})
         times["diffpriv"].append(time.perf_counter() - t0)
         t0 = time.perf_counter()
-        rel.compute("linprog")
+        rel = rel.with_stage("linprog")
         times["linprog"].append(time.perf_counter() - t0)
         t0 = time.perf_counter()
-        rel.compute("round")
+        rel = rel.with_stage("round")
         times["round"].append(time.perf_counter() - t0)
         qs, sizes, bands = [], [], []
         for band, pcts in SIZES.items():

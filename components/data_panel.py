@@ -12,14 +12,12 @@ from dash import ALL, Input, Output, State, ctx, dcc, html, no_update
 import dp
 from dp.samples import REGION_SAMPLES
 
-from . import ids, state
+from . import controls, ids, state
 from .help import help_box
 
 SIDES = ("west", "south", "east", "north")
 # presets plus the public boxes the built-in samples come with (all chosen without the data)
 DOMAINS = {**dp.PRESETS, **{s.domain.name: s.domain for s in REGION_SAMPLES.values()}}
-DATA_KIND = "upload-kind"
-POINTS_PER_USER_BOX = "points-per-user-box"
 CUSTOM = "__custom__"
 FIT = "__fit__"
 
@@ -33,8 +31,8 @@ def layout(config: dict) -> html.Div:
         dcc.Dropdown(id=ids.SAMPLE_PICK, clearable=False, value=state.DEFAULT_SAMPLE,
                      options=[{"label": f"Points: {s.label}", "value": k} for k, s in dp.SAMPLES.items()]
                      + [{"label": f"Regions: {s.label}", "value": k} for k, s in REGION_SAMPLES.items()]),
-        html.Label("Upload contains", htmlFor=DATA_KIND),
-        dcc.RadioItems(id=DATA_KIND, value="points", inline=True, options=[
+        html.Label("Upload contains", htmlFor=ids.UPLOAD_KIND),
+        dcc.RadioItems(id=ids.UPLOAD_KIND, value="points", inline=True, options=[
             {"label": " points (one record each)", "value": "points"},
             {"label": " regions (one per user)", "value": "regions"}]),
         dcc.Upload(id=ids.UPLOAD, multiple=False, className="upload", children=html.Div([
@@ -54,7 +52,7 @@ def layout(config: dict) -> html.Div:
         html.Div(id=ids.UPLOAD_STATUS, role="status"),
         html.Div(id=ids.DATA_SUMMARY, className="summary"),
         html.Div(id=ids.PRIVACY_LEVEL, className="guarantee"),
-        html.Div(id=POINTS_PER_USER_BOX, hidden=True, className="param", children=[
+        html.Div(id=ids.POINTS_PER_USER_BOX, hidden=True, className="param", children=[
             html.Label("Points kept per person (k)", htmlFor=ids.POINTS_PER_USER),
             dcc.Input(id=ids.POINTS_PER_USER, type="number", min=1, max=1000, step=1,
                       value=dp.DEFAULT_POINTS_PER_USER, debounce=True),
@@ -99,7 +97,7 @@ def domain_from_controls(preset: str, box: list, sid: str | None, info: dict | N
         return dp.Domain(*(float(v) for v in box), name="custom box")
     if preset == FIT:
         data = state.points(sid, info["fingerprint"])
-        if hasattr(data, "x"):
+        if data.kind == "points":
             xs, ys = data.x, data.y
         else:   # regions: the corners of their bounding box
             w, s_, e, n = data.bounds
@@ -108,6 +106,19 @@ def domain_from_controls(preset: str, box: list, sid: str | None, info: dict | N
             warnings.simplefilter("ignore", dp.PrivacyLeakWarning)
             return dp.fit_to_data(xs, ys)
     return DOMAINS[preset]
+
+
+def domain_store(preset: str, box: list, sid: str | None, info: dict | None) -> dict:
+    """The `ids.DOMAIN` store for the panel's choice: the domain, or why there is none (the
+    other panels read it with `controls.domain_from_store`, which raises the same error)."""
+    try:
+        return controls.domain_store(domain_from_controls(preset, box, sid, info))
+    except dp.ParameterError as exc:
+        return controls.error_store(str(exc), controls.PARAMETER)
+    except LookupError as exc:
+        return controls.error_store(str(exc), controls.MISSING_DATA)
+    except TypeError:                       # 'fit to data' before any data was loaded
+        return controls.error_store("load data before fitting the box to it", controls.MISSING_DATA)
 
 
 def points_left_out(data, k: int) -> int:
@@ -149,7 +160,7 @@ def register_callbacks(app, config: dict):
                   Output(ids.DOMAIN_PRESET, "value"),
                   Input(ids.UPLOAD, "contents"), Input(ids.SAMPLE_PICK, "value"),
                   State(ids.UPLOAD, "filename"), State(ids.LON_COL, "value"),
-                  State(ids.LAT_COL, "value"), State(ids.USER_COL, "value"), State(DATA_KIND, "value"))
+                  State(ids.LAT_COL, "value"), State(ids.USER_COL, "value"), State(ids.UPLOAD_KIND, "value"))
     def load(contents, sample_name, filename, lon, lat, user, kind):
         sid = state.session_id()
         if ctx.triggered_id == ids.UPLOAD and contents:
@@ -174,7 +185,7 @@ def register_callbacks(app, config: dict):
     def show_summary(info):
         return summary_view(info)
 
-    @app.callback(Output(ids.PRIVACY_LEVEL, "children"), Output(POINTS_PER_USER_BOX, "hidden"),
+    @app.callback(Output(ids.PRIVACY_LEVEL, "children"), Output(ids.POINTS_PER_USER_BOX, "hidden"),
                   Input(ids.DATASET, "data"), Input(ids.POINTS_PER_USER, "value"))
     def show_level(info, k):
         if not info:
@@ -190,18 +201,20 @@ def register_callbacks(app, config: dict):
             return html.Div(str(exc), className="error"), False
         return level_text(k, points_left_out(data, k), data.n), False
 
-    @app.callback(Output(ids.DOMAIN_WARNING, "children"),
+    @app.callback(Output(ids.DOMAIN, "data"), Output(ids.DOMAIN_WARNING, "children"),
                   Output({"type": ids.DOMAIN_BOX, "side": ALL}, "disabled"),
                   Input(ids.DOMAIN_PRESET, "value"), Input({"type": ids.DOMAIN_BOX, "side": ALL}, "value"),
                   Input(ids.DATASET, "data"))
     def check_domain(preset, box, info):
+        """Publish the chosen domain to the `ids.DOMAIN` store and warn about it (owner only)."""
         sid = state.session_id()
         disabled = [preset != CUSTOM] * len(SIDES)
+        store = domain_store(preset, box, sid, info)
         try:
-            domain = domain_from_controls(preset, box, sid, info)
+            domain = controls.domain_from_store(store)
             data = state.points(sid, info["fingerprint"])
         except (dp.ParameterError, LookupError) as exc:
-            return html.Div(str(exc), className="error"), disabled
+            return store, html.Div(str(exc), className="error"), disabled
         notes = []
         if domain.leaky:
             notes.append(html.Div("Fitting the box to the data reveals the extreme coordinates of "
@@ -211,4 +224,4 @@ def register_callbacks(app, config: dict):
         if outside:
             notes.append(html.Div(f"Owner only: {outside:,} of {data.n:,} points lie outside this "
                                   "box and are not counted.", className="warning"))
-        return notes, disabled
+        return store, notes, disabled

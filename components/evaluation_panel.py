@@ -4,21 +4,21 @@ from __future__ import annotations
 import json
 
 import plotly.graph_objects as go
-from dash import ALL, Input, Output, State, ctx, dash_table, dcc, html, no_update
+from dash import Input, Output, State, ctx, dash_table, dcc, html, no_update
 
 import dp
 from dp import evaluate
 
 from . import ids, jobs, state
-from .data_panel import domain_from_controls
+from .controls import domain_from_store
 from .help import help_box
 
-EVAL_RESULTS = "eval-results"
 SIZES = (0.001, 0.01, 0.04, 0.09, 0.25, 0.64)
 PALETTE = ["#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e", "#e6ab02", "#a6761d", "#666666"]
 
 
 DEFAULT_EVAL = ("ug", "e2epriv", "identity")
+QUEUED = "Queued: waiting for a free worker (other evaluations are running)…"
 
 
 def eval_options(kind: str) -> list[dict]:
@@ -52,7 +52,7 @@ def layout(config: dict) -> html.Div:
         html.Div(id=ids.EVAL_STATUS, role="status"),
         dcc.Interval(id=ids.EVAL_POLL, interval=500, disabled=True),
         dcc.Store(id=ids.EVAL_JOB),
-        html.Div(id=EVAL_RESULTS, hidden=True, className="eval-figs", children=[
+        html.Div(id=ids.EVAL_RESULTS, hidden=True, className="eval-figs", children=[
             dcc.Graph(id=ids.EVAL_FIG_EPS), dcc.Graph(id=ids.EVAL_FIG_SIZE)]),
         dash_table.DataTable(id=ids.EVAL_TABLE, data=[], page_size=10, sort_action="native",
                              style_cell={"fontSize": "12px"}),
@@ -136,10 +136,9 @@ def register_callbacks(app, config: dict):
                   Input(ids.EVAL_RUN, "n_clicks"), Input(ids.EVAL_CANCEL, "n_clicks"),
                   State(ids.EVAL_MECHS, "value"), State(ids.EVAL_EPSILONS, "value"),
                   State(ids.EVAL_SIZES, "value"), State(ids.EVAL_NQ, "value"), State(ids.EVAL_REPS, "value"),
-                  State(ids.DATASET, "data"), State(ids.DOMAIN_PRESET, "value"),
-                  State({"type": ids.DOMAIN_BOX, "side": ALL}, "value"), State(ids.EVAL_JOB, "data"),
+                  State(ids.DATASET, "data"), State(ids.DOMAIN, "data"), State(ids.EVAL_JOB, "data"),
                   prevent_initial_call=True)
-    def start_or_cancel(_run, _cancel, mechs, eps_text, sizes, nq, reps, info, preset, box, job):
+    def start_or_cancel(_run, _cancel, mechs, eps_text, sizes, nq, reps, info, domain_info, job):
         sid = state.session_id()
         if ctx.triggered_id == ids.EVAL_CANCEL:
             jobs.cancel((job or {}).get("id"), sid)
@@ -148,7 +147,7 @@ def register_callbacks(app, config: dict):
             if not mechs or not sizes:
                 raise dp.ParameterError("choose at least one mechanism and one query size")
             eps = parse_epsilons(eps_text)
-            domain = domain_from_controls(preset, box, sid, info)
+            domain = domain_from_store(domain_info)
             data = state.points(sid, info["fingerprint"])
         except (dp.ParameterError, LookupError, TypeError) as exc:
             return no_update, True, html.Div(str(exc), className="error"), True
@@ -160,9 +159,10 @@ def register_callbacks(app, config: dict):
         job_id = jobs.start(evaluate.evaluate, owner=sid, data=data, domain=domain, mechanisms=cfg["mechs"],
                             epsilons=eps, area_fracs=cfg["sizes"], n_queries=cfg["nq"],
                             repetitions=cfg["reps"], seed=0)
-        return {"id": job_id, "cache_key": cache_key}, False, "Running…", False
+        queued = jobs.status(job_id, sid)["queued"]
+        return {"id": job_id, "cache_key": cache_key}, False, QUEUED if queued else "Running…", False
 
-    @app.callback(Output(EVAL_RESULTS, "hidden"), Input(ids.EVAL_TABLE, "data"))
+    @app.callback(Output(ids.EVAL_RESULTS, "hidden"), Input(ids.EVAL_TABLE, "data"))
     def show_results(rows):
         return not rows
 
@@ -183,6 +183,8 @@ def register_callbacks(app, config: dict):
         st = jobs.status(job["id"], sid)
         if st is None:
             return "0", "1", no_update, no_update, no_update, "The evaluation was lost (server restarted).", True, True
+        if st["queued"]:
+            return "0", str(st["total"]), no_update, no_update, no_update, QUEUED, False, False
         if not st["finished"]:
             return str(st["done"]), str(st["total"]), no_update, no_update, no_update, \
                 f"Running… {st['done']} of {st['total']} releases", False, False

@@ -31,9 +31,9 @@ def register_callbacks(app, config: dict):
                   State(ids.RELEASE, "data"), prevent_initial_call=True)
     def download(_, rinfo):
         sid = state.session_id()
-        rel = _current(rinfo, sid)
-        if isinstance(rel, html.Div):
-            return no_update, rel
+        rel, why_not = _current(rinfo, sid)
+        if rel is None:
+            return no_update, why_not
         return dict(content=export_files(rel)[0], filename=f"release_{rel.mechanism}.geojson"), ""
 
     @app.callback(Output(ids.EXPORT_META_DOWNLOAD, "data"), Output(ids.EXPORT_STATUS, "children",
@@ -42,17 +42,17 @@ def register_callbacks(app, config: dict):
                   State(ids.RELEASE, "data"), prevent_initial_call=True)
     def download_meta(_, rinfo):
         sid = state.session_id()
-        rel = _current(rinfo, sid)
-        if isinstance(rel, html.Div):
-            return no_update, rel
+        rel, why_not = _current(rinfo, sid)
+        if rel is None:
+            return no_update, why_not
         return dict(content=export_files(rel)[1], filename=f"release_{rel.mechanism}_metadata.json"), ""
 
 
 def _current(rinfo, sid):
-    """The current release, or a message saying why there is nothing to export."""
+    """(the current release, None), or (None, a message saying why there is nothing to export)."""
     if not rinfo:
-        return html.Div("No release yet: press Release first.", className="warning")
+        return None, html.Div("No release yet: press Release first.", className="warning")
     try:
-        return state.release(sid, rinfo["key"])
+        return state.release(sid, rinfo["key"]), None
     except LookupError as exc:
-        return html.Div(f"Nothing exported: {exc}.", className="warning")
+        return None, html.Div(f"Nothing exported: {exc}.", className="warning")

@@ -5,19 +5,26 @@ from __future__ import annotations
 import time
 
 import plotly.graph_objects as go
-from dash import ALL, Input, Output, State, ctx, dash_table, dcc, html, no_update
+from dash import Input, Output, State, ctx, dash_table, dcc, html, no_update
 from plotly.subplots import make_subplots
 
 import dp
 
 from . import ids, state
-from .data_panel import domain_from_controls
+from .controls import domain_from_store, parse_typed, rects_from_geojson
 from .help import help_box
-from .queries_panel import parse_typed, rects_from_geojson
 
-SIGMA, PLANNED, STRATEGY, METHOD = "ia-sigma", "ia-planned", "ia-strategy", "ia-method"
-START, STATUS, GUARANTEE, FOLLOW = "ia-start", "ia-status", "ia-guarantee", "ia-follow-drawn"
-TYPED, ASK, TABLE, HIST, PLOT, INFO = "ia-typed", "ia-ask", "ia-table", "ia-hist", "ia-plot", "ia-info"
+# labels of the values dp.interactive accepts (dp.interactive.STRATEGIES and METHODS)
+STRATEGY_LABELS = {"none": "none: each query gets B/m, savings unused",
+                   "even": "even: savings spread evenly over what is left",
+                   "gamma": "gamma: reuse a share γ of the savings",
+                   "linear": "linear: allocation grows with the queries left"}
+METHOD_LABELS = {"pm-dist": "iterative elimination, distances (pm-dist)",
+                 "pm-pt": "iterative elimination, points (pm-pt)",
+                 "bm-dist": "baseline, distances (bm-dist)",
+                 "bm-pt": "baseline, points (bm-pt)"}
+DEFAULT_STRATEGY, DEFAULT_METHOD = "gamma", "pm-dist"
+DEFAULT_SIGMA, DEFAULT_PLANNED = 100, 10
 COLUMNS = [("k", "#"), ("answer", "Private answer"), ("true_count", "True (owner only)"),
            ("rel_error", "Rel. error"), ("baseline_answer", "One-shot baseline (owner only)"),
            ("reference_answer", "Single full-budget release (owner only)"),
@@ -27,6 +34,13 @@ ROUNDS = 10                     # elimination rounds per query: at most this man
 CHARGE_RADIUS_M = 100.0         # sessions are charged for telling apart places this far apart
 
 
+def choice_options(values, labels: dict) -> list[dict]:
+    """Dropdown options for the values dp accepts, in the order of `labels`; a value dp adds
+    later is offered under its own name."""
+    ordered = [v for v in labels if v in values] + [v for v in values if v not in labels]
+    return [{"label": labels.get(v, v), "value": v} for v in ordered]
+
+
 def layout(config: dict) -> html.Div:
     return html.Div(className="card", children=[
         html.H3("8 · Interactive queries with per-user budgets"),
@@ -34,39 +48,35 @@ def layout(config: dict) -> html.Div:
         html.Div(className="eval-controls", children=[
             html.Div([
                 html.Label("Each user's budget: noise σ if spent on one query (metres)"),
-                dcc.Input(id=SIGMA, type="number", value=100, min=1, max=100000, debounce=True),
-                html.Div(id=GUARANTEE, className="guarantee"),
+                dcc.Input(id=ids.IA_SIGMA, type="number", value=DEFAULT_SIGMA, min=1, max=100000,
+                          debounce=True),
+                html.Div(id=ids.IA_GUARANTEE, className="guarantee"),
             ]),
             html.Div([
                 html.Label("Planned queries m"),
-                dcc.Input(id=PLANNED, type="number", value=10, min=1, max=1000, step=1),
+                dcc.Input(id=ids.IA_PLANNED, type="number", value=DEFAULT_PLANNED, min=1, max=1000, step=1),
                 html.Label("Budgeting strategy"),
-                dcc.Dropdown(id=STRATEGY, value="gamma", clearable=False, options=[
-                    {"label": "none: each query gets B/m, savings unused", "value": "none"},
-                    {"label": "even: savings spread evenly over what is left", "value": "even"},
-                    {"label": "gamma: reuse a share γ of the savings", "value": "gamma"},
-                    {"label": "linear: allocation grows with the queries left", "value": "linear"}]),
+                dcc.Dropdown(id=ids.IA_STRATEGY, value=DEFAULT_STRATEGY, clearable=False,
+                             options=choice_options(dp.interactive.STRATEGIES, STRATEGY_LABELS)),
                 html.Label("Method"),
-                dcc.Dropdown(id=METHOD, value="pm-dist", clearable=False, options=[
-                    {"label": "iterative elimination, distances (pm-dist)", "value": "pm-dist"},
-                    {"label": "iterative elimination, points (pm-pt)", "value": "pm-pt"},
-                    {"label": "baseline, distances (bm-dist)", "value": "bm-dist"},
-                    {"label": "baseline, points (bm-pt)", "value": "bm-pt"}]),
+                dcc.Dropdown(id=ids.IA_METHOD, value=DEFAULT_METHOD, clearable=False,
+                             options=choice_options(dp.interactive.METHODS, METHOD_LABELS)),
             ]),
         ]),
-        html.Button("Start a new session", id=START, n_clicks=0, className="primary"),
-        dcc.Checklist(id=FOLLOW, value=["on"], inline=True, options=[
+        html.Button("Start a new session", id=ids.IA_START, n_clicks=0, className="primary"),
+        dcc.Checklist(id=ids.IA_FOLLOW, value=["on"], inline=True, options=[
             {"label": " answer every rectangle I draw on the map with this session", "value": "on"}]),
         html.Div(className="query-tools", children=[
-            html.Div(dcc.Input(id=TYPED, placeholder="west, south, east, north", debounce=True),
+            html.Div(dcc.Input(id=ids.IA_TYPED, placeholder="west, south, east, north", debounce=True),
                      className="wide"),
-            html.Button("Ask", id=ASK, n_clicks=0)]),
-        dcc.Loading(html.Div(id=STATUS, role="status"), type="dot"),
-        dash_table.DataTable(id=TABLE, columns=[{"name": n, "id": i} for i, n in COLUMNS], data=[],
+            html.Button("Ask", id=ids.IA_ASK, n_clicks=0)]),
+        dcc.Loading(html.Div(id=ids.IA_STATUS, role="status"), type="dot"),
+        dash_table.DataTable(id=ids.IA_TABLE, columns=[{"name": n, "id": i} for i, n in COLUMNS], data=[],
                              page_size=10, style_cell={"fontSize": "12px"}),
         html.Div(className="eval-figs", children=[
-            dcc.Graph(id=PLOT, style={"height": "320px"}), dcc.Graph(id=HIST, style={"height": "320px"})]),
-        dcc.Store(id=INFO),
+            dcc.Graph(id=ids.IA_PLOT, style={"height": "320px"}),
+            dcc.Graph(id=ids.IA_HIST, style={"height": "320px"})]),
+        dcc.Store(id=ids.IA_INFO),
     ])
 
 
@@ -152,14 +162,15 @@ def session_charge(sigma_m: float, planned: int, method: str) -> float:
     return rho_b * (CHARGE_RADIUS_M + snap_allowance(sigma_m, planned, method)) ** 2
 
 
-def start_session(sid, dinfo, preset, box, sigma_m, planned, strategy, method, n_drawn) -> dict:
-    """Open a session charged to the dataset's account: its public inputs are checked first, the
-    charge is made before the data is read (even a data-dependent refusal is paid for)."""
+def start_session(sid, dinfo, domain_info, sigma_m, planned, strategy, method, n_drawn) -> dict:
+    """Charge step: open a session charged to the dataset's account. Its public inputs are
+    checked first, the charge is made before the data is read (even a data-dependent refusal
+    is paid for). `domain_info` is the `ids.DOMAIN` store."""
     if (dinfo or {}).get("kind", "points") != "points":
         raise dp.ParameterError("interactive queries need point data (one location per record); "
                                 "load a point dataset first")
     data = state.points(sid, dinfo["fingerprint"])
-    domain = domain_from_controls(preset, box, sid, dinfo)
+    domain = domain_from_store(domain_info)
     state.check_live_room(sid)
     rho = session_charge(sigma_m, planned, method)
 
@@ -176,64 +187,95 @@ def start_session(sid, dinfo, preset, box, sigma_m, planned, strategy, method, n
     return {"token": token, "asked_drawn": n_drawn, "fingerprint": dinfo["fingerprint"], "rho": rho}
 
 
+def session_settings(sigma, planned) -> tuple[float, int]:
+    """Parse step for a new session: σ in metres and the planned queries, with their defaults."""
+    return float(sigma or DEFAULT_SIGMA), int(planned or DEFAULT_PLANNED)
+
+
+def questions(trigger, info: dict, drawn: list, follow, typed) -> tuple[dict, list]:
+    """Parse step for a running session: (its updated info, the rectangles to ask now). A
+    rectangle drawn on the map is asked when the session follows the map; a typed one always."""
+    if trigger == ids.EDIT:
+        if "on" not in (follow or []) or len(drawn) <= info["asked_drawn"]:
+            return {**info, "asked_drawn": min(info["asked_drawn"], len(drawn))}, []
+        return {**info, "asked_drawn": len(drawn)}, drawn[info["asked_drawn"]:]
+    return info, [parse_typed(typed or "")]
+
+
+def ask(session, lock, rects: list):
+    """Run step: answer the rectangles in turn, one question at a time per session (even from
+    two tabs); (the session's history, the last result). Refused past the planned queries."""
+    with lock:
+        if session.k + len(rects) > session.planned_queries:
+            raise dp.BudgetError(f"this session's {session.planned_queries} planned queries "
+                                 "are used up (its charge covers no more); start a new "
+                                 "session, which is charged again")
+        for r in rects:
+            result = session.ask(r)
+        return list(session.history), result
+
+
+def started_view(info: dict, planned: int, strategy, method) -> tuple:
+    """Render step after a session was started and charged: the run callback's outputs."""
+    msg = html.Div(f"New session: m = {planned} planned queries, strategy {strategy}, method "
+                   f"{method}; charged ρ = {info['rho']:.3g} (zCDP) to this dataset's budget.",
+                   className="ok")
+    return info, msg, [], go.Figure(), go.Figure(), time.time()
+
+
+def answers_view(info: dict, history: list, result) -> tuple:
+    """Render step after questions were answered: the run callback's outputs."""
+    msg = html.Div(f"Query {result.k} answered in {result.seconds:.2f} s: private answer "
+                   f"{result.answer:,.0f}; {result.n_halted:,} users halted so far.", className="ok")
+    return info, msg, [table_row(h) for h in history], session_figure(history), \
+        saving_histogram(result), no_update
+
+
+def error_view(exc: Exception) -> tuple:
+    """Render step for a refusal: the message only; nothing else on the page changes."""
+    return no_update, html.Div(str(exc), className="error"), no_update, no_update, no_update, no_update
+
+
 def register_callbacks(app, config: dict):
-    @app.callback(Output(GUARANTEE, "children"), Input(SIGMA, "value"), Input(PLANNED, "value"),
-                  Input(METHOD, "value"))
+    @app.callback(Output(ids.IA_GUARANTEE, "children"), Input(ids.IA_SIGMA, "value"),
+                  Input(ids.IA_PLANNED, "value"), Input(ids.IA_METHOD, "value"))
     def show_guarantee(sigma, planned, method):
         if not sigma or sigma <= 0:
             return html.Div("Give σ in metres (> 0).", className="error")
-        return guarantee_text(float(sigma), int(planned or 10), method or "pm-dist")
+        return guarantee_text(float(sigma), int(planned or DEFAULT_PLANNED), method or DEFAULT_METHOD)
 
-    @app.callback(Output(INFO, "data"), Output(STATUS, "children"), Output(TABLE, "data"),
-                  Output(PLOT, "figure"), Output(HIST, "figure"),
+    @app.callback(Output(ids.IA_INFO, "data"), Output(ids.IA_STATUS, "children"),
+                  Output(ids.IA_TABLE, "data"), Output(ids.IA_PLOT, "figure"),
+                  Output(ids.IA_HIST, "figure"),
                   Output(ids.ACCOUNT_TICK, "data", allow_duplicate=True),
-                  Input(START, "n_clicks"), Input(ASK, "n_clicks"), Input(TYPED, "n_submit"),
-                  Input(ids.EDIT, "geojson"),
-                  State(SIGMA, "value"), State(PLANNED, "value"), State(STRATEGY, "value"),
-                  State(METHOD, "value"), State(TYPED, "value"), State(FOLLOW, "value"),
-                  State(INFO, "data"), State(ids.DATASET, "data"), State(ids.DOMAIN_PRESET, "value"),
-                  State({"type": ids.DOMAIN_BOX, "side": ALL}, "value"),
+                  Input(ids.IA_START, "n_clicks"), Input(ids.IA_ASK, "n_clicks"),
+                  Input(ids.IA_TYPED, "n_submit"), Input(ids.EDIT, "geojson"),
+                  State(ids.IA_SIGMA, "value"), State(ids.IA_PLANNED, "value"),
+                  State(ids.IA_STRATEGY, "value"), State(ids.IA_METHOD, "value"),
+                  State(ids.IA_TYPED, "value"), State(ids.IA_FOLLOW, "value"),
+                  State(ids.IA_INFO, "data"), State(ids.DATASET, "data"), State(ids.DOMAIN, "data"),
                   prevent_initial_call=True)
     def run(_start, _ask, _submit, geojson, sigma, planned, strategy, method, typed, follow,
-            info, dinfo, preset, box):
+            info, dinfo, domain_info):
+        """Start a session (parse, charge, render) or ask it (parse, run, render)."""
         sid = state.session_id()
-        trig = ctx.triggered_id
+        trigger = ctx.triggered_id
         drawn = rects_from_geojson(geojson)
         try:
-            if trig == START:
-                info = start_session(sid, dinfo, preset, box, float(sigma or 100), int(planned or 10),
-                                     strategy, method, len(drawn))
-                return info, html.Div(f"New session: m = {int(planned or 10)} planned queries, strategy "
-                                      f"{strategy}, method {method}; charged ρ = {info['rho']:.3g} "
-                                      "(zCDP) to this dataset's budget.", className="ok"), [], go.Figure(), \
-                    go.Figure(), time.time()
+            if trigger == ids.IA_START:
+                sigma_m, m = session_settings(sigma, planned)
+                info = start_session(sid, dinfo, domain_info, sigma_m, m, strategy, method, len(drawn))
+                return started_view(info, m, strategy, method)
             if info is None:
-                if trig == ids.EDIT:
+                if trigger == ids.EDIT:           # drawing on the map before any session: ignored
                     return (no_update,) * 6
                 raise LookupError("start a session first (starting one is charged to this "
                                   "dataset's budget)")
             session, lock = state.live(sid, info.get("token", ""))
-            if trig == ids.EDIT:
-                if "on" not in (follow or []) or len(drawn) <= info["asked_drawn"]:
-                    info = {**info, "asked_drawn": min(info["asked_drawn"], len(drawn))}
-                    return info, no_update, no_update, no_update, no_update, no_update
-                rects = drawn[info["asked_drawn"]:]
-                info = {**info, "asked_drawn": len(drawn)}
-            else:
-                rects = [parse_typed(typed or "")]
-            with lock:                  # one question at a time per session, even from two tabs
-                if session.k + len(rects) > session.planned_queries:
-                    raise dp.BudgetError(f"this session's {session.planned_queries} planned queries "
-                                         "are used up (its charge covers no more); start a new "
-                                         "session, which is charged again")
-                for r in rects:
-                    result = session.ask(r)
-                history = list(session.history)
+            info, rects = questions(trigger, info, drawn, follow, typed)
+            if not rects:
+                return (info,) + (no_update,) * 5
+            history, result = ask(session, lock, rects)
         except (dp.ParameterError, dp.BudgetError, LookupError, TypeError) as exc:
-            return no_update, html.Div(str(exc), className="error"), no_update, no_update, no_update, \
-                no_update
-        msg = html.Div(f"Query {result.k} answered in {result.seconds:.2f} s: private answer "
-                       f"{result.answer:,.0f}; {result.n_halted:,} users halted so far.", className="ok")
-        return info, msg, [table_row(h) for h in history], session_figure(history), \
-            saving_histogram(result), no_update
-
+            return error_view(exc)
+        return answers_view(info, history, result)

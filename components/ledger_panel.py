@@ -9,9 +9,8 @@ from dash import ALL, Input, Output, State, dash_table, dcc, html, no_update
 import dp
 
 from . import ids, state
+from .controls import domain_from_store, epsilon_from_slider, read_params
 from .help import help_box
-from .data_panel import domain_from_controls
-from .mechanism_panel import epsilon_from_slider, read_params
 
 TABLE_STYLE = {"fontSize": "12px", "whiteSpace": "normal", "height": "auto", "textAlign": "left"}
 
@@ -108,14 +107,15 @@ def account_summary(acc: dp.Accountant, next_epsilon: float | None) -> list:
     return out
 
 
-def next_cost(sid, info, eps_v, name, pvals, pids, preset, box) -> float | None:
-    """What a release with the panel's current settings would charge (None if they are invalid)."""
+def next_cost(eps_v, name, pvals, pids, domain_info: dict | None) -> float | None:
+    """What a release with the panel's current settings would charge (None if they are invalid);
+    `domain_info` is the `ids.DOMAIN` store."""
     spec = dp.mechanisms().get(name)
     if eps_v is None or spec is None:
         return None
     try:
         params = read_params(spec, pvals, pids)
-        domain = domain_from_controls(preset, box, sid, info)
+        domain = domain_from_store(domain_info)
         return dp.accountant.release_cost(name, domain, epsilon_from_slider(eps_v), params)
     except (dp.ParameterError, LookupError, TypeError):
         return None
@@ -147,15 +147,13 @@ def register_callbacks(app, config: dict):
                   Output(ids.ACCOUNT_RAISE_VALUE, "value"),
                   Input(ids.DATASET, "data"), Input(ids.RELEASE, "data"), Input(ids.ACCOUNT_TICK, "data"),
                   Input(ids.EPSILON, "value"), Input(ids.MECHANISM, "value"),
-                  Input({"type": ids.PARAM, "name": ALL}, "value"), Input(ids.DOMAIN_PRESET, "value"),
-                  Input({"type": ids.DOMAIN_BOX, "side": ALL}, "value"),
+                  Input({"type": ids.PARAM, "name": ALL}, "value"), Input(ids.DOMAIN, "data"),
                   State({"type": ids.PARAM, "name": ALL}, "id"))
-    def show_account(info, _rinfo, _tick, eps_v, name, pvals, preset, box, pids):
+    def show_account(info, _rinfo, _tick, eps_v, name, pvals, domain_info, pids):
         if not info:
             return no_update, no_update, no_update
-        sid = state.session_id()
-        acc = state.account(sid, info["account"])
-        return account_summary(acc, next_cost(sid, info, eps_v, name, pvals, pids, preset, box)), \
+        acc = state.account(state.session_id(), info["account"])
+        return account_summary(acc, next_cost(eps_v, name, pvals, pids, domain_info)), \
             account_rows(acc), acc.total
 
     @app.callback(Output(ids.ACCOUNT_CONFIRM, "displayed"), Output(ids.ACCOUNT_CONFIRM, "message"),

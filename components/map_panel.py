@@ -8,9 +8,12 @@ import plotly.graph_objects as go
 from dash import Input, Output, State, ctx, dcc, html, no_update
 
 import dp
-from dp.mechanisms.leaves import paint, region_sums, summed_area
+from dp.mechanisms.euler import STAGE_LABELS, STAGES
+from dp.mechanisms.leaves import paint
+from dp.summed_area import box_sums, summed_area
 
 from . import ids, render, state
+from .controls import EXACT_STAGE
 from .help import help_box
 
 LAYERS = {
@@ -25,12 +28,14 @@ MAX_HOVER_CELLS = 512 * 512
 MAX_HOVER_REGIONS = 20000
 MAX_OUTLINED = 6000   # more borders than this would hide the colours
 POINT_SAMPLE = 2000
-LEGEND_TITLE = "map-legend-title"
-GROW_BOX, GROW_DEPTH, GROW_PLAY, GROW_TIMER = "grow-box", "grow-depth", "grow-play", "grow-timer"
-SERIES_BOX, SERIES_PICK = "series-box", "series-pick"
-EULER_BOX, EULER_STAGE, EULER_EXTRAS = "euler-box", "euler-stage", "euler-extras"
-EULER_STATUS, EULER_CHART = "euler-status", "euler-violations"
 MAX_EDGE_CELLS = 64
+EXACT_LABEL = "exact (owner only, not private)"
+
+
+def stage_options(stages=STAGES) -> list[dict]:
+    """The Euler stage choices: the owner-only exact histogram, then the release's stages."""
+    return [{"label": f" {EXACT_LABEL}", "value": EXACT_STAGE}] + \
+        [{"label": f" {STAGE_LABELS.get(s, s)}", "value": s} for s in stages]
 
 
 def layout(config: dict) -> html.Div:
@@ -44,35 +49,32 @@ def layout(config: dict) -> html.Div:
                 {"label": f" raw point sample ({POINT_SAMPLE:,}, owner only)", "value": "points"}]),
         ]),
         help_box("map"),
-        html.Div(id=GROW_BOX, hidden=True, className="grow-box", children=[
+        html.Div(id=ids.GROW_BOX, hidden=True, className="grow-box", children=[
             html.Span("Watch it grow: tree depth", className="grow-label"),
-            html.Button("▶ Play", id=GROW_PLAY, n_clicks=0),
-            html.Div(dcc.Slider(id=GROW_DEPTH, min=0, max=1, step=1, value=1, marks=None,
+            html.Button("▶ Play", id=ids.GROW_PLAY, n_clicks=0),
+            html.Div(dcc.Slider(id=ids.GROW_DEPTH, min=0, max=1, step=1, value=1, marks=None,
                                 allow_direct_input=False,
                                 tooltip={"placement": "bottom", "always_visible": False}),
                      className="grow-slider"),
-            dcc.Interval(id=GROW_TIMER, interval=700, disabled=True),
+            dcc.Interval(id=ids.GROW_TIMER, interval=700, disabled=True),
         ]),
-        html.Div(id=SERIES_BOX, hidden=True, className="grow-box", children=[
+        html.Div(id=ids.SERIES_BOX, hidden=True, className="grow-box", children=[
             html.Span("Grid shown (0 = all grids averaged, the published estimate)", className="grow-label"),
-            html.Div(dcc.Slider(id=SERIES_PICK, min=0, max=1, step=1, value=0, marks=None,
+            html.Div(dcc.Slider(id=ids.SERIES_PICK, min=0, max=1, step=1, value=0, marks=None,
                                 allow_direct_input=False,
                                 tooltip={"placement": "bottom", "always_visible": True}),
                      className="grow-slider"),
         ]),
-        html.Div(id=EULER_BOX, hidden=True, className="euler-box", children=[
+        html.Div(id=ids.EULER_BOX, hidden=True, className="euler-box", children=[
             html.Div(className="grow-box", children=[
                 html.Span("Stage", className="grow-label"),
-                dcc.RadioItems(id=EULER_STAGE, value="round", inline=True, options=[
-                    {"label": " exact (owner only, not private)", "value": "exact"},
-                    {"label": " DiffPriv", "value": "diffpriv"},
-                    {"label": " LinProg", "value": "linprog"},
-                    {"label": " Round", "value": "round"}]),
-                dcc.Checklist(id=EULER_EXTRAS, value=[], inline=True, options=[
+                dcc.RadioItems(id=ids.EULER_STAGE, value=STAGES[-1], inline=True,
+                               options=stage_options()),
+                dcc.Checklist(id=ids.EULER_EXTRAS, value=[], inline=True, options=[
                     {"label": f" edges and vertices (grids up to {MAX_EDGE_CELLS}×{MAX_EDGE_CELLS})",
                      "value": "edges"}]),
             ]),
-            dcc.Loading(html.Div(id=EULER_STATUS, className="hint"), type="dot"),
+            dcc.Loading(html.Div(id=ids.EULER_STATUS, className="hint"), type="dot"),
         ]),
         html.Div(className="map-wrap", children=[
             dl.Map(id=ids.MAP, bounds=[[d.south, d.west], [d.north, d.east]], style={"height": "560px"},
@@ -92,24 +94,25 @@ def layout(config: dict) -> html.Div:
                    ]),
             html.Div(id=ids.MAP_HOVER, className="hover-readout",
                      children="Hover over a cell to read its counts."),
-            html.Div(id=LEGEND_TITLE, className="legend-title"),
+            html.Div(id=ids.MAP_LEGEND_TITLE, className="legend-title"),
         ]),
-        html.Div(id=EULER_CHART + "-box", hidden=True, children=[
-            dcc.Graph(id=EULER_CHART, config={"displayModeBar": False}, style={"height": "220px"})]),
+        html.Div(id=ids.EULER_CHART_BOX, hidden=True, children=[
+            dcc.Graph(id=ids.EULER_CHART, config={"displayModeBar": False}, style={"height": "220px"})]),
         dcc.Store(id=ids.MAP_GRID_STORE),
     ])
 
 
-def structure(rel, depth: int | None = None, series: int = 0):
+def structure(rel: dp.Release, depth: int | None = None, series: int = 0):
     """(base grid, regions, noisy counts, path epsilon or None) of a release, of a tree cut at
-    `depth` (growth view), or of grid `series` (1..m) of a shifted-grid series; all of them
-    post-processing of what was released."""
+    `depth` (growth view), or of grid `series` (1..m) of a series of grids; all of them
+    post-processing of what was released. What applies is read from `rel.capabilities`."""
+    caps = rel.capabilities
     grid, regions, counts = rel.regions()
-    eps = getattr(rel, "eps_path", None)
-    if series and hasattr(rel, "grid_regions"):
+    eps = rel.eps_path if caps.budget_layer else None
+    if series and caps.grids > 1:
         regions, counts = rel.grid_regions(series - 1)
         return grid, regions, counts, None
-    if depth is not None and getattr(rel, "nodes", None) is not None and depth < rel.max_depth():
+    if depth is not None and depth < caps.depths:
         regions, counts = rel.partition_at(depth)
         eps = None
     return grid, regions, counts, eps
@@ -118,8 +121,8 @@ def structure(rel, depth: int | None = None, series: int = 0):
 def region_truth(data, grid: dp.UniformGrid, regions: np.ndarray) -> np.ndarray:
     """True count per released region (owner only): points by prefix sums of their histogram,
     users' regions by counting the regions that meet each rectangle."""
-    if hasattr(data, "histogram"):
-        return region_sums(summed_area(data.histogram(grid)), regions)
+    if data.kind == "points":
+        return box_sums(summed_area(data.histogram(grid)), regions)
     ex, ey = grid.edges_x, grid.edges_y
     rects = np.column_stack([ex[regions[:, 2]], ey[regions[:, 0]], ex[regions[:, 3]], ey[regions[:, 1]]])
     return data.true_counts(rects, grid.domain).astype(np.float64)
@@ -156,13 +159,13 @@ def cell_layers(rel, data, layer: str, depth: int | None = None, series: int = 0
         colours = render.DIVERGING if diverging else render.SEQUENTIAL
         children.append(dl.ImageOverlay(url=render.grid_image(painted, bounds, vmin, vmax, colours),
                                         bounds=[[d.south, d.west], [d.north, d.east]],
-                                        opacity=0.85, className="grid-raster", id="grid-raster"))
+                                        opacity=0.85, className=ids.MAP_RASTER, id=ids.MAP_RASTER))
         if n <= MAX_OUTLINED:
             children.append(outlines(grid, regions))
         children.append(dl.Colorbar(id=ids.MAP_LEGEND, colorscale=colours, min=vmin, max=vmax,
                                     nTicks=5, width=260, height=14, position="bottomright",
                                     tickDecimals=0 if vmax - vmin > 10 else 1))
-        unit = UNITS[layer] if hasattr(data, "histogram") else UNITS[layer].replace("points", "users' regions")
+        unit = UNITS[layer] if data.kind == "points" else UNITS[layer].replace("points", "users' regions")
     return children, hover_payload(grid, regions, counts, truth, eps, area, is_cells), unit
 
 
@@ -173,11 +176,11 @@ def outlines(grid: dp.UniformGrid, regions: np.ndarray):
     s, n = ey[regions[:, 0]], ey[regions[:, 1]]
     rings = np.stack([np.column_stack(c) for c in ((w, s), (e, s), (e, n), (w, n), (w, s))], axis=1)
     geom = {"type": "MultiPolygon", "coordinates": rings[:, None].round(7).tolist()}
-    layer = dl.GeoJSON(data={"type": "Feature", "geometry": geom, "properties": {}}, id="region-outlines",
+    layer = dl.GeoJSON(data={"type": "Feature", "geometry": geom, "properties": {}}, id=ids.MAP_OUTLINES,
                        interactive=False, style={"color": "#3c4655", "weight": 0.6, "opacity": 0.55,
                                                  "fill": False})
     # its own pane ignores the mouse, so drawing and hovering work through the borders
-    return dl.Pane(layer, name="outlines", id="outlines-pane", style={"pointerEvents": "none", "zIndex": 450})
+    return dl.Pane(layer, name="outlines", id=ids.MAP_OUTLINES_PANE, style={"pointerEvents": "none", "zIndex": 450})
 
 
 def hover_payload(grid, regions, counts, truth, eps, area, is_cells):
@@ -194,21 +197,25 @@ def hover_payload(grid, regions, counts, truth, eps, area, is_cells):
             "area": np.round(area, 4).tolist(), "eps": None if eps is None else np.round(eps, 5).tolist()}
 
 
-def staged(rel, stage: str, layer: str):
-    """An Euler release answering from `stage`; the exact stage is the owner-only true layer.
+def staged(sid, key: str, rel, stage: str | None, layer: str):
+    """(release, layer) for the chosen consistency stage of a release with stages; the exact
+    stage is the owner-only true layer of the release itself.
 
-    Running LinProg the first time takes a moment; the result stays on the cached release.
+    The release at another stage is a new release, cached under its own entry (running LinProg
+    the first time takes a moment); the cached release is never changed.
     """
-    if stage == "exact":
+    if stage == EXACT_STAGE:
         return rel, ("true" if layer == "private" else layer)
-    return rel.with_stage(stage or rel.stage), layer
+    return state.staged_release(sid, key, stage), layer
 
 
-def stage_status(rel, stage: str) -> str:
-    """One line on the chosen Euler stage: its constraint violations and the LP's time."""
-    if stage == "exact":
+def stage_status(rel, stage: str | None, at=None) -> str:
+    """One line on the chosen Euler stage: its constraint violations and the LP's time.
+    `at(stage)` gives the release at a stage (by default `rel.with_stage`)."""
+    if stage == EXACT_STAGE:
         return "Exact Euler histogram: the true counts, shown to the owner only; not private."
-    r = rel.with_stage(stage)
+    stage = stage or rel.capabilities.stage
+    r = (at or rel.with_stage)(stage)
     total = sum(r.violations().values())
     text = f"{stage}: {total:,} violated consistency constraints"
     secs = r.stage_info("linprog").get("seconds") if stage in ("linprog", "round") else None
@@ -217,11 +224,11 @@ def stage_status(rel, stage: str) -> str:
     return text
 
 
-def violations_figure(rel) -> go.Figure:
-    """Bars of C1/C2/C3 violations for every stage (all three are computed: post-processing)."""
-    for st in ("diffpriv", "linprog", "round"):
-        rel.compute(st)
-    table = rel.violation_table()
+def violations_figure(rel, at=None) -> go.Figure:
+    """Bars of C1/C2/C3 violations for every stage of the release (each is post-processing).
+    `at(stage)` gives the release at a stage (by default `rel.with_stage`, a new release)."""
+    at = at or rel.with_stage
+    table = {st: at(st).violations() for st in rel.capabilities.stages}
     fig = go.Figure()
     for c, colour in (("C1", "#1b9e77"), ("C2", "#d95f02"), ("C3", "#7570b3")):
         fig.add_trace(go.Bar(x=list(table), y=[table[st].get(c, 0) for st in table], name=c,
@@ -234,7 +241,8 @@ def violations_figure(rel) -> go.Figure:
 
 def euler_extras(rel) -> list:
     """Edges as coloured lines and vertices as dots, with their noisy values (small grids)."""
-    if rel.egrid.n > MAX_EDGE_CELLS:
+    _, grid = rel.raster()
+    if max(grid.gx, grid.gy) > MAX_EDGE_CELLS:
         return []
     segs, ev = rel.edges_layer()
     pts, vv = rel.vertices_layer()
@@ -248,9 +256,9 @@ def euler_extras(rel) -> list:
     dots = [{"type": "Feature", "geometry": {"type": "Point", "coordinates": p},
              "properties": {"value": round(float(v), 1), "colour": "#%02x%02x%02x" % tuple(c)}}
             for p, v, c in zip(pts.tolist(), vv.tolist(), vc.tolist())]
-    return [dl.GeoJSON(data={"type": "FeatureCollection", "features": lines}, id="euler-edges",
+    return [dl.GeoJSON(data={"type": "FeatureCollection", "features": lines}, id=ids.EULER_EDGES,
                        style={"variable": "dpMap.valueStyle"}, onEachFeature={"variable": "dpMap.valueTip"}),
-            dl.GeoJSON(data={"type": "FeatureCollection", "features": dots}, id="euler-vertices",
+            dl.GeoJSON(data={"type": "FeatureCollection", "features": dots}, id=ids.EULER_VERTICES,
                        pointToLayer={"variable": "dpMap.vertex"}, onEachFeature={"variable": "dpMap.valueTip"})]
 
 
@@ -259,7 +267,7 @@ def points_layer(data, n: int = POINT_SAMPLE):
     feats = [{"type": "Feature", "geometry": {"type": "Point", "coordinates": [x, y]}}
              for x, y in pts.tolist()]
     return dl.GeoJSON(data={"type": "FeatureCollection", "features": feats},
-                      pointToLayer={"variable": "dpMap.point"}, id="raw-points")
+                      pointToLayer={"variable": "dpMap.point"}, id=ids.MAP_RAW_POINTS)
 
 
 def current_release(sid, rinfo):
@@ -272,10 +280,11 @@ def current_release(sid, rinfo):
 
 def register_callbacks(app, config: dict):
     @app.callback(Output(ids.MAP_LAYERS, "children"), Output(ids.MAP_GRID_STORE, "data"),
-                  Output(ids.MAP, "viewport"), Output(LEGEND_TITLE, "children"),
+                  Output(ids.MAP, "viewport"), Output(ids.MAP_LEGEND_TITLE, "children"),
                   Input(ids.RELEASE, "data"), Input(ids.MAP_LAYER_PICK, "value"),
-                  Input(ids.MAP_POINTS_TOGGLE, "value"), Input(GROW_DEPTH, "value"),
-                  Input(SERIES_PICK, "value"), Input(EULER_STAGE, "value"), Input(EULER_EXTRAS, "value"))
+                  Input(ids.MAP_POINTS_TOGGLE, "value"), Input(ids.GROW_DEPTH, "value"),
+                  Input(ids.SERIES_PICK, "value"), Input(ids.EULER_STAGE, "value"),
+                  Input(ids.EULER_EXTRAS, "value"))
     def draw(rinfo, layer, toggles, depth, series, stage, extras):
         sid = state.session_id()
         if not rinfo:
@@ -283,14 +292,14 @@ def register_callbacks(app, config: dict):
         try:
             rel = state.release(sid, rinfo["key"])
             data = state.points(sid, state.key_fingerprint(rinfo["key"]))
+            if rel.capabilities.stages:
+                rel, layer = staged(sid, rinfo["key"], rel, stage, layer)
         except LookupError as exc:
             return [], None, no_update, str(exc)
         fresh = ctx.triggered_id == ids.RELEASE
-        if hasattr(rel, "with_stage"):
-            rel, layer = staged(rel, stage, layer)
         children, hover, legend = cell_layers(rel, data, layer, None if fresh else depth,
                                               0 if fresh else int(series or 0))
-        if hasattr(rel, "edges_layer") and "edges" in (extras or []):
+        if rel.capabilities.edges_layer and "edges" in (extras or []):
             children += euler_extras(rel)
         if "points" in (toggles or []):
             children.append(points_layer(data))
@@ -299,50 +308,60 @@ def register_callbacks(app, config: dict):
             if ctx.triggered_id == ids.RELEASE else no_update
         return children, hover, viewport, legend
 
-    @app.callback(Output(GROW_BOX, "hidden"), Output(GROW_DEPTH, "max"), Output(GROW_DEPTH, "value"),
-                  Output(GROW_TIMER, "disabled"),
-                  Input(ids.RELEASE, "data"), Input(GROW_PLAY, "n_clicks"), Input(GROW_TIMER, "n_intervals"),
-                  State(GROW_DEPTH, "value"), State(GROW_DEPTH, "max"))
+    @app.callback(Output(ids.GROW_BOX, "hidden"), Output(ids.GROW_DEPTH, "max"),
+                  Output(ids.GROW_DEPTH, "value"), Output(ids.GROW_TIMER, "disabled"),
+                  Input(ids.RELEASE, "data"), Input(ids.GROW_PLAY, "n_clicks"),
+                  Input(ids.GROW_TIMER, "n_intervals"),
+                  State(ids.GROW_DEPTH, "value"), State(ids.GROW_DEPTH, "max"))
     def grow(rinfo, _play, _tick, depth, top):
         sid = state.session_id()
-        if ctx.triggered_id == GROW_PLAY:
+        if ctx.triggered_id == ids.GROW_PLAY:
             return no_update, no_update, 0, False
-        if ctx.triggered_id == GROW_TIMER:
+        if ctx.triggered_id == ids.GROW_TIMER:
             nxt = min((depth or 0) + 1, top)
             return no_update, no_update, nxt, nxt >= top
         rel = current_release(sid, rinfo)
         if rel is None:
             return True, no_update, no_update, True
-        if getattr(rel, "nodes", None) is None:
+        top = rel.capabilities.depths
+        if not top:
             return True, 1, 1, True
-        top = rel.max_depth()
         return False, top, top, True
 
-    @app.callback(Output(EULER_BOX, "hidden"), Output(EULER_STAGE, "value"),
-                  Output(EULER_CHART + "-box", "hidden"), Output(EULER_CHART, "figure"),
+    @app.callback(Output(ids.EULER_BOX, "hidden"), Output(ids.EULER_STAGE, "options"),
+                  Output(ids.EULER_STAGE, "value"),
+                  Output(ids.EULER_CHART_BOX, "hidden"), Output(ids.EULER_CHART, "figure"),
                   Input(ids.RELEASE, "data"))
     def euler_panel(rinfo):
         sid = state.session_id()
         rel = current_release(sid, rinfo)
-        if rel is None or not hasattr(rel, "with_stage"):
-            return True, no_update, True, no_update
-        return False, rel.stage, False, violations_figure(rel)
+        if rel is None or not rel.capabilities.stages:
+            return True, no_update, no_update, True, no_update
+        caps = rel.capabilities
+        try:
+            fig = violations_figure(rel, lambda st: state.staged_release(sid, rinfo["key"], st))
+        except LookupError:               # dropped between the two reads
+            return True, no_update, no_update, True, no_update
+        return False, stage_options(caps.stages), caps.stage, False, fig
 
-    @app.callback(Output(EULER_STATUS, "children"), Input(EULER_STAGE, "value"),
+    @app.callback(Output(ids.EULER_STATUS, "children"), Input(ids.EULER_STAGE, "value"),
                   Input(ids.RELEASE, "data"))
     def euler_status(stage, rinfo):
         sid = state.session_id()
         rel = current_release(sid, rinfo)
-        if rel is None or not hasattr(rel, "with_stage"):
+        if rel is None or not rel.capabilities.stages:
             return ""
-        return stage_status(rel, stage)
+        try:
+            return stage_status(rel, stage, lambda st: state.staged_release(sid, rinfo["key"], st))
+        except LookupError as exc:
+            return str(exc)
 
-    @app.callback(Output(SERIES_BOX, "hidden"), Output(SERIES_PICK, "max"), Output(SERIES_PICK, "value"),
-                  Input(ids.RELEASE, "data"))
+    @app.callback(Output(ids.SERIES_BOX, "hidden"), Output(ids.SERIES_PICK, "max"),
+                  Output(ids.SERIES_PICK, "value"), Input(ids.RELEASE, "data"))
     def series(rinfo):
         sid = state.session_id()
         rel = current_release(sid, rinfo)
-        m = getattr(rel, "n_grids", 0) if rel is not None else 0
+        m = rel.capabilities.grids if rel is not None else 0
         return (False, m, 0) if m > 1 else (True, 1, 0)
 
     app.clientside_callback(

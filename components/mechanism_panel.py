@@ -8,7 +8,7 @@ from dash import ALL, Input, Output, State, ctx, dcc, html, no_update
 import dp
 
 from . import ids, state
-from .data_panel import domain_from_controls
+from .controls import domain_from_store, epsilon_from_slider, read_params
 from .help import help_box
 
 DEFAULT_MECHANISM = "e2epriv"
@@ -45,12 +45,6 @@ def mechanism_options(kind: str) -> list[dict]:
             if s.data_kind == kind]
 
 
-def epsilon_from_slider(v) -> float:
-    """Slider position (log10 ε) to ε, rounded to 3 significant digits for readable ledgers."""
-    eps = 10 ** float(v)
-    return float(f"{eps:.3g}")
-
-
 def param_control(p: dp.Param):
     """A labelled control for one mechanism parameter, with its help text."""
     pid = {"type": ids.PARAM, "name": p.name}
@@ -66,17 +60,6 @@ def param_control(p: dp.Param):
                          step=1 if p.kind is int else "any", debounce=True)
     return html.Div(className="param", children=[html.Label(p.label), ctrl,
                                                   html.Div(p.help, className="hint")])
-
-
-def read_params(spec: dp.MechanismSpec, values: list, id_list: list) -> dict:
-    """Parameter values from the pattern-matched controls, converted back to Python values."""
-    out = {}
-    for pid, v in zip(id_list, values):
-        p = next((q for q in spec.params if q.name == pid["name"]), None)
-        if p is None:
-            continue
-        out[p.name] = bool(v) if p.kind is bool else v
-    return out
 
 
 def split_from_weights(weights) -> list[float]:
@@ -105,20 +88,10 @@ def split_readout(spec, split, epsilon) -> list:
             for part, f in zip(spec.budget_parts, split)]
 
 
-def describe(rel) -> str:
-    """One phrase for the released structure (grid size or number of regions) and its level."""
+def describe(rel: dp.Release) -> str:
+    """One phrase for the released structure (the release's own `describe()`) and its level."""
     level = f", user-level (at most {rel.points_per_user} points per user)" if rel.points_per_user else ""
-    return structure(rel) + level
-
-
-def structure(rel) -> str:
-    """The released structure: its grid size or its number of regions."""
-    if isinstance(rel, dp.GridRelease):
-        return f"{rel.grid.gx}×{rel.grid.gy} grid"
-    if hasattr(rel, "egrid"):
-        return f"{rel.egrid.n}×{rel.egrid.n} Euler grid (faces, edges and vertices)"
-    _, regions, _ = rel.regions()
-    return f"{len(regions):,} {'leaves' if isinstance(rel, dp.LeafRelease) else 'regions'}"
+    return rel.describe() + level
 
 
 def register_callbacks(app, config: dict):
@@ -139,17 +112,15 @@ def register_callbacks(app, config: dict):
 
     @app.callback(Output(ids.EPSILON_READOUT, "children"), Input(ids.EPSILON, "value"),
                   Input(ids.MECHANISM, "value"), Input({"type": ids.PARAM, "name": ALL}, "value"),
-                  Input(ids.DOMAIN_PRESET, "value"), Input({"type": ids.DOMAIN_BOX, "side": ALL}, "value"),
-                  State({"type": ids.PARAM, "name": ALL}, "id"), State(ids.DATASET, "data"))
-    def show_epsilon(v, name, pvals, preset, box, pids, info):
-        sid = state.session_id()
+                  Input(ids.DOMAIN, "data"), State({"type": ids.PARAM, "name": ALL}, "id"))
+    def show_epsilon(v, name, pvals, domain, pids):
         eps = epsilon_from_slider(v)
         spec = dp.mechanisms().get(name)
         if spec is None or spec.explain is None:
             return f"ε = {eps:g}"
         try:
             params = spec.resolve_params(read_params(spec, pvals, pids))
-            note = spec.explain(domain_from_controls(preset, box, sid, info), params, eps)
+            note = spec.explain(domain_from_store(domain), params, eps)
         except (dp.ParameterError, LookupError, TypeError) as exc:
             note = str(exc)
         return [html.Div(f"ε = {eps:g}"), html.Div(note, className="equivalent-eps")]
@@ -166,20 +137,23 @@ def register_callbacks(app, config: dict):
         except dp.ParameterError as exc:
             return html.Div(str(exc), className="error")
 
+    # The domain is an Input only so that a release for newly loaded data waits for the data
+    # panel to publish the domain that comes with it; a change of domain alone releases nothing.
     @app.callback(Output(ids.RELEASE, "data"), Output(ids.RELEASE_STATUS, "children"),
                   Input(ids.RELEASE_BUTTON, "n_clicks"), Input(ids.DATASET, "data"),
+                  Input(ids.DOMAIN, "data"),
                   State(ids.MECHANISM, "value"), State(ids.EPSILON, "value"),
                   State({"type": ids.SPLIT, "part": ALL}, "value"),
                   State({"type": ids.PARAM, "name": ALL}, "value"),
                   State({"type": ids.PARAM, "name": ALL}, "id"),
                   State(ids.SEED_MODE, "value"), State(ids.SEED, "value"),
-                  State(ids.DOMAIN_PRESET, "value"), State({"type": ids.DOMAIN_BOX, "side": ALL}, "value"),
                   State(ids.POINTS_PER_USER, "value"))
-    def run_release(_, info, name, eps_v, weights, pvals, pids, seed_mode, seed, preset, box, k):
-        if not info:
+    def run_release(_, info, domain_info, name, eps_v, weights, pvals, pids, seed_mode, seed, k):
+        triggers = {prop.rsplit(".", 1)[0] for prop in ctx.triggered_prop_ids}
+        if not info or not triggers & {ids.RELEASE_BUTTON, ids.DATASET}:
             return no_update, no_update
         sid = state.session_id()
-        if ctx.triggered_id == ids.DATASET:   # a reload or a re-load of data: show what was paid for
+        if ids.DATASET in triggers:   # a reload or a re-load of data: show what was paid for
             restored = restore(sid, info)
             if restored is not None:
                 return restored
@@ -197,7 +171,7 @@ def register_callbacks(app, config: dict):
             split = split_from_weights(weights) if len(weights) == len(spec.budget_parts) \
                 else list(spec.default_split)
             params = spec.resolve_params(read_params(spec, pvals, pids))
-            domain = domain_from_controls(preset, box, sid, info)
+            domain = domain_from_store(domain_info)
             seed = None if seed_mode == "fresh" else int(seed if seed is not None else 0)
             k = points_per_user(info, k)
             key = state.release_key(info["fingerprint"], domain, name, params, split, epsilon, seed, k)

@@ -8,14 +8,8 @@ from dash import Input, Output, State, ctx, dash_table, dcc, html, no_update
 import dp
 
 from . import ids, state
+from .controls import EXACT_STAGE, parse_typed, rects_from_geojson
 from .help import help_box
-from .map_panel import EULER_STAGE
-
-EXTRA = "extra-rects"     # store of random / typed rectangles (the EditControl owns drawn ones)
-TYPED = "typed-rect"
-TYPED_BUTTON = "typed-rect-button"
-QUERY_MSG = "query-message"
-QUERY_WARNING = "query-warning"
 
 COLUMNS = [
     ("id", "#"), ("bounds", "Rectangle (W, S, E, N)"), ("private", "Private answer"),
@@ -36,53 +30,31 @@ def layout(config: dict) -> html.Div:
             dcc.Dropdown(id=ids.RANDOM_AREA, value=0.01, clearable=False, className="inline-dd",
                          options=[{"label": f"{a:g}% area", "value": a / 100} for a in (0.1, 1, 4, 9, 25)]),
             html.Button("Add random", id=ids.RANDOM_BUTTON, n_clicks=0),
-            html.Div(dcc.Input(id=TYPED, placeholder="west, south, east, north", debounce=True),
+            html.Div(dcc.Input(id=ids.QUERY_TYPED, placeholder="west, south, east, north", debounce=True),
                      className="wide"),
-            html.Button("Add", id=TYPED_BUTTON, n_clicks=0),
+            html.Button("Add", id=ids.QUERY_TYPED_BUTTON, n_clicks=0),
             html.Button("Clear added", id=ids.CLEAR_BUTTON, n_clicks=0),
         ]),
-        html.Div(id=QUERY_MSG, role="alert"),
-        html.Div(id=QUERY_WARNING, role="alert"),
+        html.Div(id=ids.QUERY_MESSAGE, role="alert"),
+        html.Div(id=ids.QUERY_WARNING, role="alert"),
         dash_table.DataTable(id=ids.QUERY_TABLE, columns=[{"name": n, "id": i} for i, n in COLUMNS],
                              data=[], page_size=12, style_table={"overflowX": "auto"},
                              style_cell={"fontFamily": "inherit", "fontSize": "13px", "padding": "4px"},
                              style_header={"fontWeight": "600"}),
-        dcc.Store(id=EXTRA, data=[]),
+        dcc.Store(id=ids.QUERY_EXTRA, data=[]),
     ])
-
-
-def rects_from_geojson(geojson: dict | None) -> list[dp.Rect]:
-    """Rectangles drawn with the EditControl (their polygon's bounding box)."""
-    out = []
-    for f in (geojson or {}).get("features", []):
-        geom = f.get("geometry") or {}
-        if geom.get("type") != "Polygon":
-            continue
-        ring = np.asarray(geom["coordinates"][0], dtype=float)
-        out.append(dp.Rect(ring[:, 0].min(), ring[:, 1].min(), ring[:, 0].max(), ring[:, 1].max()))
-    return out
-
-
-def parse_typed(text: str) -> dp.Rect:
-    try:
-        vals = [float(v) for v in text.replace(";", ",").split(",")]
-    except ValueError:
-        vals = []
-    if len(vals) != 4:
-        raise dp.ParameterError(f"expected four numbers 'west, south, east, north', got {text!r}")
-    return dp.Rect(*vals)
 
 
 SNAP_COLUMNS = [("snapped", "Answered rectangle (snapped to cells)"), ("raw", "Raw (before clamping at 0)"),
                 ("true_drawn", "True on drawn rectangle (owner only)")]
 
 
-def columns_for(rel, stage: str | None = None) -> list[dict]:
+def columns_for(rel: dp.Release, stage: str | None = None) -> list[dict]:
     """Table columns; releases that snap rectangles to cells (Euler) get the snapping columns."""
     cols = list(COLUMNS)
-    if stage == "exact":
+    if stage == EXACT_STAGE:
         cols[2] = ("private", "Exact answer (owner only, NOT private)")
-    if hasattr(rel, "snap"):
+    if rel.capabilities.snapping:
         cols[4] = ("true", "True on snapped rectangle (owner only)")
         cols = cols[:2] + [SNAP_COLUMNS[0]] + cols[2:3] + [SNAP_COLUMNS[1]] + cols[3:5] + [SNAP_COLUMNS[2]] + cols[5:]
     return [{"name": n, "id": i} for i, n in cols]
@@ -103,18 +75,19 @@ def comparison_rows(rel, data, labelled_rects, stage: str | None = None) -> list
         return []
     labels, rects = zip(*labelled_rects)
     rects = list(rects)
-    snapping = hasattr(rel, "snap")
+    exact = stage == EXACT_STAGE
+    snapping = rel.capabilities.snapping
     answered = [rel.snap(r) or r for r in rects] if snapping else rects
     true = data.true_counts(answered, rel.domain)
-    private = true.astype(float) if stage == "exact" else rel.answer_many(rects)
+    private = true.astype(float) if exact else rel.answer_many(rects)
     rel_err = dp.metrics.relative_error(private, true)
     extra = {}
     if snapping:
-        raw = true.astype(float) if stage == "exact" else rel.answer_raw_many(rects)
+        raw = true.astype(float) if exact else rel.answer_raw_many(rects)
         extra = {"raw": raw, "true_drawn": data.true_counts(rects, rel.domain)}
     rows = []
     for i, (lab, r, p, t, e) in enumerate(zip(labels, rects, private, true, rel_err)):
-        lo, hi = (p, p) if stage == "exact" else rel.interval(r)
+        lo, hi = (p, p) if exact else rel.interval(r)
         row = {
             "id": lab, "bounds": _fmt(r), "private": round(float(p), 1),
             "interval": "n/a (no closed form for this stage)" if np.isnan(lo) else f"[{lo:.1f}, {hi:.1f}]",
@@ -129,11 +102,12 @@ def comparison_rows(rel, data, labelled_rects, stage: str | None = None) -> list
 
 
 def register_callbacks(app, config: dict):
-    @app.callback(Output(EXTRA, "data"), Output(QUERY_MSG, "children"),
-                  Input(ids.RANDOM_BUTTON, "n_clicks"), Input(TYPED_BUTTON, "n_clicks"),
-                  Input(TYPED, "n_submit"), Input(ids.CLEAR_BUTTON, "n_clicks"),
+    @app.callback(Output(ids.QUERY_EXTRA, "data"), Output(ids.QUERY_MESSAGE, "children"),
+                  Input(ids.RANDOM_BUTTON, "n_clicks"), Input(ids.QUERY_TYPED_BUTTON, "n_clicks"),
+                  Input(ids.QUERY_TYPED, "n_submit"), Input(ids.CLEAR_BUTTON, "n_clicks"),
                   State(ids.RANDOM_N, "value"), State(ids.RANDOM_AREA, "value"),
-                  State(TYPED, "value"), State(EXTRA, "data"), State(ids.RELEASE, "data"),
+                  State(ids.QUERY_TYPED, "value"), State(ids.QUERY_EXTRA, "data"),
+                  State(ids.RELEASE, "data"),
                   prevent_initial_call=True)
     def add_rects(_r, _t, _s, _c, n, area, typed, extra, rinfo):
         extra = list(extra or [])
@@ -153,7 +127,7 @@ def register_callbacks(app, config: dict):
             return no_update, html.Div(str(exc), className="error")
         return extra, ""
 
-    @app.callback(Output(ids.DRAWN, "children"), Input(EXTRA, "data"))
+    @app.callback(Output(ids.DRAWN, "children"), Input(ids.QUERY_EXTRA, "data"))
     def draw_extra(extra):
         return [dl.Rectangle(bounds=[[s, w], [n, e]], interactive=False,
                              pathOptions={"color": "#7a1fa2", "weight": 2, "fillOpacity": 0.05},
@@ -161,9 +135,9 @@ def register_callbacks(app, config: dict):
                 for i, (w, s, e, n) in enumerate(extra or [])]
 
     @app.callback(Output(ids.QUERY_TABLE, "data"), Output(ids.QUERY_TABLE, "columns"),
-                  Output(QUERY_WARNING, "children"),
-                  Input(ids.EDIT, "geojson"), Input(EXTRA, "data"), Input(ids.RELEASE, "data"),
-                  Input(EULER_STAGE, "value"))
+                  Output(ids.QUERY_WARNING, "children"),
+                  Input(ids.EDIT, "geojson"), Input(ids.QUERY_EXTRA, "data"), Input(ids.RELEASE, "data"),
+                  Input(ids.EULER_STAGE, "value"))
     def compare(geojson, extra, rinfo, stage):
         sid = state.session_id()
         if not rinfo:
@@ -171,14 +145,13 @@ def register_callbacks(app, config: dict):
         try:
             rel = state.release(sid, rinfo["key"])
             data = state.points(sid, state.key_fingerprint(rinfo["key"]))
+            if not rel.capabilities.stages:
+                stage = None
+            elif stage != EXACT_STAGE:        # a new release at that stage, cached apart
+                rel = state.staged_release(sid, rinfo["key"], stage)
         except LookupError:
             return [], no_update, ""
-        if hasattr(rel, "with_stage"):
-            rel = rel if stage == "exact" else rel.with_stage(stage or rel.stage)
-        else:
-            stage = None
         labelled = [(f"Q{i + 1}", r) for i, r in enumerate(rects_from_geojson(geojson))]
         labelled += [(f"R{i + 1}", dp.Rect(*r)) for i, r in enumerate(extra or [])]
-        warning = getattr(rel, "sparse_warning", None)
-        return (comparison_rows(rel, data, labelled, stage), columns_for(rel, stage),
-                html.Div(warning, className="warning") if warning else "")
+        warnings = [html.Div(w, className="warning") for w in rel.warnings()]
+        return comparison_rows(rel, data, labelled, stage), columns_for(rel, stage), warnings or ""

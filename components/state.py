@@ -10,6 +10,9 @@ Releases are cached by (session, data, domain, mechanism, params, epsilon split,
 release (OS entropy, the default) has a random token in place of the seed and exists only as
 its one cached copy; a fixed-seed demo release can be rebuilt identically, at no new cost.
 Every release is charged to the session's `dp.Accountant` for its dataset (see `accounts`).
+
+Cached objects are never changed in place: a release derived from a cached one (an Euler
+release at another consistency stage) is cached under its own entry, next to its release's.
 """
 from __future__ import annotations
 
@@ -108,13 +111,19 @@ def _owner(key: str) -> str:
 
 
 def init_cache(server, config: dict):
-    """Configure the cache, the budget accounts' store and the session cookie on the server."""
+    """Configure the cache, the budget accounts' store and the session cookie on the server.
+
+    `cache_type` must name ObjectCache or a subclass: its per-session quota and `room_for`
+    are what keep sessions from evicting (or timing) each other's entries."""
     global accounts, _secret, _secure
     cache.init_app(server, config={
         "CACHE_TYPE": config.get("cache_type", "components.state.ObjectCache"),
         "CACHE_DEFAULT_TIMEOUT": TIMEOUT,
         "CACHE_THRESHOLD": config.get("cache_threshold", 500 * ObjectCache.PER_SESSION),
     })
+    if not isinstance(cache.cache, ObjectCache):
+        raise ValueError(f"cache_type must be components.state.ObjectCache or a subclass (it keeps "
+                         f"sessions apart), got {config.get('cache_type')!r}")
     accounts = AccountStore(config.get("accounts_dir"), config.get("default_budget", 10.0))
     _secret = session_secret(config.get("accounts_dir"))
     _secure = bool(config.get("secure_cookies", False))
@@ -190,16 +199,12 @@ def sample(name: str):
     return _samples[name]
 
 
-def data_kind(data) -> str:
-    """'points' or 'regions': which mechanisms apply to this dataset."""
-    return getattr(data, "kind", "points")
-
-
 def dataset_summary(data, origin: str) -> dict:
-    """What the browser may hold about the data: name, size, the loader's report; no points."""
+    """What the browser may hold about the data: name, size, the loader's report; no points.
+    `kind` ('points' or 'regions', `data.kind`) says which mechanisms apply."""
     r = data.report
     return {"fingerprint": data.fingerprint, "name": data.name, "n": data.n, "origin": origin,
-            "kind": data_kind(data), "users": getattr(data, "user", None) is not None,
+            "kind": data.kind, "users": data.user is not None,
             "account": account_key(data),
             "summary": r.summary(), "dropped": r.dropped}
 
@@ -207,7 +212,7 @@ def dataset_summary(data, origin: str) -> dict:
 def account_key(data) -> str:
     """Which budget account a dataset spends from: its coordinates, whatever user ids it was
     loaded with, so loading the same people with or without a user column shares one budget."""
-    return getattr(data, "coordinates_fingerprint", data.fingerprint)
+    return data.coordinates_fingerprint
 
 
 def use_sample(sid: str, name: str) -> dict:
@@ -275,13 +280,48 @@ def release(sid: str | None, key: str, create: bool = False):
             raise LookupError("this release is no longer on the server; release again "
                               "(a new draw spends ε again)")
         data = points(sid, fp)
-        if not getattr(cache.cache, "room_for", lambda owner: True)(sid):
+        if not cache.cache.room_for(sid):
             raise LookupError(FULL)                  # refused before anything is charged
         rel = accounts.update(sid, account_key(data), lambda acc: acc.release(
             mech, data, dp.Domain.from_dict(dom), epsilon=eps, split=split, params=params,
             seed=None if fresh else tag, ref=key, max_points_per_user=k))
         cache.set(ck, rel)
     return rel
+
+
+_derive_guard = threading.Lock()
+_deriving: dict = {}          # cache entry -> (lock, readers): one derivation of an entry at a time
+
+
+def staged_release(sid: str | None, key: str, stage: str | None):
+    """The release for a key answering at an Euler consistency stage (None: its own stage).
+
+    `with_stage` makes a new release and leaves the cached one as it is; the new one is cached
+    under its own entry (the release's, plus ":stage=..."), in this session's namespace only,
+    so the LinProg of a stage runs once per release. Reading it first reads the release itself
+    (`release`), so the same ownership rules and errors apply.
+    """
+    rel = release(sid, key)
+    if stage is None or stage == rel.capabilities.stage:
+        return rel
+    entry = f"{_release_entry(sid, key)}:stage={stage}"
+    with _derive_guard:
+        lock, readers = _deriving.get(entry, (threading.Lock(), 0))
+        _deriving[entry] = (lock, readers + 1)
+    try:
+        with lock:                            # a second reader waits for the first one's result
+            derived = cache.get(entry)
+            if derived is None:
+                derived = rel.with_stage(stage)
+                cache.set(entry, derived)     # refused when the server is full: not kept, still shown
+    finally:
+        with _derive_guard:
+            lock, readers = _deriving[entry]
+            if readers > 1:
+                _deriving[entry] = (lock, readers - 1)
+            else:
+                del _deriving[entry]
+    return derived
 
 
 def account(sid: str, fingerprint: str) -> dp.Accountant:

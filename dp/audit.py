@@ -21,6 +21,8 @@ from typing import Callable, Sequence
 import numpy as np
 from scipy import stats
 
+from .noise import make_rng
+
 Features = tuple        # (structure: hashable, answers: 1-D float array)
 
 
@@ -65,7 +67,7 @@ def release_features(rel, rects, probes=()) -> Features:
 
 def _features(run: Callable, seeds) -> tuple[list, np.ndarray]:
     """One release per seed, as (structures, numbers matrix): events read these arrays."""
-    out = [run(np.random.default_rng(s)) for s in seeds]
+    out = [run(make_rng(s)) for s in seeds]
     return [f[0] for f in out], np.array([f[1] for f in out])
 
 

@@ -6,8 +6,8 @@ from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
-from .errors import BudgetError
-from .noise import count_noise
+from .errors import BudgetError, ParameterError
+from .noise import count_noise, discrete_laplace, exponential_mechanism
 
 
 @dataclass(frozen=True)
@@ -60,6 +60,23 @@ class Ledger:
             raise ValueError(f"{step}: counts must be whole numbers to get integer noise")
         self.charge(step, epsilon, sensitivity, "discrete laplace", sensitivity / epsilon, note)
         return ints + count_noise(rng, epsilon, sensitivity, ints.shape)
+
+    def noise_source(self, rng, step: str, epsilon: float, sensitivity: float, scale: float,
+                     note: str = ""):
+        """Charge `step`, then return its sampler, size -> integer discrete Laplace(scale) draws:
+        for a mechanism that draws inside a loop (a tree growing) and may draw only what it paid."""
+        self.charge(step, epsilon, sensitivity, "discrete laplace", scale, note)
+        return lambda size: discrete_laplace(rng, scale, size)
+
+    def select(self, rng, scores, epsilon: float, sensitivity: float, step: str, choices,
+               note: str = "") -> tuple[int, np.ndarray]:
+        """Charge `step`, then pick one of `choices` by the exact exponential mechanism on
+        `scores`; returns (index, the owner-only ideal probabilities). The choice is released."""
+        self.charge(step, epsilon, sensitivity, "exponential", None, note)
+        idx, probs = exponential_mechanism(rng, scores, epsilon, sensitivity)
+        self.entries[-1] = replace(self.entries[-1],
+                                   note=f"{note}; chose {choices[idx]} of {list(choices)}")
+        return idx, probs
 
     def noisy_size(self, rng, n: int, epsilon: float, purpose: str) -> int:
         """A noisy dataset size N + discrete Laplace(1/ε), charged here (N has sensitivity 1).
@@ -123,3 +140,19 @@ class Ledger:
     def __repr__(self):
         rows = ", ".join(f"{e.step}={e.epsilon:g}" for e in self.entries)
         return f"Ledger({rows}; total={self.total:g})"
+
+
+def geometric_budgets(h: int, eps: float, fanout: int = 2) -> np.ndarray:
+    """ε per tree level for heights i = 0 (leaves) .. h (root), summing to eps: spec 003 Eq. (G)
+    generalised to fanout f (f = 2 is HTF's Eq. (G), f = 4 a quadtree's).
+
+    Minimising Σ_i f^(h-i) / ε_i² (the count variance summed over all nodes of every level)
+    subject to Σ_i ε_i = eps gives ε_i ∝ f^((h-i)/3): ε_i = r^(h-i) eps (r - 1) / (r^(h+1) - 1)
+    with r = f^(1/3); the last-bit rounding of the sum is cancelled so the ledger adds up.
+    """
+    if h < 0:
+        raise ParameterError(f"tree height must be >= 0, got {h}")
+    r = float(fanout) ** (1.0 / 3.0)
+    i = np.arange(h + 1, dtype=np.float64)
+    E = r ** (h - i) * eps * (r - 1.0) / (r ** (h + 1) - 1.0)
+    return E * (eps / math.fsum(E))

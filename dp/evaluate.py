@@ -12,6 +12,7 @@ import numpy as np
 from . import metrics
 from .domain import Domain
 from .errors import ParameterError
+from .noise import make_rng
 from .mechanisms import mechanisms as _registry
 from .mechanisms import release
 from .points import LoadReport, PointData
@@ -104,7 +105,7 @@ def points_from_matrix(matrix, domain: Domain, seed: int = 0, name: str = "matri
     gy, gx = M.shape
     counts = M.astype(np.int64).ravel()
     cell = np.repeat(np.arange(counts.size), counts)
-    rng = np.random.default_rng(seed)
+    rng = make_rng(seed)
     # offsets stay off the cell edges so floating-point rounding never moves a point across one
     u = rng.uniform(1e-6, 1 - 1e-6, (2, cell.size))
     x = domain.west + (cell % gx + u[0]) * (domain.width / gx)

@@ -33,11 +33,17 @@ _GAUSS_BITS = 10          # a real-valued Gaussian is drawn on a grid g with sig
 EM_GRANULARITY = 1024     # exponential-mechanism scores (in units of their sensitivity) are floored to 1/1024
 
 
-def make_rng(seed=None) -> np.random.Generator:
-    """One Generator per release: OS entropy (128 bits) by default; a fixed seed only for demos/tests."""
+def make_rng(seed=None, *, allow_int: bool = True) -> np.random.Generator:
+    """The one seed-to-generator rule: None draws 128 bits of fresh OS entropy, a Generator is
+    used as given, an integer makes a reproducible demo (refused with `allow_int=False`, as
+    inside mechanisms, which must never turn a number into their noise)."""
     if isinstance(seed, np.random.Generator):
         return seed
-    return np.random.default_rng(np.random.SeedSequence() if seed is None else seed)
+    if seed is None:
+        return np.random.default_rng(np.random.SeedSequence())
+    if not allow_int:
+        raise TypeError(f"rng must be a numpy Generator or None, got {type(seed).__name__}")
+    return np.random.default_rng(seed)
 
 
 # ------------------------------------------------------------------------- exact Bernoulli draws

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .domain import Domain, UniformGrid
+from .noise import make_rng
 from .queries import Rect, as_rect_array
 
 MEMO_CELLS = 1 << 22      # exact histograms kept per dataset: at most this many cells (32 MB)
@@ -182,6 +183,6 @@ class PointData:
 
     def sample(self, k: int, seed: int = 0) -> np.ndarray:
         """Up to k raw points as an (m, 2) array, for the owner-only map layer."""
-        rng = np.random.default_rng(seed)
+        rng = make_rng(seed)
         idx = rng.choice(self.n, size=min(k, self.n), replace=False) if self.n else np.zeros(0, int)
         return np.column_stack([self.x[idx], self.y[idx]])

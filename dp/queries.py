@@ -8,6 +8,7 @@ import numpy as np
 
 from .domain import Domain, UniformGrid
 from .errors import ParameterError
+from .noise import make_rng
 
 
 @dataclass(frozen=True)
@@ -100,7 +101,7 @@ def random_workload(domain: Domain, n: int, *, side_frac: float | None = None,
     f = side_frac if side_frac is not None else math.sqrt(area_frac)
     if not (0 < f <= 1):
         raise ParameterError(f"query side fraction must be in (0, 1], got {f}")
-    rng = np.random.default_rng(rng)
+    rng = make_rng(rng)
     w, h = f * domain.width, f * domain.height
     x0 = domain.west + rng.uniform(0, 1, n) * (domain.width - w)
     y0 = domain.south + rng.uniform(0, 1, n) * (domain.height - h)

@@ -12,8 +12,8 @@ import pytest
 import dp
 from app import create_app
 from helpers import new_sid
-from components import (data_panel, evaluation_panel, export_panel, ids, ledger_panel, map_panel,
-                        mechanism_panel, queries_panel, render, state)
+from components import (controls, data_panel, evaluation_panel, export_panel, ids, ledger_panel,
+                        map_panel, mechanism_panel, queries_panel, render, state)
 
 
 @pytest.fixture(scope="module")
@@ -99,9 +99,9 @@ def test_fresh_release_key_is_one_draw_that_is_never_rebuilt(app, small):
 
 
 def test_mechanism_controls_follow_the_registry():
-    assert mechanism_panel.epsilon_from_slider(0) == 1.0
-    assert mechanism_panel.epsilon_from_slider(-2) == 0.01
-    assert mechanism_panel.epsilon_from_slider(np.log10(0.37)) == 0.37
+    assert controls.epsilon_from_slider(0) == 1.0
+    assert controls.epsilon_from_slider(-2) == 0.01
+    assert controls.epsilon_from_slider(np.log10(0.37)) == 0.37
     assert mechanism_panel.split_from_weights([20, 80]) == pytest.approx([0.2, 0.8])
     assert mechanism_panel.split_from_weights([1, 1, 2]) == pytest.approx([0.25, 0.25, 0.5])
     with pytest.raises(dp.ParameterError):
@@ -110,7 +110,7 @@ def test_mechanism_controls_follow_the_registry():
     pids = [{"type": ids.PARAM, "name": p.name} for p in spec.params]
     vals = [p.default for p in spec.params]
     vals[[p.name for p in spec.params].index("variant")] = "abs"
-    params = spec.resolve_params(mechanism_panel.read_params(spec, vals, pids))
+    params = spec.resolve_params(controls.read_params(spec, vals, pids))
     assert params["variant"] == "abs" and params["grid_sizes"] == [30, 40, 50, 60, 70, 80]
     readout = mechanism_panel.split_readout(spec, [0.05, 0.15, 0.8], 0.5)
     assert [c.children for c in readout] == ["dataset size: 5% = ε 0.025",
@@ -152,7 +152,7 @@ def test_comparison_rows_match_dp(small):
     geo = {"type": "FeatureCollection", "features": [{"type": "Feature", "properties": {"type": "rectangle"},
            "geometry": {"type": "Polygon", "coordinates": [[[-0.2, 51.45], [-0.05, 51.45], [-0.05, 51.55],
                                                             [-0.2, 51.55], [-0.2, 51.45]]]}}]}
-    rects = queries_panel.rects_from_geojson(geo)
+    rects = controls.rects_from_geojson(geo)
     assert rects == [dp.Rect(-0.2, 51.45, -0.05, 51.55)]
     rows = queries_panel.comparison_rows(rel, data, [("Q1", rects[0])])
     assert rows[0]["private"] == round(rel.answer(rects[0]), 1)
@@ -162,9 +162,9 @@ def test_comparison_rows_match_dp(small):
     empty = dp.Rect(0.14, 51.36, 0.1401, 51.3601)
     row = queries_panel.comparison_rows(rel, data, [("R1", empty)])[0]
     assert row["true"] == 0 and (row["rel_error"] == "n/a (true = 0)" or row["private"] == 0)
-    assert queries_panel.parse_typed("1, 2, 3, 4") == dp.Rect(1, 2, 3, 4)
+    assert controls.parse_typed("1, 2, 3, 4") == dp.Rect(1, 2, 3, 4)
     with pytest.raises(dp.ParameterError, match="four numbers"):
-        queries_panel.parse_typed("1, 2, 3")
+        controls.parse_typed("1, 2, 3")
 
 
 def test_ledger_rows_mark_what_is_not_private(small):
@@ -324,8 +324,13 @@ def test_points_left_out_by_the_user_bound():
 def test_next_release_cost_is_what_the_account_will_charge():
     from dp.mechanisms import shifted_grids
     london = dp.PRESETS["London"]
-    assert ledger_panel.next_cost("s", {}, 0, "ug", [], [], "London", [None] * 4) == 1.0
+    store = data_panel.domain_store("London", [None] * 4, "s", {})     # what the data panel publishes
+    assert controls.domain_from_store(store) == london
+    assert ledger_panel.next_cost(0, "ug", [], [], store) == 1.0
     m = shifted_grids.plan(london, dp.mechanisms()["shifted_grids"].resolve_params({}))[1].m
-    cost = ledger_panel.next_cost("s", {}, 0, "shifted_grids", [], [], "London", [None] * 4)
+    cost = ledger_panel.next_cost(0, "shifted_grids", [], [], store)
     assert m > 1 and cost == pytest.approx(m / 4)          # add/remove equivalent (spec 001 §1)
-    assert ledger_panel.next_cost("s", {}, 0, "ug", [], [], data_panel.CUSTOM, [None] * 4) is None
+    incomplete = data_panel.domain_store(data_panel.CUSTOM, [None] * 4, "s", {})
+    with pytest.raises(dp.ParameterError, match="all four sides"):     # the message is kept
+        controls.domain_from_store(incomplete)
+    assert ledger_panel.next_cost(0, "ug", [], [], incomplete) is None

@@ -11,7 +11,7 @@ from scipy import stats
 
 import dp
 from helpers import all_keys
-from dp.mechanisms.leaves import region_sums, summed_area
+from dp.summed_area import box_sums, summed_area
 from dp import metrics, noise
 from dp.errors import BudgetError, ParameterError, PrivacyLeakWarning
 from dp.queries import random_workload
@@ -293,7 +293,7 @@ def test_geojson_contains_no_true_counts_or_diagnostics(data, name):
     elif isinstance(rel, dp.LeafRelease):   # one feature per leaf, in leaf order
         assert [f["properties"]["noisy_count"] for f in gj["features"]] == pytest.approx(counts.tolist())
     if rel.spec.private and counts.size > 4:   # the released counts are not the true ones
-        true = region_sums(summed_area(data.histogram(grid)), regions)   # (one noise draw may be 0)
+        true = box_sums(summed_area(data.histogram(grid)), regions)   # (one noise draw may be 0)
         assert not np.allclose(counts, true)
 
 
@@ -418,6 +418,7 @@ def test_bernoulli_guide_bounds_bracket_the_exact_value():
             assert h - l <= (int(x) >> 38) + 3            # the window is narrow (2^-40 relative)
 
 
+@pytest.mark.slow
 def test_geometric_tail_is_not_truncated():
     # V = #{v >= 1: U < e^-v} has no upper limit: forcing U's first 62 bits to zero (U < 2^-62,
     # so V >= 42) hands every element to the exact lazy path, whose conditional mean is

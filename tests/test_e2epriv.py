@@ -137,6 +137,7 @@ def test_case02_whole_domain_query_exact():
         assert alpha_l1(grid, whole)[0] == pytest.approx(g * g, abs=TOL)
 
 
+@pytest.mark.slow
 def test_case02_whole_domain_query_noisy_mean_and_variance():
     # spec 000 §9 case 2 with integer noise: on H' the whole-domain answer has mean N and
     # Var = g^2 v, v = 2q/(1-q)^2 the discrete Laplace variance at scale λ (q = e^(-1/λ));
@@ -571,6 +572,7 @@ def test_capped_score_sensitivity_bound():
 
 
 # ------------------------------------------------------------------------------ case 13
+@pytest.mark.slow
 @pytest.mark.parametrize("g, rect", [
     (4, (0.1, 0.2, 0.45, 0.7)),
     (8, (0.3, 0.3, 0.9, 0.65)),
@@ -660,6 +662,7 @@ def test_case14_figure4_small_lambda_prefers_finer_grid():
 
 
 # ------------------------------------------------------------------------------ case 15
+@pytest.mark.slow
 def test_case15_reproduction_smoke():
     # spec 000 §9 case 15: synthetic Storage stand-in, 10 repetitions: robust orderings of median RE (spec 000 5.3)
     data = storage_like()

@@ -17,10 +17,12 @@ from scipy import stats
 import dp
 from helpers import all_keys
 from dp import noise
+from dp.budget import geometric_budgets
 from dp.errors import ParameterError
 from dp.mechanisms import htf
 from dp.mechanisms.base import ADD_REMOVE_POINT
 from dp.mechanisms.leaves import LeafRelease, paint
+from dp.summed_area import box_sums, summed_area
 
 UNIT = dp.Domain(0.0, 0.0, 1.0, 1.0)
 
@@ -116,6 +118,7 @@ def test_vectorised_objectives_match_reference():
                 assert np.allclose(htf.objectives(X, ax), ref[1:-1], atol=1e-9)
 
 
+@pytest.mark.slow
 def test_objective_sensitivity_below_two():
     # spec 7 case 3: adding one point changes o_k by at most 2(n1-1)/n1 < 2 (Theorem 1)
     rng = np.random.default_rng(1)
@@ -191,7 +194,7 @@ def test_mechanism_paths_refuse_int_seeds():
     # the release path never turns an int into a generator: only a Generator (or None) is taken
     X = np.zeros((4, 4))
     X[0, 0] = 3
-    E = htf.geometric_budgets(2, 1.0)
+    E = geometric_budgets(2, 1.0)
     for call in (lambda: htf.get_split_point(X, 1.0, 0, 3, 7),
                  lambda: htf.baseline_split(X, 1.0, 0, 7),
                  lambda: htf.build(X, 1.0, 7),
@@ -209,19 +212,6 @@ def test_height_rule():
     assert htf.estimate_height(1e30, 1.0, h_max=20) == 20
     assert htf.grid_h_max((1024, 1024)) == 20 and htf.grid_h_max((1024, 600)) == 20
     assert htf.estimate_height(1e30, 1.0, h_max=htf.grid_h_max((8, 8))) == 6
-
-
-def test_geometric_budgets():
-    # spec 7 case 6: sum = eps_data, ratio 2^(1/3), decreasing in height; the reference vector
-    rng = np.random.default_rng(3)
-    for h in rng.integers(1, 21, 30):
-        ed = float(rng.uniform(0.01, 5))
-        E = htf.geometric_budgets(int(h), ed)
-        assert len(E) == h + 1
-        assert abs(math.fsum(E) - ed) <= 1e-12
-        assert np.allclose(E[:-1] / E[1:], 2 ** (1 / 3), rtol=1e-12)
-        assert (np.diff(E) < 0).all()
-    assert np.allclose(htf.geometric_budgets(2, 1.0), [0.412599, 0.327480, 0.259921], atol=1e-6)
 
 
 @pytest.mark.parametrize("eps, h, lvl, eps_data, root, leaf, scale", [
@@ -319,13 +309,12 @@ def test_partition_tiles_and_pruning_rule(seed):
     tree, log = _recorded_build(F, 2.0, seed, stop_count=stop_count, stop_cells=stop_cells)
     assert_tiles(tree.leaves, F.shape)
     assert (tree.leaf_height >= 0).all()
-    S = np.zeros((F.shape[0] + 1, F.shape[1] + 1))
-    S[1:, 1:] = F.cumsum(0).cumsum(1)
+    S = summed_area(F)
     first = {}                                  # region -> its first (pre-prune) noisy count
     for kind, regions, e, v in log:
         if kind != "count":
             continue
-        true = htf._rect_sums(S, regions)
+        true = box_sums(S, regions)
         for r, y in zip(map(tuple, regions.tolist()), (true + v).tolist()):
             first.setdefault(r, y)
     areas = (tree.leaves[:, 1] - tree.leaves[:, 0]) * (tree.leaves[:, 3] - tree.leaves[:, 2])
@@ -589,7 +578,7 @@ def test_empirical_dp_of_split_height_and_count_steps():
     assert _log_ratio_ok(_freq(np.array(ha)), _freq(np.array(hb)), 1.0, runs) >= 2
     # count step at height 1 (E = geometric(1, 1)): output = (pruned, value binned by 2);
     # a pruned node spends E[1] + E[0] = 1, an unpruned one releases only y at E[1]
-    E = htf.geometric_budgets(1, 1.0)
+    E = geometric_budgets(1, 1.0)
     outs = []
     for x, seed in ((5.0, 14), (6.0, 15)):
         st = htf.count_step(np.full(runs, x), np.full(runs, 100), 1, E, stop_count=5.0,
@@ -701,7 +690,7 @@ def test_release_options_and_split():
 def test_extent_first_and_combine_budgets():
     # spec 3.7 (a): an extent-stopped node's only draw gets E[i] + sum_{j<i} E[j];
     # (b): the combined estimate has variance v1 v2 / (v1 + v2), v = discrete Laplace variances
-    E = htf.geometric_budgets(3, 1.0)
+    E = geometric_budgets(3, 1.0)
     x, cells = np.array([500.0, 3.0, 500.0]), np.array([100, 2, 1])
     st = htf.count_step(x, cells, 2, E, stop_count=10, stop_cells=5, extent_first=True,
                         rng=np.random.default_rng(0))

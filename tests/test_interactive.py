@@ -304,6 +304,7 @@ def test_filter_rejects_bad_input():
         ia.PrivacyFilter(1.0, 3, kind="dp")
 
 
+@pytest.mark.slow
 def test_session_never_exceeds_any_budget():
     # spec 9 case 7 / 4.5: whole sessions (adaptive rectangles from past answers, every strategy
     # and method, queries beyond m, m changed mid-way, users with several points)
@@ -438,6 +439,7 @@ def test_savings_accounting(c, split):
     assert out.n_low + out.n_high + out.n_rem == n
 
 
+@pytest.mark.slow
 def test_session_savings_accounting():
     # spec 9 case 10 / 4.5: per query saved = allocated - used; sum over queries = spent <= B
     dom = square_domain(10_000)
@@ -502,6 +504,7 @@ def test_session_needs_a_point_in_the_box():
 
 
 # ----------------------------------------------------------------------------- case 12
+@pytest.mark.slow
 def test_lemma_5_2_no_misclassified_eliminations():
     # spec 9 case 12 / Lemma 5.2: over 500 runs, runs with a misclassified eliminated point
     # are at most beta + 3 SE (expected about 0)
@@ -525,6 +528,7 @@ def test_lemma_5_2_no_misclassified_eliminations():
     assert bad <= 2
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("privatize", ["dist", "pt"])
 def test_lemma_5_3_knn_candidates_contain_true_neighbours(privatize):
     # spec 9 case 12 / Lemma 5.3: the true k-NN stay in the candidate set in >= 1 - beta of runs
@@ -677,6 +681,7 @@ def test_central_mode():
         ia.threshold_test(1000.5, 1000, rho, rng=rng)      # counts are integers
 
 
+@pytest.mark.slow
 def test_central_threshold_noise_is_exact_on_the_count():
     # App C with exact noise: the noisy count is the integer count plus grid-times-integer
     # noise on a grid 2^-j <= 1 (no snapping), its variance is 1/(2 rho_t); rounds too small
@@ -948,6 +953,7 @@ def test_session_result_fields_and_history():
     assert "interactive" in dp.__all__
 
 
+@pytest.mark.slow
 def test_privacy_statement_counts_the_grid_rounding():
     # module notes / issue 10: per user Q = sum over its draws of rho_t k g_t^2 (recomputed here
     # from the audit log), s = sqrt(Q/B) stays within sigma_B sqrt(k T)/1024 after T draws, and
@@ -1035,6 +1041,7 @@ def test_session_beyond_plan_halts_and_refuses():
     assert abs(res.answer - res.true_count) < 0.25 * max(res.true_count, 20)
 
 
+@pytest.mark.slow
 def test_session_with_user_ids_shares_one_ledger():
     # spec 2.2 / P15: a user's points share one ledger; its allocation is split over them
     dom = square_domain(5000)

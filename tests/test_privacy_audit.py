@@ -98,6 +98,7 @@ def _audit(name, runs, seed=0, **kw):
 
 
 # ------------------------------------------------------------------------- the tester itself
+@pytest.mark.slow
 @pytest.mark.parametrize("name", PRIVATE)
 def test_stochastic_tester_passes(name):
     # a fast run of the tester: 300 + 300 releases per dataset, the claimed ε must hold
@@ -112,6 +113,7 @@ def test_stochastic_tester_passes_thorough(name):
     assert result.passed, f"{name}: {result}"
 
 
+@pytest.mark.slow
 def test_tester_catches_a_non_private_reference():
     # BestNonPriv releases exact counts: the neighbour's count never occurs, the loss is infinite
     d, d2, _, eps, rects = neighbour_pair("identity")
@@ -121,6 +123,7 @@ def test_tester_catches_a_non_private_reference():
     assert not result.passed and result.loss_lower > 2 * eps
 
 
+@pytest.mark.slow
 def test_tester_catches_halved_noise(monkeypatch):
     # planted bug: identity's counts drawn at half the noise scale while ε is charged as usual
     real = dp.budget.count_noise
@@ -129,6 +132,7 @@ def test_tester_catches_halved_noise(monkeypatch):
     assert not result.passed, str(result)
 
 
+@pytest.mark.slow
 def test_tester_catches_exact_n_as_public(monkeypatch):
     # planted bug: UG sizes its grid from the exact N (the audit's finding), N = 1102 vs 1103
     def exact(self, rng, n, epsilon, purpose):

@@ -1,6 +1,6 @@
 """Spec 001 (δ-neighbourhood, Fang & Chang 2014): the shifted-grid and bounded-grid mechanisms and
-the library functions in dp.delta_neighbourhood. Test cases T1-T12 of the spec plus property,
-ledger and end-to-end checks. Statistical tolerances are stated next to each check."""
+the research functions in dp.research.delta_neighbourhood. Test cases T1-T12 of the spec plus
+property, ledger and end-to-end checks. Statistical tolerances are stated next to each check."""
 from __future__ import annotations
 
 import json
@@ -13,7 +13,7 @@ from scipy.optimize import minimize
 
 import dp
 from helpers import all_keys
-from dp import delta_neighbourhood as dn
+from dp.research import delta_neighbourhood as dn
 from dp.budget import Ledger
 from dp.errors import ParameterError
 from dp.mechanisms import base
@@ -111,6 +111,7 @@ def test_t1_brute_force_unique_optimum_is_c4():
     assert int(masks[full][order[1]].sum()) == 6
 
 
+@pytest.mark.slow
 def test_cumulative_strategy_general_delta_and_totals():
     # spec 2.2 steps 2-4: Δ = δ_b (moves across ≤ δ_b boundaries, add near the source),
     # total variance over all n(n+1)/2 ranges = 2n²δ_b²/ε² [derived], max 4δ_b²/ε²
@@ -359,6 +360,7 @@ def _coefficients(rel, rect):
     return coef
 
 
+@pytest.mark.slow
 def test_t4_variance_against_monte_carlo():
     # T4: the estimator's coefficients give the spec's 58.0625 exactly (2b² Σ coef²), and 20,000
     # draws of the discrete noise agree with V(b) Σ coef² within ±5%. Tolerance: the answer noise
@@ -521,6 +523,7 @@ def _smooth_reference(x, beta, lam=1.0, cap=math.inf):
                for k in range(n + 1))
 
 
+@pytest.mark.slow
 def test_t10_median_smooth_sensitivity():
     # T10: x = [0.1..0.5], Λ = 1: S_std and S_δ values of the spec
     x = [0.1, 0.2, 0.3, 0.4, 0.5]
@@ -638,7 +641,9 @@ def test_spec_guarantee_texts_and_markers():
     assert g.count(". ") >= 3
     assert spec.unit == base.MOVE_POINT
     assert sg.GUARANTEE_KIND == "delta-neighbourhood"
-    assert sg.GUARANTEE_KINDS == {"shifted_grids": "delta-neighbourhood", "bounded_grid": "standard-bounded"}
+    assert sg.BOUNDED_KIND == "standard-bounded"
+    # "comparable at equal ε" follows from the unit: only the standard add/remove relations are
+    assert not spec.comparable and not dp.mechanisms()["bounded_grid"].comparable
     bounded = dp.mechanisms()["bounded_grid"]
     assert bounded.unit == base.REPLACE_POINT
     for words in ("replacing one point", "bounded neighbours", "dataset size is public under this "

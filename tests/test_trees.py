@@ -8,10 +8,12 @@ import numpy as np
 import pytest
 
 import dp
+from dp.budget import geometric_budgets
 from dp.mechanisms import trees as T
 from dp.mechanisms.base import ADD_REMOVE_POINT
 from dp.mechanisms.leaves import paint
 from dp.noise import count_noise, discrete_laplace, discrete_laplace_quantile, discrete_laplace_variance
+from dp.summed_area import box_sums, summed_area
 
 NAMES = ("ag", "quadtree", "kdtree", "privtree")
 UNIT = dp.Domain(0.0, 0.0, 1.0, 1.0)
@@ -27,7 +29,7 @@ def city_matrix(city):
     """The 5k sample on a 64 x 64 base grid and its summed-area table."""
     data, dom = city
     F = data.histogram(dp.UniformGrid(dom, 64, 64))
-    return F, T.prefix_sum(F)
+    return F, summed_area(F, whole=True)
 
 
 def assert_tiles(leaves, shape):
@@ -57,10 +59,20 @@ def private_rng(k):
     return np.random.default_rng(k)
 
 
+def median_noise(eps_m, rng):
+    """The kd median noise of one level: discrete Laplace(2/ε_m) (what Ledger.noise_source gives)."""
+    return lambda size: discrete_laplace(rng, 2.0 / eps_m, size)
+
+
+def kd_noise(h, eps_m, rng):
+    """Median noise for each of h levels."""
+    return [median_noise(eps_m, rng)] * h
+
+
 def noisy_runs(tree, S, eps_node, rng, R):
     """R independent count passes at once: what T.noisy_node_counts draws, as rows (one draw call)."""
     eps = np.broadcast_to(eps_node, (R, tree.n_nodes))
-    return T.region_counts(S, tree.regions) + count_noise(rng, eps), discrete_laplace_variance(1 / eps_node)
+    return box_sums(S, tree.regions) + count_noise(rng, eps), discrete_laplace_variance(1 / eps_node)
 
 
 def assert_unbiased(answers, expected, n_se=5.0):
@@ -176,7 +188,7 @@ def test_automatic_height_uses_a_noisy_dataset_size(city):
 
 def test_noisy_dataset_size_is_n_plus_discrete_laplace():
     # N̂ = N + Z, Z ~ discrete Laplace(1/ε): mean N and variance 2q/(1−q)², charged before the draw
-    S = T.prefix_sum(np.full((3, 4), 7))
+    S = summed_area(np.full((3, 4), 7), whole=True)
     eps, R = 0.5, 800
     rng = np.random.default_rng(21)
     ledger = dp.Ledger()
@@ -192,9 +204,10 @@ def test_noisy_dataset_size_is_n_plus_discrete_laplace():
 # ----------------------------------------------------------------------- geometric budget
 @pytest.mark.parametrize("fanout", [2, 4])
 def test_geometric_budget_sums_exactly_and_has_ratio_f_cube_root(fanout):
-    # Eq. (G) for fanout f: ε_i = r^(h−i) ε (r−1)/(r^(h+1)−1), r = f^(1/3); Σ ε_i = ε
+    # Eq. (G) for fanout f: ε_i = r^(h−i) ε (r−1)/(r^(h+1)−1), r = f^(1/3); Σ ε_i = ε (spec 003
+    # section 7 case 6 for f = 2: the sum, the ratio 2^(1/3), decreasing in height)
     for h in range(0, 21):
-        E = T.geometric_budgets(h, 0.37, fanout)
+        E = geometric_budgets(h, 0.37, fanout)
         assert len(E) == h + 1
         assert math.fsum(E) == pytest.approx(0.37, abs=1e-12)
         if h:
@@ -204,9 +217,9 @@ def test_geometric_budget_sums_exactly_and_has_ratio_f_cube_root(fanout):
 
 def test_geometric_budget_reference_vector_and_optimality():
     # spec 003 section 3.6 reference (h = 2, f = 2) and the KKT optimum of Σ f^(h−i)/ε_i² for f = 4
-    assert np.allclose(T.geometric_budgets(2, 1.0, 2), [0.412599, 0.327480, 0.259921], atol=1e-6)
+    assert np.allclose(geometric_budgets(2, 1.0, 2), [0.412599, 0.327480, 0.259921], atol=1e-6)
     h, f = 6, 4
-    E = T.geometric_budgets(h, 1.0, f)
+    E = geometric_budgets(h, 1.0, f)
     cost = lambda e: np.sum(f ** (h - np.arange(h + 1)) / e ** 2)
     rng = np.random.default_rng(0)
     for _ in range(200):
@@ -221,7 +234,7 @@ def test_smoothing_equals_hay_formula_on_a_complete_quadtree():
     tree = T.quadtree_partition((8, 8), 3)
     assert tree.n_nodes == 1 + 4 + 16 + 64
     f, h = 4, 3
-    E = T.geometric_budgets(h, 1.0, f)
+    E = geometric_budgets(h, 1.0, f)
     eps = T.node_budgets(tree, h, E)
     rng = np.random.default_rng(1)
     y = rng.normal(50, 10, tree.n_nodes)
@@ -251,15 +264,17 @@ def test_smoothing_is_consistent_on_kd_and_quad_trees(city_matrix):
     # consistency: after smoothing every internal node equals the sum of its children
     F, S = city_matrix
     rng = np.random.default_rng(2)
-    for tree in (T.kdtree_partition(S, F.shape, 9, 0.05, rng), T.quadtree_partition(F.shape, 5),
+    for tree in (T.kdtree_partition(S, F.shape, kd_noise(9, 0.05, rng)), T.quadtree_partition(F.shape, 5),
                  T.quadtree_partition((37, 20), 6)):
         h = tree.height
-        E = T.geometric_budgets(h, 1.0, 2)
+        E = geometric_budgets(h, 1.0, 2)
         root_shape = (tree.regions[0, 1], tree.regions[0, 3])
-        S_tree = S if root_shape == F.shape else T.prefix_sum(rng.poisson(2.0, root_shape))
+        S_tree = S if root_shape == F.shape else summed_area(rng.poisson(2.0, root_shape), whole=True)
         eps_node = T.node_budgets(tree, h, E)
-        y, var = T.noisy_node_counts(tree, S_tree, eps_node, rng)
+        ledger = dp.Ledger()
+        y, var = T.noisy_node_counts(ledger, rng, tree, S_tree, E, "test")
         assert y.dtype == np.int64 and np.array_equal(var, discrete_laplace_variance(1 / eps_node))
+        assert len(ledger) == h + 1 and ledger.total == pytest.approx(1.0)   # charged in the call
         x = T.smooth(tree, y, var)
         own, kids = _children_sums(tree, x)
         assert np.allclose(own, kids, rtol=1e-10, atol=1e-8)
@@ -269,13 +284,13 @@ def test_smoothing_is_consistent_on_kd_and_quad_trees(city_matrix):
 def test_smoothing_reduces_variance_and_stays_unbiased(city_matrix):
     # Hay et al. least squares: unbiased, and no more variance than the raw leaf counts (Monte Carlo)
     F, S = city_matrix
-    tree = T.kdtree_partition(S, F.shape, 8, 0.1, np.random.default_rng(3))
+    tree = T.kdtree_partition(S, F.shape, kd_noise(8, 0.1, np.random.default_rng(3)))
     h = tree.height
-    eps_node = T.node_budgets(tree, h, T.geometric_budgets(h, 0.5, 2))
+    eps_node = T.node_budgets(tree, h, geometric_budgets(h, 0.5, 2))
     leaf = tree.is_leaf
     leaves = tree.regions[leaf]
     A = np.stack([fractions(leaves, q) for q in QUERIES_64], axis=1)
-    true_leaf = T.region_counts(S, leaves)
+    true_leaf = box_sums(S, leaves)
     Y, var = noisy_runs(tree, S, eps_node, np.random.default_rng(4), 1500)
     raw = Y[:, leaf]
     sm = np.array([T.smooth(tree, y, var)[leaf] for y in Y])
@@ -294,24 +309,24 @@ def test_quadtree_unbiased_on_fixed_partition(city_matrix):
     # E[answer] = Σ_L true_L · overlap_L on a fixed partition (Laplace noise + linear smoothing)
     F, S = city_matrix
     tree = T.quadtree_partition(F.shape, 4)
-    eps_node = T.node_budgets(tree, 4, T.geometric_budgets(4, 0.3, 4))
+    eps_node = T.node_budgets(tree, 4, geometric_budgets(4, 0.3, 4))
     leaf = tree.is_leaf
     A = np.stack([fractions(tree.regions[leaf], q) for q in QUERIES_64], axis=1)
     Y, var = noisy_runs(tree, S, eps_node, np.random.default_rng(5), 800)
     ans = [T.smooth(tree, y, var)[leaf] @ A for y in Y]
-    assert_unbiased(ans, T.region_counts(S, tree.regions[leaf]) @ A)
+    assert_unbiased(ans, box_sums(S, tree.regions[leaf]) @ A)
 
 
 def test_kdtree_unbiased_on_fixed_partition(city_matrix):
     # the kd partition is fixed by one seed; the count pass (noise + smoothing) is then unbiased
     F, S = city_matrix
-    tree = T.kdtree_partition(S, F.shape, 7, 0.02, np.random.default_rng(6))
+    tree = T.kdtree_partition(S, F.shape, kd_noise(7, 0.02, np.random.default_rng(6)))
     eps_node = T.node_budgets(tree, tree.height, T.uniform_budgets(tree.height, 0.3))
     leaf = tree.is_leaf
     A = np.stack([fractions(tree.regions[leaf], q) for q in QUERIES_64], axis=1)
     Y, var = noisy_runs(tree, S, eps_node, np.random.default_rng(7), 800)
     ans = [T.smooth(tree, y, var)[leaf] @ A for y in Y]
-    assert_unbiased(ans, T.region_counts(S, tree.regions[leaf]) @ A)
+    assert_unbiased(ans, box_sums(S, tree.regions[leaf]) @ A)
 
 
 def test_ag_unbiased_on_fixed_layout(city_matrix):
@@ -319,11 +334,11 @@ def test_ag_unbiased_on_fixed_layout(city_matrix):
     F, S = city_matrix
     eps1, eps2 = 0.25, 0.25
     cells = T.ag_cells(F.shape, 10)
-    v0 = T.region_counts(S, cells) + count_noise(np.random.default_rng(8), eps1, size=len(cells))
+    v0 = box_sums(S, cells) + count_noise(np.random.default_rng(8), eps1, size=len(cells))
     sub, cell, k = T.ag_subcells(cells, T.ag_second_level_size(v0, eps2))
     assert k.max() > 1
     A = np.stack([fractions(sub, q) for q in QUERIES_64], axis=1)
-    tv, tu = T.region_counts(S, cells), T.region_counts(S, sub)
+    tv, tu = box_sums(S, cells), box_sums(S, sub)
     rng = np.random.default_rng(9)
     R = 3000
     V = tv + count_noise(rng, eps1, size=(R, len(cells)))
@@ -356,7 +371,7 @@ def test_privtree_leaf_counts_unbiased_with_stated_variance(city_matrix):
     tree = T.privtree_grow(S, F.shape, delta, 0, lambda n: discrete_laplace(rng, lam, n))
     leaves = tree.regions[tree.is_leaf]
     A = np.stack([fractions(leaves, q) for q in QUERIES_64], axis=1)
-    true = T.region_counts(S, leaves)
+    true = box_sums(S, leaves)
     R = 4000
     draws = true + count_noise(rng, 0.5, size=(R, len(leaves)))
     assert draws.dtype == np.int64
@@ -393,7 +408,7 @@ def _privtree_reference(F, lam, delta, theta):
 
 
 def _grown_leaves(F, delta, theta):
-    tree = T.privtree_grow(T.prefix_sum(F), F.shape, delta, theta, lambda n: np.zeros(n, np.int64))
+    tree = T.privtree_grow(summed_area(F, whole=True), F.shape, delta, theta, lambda n: np.zeros(n, np.int64))
     return sorted(map(tuple, tree.regions[tree.is_leaf].tolist()))
 
 
@@ -437,7 +452,7 @@ def test_privtree_huge_epsilon_splits_exactly_the_nodes_above_theta():
     assert rel.diagnostics["delta"] == 1 and rel.diagnostics["theta"] == 2
     F = data.histogram(rel.base)
     assert _grown_leaves(F, 1, 2) == sorted(map(tuple, rel.leaves.tolist()))
-    assert np.array_equal(rel.counts, T.region_counts(T.prefix_sum(F), rel.leaves))
+    assert np.array_equal(rel.counts, box_sums(summed_area(F, whole=True), rel.leaves))
 
 
 def test_privtree_split_rate_below_threshold_is_the_discrete_laplace_tail():
@@ -445,7 +460,7 @@ def test_privtree_split_rate_below_threshold_is_the_discrete_laplace_tail():
     # P[Z >= δ + 1] = q^(δ+1)/(1 + q), q = exp(−1/λ); nodes on the dense path always split here
     F = np.zeros((16, 16), np.int64)
     F[0, 0] = 1000
-    S = T.prefix_sum(F)
+    S = summed_area(F, whole=True)
     lam, delta = T.privtree_constants(2.0)
     assert delta == math.ceil(lam * math.log(4)) == 2
     q = math.exp(-1 / lam)
@@ -454,7 +469,7 @@ def test_privtree_split_rate_below_threshold_is_the_discrete_laplace_tail():
     split_low = tested_low = 0
     for _ in range(300):
         tree = T.privtree_grow(S, F.shape, delta, 0, lambda n: discrete_laplace(rng, lam, n))
-        c = T.region_counts(S, tree.regions)
+        c = box_sums(S, tree.regions)
         low = T.splittable(tree.regions) & (c == 0) & (tree.depth >= 1)
         split_low += int(np.sum(~tree.is_leaf & low))
         tested_low += int(low.sum())
@@ -530,13 +545,13 @@ def test_kd_median_with_huge_epsilon_is_the_exact_median():
     # report noisy max over split positions, w(k) = −|2 Σ_{rows<k} − n|: as ε → ∞ the argmax of w
     F = np.zeros((1, 16))
     F[0, [1, 2, 3, 9, 14]] = [5, 1, 2, 2, 2]          # n = 12, first 3 columns hold 8 >= 6
-    S = T.prefix_sum(F)
+    S = summed_area(F, whole=True)
     reg = np.array([[0, 1, 0, 16]] * 50)
-    k = T.kd_split_positions(S, reg, np.ones(50, bool), 1e9, np.random.default_rng(1))
+    k = T.kd_split_positions(S, reg, np.ones(50, bool), median_noise(1e9, np.random.default_rng(1)))
     assert set(k.tolist()) == {3}                      # prefix(3) = 6 = n/2
     F2 = np.ones((10, 1))
-    k2 = T.kd_split_positions(T.prefix_sum(F2), np.array([[0, 10, 0, 1]] * 20), np.zeros(20, bool),
-                              1e9, np.random.default_rng(2))
+    k2 = T.kd_split_positions(summed_area(F2, whole=True), np.array([[0, 10, 0, 1]] * 20),
+                              np.zeros(20, bool), median_noise(1e9, np.random.default_rng(2)))
     assert set(k2.tolist()) == {5}
 
 
@@ -568,9 +583,9 @@ def test_kd_median_follows_the_report_noisy_max_distribution():
     # argmax of w(k) + discrete Laplace(2/ε_m), w(k) = −|2·first(k) − n| (spec 003 section 5.3's
     # utility, doubled to an integer), ties to the lowest k: Monte Carlo matches the exact law
     F = np.array([[3, 0, 1, 4, 0, 2]])
-    S = T.prefix_sum(F)
+    S = summed_area(F, whole=True)
     R, eps = 40_000, 0.7
-    k = T.kd_split_positions(S, np.array([[0, 1, 0, 6]] * R), np.ones(R, bool), eps, np.random.default_rng(3))
+    k = T.kd_split_positions(S, np.array([[0, 1, 0, 6]] * R), np.ones(R, bool), median_noise(eps, np.random.default_rng(3)))
     p = _rnm_probabilities(_median_utility(F[0]), 2 / eps)
     assert p.sum() == pytest.approx(1.0, abs=1e-12)
     freq = np.bincount(k, minlength=6)[1:] / R

@@ -1,7 +1,9 @@
 """The one interface every mechanism follows: a MechanismSpec and a Release."""
 from __future__ import annotations
 
+import abc
 import json
+import math
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -73,6 +75,8 @@ MOVE_POINT = "move one point by at most δ"
 USER_REGION = "add/remove one user's region"
 NOT_PRIVATE = "none (not private)"
 UNITS = (ADD_REMOVE_POINT, REPLACE_POINT, MOVE_POINT, USER_REGION, NOT_PRIVATE)
+# units whose ε is the standard add/remove ε (of a point, or of a user's region)
+STANDARD_UNITS = (ADD_REMOVE_POINT, USER_REGION, NOT_PRIVATE)
 # point units and what each becomes for points with user ids (at most k points per user)
 USER_LEVEL_UNITS = {
     ADD_REMOVE_POINT: "add/remove one user",
@@ -97,8 +101,6 @@ class MechanismSpec:
     unit: str = "add/remove one point"
     private: bool = True   # False for experimental references that are NOT differentially private
     release: Callable | None = field(default=None, repr=False, compare=False)
-    # False when this ε means something else (e.g. δ-neighbourhood): not comparable at equal ε
-    comparable: bool = True
     # optional (domain, params, epsilon) -> text shown next to the ε control before release
     explain: Callable | None = field(default=None, repr=False, compare=False)
     # optional (domain, params, epsilon) -> the release's ε for adding or removing one point,
@@ -108,6 +110,12 @@ class MechanismSpec:
     def __post_init__(self):
         if self.unit not in UNITS:
             raise ValueError(f"{self.name}: unit of privacy must be one of {UNITS}, got {self.unit!r}")
+
+    @property
+    def comparable(self) -> bool:
+        """Whether this ε means what the standard add/remove ε means (follows from the unit):
+        a δ-move or replace-one ε is not comparable with it at equal ε."""
+        return self.unit in STANDARD_UNITS
 
     def resolve_params(self, params: dict | None) -> dict:
         params = dict(params or {})
@@ -139,8 +147,24 @@ class MechanismSpec:
         return split
 
 
-class Release:
-    """A mechanism's public output plus its ledger. Subclasses implement the structure."""
+@dataclass(frozen=True)
+class Capabilities:
+    """Optional features of a release, declared as data: the panels read these and never probe
+    a release's type. A release offering one implements the method named beside it."""
+
+    depths: int = 0          # > 0: a tree whose growth can be shown, `partition_at(depth)` for 0..depths
+    grids: int = 0           # > 1: a series of grids, each drawable alone, `grid_regions(i)`
+    stages: tuple = ()       # consistency stages, `with_stage(name)` returns the release at one
+    stage: str | None = None  # the stage this release answers at (one of `stages`)
+    snapping: bool = False   # answers are for the query snapped to the release's grid, `snap(rect)`
+    budget_layer: bool = False  # per-region ε spent on the root-to-leaf path (`eps_path`)
+    edges_layer: bool = False   # Euler edges and vertices can be drawn, `edges_layer()`
+
+
+class Release(abc.ABC):
+    """A mechanism's public output plus its ledger: every release answers rectangles, gives the
+    noise's variance and interval, draws its regions, exports GeoJSON and describes itself in a
+    line; optional features are declared in `capabilities`."""
 
     points_per_user: int | None = None   # k of a user-level release (set by restate_per_user)
     # per-leaf budgets some subclasses export next to their counts: privacy costs, so user-level
@@ -190,11 +214,48 @@ class Release:
         """True when a fixed seed made the noise reproducible (and so removable): NOT private."""
         return self.ledger.fixed_seed
 
+    # ------------------------------------------------------------ what every release answers
+    @property
+    def capabilities(self) -> Capabilities:
+        """Optional features (none by default)."""
+        return Capabilities()
+
     def answer(self, rect: Rect) -> float:
         return float(self.answer_many(rect)[0])
 
+    @abc.abstractmethod
     def answer_many(self, rects) -> np.ndarray:
-        raise NotImplementedError
+        """Private answer per rectangle (post-processing of the released values only)."""
+
+    @abc.abstractmethod
+    def noise_variance(self, rects) -> np.ndarray:
+        """Variance of each answer due to the noise (not the even-spread error inside cells);
+        NaN where the released values were fitted jointly and no closed form exists."""
+
+    def noise_terms(self, rect: Rect):
+        """(weights, discrete Laplace scales) with the answer's noise = Σ w_i Z_i, for an exact
+        interval when there are few terms; None to use the normal approximation."""
+        return None
+
+    def interval(self, rect: Rect, level: float = 0.95, n_sim: int = 20000, seed: int = 0):
+        """Answer ± the `level` quantile of its noise (the noise only: see `noise_variance`);
+        (nan, nan) when the variance is unknown."""
+        est = self.answer(rect)
+        var = float(self.noise_variance(rect)[0])
+        if not math.isfinite(var):
+            return math.nan, math.nan
+        if var == 0:
+            return est, est
+        half = noise_half_width(var, self.noise_terms(rect), level, n_sim, seed)
+        return est - half, est + half
+
+    def warnings(self) -> list[str]:
+        """Public warnings about this release's accuracy (computed from released values only)."""
+        return []
+
+    @abc.abstractmethod
+    def describe(self) -> str:
+        """The released structure in a phrase for the status line, e.g. "20×20 grid"."""
 
     def metadata(self) -> dict:
         """Public description of the release: mechanism, parameters, split, domain, ledger."""
@@ -228,37 +289,42 @@ class Release:
                 "note": "ε, the ledger and per-leaf budgets are per user; noise scales, "
                         "sensitivities and the mechanism's own details are per point, at ε/k"}
 
+    @abc.abstractmethod
     def raster(self) -> tuple[np.ndarray, UniformGrid]:
         """Released values on a uniform grid (row 0 = south), for maps; the grid is public."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def regions(self) -> tuple[UniformGrid, np.ndarray, np.ndarray]:
         """(base grid, (L, 4) cell ranges [r0, r1, c0, c1), noisy count per range): the released
         structure in one shape for every mechanism (grid cells or tree leaves)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def to_geojson(self) -> dict:
-        raise NotImplementedError
+        """The release as GeoJSON: released values and public metadata only."""
 
     def to_json(self) -> str:
         return json.dumps(self.to_geojson(), default=_json_default)
 
 
-def noise_half_width(weights, scale, level: float = 0.95, n_sim: int = 20000, seed: int = 0) -> float:
-    """Half-width h with P(|sum_i w_i Z_i| <= h) ~ level, Z_i independent discrete Laplace(scale_i).
+MC_MAX_TERMS = 64   # up to this many noise terms an interval is simulated exactly
 
-    Up to 64 terms: Monte Carlo with a fixed seed (no data is read, nothing is released).
-    More terms: normal approximation with the exact variance (CLT).
+
+def noise_half_width(variance: float, terms=None, level: float = 0.95, n_sim: int = 20000,
+                     seed: int = 0) -> float:
+    """Half-width h with P(|noise| <= h) ~ level: the one interval rule of every release.
+
+    With `terms` = (weights, scales) of at most MC_MAX_TERMS independent discrete Laplace draws,
+    Monte Carlo of Σ w_i Z_i with a fixed seed (no data is read, nothing is released);
+    otherwise a normal approximation with the exact `variance` (CLT).
     """
-    w = np.asarray(weights, dtype=np.float64).ravel()
-    sc = np.broadcast_to(np.asarray(scale, dtype=np.float64), w.shape)
-    if w.size == 0:
-        return 0.0
-    if w.size <= 64:
-        z = discrete_laplace(np.random.default_rng(seed), np.broadcast_to(sc, (n_sim, w.size)))
-        return float(np.quantile(np.abs(z @ w), level))
-    sd = np.sqrt((discrete_laplace_variance(sc) * w ** 2).sum())
-    return float(stats.norm.ppf(0.5 + level / 2) * sd)
+    if terms is not None:
+        w = np.asarray(terms[0], dtype=np.float64).ravel()
+        keep = w != 0
+        if 0 < keep.sum() <= MC_MAX_TERMS:
+            sc = np.broadcast_to(np.asarray(terms[1], dtype=np.float64), w.shape)[keep]
+            z = discrete_laplace(np.random.default_rng(seed), np.broadcast_to(sc, (n_sim, sc.size)))
+            return float(np.quantile(np.abs(z @ w[keep]), level))
+    return float(stats.norm.ppf(0.5 + level / 2) * math.sqrt(variance))
 
 
 def _json_default(o):
@@ -292,21 +358,15 @@ class GridRelease(Release):
         ay, ax = overlap_vectors(self.grid, rects)
         return discrete_laplace_variance(self.noise_scale) * (ay ** 2).sum(1) * (ax ** 2).sum(1)
 
-    def interval(self, rect: Rect, level: float = 0.95, n_sim: int = 20000, seed: int = 0):
-        """Interval answer +- the noise quantile: the noise is sum alpha_i Z_i, Z_i discrete Laplace.
-
-        Few cells: Monte Carlo of that sum (a fixed seed is fine here: it reads no data and
-        releases nothing). Many cells: normal approximation with the exact variance (CLT).
-        """
-        est = self.answer(rect)
+    def noise_terms(self, rect: Rect):
+        """The noise in one answer is Σ alpha_i Z_i over the cells the rectangle overlaps."""
         if not self.noise_scale:
-            return est, est
+            return None
         ay, ax = overlap_vectors(self.grid, rect)
-        a = np.outer(ay[0][ay[0] > 0], ax[0][ax[0] > 0]).ravel()
-        if a.size == 0:
-            return est, est
-        return est - noise_half_width(a, self.noise_scale, level, n_sim, seed), \
-            est + noise_half_width(a, self.noise_scale, level, n_sim, seed)
+        return np.outer(ay[0][ay[0] > 0], ax[0][ax[0] > 0]).ravel(), self.noise_scale
+
+    def describe(self) -> str:
+        return f"{self.grid.gx}×{self.grid.gy} grid"
 
     def raster(self):
         return self.counts, self.grid

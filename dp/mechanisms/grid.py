@@ -8,7 +8,6 @@ import numpy as np
 
 from ..budget import Ledger
 from ..domain import UniformGrid
-from ..noise import count_noise, exponential_mechanism
 from ..queries import alpha_l1, grid_answers, random_workload
 from .base import ADD_REMOVE_POINT, NOT_PRIVATE, GridRelease, MechanismSpec, Param
 
@@ -193,9 +192,8 @@ def release_e2epriv(data, domain, epsilon, split, params, rng):
         scores, _, _ = grid_scores(data, domain, G, Q, lam, delta, "abs")
         sens = 1.0
         note = "absolute score, Δ = 1 (no dataset size needed; its share went to the counts)"
-    idx, probs = exponential_mechanism(rng, scores, eps1, sens)
-    ledger.charge("grid-size selection (exponential mechanism)", eps1, sens, "exponential", None,
-                  note=note + f"; exact discretised sampler; chose g = {G[idx]} of {G}")
+    idx, probs = ledger.select(rng, scores, eps1, sens, "grid-size selection (exponential "
+                               "mechanism)", G, note=note + "; exact discretised sampler")
     diag = {"grid_sizes": list(G), "scores": scores.tolist(), "sensitivity": sens,
             "probabilities": probs.tolist(), "chosen": G[idx]}
     return _noisy_grid(E2EPRIV, data, domain, epsilon, split, params, rng, G[idx], eps2,
@@ -227,15 +225,13 @@ def release_leaky(data, domain, epsilon, split, params, rng):
     T = data.true_counts(Q, domain)
     rho = max(delta * n, 1e-12)
     draws, errs = [], []
-    for g in G:
-        grid = UniformGrid(domain, g)
-        noisy = data.histogram(grid) + count_noise(rng, epsilon, 1, (g, g))
-        draws.append((grid, noisy))
+    for g in G:            # one ledger per candidate: the one chosen becomes the release's
+        grid, ledger = UniformGrid(domain, g), Ledger()
+        noisy = ledger.noisy_counts(rng, data.histogram(grid), epsilon, "noisy cell counts")
+        draws.append((grid, noisy, ledger))
         errs.append(np.mean(np.abs(grid_answers(grid, noisy, Q) - T) / np.maximum(T, rho)))
     best = int(np.argmin(errs))
-    grid, noisy = draws[best]
-    ledger = Ledger()
-    ledger.charge("noisy cell counts", epsilon, 1.0, "discrete laplace", 1.0 / epsilon)
+    grid, noisy, ledger = draws[best]
     ledger.record_leak("grid choice on true answers",
                        f"{len(G)} noisy grids compared against true counts; no guarantee")
     return GridRelease(LEAKY, domain, epsilon, split, params, ledger, grid, noisy, 1.0 / epsilon,

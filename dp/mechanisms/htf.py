@@ -46,9 +46,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..budget import Ledger
+from ..budget import Ledger, geometric_budgets
 from ..errors import ParameterError
 from ..noise import discrete_laplace, discrete_laplace_variance, laplace_real, make_rng
+from ..summed_area import box_sums, summed_area
 from .base import ADD_REMOVE_POINT, MechanismSpec, Param
 from .leaves import LeafRelease, square_base_grid
 
@@ -132,15 +133,6 @@ def _le(a, b):
     piecewise-linear objective on small integer matrices).
     """
     return a <= b + _TIE * (1.0 + np.minimum(np.abs(a), np.abs(b)))
-
-
-def _generator(rng) -> np.random.Generator:
-    """The caller's Generator, or fresh OS entropy for None; never a generator seeded here."""
-    if rng is None:
-        return make_rng(None)
-    if isinstance(rng, np.random.Generator):
-        return rng
-    raise TypeError(f"rng must be a numpy Generator or None, got {type(rng).__name__}")
 
 
 def split_noise_scale(eps_eval: float) -> float:
@@ -242,7 +234,7 @@ def get_split_point(X, eps_level: float, axis: int, T: int, rng=None, *, noise=N
         raise ValueError(f"eps_level must be positive, got {eps_level}")
     eps_eval = eps_level / (2 * T + 1)
     if noise is None:
-        gen = _generator(rng)
+        gen = make_rng(rng, allow_int=False)
         perturb = lambda idx, v: _noisy_objectives(gen, v, eps_eval)  # noqa: E731
     else:
         scale = split_noise_scale(eps_eval)
@@ -264,7 +256,7 @@ def get_split_point(X, eps_level: float, axis: int, T: int, rng=None, *, noise=N
 def baseline_split(X, eps_level: float, axis: int, rng: np.random.Generator) -> int:
     """Reference B1 (spec 3.2): every k = 1..n-1 gets eps_level/(n-1); only for ablations."""
     o = objectives(X, axis)
-    return int(np.argmin(_noisy_objectives(_generator(rng), o, eps_level / o.size))) + 1
+    return int(np.argmin(_noisy_objectives(make_rng(rng, allow_int=False), o, eps_level / o.size))) + 1
 
 
 # ------------------------------------------------------------------------- height and budgets
@@ -280,14 +272,6 @@ def estimate_height(n_noisy: float, eps_tot: float, c0: float = 10.0, h_max: int
     h = math.floor(math.log2(v)) if v > 0 else 1
     h = max(h, 1)
     return h if h_max is None else min(h, int(h_max))
-
-
-def geometric_budgets(h: int, eps_data: float) -> np.ndarray:
-    """E[i] for heights i = 0..h (Eq. G): E[i] proportional to 2^((h-i)/3), summing to eps_data."""
-    i = np.arange(h + 1, dtype=np.float64)
-    q = 2.0 ** (1.0 / 3.0)
-    E = 2.0 ** ((h - i) / 3.0) * eps_data * (q - 1.0) / (2.0 ** ((h + 1) / 3.0) - 1.0)
-    return E * (eps_data / math.fsum(E))           # cancel the last-bit rounding of the sum
 
 
 def height_budget(epsilon: float, mode: str, split=DEFAULT_SPLIT) -> float:
@@ -385,7 +369,7 @@ def count_step(true_counts, cells, i: int, E, *, stop_count: float, stop_cells: 
     cells = np.asarray(cells)
     m = x.size
     if draw is None:
-        gen = _generator(rng)
+        gen = make_rng(rng, allow_int=False)
         draw = lambda kind, scale, idx: discrete_laplace(gen, scale, idx.size)  # noqa: E731
     E = np.asarray(E, dtype=np.float64)
     ei = float(E[i])
@@ -452,11 +436,6 @@ class HTFTree:
     ledger: Ledger = field(default_factory=Ledger)   # every charge, made before its draws
 
 
-def _rect_sums(S: np.ndarray, R: np.ndarray) -> np.ndarray:
-    r0, r1, c0, c1 = R[:, 0], R[:, 1], R[:, 2], R[:, 3]
-    return S[r1, c1] - S[r0, c1] - S[r1, c0] + S[r0, c0]
-
-
 def build(F, epsilon: float, rng=None, *, budget_mode: str = "share", split=DEFAULT_SPLIT,
           eps_prt_level: float = 1e-3, T: int = 3, stop_count: float = 100.0,
           stop_cells: int = 5, c0: float = 10.0, extent_first: bool = False,
@@ -482,7 +461,7 @@ def build(F, epsilon: float, rng=None, *, budget_mode: str = "share", split=DEFA
     # feasibility from public inputs only, before any draw: an impossible request spends nothing
     h_afford = affordable_height(epsilon, eps_height, h_max, mode=budget_mode, split=split,
                                  eps_prt_level=eps_prt_level)
-    gen = _generator(rng) if noise is None else None
+    gen = make_rng(rng, allow_int=False) if noise is None else None
     full = np.array([[0, N, 0, M]], np.int64)
 
     def seen(kind, R, eps):
@@ -516,8 +495,7 @@ def build(F, epsilon: float, rng=None, *, budget_mode: str = "share", split=DEFA
         seen("split", R, eps_eval)
         return out
 
-    S = np.zeros((N + 1, M + 1))
-    S[1:, 1:] = F.cumsum(0).cumsum(1)
+    S = summed_area(F.astype(np.float64))
     er, ec = np.nonzero(F)                    # non-zero cells of the active nodes
     ev = F[er, ec]
     er, ec = er.astype(np.int32), ec.astype(np.int32)     # 32-bit: less memory traffic
@@ -530,7 +508,7 @@ def build(F, epsilon: float, rng=None, *, budget_mode: str = "share", split=DEFA
         if m == 0:
             break
         out_nodes.append(np.column_stack([R, np.full(m, h - i)]))
-        tot = _rect_sums(S, R)
+        tot = box_sums(S, R)
         cells = (R[:, 1] - R[:, 0]) * (R[:, 3] - R[:, 2])
         st = count_step(tot, cells, i, E, stop_count=stop_count, stop_cells=stop_cells,
                         extent_first=extent_first, combine_pruned=combine_pruned,
@@ -571,7 +549,7 @@ def build(F, epsilon: float, rng=None, *, budget_mode: str = "share", split=DEFA
             first = R.copy()
             first[xs, 3] = R[xs, 2] + kf[xs]
             first[~xs, 1] = R[~xs, 0] + kf[~xs]
-            s1 = _rect_sums(S, first)
+            s1 = box_sums(S, first)
             mu = np.empty((m, 2))
             mu[:, 0] = (tot - s1) / ((n - kf) * W)            # second child
             mu[:, 1] = s1 / (kf * W)                          # first child

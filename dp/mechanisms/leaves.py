@@ -10,11 +10,11 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import stats
 
 from ..domain import Domain, Projection, UniformGrid
 from ..queries import Rect, as_rect_array
-from .base import Release, noise_half_width
+from ..summed_area import box_sums, summed_area
+from .base import Capabilities, Release
 
 
 def square_base_grid(domain: Domain, max_side: int = 1024) -> UniformGrid:
@@ -38,19 +38,6 @@ def paint(shape, regions: np.ndarray, values: np.ndarray) -> np.ndarray:
     np.add.at(diff, (r1, c0), -values)
     np.add.at(diff, (r1, c1), values)
     return diff.cumsum(0).cumsum(1)[:rows, :cols]
-
-
-def summed_area(values: np.ndarray) -> np.ndarray:
-    """Summed-area table S with S[i, j] = sum of values[:i, :j] (zero first row and column)."""
-    S = np.zeros((values.shape[0] + 1, values.shape[1] + 1))
-    S[1:, 1:] = values.cumsum(0).cumsum(1)
-    return S
-
-
-def region_sums(S: np.ndarray, regions: np.ndarray) -> np.ndarray:
-    """Sum of the underlying values over each region [r0, r1) x [c0, c1), from its SAT."""
-    r0, r1, c0, c1 = (np.asarray(regions)[:, i] for i in range(4))
-    return S[r1, c1] - S[r0, c1] - S[r1, c0] + S[r0, c0]
 
 
 class LeafRelease(Release):
@@ -128,7 +115,7 @@ class LeafRelease(Release):
         return np.isin(key(self.nodes[:, :4]), key(self.leaves))
 
     def _region_sums(self, regions) -> np.ndarray:
-        return region_sums(self._cell_sat(), regions)
+        return box_sums(self._cell_sat(), regions)
 
     def _cell_sat(self) -> np.ndarray:
         if self._sat is None:
@@ -169,25 +156,27 @@ class LeafRelease(Release):
         oy = np.clip(np.minimum(lv[:, 1], y1) - np.maximum(lv[:, 0], y0), 0, None)
         return ox * oy / self.leaf_areas()
 
-    def interval(self, rect: Rect, level: float = 0.95, n_sim: int = 20000, seed: int = 0):
-        """Answer +- the noise quantile, when leaf noises are independent (leaf_var set).
-
-        With `leaf_scale` (one discrete Laplace draw per leaf) the quantile of sum a_L Z_L is
-        simulated for few leaves; otherwise, or for many leaves, a normal approximation with the
-        variance is used. Returns (nan, nan) when the counts were post-processed jointly.
-        """
-        est = self.answer(rect)
+    def noise_variance(self, rects) -> np.ndarray:
+        """Σ_L a_L² var_L, a_L the fraction of leaf L inside each rectangle, when the leaves'
+        noises are independent (leaf_var set); NaN when the counts were post-processed jointly."""
+        r = as_rect_array(rects)
         if self.leaf_var is None:
-            return (math.nan, math.nan)
-        a = self.overlap_fractions(rect)
-        keep = a > 0
-        if not keep.any():
-            return est, est
-        if self.leaf_scale is not None:
-            half = noise_half_width(a[keep], self.leaf_scale[keep], level, n_sim, seed)
-        else:
-            half = float(stats.norm.ppf(0.5 + level / 2) * np.sqrt((a[keep] ** 2 * self.leaf_var[keep]).sum()))
-        return est - half, est + half
+            return np.full(len(r), math.nan)
+        return np.array([(self.overlap_fractions(q) ** 2 * self.leaf_var).sum() for q in r])
+
+    def noise_terms(self, rect: Rect):
+        """With one discrete Laplace draw per leaf (leaf_scale), the noise is Σ_L a_L Z_L."""
+        if self.leaf_scale is None or self.leaf_var is None:
+            return None
+        return self.overlap_fractions(rect), self.leaf_scale
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return Capabilities(depths=self.max_depth() if self.nodes is not None else 0,
+                            budget_layer=self.eps_path is not None)
+
+    def describe(self) -> str:
+        return f"{self.n_leaves:,} leaves"
 
     # ------------------------------------------------------------------ export
     def to_geojson(self) -> dict:

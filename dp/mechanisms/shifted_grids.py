@@ -40,25 +40,25 @@ from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
-from scipy import sparse, stats
+from scipy import sparse
 
 from ..budget import Ledger
 from ..domain import Domain, Projection, UniformGrid
 from ..errors import ParameterError
 from ..noise import discrete_laplace_variance
 from ..queries import Rect, as_rect_array
-from .base import (MOVE_POINT, REPLACE_POINT, GridRelease, MechanismSpec, Param, Release,
-                   noise_half_width)
+from ..summed_area import summed_area
+from .base import (MC_MAX_TERMS, MOVE_POINT, REPLACE_POINT, Capabilities, GridRelease,
+                   MechanismSpec, Param, Release)
 
 # Marker the app reads to tell guarantees apart (ε under δ-neighbourhood is not standard ε).
 GUARANTEE_KIND = "delta-neighbourhood"
-GUARANTEE_KINDS = {"shifted_grids": GUARANTEE_KIND, "bounded_grid": "standard-bounded"}
+BOUNDED_KIND = "standard-bounded"
 
 MAX_BINS = 5_000_000          # spec 4: refuse above about 5e6 released values (m(K+1)^2)
 MAX_DISPLAY_SIDE = 1024       # spec 4: display raster at most 1024 x 1024 cells
 MAX_GEOJSON_FEATURES = 100_000
 REL_TOL = 1e-9                # tolerance in floor(w/δ) and floor(W/s): 0.3 km / 0.1 km gives m = 3
-MC_MAX_TERMS = 64             # interval: Monte Carlo below this many noise terms, normal above
 POLE_LIMIT_DEG = 89.0
 
 
@@ -350,10 +350,7 @@ class ShiftedGridsRelease(Release):
 
     def _grid_sats(self):
         if self._sats is None:
-            m, by, bx = self.counts.shape
-            S = np.zeros((m, by + 1, bx + 1))
-            S[:, 1:, 1:] = self.counts.cumsum(1).cumsum(2)
-            self._sats = S
+            self._sats = summed_area(self.counts.astype(np.float64))
         return self._sats
 
     def _fine_rects(self, rects):
@@ -407,32 +404,25 @@ class ShiftedGridsRelease(Release):
             acc += _sum_sq_fractions(tx0, tx1) * _sum_sq_fractions(ty0, ty1)
         return discrete_laplace_variance(self.noise_scale) * acc / self.m ** 2
 
-    def interval(self, rect: Rect, level: float = 0.95, n_sim: int = 20000, seed: int = 0):
-        """Answer ± the noise quantile; the noise is Σ_g Σ_b (f_{g,b}/m) Z_{g,b}, Z discrete Laplace.
-
-        Few terms (<= 64): `noise_half_width` simulates that sum (it reads no data). More terms:
-        normal approximation with the closed-form variance (spec 4 uses ±1.96σ).
-        """
-        est = self.answer(rect)
+    def noise_terms(self, rect: Rect):
+        """The noise is Σ_g Σ_b (f_{g,b}/m) Z_{g,b}; only listed while few enough to simulate."""
         if not self.noise_scale:
-            return est, est
+            return None
         coef = []
         for tx0, ty0, tx1, ty1 in self._t(rect):
             fx = _fractions(tx0[0], tx1[0], self.lattice.bx)
             fy = _fractions(ty0[0], ty1[0], self.lattice.by)
-            a = np.outer(fy[fy > 0], fx[fx > 0]).ravel() / self.m
-            coef.append(a)
+            coef.append(np.outer(fy[fy > 0], fx[fx > 0]).ravel() / self.m)
             if sum(len(c) for c in coef) > MC_MAX_TERMS:
-                break
-        a = np.concatenate(coef) if coef else np.zeros(0)
-        if a.size == 0:
-            return est, est
-        if a.size <= MC_MAX_TERMS:
-            half = noise_half_width(a, self.noise_scale, level, n_sim, seed)
-        else:
-            sd = math.sqrt(float(self.noise_variance(rect)[0]))
-            half = float(stats.norm.ppf(0.5 + level / 2) * sd)
-        return est - half, est + half
+                return None
+        return (np.concatenate(coef) if coef else np.zeros(0)), self.noise_scale
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return Capabilities(grids=self.m)
+
+    def describe(self) -> str:
+        return f"{self.m} shifted grids of {self.lattice.bx}×{self.lattice.by} bins"
 
     # ---------------------------------------------------------------- rendering
     def raster(self):
@@ -625,7 +615,7 @@ def release_shifted_grids(data, domain, epsilon, split, params, rng):
 class BoundedGridRelease(GridRelease):
     """The paper's baseline uniform grid (spec 2.6) with its guarantee marker."""
 
-    guarantee_kind = GUARANTEE_KINDS["bounded_grid"]
+    guarantee_kind = BOUNDED_KIND
     bin_km: tuple = (math.nan, math.nan)   # actual cell width and height, set by the release
 
     def metadata(self) -> dict:
@@ -692,7 +682,7 @@ SHIFTED_GRIDS = MechanismSpec(
                 "released with discrete Laplace noise at the joint sensitivity 4 (ε is not "
                 "split across grids); range queries average the grids (Fang & Chang 2014). "
                 "Protects small moves (up to δ) most; see the guarantee.",
-    guarantee=SHIFTED_GUARANTEE, unit=MOVE_POINT, comparable=False, explain=explain,
+    guarantee=SHIFTED_GUARANTEE, unit=MOVE_POINT, explain=explain,
     add_remove_epsilon=presence_epsilon,
     params=(Param("delta_km", float, 0.1, "Distance threshold δ (km)",
                   "Moves of one person's location by up to this distance are protected at ε; "

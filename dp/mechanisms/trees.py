@@ -40,9 +40,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..budget import Ledger
+from ..budget import Ledger, geometric_budgets
 from ..errors import ParameterError
-from ..noise import count_noise, discrete_laplace, discrete_laplace_variance, rational_scale
+from ..noise import count_noise, discrete_laplace_variance, rational_scale
+from ..summed_area import box_sums, summed_area
 from .base import ADD_REMOVE_POINT, MechanismSpec, Param
 from .leaves import LeafRelease, square_base_grid
 
@@ -52,38 +53,6 @@ GUARANTEE_UNIT = (f"ε-differential privacy, unit of privacy: {ADD_REMOVE_POINT}
 
 
 # ============================================================================ shared machinery
-def prefix_sum(F: np.ndarray) -> np.ndarray:
-    """Integer summed-area table S with S[i, j] = sum of F[:i, :j]; shape (rows + 1, cols + 1)."""
-    F = np.asarray(F)
-    ints = np.rint(F).astype(np.int64)
-    if not np.array_equal(ints, F):
-        raise ValueError("a count matrix must hold whole numbers")
-    S = np.zeros((F.shape[0] + 1, F.shape[1] + 1), dtype=np.int64)
-    S[1:, 1:] = ints.cumsum(0).cumsum(1)
-    return S
-
-
-def region_counts(S: np.ndarray, regions: np.ndarray) -> np.ndarray:
-    """Exact counts of regions [r0, r1) x [c0, c1) from the summed-area table (vectorised)."""
-    regions = np.asarray(regions, dtype=np.int64).reshape(-1, 4)
-    r0, r1, c0, c1 = regions.T
-    return S[r1, c1] - S[r0, c1] - S[r1, c0] + S[r0, c0]
-
-
-def geometric_budgets(h: int, eps: float, fanout: int = 2) -> np.ndarray:
-    """E[i] for heights i = 0 (leaves) .. h (root): spec 003 Eq. (G) generalised to fanout f.
-
-    Minimising sum_i f^(h-i) / eps_i^2 (the count variance summed over all nodes of every level)
-    subject to sum_i eps_i = eps gives eps_i proportional to f^((h-i)/3), so
-    eps_i = r^(h-i) eps (r - 1) / (r^(h+1) - 1) with r = f^(1/3). f = 2 is HTF's Eq. (G).
-    """
-    if h < 0:
-        raise ParameterError(f"tree height must be >= 0, got {h}")
-    r = float(fanout) ** (1.0 / 3.0)
-    i = np.arange(h + 1)
-    return r ** (h - i) * eps * (r - 1.0) / (r ** (h + 1) - 1.0)
-
-
 def uniform_budgets(h: int, eps: float) -> np.ndarray:
     """E[i] = eps / (h + 1) at every height."""
     return np.full(h + 1, eps / (h + 1))
@@ -184,12 +153,21 @@ def node_budgets(tree: Tree, h: int, E: np.ndarray) -> np.ndarray:
     return eps
 
 
-def noisy_node_counts(tree: Tree, S: np.ndarray, eps_node: np.ndarray, rng) -> tuple[np.ndarray, np.ndarray]:
-    """Exact count + discrete Laplace(1/eps_node) for every node: (integer noisy counts, variances).
-
-    The caller charges the ledger first (one entry per level, see `_charge_count_levels`).
+def noisy_node_counts(ledger: Ledger, rng, tree: Tree, S: np.ndarray, E: np.ndarray, what: str,
+                      extra: str = "") -> tuple[np.ndarray, np.ndarray]:
+    """Charge one entry per level (root first), then draw every node's exact count + discrete
+    Laplace(1/ε_node) in the same call: (integer noisy counts, their variances). A leaf that
+    stops above the bottom level also gets the budgets of the levels below it (`node_budgets`).
     """
-    y = region_counts(S, tree.regions) + count_noise(rng, eps_node)
+    h = tree.height
+    eps_node = node_budgets(tree, h, E)
+    for i in range(h, -1, -1):
+        ledger.charge(f"{what} counts, height {i} (depth {h - i})", float(E[i]), 1.0,
+                      "discrete laplace", 1.0 / float(E[i]),
+                      note="discrete Laplace(1/ε_i) on every node of the level; the nodes of a "
+                      "level are disjoint" + ("; leaves that stop early also get the budget of "
+                      "the levels below them" if i == 0 else "") + (extra if i == h else ""))
+    y = box_sums(S, tree.regions) + count_noise(rng, eps_node)
     return y, discrete_laplace_variance(1.0 / np.asarray(eps_node, dtype=np.float64))
 
 
@@ -233,7 +211,7 @@ def smooth(tree: Tree, y: np.ndarray, var: np.ndarray) -> np.ndarray:
 def _base(data, domain, params):
     base = square_base_grid(domain, params["base_cells"])
     F = data.histogram(base)
-    return base, F, prefix_sum(F)
+    return base, F, summed_area(F, whole=True)
 
 
 def _auto_height(n: int, epsilon: float, per_level_bits: float, h_max: int) -> int:
@@ -249,16 +227,6 @@ def _max_quad_height(shape) -> int:
 def _max_kd_height(shape) -> int:
     gy, gx = shape
     return max(1, math.ceil(math.log2(gy)) + math.ceil(math.log2(gx)))
-
-
-def _charge_count_levels(ledger: Ledger, E: np.ndarray, h: int, what: str, extra: str = ""):
-    """One ledger entry per level (root first); `extra` is appended to the root's note."""
-    for i in range(h, -1, -1):
-        ledger.charge(f"{what} counts, height {i} (depth {h - i})", float(E[i]), 1.0,
-                      "discrete laplace", 1.0 / float(E[i]),
-                      note="discrete Laplace(1/ε_i) on every node of the level; the nodes of a "
-                      "level are disjoint" + ("; leaves that stop early also get the budget of "
-                      "the levels below them" if i == 0 else "") + (extra if i == h else ""))
 
 
 def _size_or_counts(ledger, rng, S, epsilon, split, height, purpose):
@@ -304,9 +272,7 @@ def release_quadtree(data, domain, epsilon, split, params, rng):
     h = tree.height
     eps_counts = epsilon * split[1] + eps_moved
     E = level_budgets(h, eps_counts, params["budget"], 4)
-    eps_node = node_budgets(tree, h, E)
-    _charge_count_levels(ledger, E, h, "quadtree", extra)
-    y, var = noisy_node_counts(tree, S, eps_node, rng)
+    y, var = noisy_node_counts(ledger, rng, tree, S, E, "quadtree", extra)
     x = smooth(tree, y, var)
     leaf = tree.is_leaf
     return LeafRelease(QUADTREE, domain, epsilon, split, params, ledger, base, tree.regions[leaf],
@@ -338,7 +304,7 @@ QUADTREE = MechanismSpec(
 
 
 # =================================================================================== kd-tree
-def kd_split_positions(S, regions, use_x, eps_m, rng) -> np.ndarray:
+def kd_split_positions(S, regions, use_x, noise) -> np.ndarray:
     """Private median split k (cells in the first child) of every region: report noisy max.
 
     Candidates k = 1 .. n - 1 along the axis, integer utility w(k) = -|2 first(k) - n_node| with
@@ -348,7 +314,8 @@ def kd_split_positions(S, regions, use_x, eps_m, rng) -> np.ndarray:
     2 Delta / eps for a utility that is not monotone, holds for integer noise and a fixed
     tie-break, since for fixed other draws k wins iff its draw reaches an integer threshold that
     moves by at most 2 between neighbours. Nodes of a level are disjoint (parallel composition);
-    all regions are done at once with a segment argmax.
+    all regions are done at once with a segment argmax. `noise(size)` draws discrete
+    Laplace(2/eps_m), charged by the caller's ledger (`Ledger.noise_source`).
     """
     r0, r1, c0, c1 = regions.T
     n_ax = np.where(use_x, c1 - c0, r1 - r0)
@@ -360,8 +327,8 @@ def kd_split_positions(S, regions, use_x, eps_m, rng) -> np.ndarray:
     rhi = np.where(ux, r1[seg], r0[seg] + k)
     chi = np.where(ux, c0[seg] + k, c1[seg])
     first = S[rhi, chi] - S[r0[seg], chi] - S[rhi, c0[seg]] + S[r0[seg], c0[seg]]
-    n_node = region_counts(S, regions)
-    score = -np.abs(2 * first - n_node[seg]) + discrete_laplace(rng, 2.0 / eps_m, seg.size)
+    n_node = box_sums(S, regions)
+    score = -np.abs(2 * first - n_node[seg]) + noise(seg.size)
     order = np.lexsort((-score, seg))      # stable: within a node, the lowest k wins ties
     return k[order[starts]]
 
@@ -375,9 +342,11 @@ def kd_axis(regions, height: int) -> np.ndarray:
     return (V > 1) & (want_x | (U <= 1))
 
 
-def kdtree_partition(S, shape, h: int, eps_m: float, rng) -> Tree:
-    """kd-tree of height h with private medians (eps_m per level; the nodes of a level are disjoint)."""
+def kdtree_partition(S, shape, noise) -> Tree:
+    """kd-tree of height len(noise) with private medians: noise[d] draws the median noise of
+    depth d (the nodes of a level are disjoint)."""
     b = _TreeBuilder(shape)
+    h = len(noise)
     for d in range(h):
         f = b.frontier
         idx = np.flatnonzero(splittable(f))
@@ -385,7 +354,7 @@ def kdtree_partition(S, shape, h: int, eps_m: float, rng) -> Tree:
             break
         reg = f[idx]
         use_x = kd_axis(reg, h - d)
-        k = kd_split_positions(S, reg, use_x, eps_m, rng)
+        k = kd_split_positions(S, reg, use_x, noise[d])
         r0, r1, c0, c1 = reg.T
         first = np.where(use_x[:, None], np.column_stack([r0, r1, c0, c0 + k]),
                          np.column_stack([r0, r0 + k, c0, c1]))
@@ -405,18 +374,16 @@ def release_kdtree(data, domain, epsilon, split, params, rng):
     h = min(params["height"] or _auto_height(max(n_hat, 1), epsilon, 1.0, h_max), h_max)
     eps_prt, eps_counts = epsilon * split[1], epsilon * split[2] + eps_moved
     eps_m = eps_prt / h
-    for d in range(h):
-        ledger.charge(f"kd-tree medians, depth {d}", eps_m, 1.0, "discrete laplace", 2.0 / eps_m,
-                      note="report noisy max over the split positions of every node of the "
-                           "level: utility −|2·(first-child count) − (node count)| (sensitivity "
-                           "1) + discrete Laplace(2/ε_m); partition budget spread evenly over "
-                           "the levels")
-    tree = kdtree_partition(S, base.shape, h, eps_m, rng)
+    noise = [ledger.noise_source(rng, f"kd-tree medians, depth {d}", eps_m, 1.0, 2.0 / eps_m,
+                                 note="report noisy max over the split positions of every node "
+                                      "of the level: utility −|2·(first-child count) − (node "
+                                      "count)| (sensitivity 1) + discrete Laplace(2/ε_m); "
+                                      "partition budget spread evenly over the levels")
+             for d in range(h)]
+    tree = kdtree_partition(S, base.shape, noise)
     ht = tree.height          # = h unless every node became a single cell earlier
     E = level_budgets(ht, eps_counts, params["budget"], 2)
-    eps_node = node_budgets(tree, ht, E)
-    _charge_count_levels(ledger, E, ht, "kd-tree", extra)
-    y, var = noisy_node_counts(tree, S, eps_node, rng)
+    y, var = noisy_node_counts(ledger, rng, tree, S, E, "kd-tree", extra)
     x = smooth(tree, y, var)
     leaf = tree.is_leaf
     eps_path = epsilon - eps_prt + eps_m * tree.depth[leaf]
@@ -529,12 +496,12 @@ def release_ag(data, domain, epsilon, split, params, rng):
     alpha = split[1] / (split[1] + split[2])
     m1 = ag_first_level_size(max(n_hat, 1), epsilon, params["c"], params["m1_min"])
     cells = ag_cells(base.shape, m1)
-    v = ledger.noisy_counts(rng, region_counts(S, cells), eps1, "AG level-1 counts",
+    v = ledger.noisy_counts(rng, box_sums(S, cells), eps1, "AG level-1 counts",
                             note=f"{m1}x{m1} grid (edges on base-grid lines) sized by the noisy "
                                  "dataset size, discrete Laplace(1/(αε_counts)) per cell")
     m2 = ag_second_level_size(v, eps2, params["c2"])
     sub, cell, k = ag_subcells(cells, m2)
-    u = ledger.noisy_counts(rng, region_counts(S, sub), eps2, "AG level-2 counts",
+    u = ledger.noisy_counts(rng, box_sums(S, sub), eps2, "AG level-2 counts",
                             note="each level-1 cell split into m2 x m2 by its noisy count, discrete "
                                  "Laplace(1/((1−α)ε_counts)) per sub-cell; then constrained "
                                  "inference")
@@ -614,7 +581,7 @@ def privtree_grow(S, shape, delta: int, theta: int, noise) -> Tree:
         idx = np.flatnonzero(splittable(f))
         if idx.size == 0:
             break
-        bias = privtree_biased_count(region_counts(S, f[idx]), d, theta, delta)
+        bias = privtree_biased_count(box_sums(S, f[idx]), d, theta, delta)
         go = idx[bias + noise(idx.size) > theta]
         if go.size == 0:
             break
@@ -630,14 +597,15 @@ def release_privtree(data, domain, epsilon, split, params, rng):
     theta = math.floor(params["theta"])
     lam, delta = privtree_constants(eps_tree, 4)
     ledger = Ledger()
-    ledger.charge("PrivTree decomposition", eps_tree, 1.0, "discrete laplace", lam,
-                  note=f"integer biased counts max(θ'−δ, c − depth·δ) + discrete Laplace(λ), "
-                       f"λ = 7/(3ε) = {lam:.4g}, δ = ⌈λ ln 4⌉ = {delta}, θ' = ⌊θ⌋ = {theta}; "
-                       "split while above θ'. The cost does not grow with the depth")
-    tree = privtree_grow(S, base.shape, delta, theta, lambda n: discrete_laplace(rng, lam, n))
+    noise = ledger.noise_source(
+        rng, "PrivTree decomposition", eps_tree, 1.0, lam,
+        note=f"integer biased counts max(θ'−δ, c − depth·δ) + discrete Laplace(λ), λ = 7/(3ε) = "
+             f"{lam:.4g}, δ = ⌈λ ln 4⌉ = {delta}, θ' = ⌊θ⌋ = {theta}; split while above θ'. The "
+             "cost does not grow with the depth")
+    tree = privtree_grow(S, base.shape, delta, theta, noise)
     leaves = tree.regions[tree.is_leaf]
     scale = 1.0 / eps_counts
-    counts = ledger.noisy_counts(rng, region_counts(S, leaves), eps_counts, "PrivTree leaf counts",
+    counts = ledger.noisy_counts(rng, box_sums(S, leaves), eps_counts, "PrivTree leaf counts",
                                  note="discrete Laplace(1/ε) on every leaf; the leaves are disjoint")
     n = len(leaves)
     return LeafRelease(PRIVTREE, domain, epsilon, split, params, ledger, base, leaves, counts,

@@ -1,7 +1,8 @@
-"""Library functions for differential privacy under δ-neighbourhood (spec 001, Fang & Chang 2014).
+"""Research functions for differential privacy under δ-neighbourhood (spec 001, Fang & Chang 2014).
 
-Not app mechanisms: building blocks with tests. Notation follows the spec; the distance
-threshold is `delta_dist` (δ in (ε, δ)-DP means something else).
+Not app mechanisms and not part of the stable API (see `dp.research`): building blocks with
+tests. Notation follows the spec; the distance threshold is `delta_dist` (δ in (ε, δ)-DP means
+something else).
 
 - Linear strategies (spec 2.1): standard and δ-sensitivity of A (the δ version includes the
   sources term N_S), neighbour structures for grids and for discrete point domains, and the
@@ -30,7 +31,7 @@ import math
 import numpy as np
 from scipy.optimize import isotonic_regression
 
-from .noise import discrete_laplace, laplace_real, make_rng
+from ..noise import discrete_laplace, laplace_real, make_rng
 
 __all__ = [
     "standard_sensitivity", "delta_sensitivity", "grid_neighbour_pairs", "grid_source_bins",
