@@ -35,38 +35,56 @@ class Param:
         """Validate and convert a user value; raises ParameterError saying what is expected."""
         if value is None:
             return self.default
+        convert = {list: self._as_list, bool: self._as_bool}.get(self.kind, self._as_scalar)
         try:
-            if self.kind is list:
-                if isinstance(value, str):
-                    value = [v for v in value.replace(";", ",").split(",") if v.strip()]
-                out = [int(float(v)) for v in value]
-                if not out:
-                    raise ValueError
-                bad = [v for v in out if (self.min is not None and v < self.min)
-                       or (self.max is not None and v > self.max)]
-                if bad:
-                    raise ParameterError(f"{self.label}: values {bad} outside [{self.min}, {self.max}]")
-                return sorted(set(out))
-            if self.kind is bool:
-                if isinstance(value, str) and value.strip().lower() in ("true", "false", "1", "0"):
-                    return value.strip().lower() in ("true", "1")
-                if not isinstance(value, (bool, np.bool_)) and value not in (0, 1):
-                    raise ValueError
-                return bool(value)
-            v = self.kind(value)
-            if self.kind is float and not np.isfinite(v):
-                raise ValueError
-            if self.kind is int and float(value) != int(float(value)):
-                raise ValueError
+            v = convert(value)
         except ParameterError:   # already says what was expected (it is also a ValueError)
             raise
         except (TypeError, ValueError):
             raise ParameterError(f"{self.label}: expected {self.kind.__name__}, got {value!r}") from None
+        if self.kind is not list:
+            self._check_allowed(v)
+        return v
+
+    def _outside(self, v) -> bool:
+        return self.min is not None and v < self.min or self.max is not None and v > self.max
+
+    def _as_list(self, value) -> list:
+        """A list of ints, from a list or from text like "30, 40; 50": sorted, without repeats."""
+        if isinstance(value, str):
+            value = [v for v in value.replace(";", ",").split(",") if v.strip()]
+        out = [int(float(v)) for v in value]
+        if not out:
+            raise ValueError
+        bad = [v for v in out if self._outside(v)]
+        if bad:
+            raise ParameterError(f"{self.label}: values {bad} outside [{self.min}, {self.max}]")
+        return sorted(set(out))
+
+    @staticmethod
+    def _as_bool(value) -> bool:
+        """True/False from a bool, 0/1, or the text "true", "false", "1", "0"."""
+        if isinstance(value, str) and value.strip().lower() in ("true", "false", "1", "0"):
+            return value.strip().lower() in ("true", "1")
+        if not isinstance(value, (bool, np.bool_)) and value not in (0, 1):
+            raise ValueError
+        return bool(value)
+
+    def _as_scalar(self, value):
+        """An int (whole values only), a finite float or a str."""
+        v = self.kind(value)
+        if self.kind is float and not np.isfinite(v):
+            raise ValueError
+        if self.kind is int and float(value) != int(float(value)):
+            raise ValueError
+        return v
+
+    def _check_allowed(self, v) -> None:
+        """Refuse a value outside the choices or the range, saying what is allowed."""
         if self.choices is not None and v not in self.choices:
             raise ParameterError(f"{self.label}: expected one of {list(self.choices)}, got {v!r}")
-        if self.min is not None and v < self.min or self.max is not None and v > self.max:
+        if self._outside(v):
             raise ParameterError(f"{self.label}: expected a value in [{self.min}, {self.max}], got {v}")
-        return v
 
 
 ADD_REMOVE_POINT = "add/remove one point"

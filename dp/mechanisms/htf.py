@@ -43,6 +43,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -448,6 +449,30 @@ def build(F, epsilon: float, rng=None, *, budget_mode: str = "share", split=DEFA
     values (kind "height", "count" or "split"); on_draw(kind, regions (m, 4), eps (m,)) sees
     every noisy draw with the region it reads.
     """
+    F, limits = _check_request(F, epsilon, budget_mode, split, eps_prt_level)
+    draws = _Draws(rng, noise, on_draw)
+    ledger = Ledger()
+    plan = _plan_tree(F, epsilon, limits, draws, ledger, budget_mode=budget_mode, split=split,
+                      eps_prt_level=eps_prt_level, c0=c0, T=T)
+    rules = _Rules(T=T, stop_count=stop_count, stop_cells=stop_cells,
+                   extent_first=extent_first, combine_pruned=combine_pruned)
+    out = _grow(F, plan, draws, rules)
+    return out.tree(_tree_info(plan, T, budget_mode, epsilon), ledger)
+
+
+class _Limits(NamedTuple):
+    """Public height limits, fixed before any draw: h_max, ε_height and the affordable height."""
+
+    h_max: int
+    eps_height: float
+    h_afford: int
+
+
+def _check_request(F, epsilon, budget_mode, split, eps_prt_level) -> tuple[np.ndarray, _Limits]:
+    """Refuse a bad count matrix, ε or budget before any draw, so that a refusal spends nothing.
+
+    Returns F as float64 and the public height limits (feasibility from public inputs only).
+    """
     F = np.asarray(F, dtype=np.float64)
     if F.ndim != 2 or F.size == 0:
         raise ValueError("F must be a non-empty 2-D count matrix")
@@ -455,128 +480,260 @@ def build(F, epsilon: float, rng=None, *, budget_mode: str = "share", split=DEFA
         raise ValueError("F must hold non-negative whole counts (they get integer noise)")
     if not epsilon > 0:
         raise ParameterError(f"epsilon must be positive, got {epsilon}")
-    N, M = F.shape
     h_max = grid_h_max(F.shape)
     eps_height = height_budget(epsilon, budget_mode, split)
-    # feasibility from public inputs only, before any draw: an impossible request spends nothing
     h_afford = affordable_height(epsilon, eps_height, h_max, mode=budget_mode, split=split,
                                  eps_prt_level=eps_prt_level)
-    gen = make_rng(rng, allow_int=False) if noise is None else None
-    full = np.array([[0, N, 0, M]], np.int64)
+    return F, _Limits(h_max, eps_height, h_afford)
 
-    def seen(kind, R, eps):
-        if on_draw is not None:
-            on_draw(kind, R, np.full(len(R), float(eps)))
 
-    def count_draw(kind, scale, R):
+class _Draws:
+    """Every noisy draw of one build, from one source, each reported to the on_draw hook.
+
+    The source is the release's generator or, in tests, noise(kind, scale, size), which returns
+    the noise to add; on_draw(kind, regions (m, 4), eps (m,)) sees each draw with its regions.
+    """
+
+    def __init__(self, rng, noise, on_draw):
+        self.gen = make_rng(rng, allow_int=False) if noise is None else None
+        self.noise = noise
+        self.on_draw = on_draw
+
+    def _seen(self, kind, R, eps):
+        if self.on_draw is not None:
+            self.on_draw(kind, R, np.full(len(R), float(eps)))
+
+    def count(self, kind, scale, R) -> np.ndarray:
         """Integer noise of `scale` for the counts of regions R (sensitivity 1)."""
-        z = (discrete_laplace(gen, scale, len(R)) if noise is None
-             else np.asarray(noise(kind, scale, len(R)), dtype=np.float64).reshape(len(R)))
-        seen(kind, R, 1.0 / scale)
+        z = (discrete_laplace(self.gen, scale, len(R)) if self.noise is None
+             else np.asarray(self.noise(kind, scale, len(R)), dtype=np.float64).reshape(len(R)))
+        self._seen(kind, R, 1.0 / scale)
         return z
 
-    # H1-H4: noisy size -> height -> budgets (h before eps_data, pitfall 18)
-    ledger = Ledger()
+    def split(self, values, R, eps_eval: float, scale: float) -> np.ndarray:
+        """Noisy objective values of the nodes R (discretised Laplace, eps_eval each)."""
+        out = (_noisy_objectives(self.gen, values, eps_eval) if self.noise is None
+               else values + np.asarray(self.noise("split", scale, len(R)), np.float64))
+        self._seen("split", R, eps_eval)
+        return out
+
+    def count_hook(self, R):
+        """count_step's draw(kind, scale, idx) for the nodes R."""
+        return lambda kind, scale, idx: self.count(kind, scale, R[idx])
+
+    def split_hook(self, R, eps_eval: float, scale: float):
+        """_search's perturb(idx, values) for the nodes R."""
+        return lambda idx, values: self.split(values, R[idx], eps_eval, scale)
+
+
+@dataclass(frozen=True)
+class _TreePlan:
+    """The height and the budget plan, fixed before the first split or count draw."""
+
+    budget: dict            # plan_budget's result: h, eps_height, eps_prt_level, eps_prt, ...
+    E: np.ndarray           # count budget per height (root = h, partition leaves = 0)
+    n_noisy: int            # the noisy dataset size that set h (released)
+    eps_eval: float         # budget of one noisy objective value (0 if h = 0)
+    scale_split: float      # its noise scale in objective units (0 if h = 0)
+    limits: _Limits
+
+    @property
+    def h(self) -> int:
+        return self.budget["h"]
+
+
+def _plan_tree(F, epsilon, limits: _Limits, draws: _Draws, ledger: Ledger, *, budget_mode,
+               split, eps_prt_level, c0, T) -> _TreePlan:
+    """H1-H4: noisy size -> height -> budgets, each charged to the ledger before its draws.
+
+    The height is charged before the noisy size is drawn; the whole tree plan before the first
+    split or count draw (h before eps_data, pitfall 18).
+    """
+    h_max, eps_height, h_afford = limits
     _charge_height(ledger, eps_height, c0, h_max, h_afford if budget_mode == "paper" else None)
-    n_noisy = int(F.sum() + np.rint(count_draw("height", 1.0 / eps_height, full)[0]))
+    full = np.array([[0, F.shape[0], 0, F.shape[1]]], np.int64)
+    n_noisy = int(F.sum() + np.rint(draws.count("height", 1.0 / eps_height, full)[0]))
     h = min(estimate_height(n_noisy, epsilon, c0, h_max), h_afford)
     plan = plan_budget(epsilon, h, eps_height, mode=budget_mode, split=split,
                        eps_prt_level=eps_prt_level)            # never raises: h <= h_afford
-    E = np.array(plan["E"])
-    eps_lvl = plan["eps_prt_level"]
-    eps_eval = eps_lvl / (2 * T + 1) if h else 0.0
+    eps_eval = plan["eps_prt_level"] / (2 * T + 1) if h else 0.0
     scale_split = split_noise_scale(eps_eval) if h else 0.0
     _charge_tree(ledger, plan, T)
+    return _TreePlan(plan, np.array(plan["E"]), n_noisy, eps_eval, scale_split, limits)
 
-    def perturb(values, R):
-        """Noisy objective values of the nodes R (discretised Laplace, eps_eval each)."""
-        out = (_noisy_objectives(gen, values, eps_eval) if noise is None
-               else values + np.asarray(noise("split", scale_split, len(R)), np.float64))
-        seen("split", R, eps_eval)
-        return out
 
-    S = summed_area(F.astype(np.float64))
-    er, ec = np.nonzero(F)                    # non-zero cells of the active nodes
-    ev = F[er, ec]
-    er, ec = er.astype(np.int32), ec.astype(np.int32)     # 32-bit: less memory traffic
-    en = np.zeros(er.size, np.int32)          # index of each cell's node in the current level
-    R = full.copy()
-    out_leaves, out_counts, out_eps, out_path, out_var, out_hgt, out_nodes = ([] for _ in range(7))
+@dataclass(frozen=True)
+class _Rules:
+    """The public growth parameters: search steps T and Algorithm 3's stopping rules."""
 
-    for i in range(h, -1, -1):
-        m = len(R)
-        if m == 0:
-            break
-        out_nodes.append(np.column_stack([R, np.full(m, h - i)]))
-        tot = box_sums(S, R)
-        cells = (R[:, 1] - R[:, 0]) * (R[:, 3] - R[:, 2])
-        st = count_step(tot, cells, i, E, stop_count=stop_count, stop_cells=stop_cells,
-                        extent_first=extent_first, combine_pruned=combine_pruned,
-                        draw=lambda kind, scale, idx: count_draw(kind, scale, R[idx]))
-        pr = st["pruned"]
-        if pr.any():
-            out_leaves.append(R[pr])
-            out_counts.append(st["value"][pr])
-            out_eps.append(st["eps_final"][pr])
-            out_var.append(st["var"][pr])
-            out_hgt.append(np.full(int(pr.sum()), i))
-            acc = math.fsum(E[i:])           # path-local spend so far, a function of the height
-            out_path.append(np.full(int(pr.sum()), acc + math.fsum(E[:i]) if i else acc))
-        keep = ~pr
-        if not keep.any():
-            break
-        # drop the cells of pruned nodes and renumber the splitting nodes
-        R = R[keep]
-        m = len(R)
-        sel = keep[en]
-        er, ec, ev, en = er[sel], ec[sel], ev[sel], (np.cumsum(keep) - 1)[en[sel]]
-        # Algorithm 2's axis rule: height mod 2 (0 = x-split), switch if that extent is 1
-        rows, cols = R[:, 1] - R[:, 0], R[:, 3] - R[:, 2]
-        ax = np.full(m, i % 2, np.int64)
-        ax[(ax == 0) & (cols == 1)] = 1
-        ax[(ax == 1) & (rows == 1)] = 0
-        xs = ax == 0
-        n = np.where(xs, cols, rows)
-        W = np.where(xs, rows, cols)
-        start = np.where(xs, R[:, 2], R[:, 0])
-        tot = tot[keep]
-        coord = np.where(xs[en], ec, er) - start[en].astype(np.int32)   # position along the axis
-        en2 = 2 * en
+    T: int
+    stop_count: float
+    stop_cells: int
+    extent_first: bool
+    combine_pruned: bool
 
-        def evaluate(idx, ks, R=R, xs=xs, n=n, W=W, tot=tot, coord=coord, en2=en2, ev=ev, m=m):
-            kf = np.ones(m, np.int32)
-            kf[idx] = ks
-            first = R.copy()
-            first[xs, 3] = R[xs, 2] + kf[xs]
-            first[~xs, 1] = R[~xs, 0] + kf[~xs]
-            s1 = box_sums(S, first)
-            mu = np.empty((m, 2))
-            mu[:, 0] = (tot - s1) / ((n - kf) * W)            # second child
-            mu[:, 1] = s1 / (kf * W)                          # first child
-            d = ev - mu.ravel()[en2 + (coord < kf[en])]
-            np.maximum(d, 0.0, out=d)
-            o = 2.0 * np.bincount(en, weights=d, minlength=m)  # sum|c-mu| = 2 sum_{c>mu}(c-mu)
-            return o[idx]
 
-        k, _ = _search(n, evaluate, T, lambda idx, v, R=R: perturb(v, R[idx]))
-        # children: first = [start, start + k), second = the rest; child 2j, 2j+1 of node j
+@dataclass(frozen=True)
+class _Frontier:
+    """The nodes of one level and the non-zero cells inside them (each cell knows its node)."""
+
+    R: np.ndarray           # (m, 4) [r0, r1, c0, c1) of each node
+    er: np.ndarray          # row of each non-zero cell (32-bit: less memory traffic)
+    ec: np.ndarray          # its column
+    ev: np.ndarray          # its count
+    en: np.ndarray          # index of its node in R
+
+    @classmethod
+    def root(cls, F) -> _Frontier:
+        """The root (the whole grid) holding every non-zero cell of F."""
+        er, ec = np.nonzero(F)
+        ev = F[er, ec]
+        R = np.array([[0, F.shape[0], 0, F.shape[1]]], np.int64)
+        return cls(R, er.astype(np.int32), ec.astype(np.int32), ev, np.zeros(er.size, np.int32))
+
+    def keep(self, keep) -> _Frontier:
+        """Drop the pruned nodes and their cells, and renumber the nodes that split."""
+        sel = keep[self.en]
+        return _Frontier(self.R[keep], self.er[sel], self.ec[sel], self.ev[sel],
+                         (np.cumsum(keep) - 1)[self.en[sel]])
+
+    def children(self, xs, k, coord) -> _Frontier:
+        """Node j split after k lines: child 2j = [start, start + k), child 2j+1 = the rest."""
+        R = self.R
         first, second = R.copy(), R.copy()
         first[xs, 3] = second[xs, 2] = R[xs, 2] + k[xs]
         first[~xs, 1] = second[~xs, 0] = R[~xs, 0] + k[~xs]
-        R = np.empty((2 * m, 4), np.int64)
-        R[0::2], R[1::2] = first, second
-        en = en2 + (coord >= k.astype(np.int32)[en])
+        out = np.empty((2 * len(R), 4), np.int64)
+        out[0::2], out[1::2] = first, second
+        en = 2 * self.en + (coord >= k.astype(np.int32)[self.en])
+        return _Frontier(out, self.er, self.ec, self.ev, en)
 
-    cat = lambda parts, dt=np.float64: (np.concatenate(parts).astype(dt) if parts  # noqa: E731
-                                        else np.zeros(0, dt))
-    info = dict(plan, noisy_size=n_noisy, h_afford=int(h_afford), T=int(T),
-                eps_eval=float(eps_eval), split_noise_scale=float(scale_split),
-                budget_mode=budget_mode, eps_total=float(epsilon), h_max=int(h_max))
-    return HTFTree(leaves=np.concatenate(out_leaves).astype(np.int64).reshape(-1, 4),
-                   counts=cat(out_counts), eps_final=cat(out_eps), eps_path=cat(out_path),
-                   leaf_var=cat(out_var), leaf_height=cat(out_hgt, np.int64),
-                   nodes=np.concatenate(out_nodes).astype(np.int64).reshape(-1, 5), info=info,
-                   ledger=ledger)
+
+def _count_level(R, tot, i: int, E, draws: _Draws, rules: _Rules) -> dict:
+    """Algorithm 3 at height i: noisy counts of the nodes R (true counts tot), and the pruning."""
+    cells = (R[:, 1] - R[:, 0]) * (R[:, 3] - R[:, 2])
+    return count_step(tot, cells, i, E, stop_count=rules.stop_count, stop_cells=rules.stop_cells,
+                      extent_first=rules.extent_first, combine_pruned=rules.combine_pruned,
+                      draw=draws.count_hook(R))
+
+
+def _split_axes(R, i: int) -> np.ndarray:
+    """Algorithm 2's axis rule, True for an x-split: height mod 2 (0 = x), switched if extent 1."""
+    rows, cols = R[:, 1] - R[:, 0], R[:, 3] - R[:, 2]
+    ax = np.full(len(R), i % 2, np.int64)
+    ax[(ax == 0) & (cols == 1)] = 1
+    ax[(ax == 1) & (rows == 1)] = 0
+    return ax == 0
+
+
+class _LevelObjective:
+    """Exact objective o_k (Eq. O) of all splitting nodes of a level, the evaluator of `_search`.
+
+    Reads only the nodes' non-zero cells: for counts c >= 0, sum |c - mu| = 2 * sum over c > mu
+    of (c - mu), and the side sums come from the summed-area table S.
+    """
+
+    def __init__(self, S, front: _Frontier, xs, tot):
+        R, en = front.R, front.en
+        rows, cols = R[:, 1] - R[:, 0], R[:, 3] - R[:, 2]
+        self.S, self.R, self.xs, self.tot, self.en, self.ev = S, R, xs, tot, en, front.ev
+        self.n = np.where(xs, cols, rows)                 # lines along the split axis
+        self.W = np.where(xs, rows, cols)                 # cells per line
+        start = np.where(xs, R[:, 2], R[:, 0])
+        self.coord = (np.where(xs[en], front.ec, front.er)
+                      - start[en].astype(np.int32))       # each cell's line along the axis
+        self.en2 = 2 * en
+
+    def __call__(self, idx, ks) -> np.ndarray:
+        """o_k of the nodes idx at their candidates ks."""
+        R, xs, en, m = self.R, self.xs, self.en, len(self.R)
+        kf = np.ones(m, np.int32)
+        kf[idx] = ks
+        first = R.copy()
+        first[xs, 3] = R[xs, 2] + kf[xs]
+        first[~xs, 1] = R[~xs, 0] + kf[~xs]
+        s1 = box_sums(self.S, first)
+        mu = np.empty((m, 2))
+        mu[:, 0] = (self.tot - s1) / ((self.n - kf) * self.W)     # second child
+        mu[:, 1] = s1 / (kf * self.W)                             # first child
+        d = self.ev - mu.ravel()[self.en2 + (self.coord < kf[en])]
+        np.maximum(d, 0.0, out=d)
+        o = 2.0 * np.bincount(en, weights=d, minlength=m)       # sum|c-mu| = 2 sum_{c>mu}(c-mu)
+        return o[idx]
+
+
+def _split_level(S, front: _Frontier, tot, i: int, plan: _TreePlan, draws: _Draws,
+                 T: int) -> _Frontier:
+    """Split every node of the frontier at height i privately (Algorithm 1); the next level."""
+    xs = _split_axes(front.R, i)
+    obj = _LevelObjective(S, front, xs, tot)
+    k, _ = _search(obj.n, obj, T, draws.split_hook(front.R, plan.eps_eval, plan.scale_split))
+    return front.children(xs, k, obj.coord)
+
+
+def _cat(parts, dt=np.float64) -> np.ndarray:
+    return np.concatenate(parts).astype(dt) if parts else np.zeros(0, dt)
+
+
+class _Leaves:
+    """What the tree releases, gathered level by level: visited nodes and pruned leaves."""
+
+    def __init__(self):
+        (self.nodes, self.leaves, self.counts, self.eps, self.path, self.var,
+         self.height) = ([] for _ in range(7))
+
+    def visit(self, R, depth: int) -> None:
+        """Record the nodes of one level with their depth."""
+        self.nodes.append(np.column_stack([R, np.full(len(R), depth)]))
+
+    def collect(self, R, st: dict, i: int, E) -> np.ndarray:
+        """Keep count_step's pruned nodes at height i as leaves; returns the nodes to split."""
+        pr = st["pruned"]
+        if pr.any():
+            L = int(pr.sum())
+            self.leaves.append(R[pr])
+            self.counts.append(st["value"][pr])
+            self.eps.append(st["eps_final"][pr])
+            self.var.append(st["var"][pr])
+            self.height.append(np.full(L, i))
+            acc = math.fsum(E[i:])           # path-local spend so far, a function of the height
+            self.path.append(np.full(L, acc + math.fsum(E[:i]) if i else acc))
+        return ~pr
+
+    def tree(self, info: dict, ledger: Ledger) -> HTFTree:
+        """Assemble the HTFTree from the gathered levels."""
+        return HTFTree(leaves=np.concatenate(self.leaves).astype(np.int64).reshape(-1, 4),
+                       counts=_cat(self.counts), eps_final=_cat(self.eps),
+                       eps_path=_cat(self.path), leaf_var=_cat(self.var),
+                       leaf_height=_cat(self.height, np.int64),
+                       nodes=np.concatenate(self.nodes).astype(np.int64).reshape(-1, 5),
+                       info=info, ledger=ledger)
+
+
+def _grow(F, plan: _TreePlan, draws: _Draws, rules: _Rules) -> _Leaves:
+    """Grow the tree top-down, one level per step (spec 3.8): count and prune, split the rest."""
+    S = summed_area(F.astype(np.float64))
+    front = _Frontier.root(F)
+    out = _Leaves()
+    for i in range(plan.h, -1, -1):
+        if len(front.R) == 0:
+            break
+        out.visit(front.R, plan.h - i)
+        tot = box_sums(S, front.R)
+        keep = out.collect(front.R, _count_level(front.R, tot, i, plan.E, draws, rules), i,
+                           plan.E)
+        if not keep.any():
+            break
+        front = _split_level(S, front.keep(keep), tot[keep], i, plan, draws, rules.T)
+    return out
+
+
+def _tree_info(plan: _TreePlan, T: int, budget_mode: str, epsilon: float) -> dict:
+    """The released facts about the tree: the budget plan, the noisy size, the search noise."""
+    return dict(plan.budget, noisy_size=plan.n_noisy, h_afford=int(plan.limits.h_afford),
+                T=int(T), eps_eval=float(plan.eps_eval),
+                split_noise_scale=float(plan.scale_split), budget_mode=budget_mode,
+                eps_total=float(epsilon), h_max=int(plan.limits.h_max))
 
 
 # ------------------------------------------------------------------------------------ ledger
