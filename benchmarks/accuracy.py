@@ -8,8 +8,10 @@ trees: spec 003 section 5. Mean relative error 100|c - c'| / max(c, 20) over ran
   quadtree, AG, UG, Identity and Uniform, on the three matrices and six Gaussian sets.
 shifted: paper 001's experiment shape, delegated to shifted_grids_bench.py: mean squared error
   of the shifted-grid series against the best single grid, across δ and query sizes.
+peers: the peers' table of ../shared/benchmarks/peers.md (DPComp's UG, AG, QuadTree, HB2D and
+  DAWA) with the project's mechanisms measured on the same protocol, delegated to peers.py.
 Writes CSVs and HTML figures to benchmarks/results/. Usage:
-    python benchmarks/accuracy.py [--section grids|trees|shifted|all] [--quick] [--reps R]
+    python benchmarks/accuracy.py [--section grids|trees|shifted|peers|all] [--quick] [--reps R]
                                   [--seeds S] [--queries Q] [--real-base 256 1024] [--ablation]
 """
 from __future__ import annotations
@@ -512,10 +514,12 @@ def run_grids(args):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--section", choices=("grids", "trees", "shifted", "all"), default="all",
+    ap.add_argument("--section", choices=("grids", "trees", "shifted", "peers", "all"),
+                    default="all",
                     help="grids: paper 000's protocol; trees: spec 003's; shifted: paper 001's "
-                         "shifted grids vs the best single grid (shifted_grids_bench.py); all: "
-                         "every section (default)")
+                         "shifted grids vs the best single grid (shifted_grids_bench.py); peers: "
+                         "the peers' DPBench table beside the project's mechanisms (peers.py); "
+                         "all: every section (default)")
     ap.add_argument("--quick", action="store_true",
                     help="grids: 3 repetitions x 30 queries; trees: 2 seeds x 200 queries, "
                          "base 256 only for the real data, |D| = 1M only for the Gaussian sets")
@@ -541,6 +545,9 @@ def main():
     if args.section in ("shifted", "all"):
         import shifted_grids_bench   # same folder; also runnable on its own
         shifted_grids_bench.main(["--quick"] if args.quick else [])
+    if args.section in ("peers", "all"):
+        import peers   # same folder; also runnable on its own, with more options
+        peers.main(["--seeds", "1"] if args.quick else [])
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ tolerances derived from the sampling distribution; each derivation is stated nex
 """
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -13,8 +14,10 @@ from scipy import special, stats
 
 import dp
 from dp import metrics
-from dp.mechanisms.grid import (capped_sensitivity, grid_scores, heuristic_grid_size,
-                                rel_sensitivity, sensitivities)
+from dp.budget import Ledger
+from dp.mechanisms.grid import (AUTO_MAX_GRID, AUTO_STEPS, E2EPRIV, auto_grid_sizes,
+                                capped_sensitivity, grid_scores, heuristic_grid_size, n_in_domain,
+                                rel_sensitivity, sensitivities, tuning_workload)
 from dp.noise import (discrete_laplace, discrete_laplace_variance, exponential_mechanism,
                       exponential_mechanism_probabilities)
 from dp.queries import alpha_l1, grid_answers, overlap_fractions, overlap_vectors, random_workload
@@ -379,11 +382,21 @@ def test_case08_e2epriv_ledger(eps, f1):
     assert e2.scale == pytest.approx(1 / (f2 * eps), abs=TOL)
     assert rel.noise_scale == pytest.approx(1 / (f2 * eps), abs=TOL)
     assert rel.private and rel.ledger.private
-    # the absolute score needs no size: its share moves to the counts, the total stays ε
+    # the absolute score over the paper's list needs no size: its share moves to the counts,
+    # the total stays ε (pinned to candidates="paper": auto candidates need a noisy size)
     ab = dp.release("e2epriv", data, STORAGE, eps, split=(0.05, f1, f2),
-                    params={"variant": "abs", "grid_sizes": [10, 20]}, seed=np.random.default_rng(8))
+                    params={"variant": "abs", "grid_sizes": [10, 20], "candidates": "paper"},
+                    seed=np.random.default_rng(8))
     assert [e.epsilon for e in ab.ledger] == pytest.approx([f1 * eps, (f2 + 0.05) * eps], abs=TOL)
     assert ab.noisy_size is None
+    # with auto candidates the absolute score draws N̂ at ε0 for the candidates only
+    ab = dp.release("e2epriv", data, STORAGE, eps, split=(0.05, f1, f2), params={"variant": "abs"},
+                    seed=np.random.default_rng(8))
+    assert [e.epsilon for e in ab.ledger] == pytest.approx([0.05 * eps, f1 * eps, f2 * eps], abs=TOL)
+    assert ab.ledger.total == pytest.approx(eps, abs=TOL)
+    assert ab.ledger.entries[0].step == "noisy dataset size (sets the candidate grid sizes)"
+    assert ab.noise_scale == pytest.approx(1 / (f2 * eps), abs=TOL)
+    assert ab.diagnostics["grid_sizes"] == auto_grid_sizes(ab.noisy_size, eps)
 
 
 def test_case08_baseline_ledgers():
@@ -411,8 +424,8 @@ def test_case09_laplace_noise_statistics():
     # cells H'-H is discrete Laplace with scale b = 1.25, q = e^(-1/b): integers, mean 0,
     # E|Y| = 2q/(1-q^2), Var = 2q/(1-q)^2, and the pmf (1-q)/(1+q) q^|k| (chi-square test)
     data = clustered(STORAGE, 5000, seed=9)
-    rel = dp.release("e2epriv", data, STORAGE, 1.0, params={"grid_sizes": [200], "delta": 0.1},
-                     seed=np.random.default_rng(2024))
+    rel = dp.release("e2epriv", data, STORAGE, 1.0, seed=np.random.default_rng(2024),
+                     params={"grid_sizes": [200], "delta": 0.1, "candidates": "paper"})
     assert rel.grid.gx == 200 and rel.noise_scale == pytest.approx(1.25, abs=TOL)
     Y = (rel.counts - data.histogram(rel.grid)).ravel()
     assert Y.size == 40_000 and np.array_equal(Y, np.rint(Y))
@@ -609,7 +622,7 @@ def test_case14_lambda_to_zero_matches_best_nonpriv():
     assert np.argsort(s_small).tolist() == np.argsort(s0).tolist()
     # Through the API: a huge ε makes λ tiny and ε1 large, so E2EPriv picks BestNonPriv's grid
     params = {"grid_sizes": G_STORAGE, "delta": 0.1, "tuning_query_area": 0.01, "workload_seed": 7}
-    e2e = dp.release("e2epriv", data, STORAGE, 1e9, params=params, seed=1)
+    e2e = dp.release("e2epriv", data, STORAGE, 1e9, params={**params, "candidates": "paper"}, seed=1)
     best = dp.release("best_nonpriv", data, STORAGE, 1.0, params=params, seed=1)
     assert np.argsort(e2e.diagnostics["scores"]).tolist() == np.argsort(best.diagnostics["scores"]).tolist()
     assert e2e.diagnostics["chosen"] == best.diagnostics["chosen"]
@@ -674,11 +687,12 @@ def test_case15_reproduction_smoke():
         for f in sizes:
             params = {"grid_sizes": G_STORAGE, "delta": 0.1, "tuning_query_area": f * f,
                       "tuning_queries": 100, "workload_seed": 11}      # per-size tuning (5.2)
+            e2e_params = {**params, "candidates": "paper"}               # the paper's G
             Qe = random_workload(STORAGE, 100, side_frac=f, rng=99)    # evaluation positions differ
             T = data.true_counts(Qe, STORAGE)
             for m in methods:
                 errs = [metrics.relative_error(
-                    dp.release(m, data, STORAGE, eps, params=None if m == "ug" else params,
+                    dp.release(m, data, STORAGE, eps, params={"ug": None, "e2epriv": e2e_params}.get(m, params),
                                seed=1000 + rep).answer_many(Qe), T) for rep in range(10)]
                 med[m, eps, f] = float(np.median(np.concatenate(errs)))
     ratios = []
@@ -702,3 +716,130 @@ def test_case15_reproduction_smoke():
         for f in sizes:
             # errors fall as ε grows (noisy methods)
             assert med[m, 0.2, f] > med[m, 1.0, f], (m, f)
+
+
+# ------------------------------------------------------------- candidate sets: auto and paper
+def _paper_release_by_hand(data, domain, eps, split, params, rng):
+    """The release before auto candidates existed (spec 000 A7 with a noisy N̂), step by step:
+    N̂ at ε0, the capped relative score over the `grid_sizes` list at ε1, the counts at ε2."""
+    G, delta = params["grid_sizes"], params["delta"]
+    eps0, eps1, eps2 = (eps * f for f in split)
+    ledger = Ledger()
+    n_hat = ledger.noisy_size(rng, n_in_domain(data, domain), eps0, "sets the sanity bound ρ")
+    rho, cap = max(delta * n_hat, 1.0), 1.0 / delta
+    scores, _, _ = grid_scores(data, domain, G, tuning_workload(domain, params), 1.0 / eps2, delta,
+                               "rel", rho=rho, cap=cap)
+    idx, probs = ledger.select(rng, scores, eps1, capped_sensitivity(rho, cap), "selection", G)
+    grid = dp.UniformGrid(domain, G[idx])
+    counts = ledger.noisy_counts(rng, data.histogram(grid), eps2, "counts")
+    return n_hat, scores, probs, G[idx], counts
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_paper_candidates_reproduce_the_list_release_exactly(seed):
+    # candidates="paper" is the release as it was: same N̂, scores, probabilities, choice and
+    # noisy counts as the step-by-step reference driven by an identical generator
+    data = clustered(STORAGE, 3000, seed=20 + seed)
+    params = E2EPRIV.resolve_params({"candidates": "paper", "grid_sizes": [10, 20, 30, 40],
+                                     "delta": 0.05, "tuning_queries": 50})
+    split = E2EPRIV.default_split
+    rel = dp.release("e2epriv", data, STORAGE, 1.0, params=params, seed=np.random.default_rng(seed))
+    n_hat, scores, probs, g, counts = _paper_release_by_hand(data, STORAGE, 1.0, split, params,
+                                                            np.random.default_rng(seed))
+    d = rel.diagnostics
+    assert rel.noisy_size == n_hat and d["grid_sizes"] == [10, 20, 30, 40]
+    assert d["scores"] == scores.tolist() and d["probabilities"] == probs.tolist()
+    assert d["chosen"] == g == rel.grid.gx and np.array_equal(rel.counts, counts)
+    assert "paper candidates" in rel.ledger.entries[1].note
+
+
+def test_auto_candidates_are_sorted_unique_bounded_and_hold_the_ug_size():
+    for n_hat in (-40, 0, 1, 7, 500, 8938, 200_000, 869_976, 6_442_841, 10 ** 9):
+        for eps in (0.01, 0.1, 0.5, 1.0, 3.0, 10.0):
+            G = auto_grid_sizes(n_hat, eps)
+            assert G == sorted(set(G)) and all(isinstance(g, int) for g in G)
+            assert 1 <= G[0] and G[-1] <= AUTO_MAX_GRID
+            ug = heuristic_grid_size(max(n_hat, 0), eps)
+            assert min(ug, AUTO_MAX_GRID) in G
+            m0 = math.sqrt(max(n_hat, 0) * eps / 10)
+            lo, hi = m0 * 2 ** (AUTO_STEPS[0] / 2), m0 * 2 ** (AUTO_STEPS[-1] / 2)
+            if lo >= 20 and hi <= AUTO_MAX_GRID:   # nothing clipped or merged: the full ladder
+                assert len(G) == len(AUTO_STEPS)
+                assert np.allclose(np.diff(np.log2(G)), 0.5, atol=0.05)
+                assert G[0] == pytest.approx(lo, abs=0.5) and G[-1] == pytest.approx(hi, abs=0.5)
+    # a large budget on a large dataset reaches the cap; no data or a tiny ε gives one cell
+    assert auto_grid_sizes(6_442_841, 10.0)[-1] == AUTO_MAX_GRID
+    assert auto_grid_sizes(0, 1.0) == [1] and auto_grid_sizes(-5, 1.0) == [1]
+    # the spec's reference sizes (§9 case 7) are candidates: 30 for Storage, 295, 803 at ε = 1
+    assert 30 in auto_grid_sizes(8938, 1.0) and 295 in auto_grid_sizes(869_976, 1.0)
+    assert 803 in auto_grid_sizes(6_442_841, 1.0)
+
+
+def test_auto_candidates_depend_on_noisy_size_and_epsilon_only():
+    # two datasets of the same size but unlike layouts, the same generator: the same N̂ is drawn,
+    # so the same candidates are offered; only the scores (and maybe the choice) differ
+    n = 4000
+    a = clustered(STORAGE, n, seed=31)
+    rng = np.random.default_rng(32)
+    b = dp.PointData(rng.uniform(STORAGE.west, STORAGE.east, n), rng.uniform(STORAGE.south, STORAGE.north, n))
+    for eps in (0.2, 1.0, 5.0):
+        ra = dp.release("e2epriv", a, STORAGE, eps, seed=np.random.default_rng(33))
+        rb = dp.release("e2epriv", b, STORAGE, eps, seed=np.random.default_rng(33))
+        assert ra.noisy_size == rb.noisy_size
+        G = auto_grid_sizes(ra.noisy_size, eps)
+        assert ra.diagnostics["grid_sizes"] == rb.diagnostics["grid_sizes"] == G
+        assert ra.diagnostics["scores"] != rb.diagnostics["scores"]
+        assert ra.diagnostics["chosen"] in G and ra.grid.gx == ra.diagnostics["chosen"]
+        # the selection's ledger entry names the candidate set it chose from
+        note = ra.ledger.entries[1].note
+        assert "auto candidates" in note and f"of {G}" in note
+    # and the set ignores the grid_sizes list (used by "paper" only)
+    c = dp.release("e2epriv", a, STORAGE, 1.0, params={"grid_sizes": [2, 3]},
+                   seed=np.random.default_rng(33))
+    assert c.diagnostics["grid_sizes"] == auto_grid_sizes(c.noisy_size, 1.0)
+
+
+def test_capped_sensitivity_holds_for_every_auto_candidate():
+    # the capped score's sensitivity (1/δ + 1)/ρ has no g in it: check it on neighbours for
+    # candidate sets reaching from one cell to a fine grid (the auto ladder of small N̂, ε)
+    rng = np.random.default_rng(40)
+    worst = 0.0
+    for _ in range(60):
+        data, Q, delta, lam = _random_instance(rng)
+        data2 = _add_point(rng, data, Q)
+        G = auto_grid_sizes(data.n * float(rng.uniform(0.5, 2.0)), float(rng.choice([0.5, 2.0, 20.0])))
+        rho = max(delta * data.n * float(rng.uniform(0.5, 2.0)), 1.0)
+        s1, _, _ = grid_scores(data, UNIT, G, Q, lam, delta, "rel", rho=rho, cap=1 / delta)
+        s2, _, _ = grid_scores(data2, UNIT, G, Q, lam, delta, "rel", rho=rho, cap=1 / delta)
+        worst = max(worst, float(np.max(np.abs(s2 - s1))) / capped_sensitivity(rho, 1 / delta))
+    assert 0.05 < worst <= 1.0
+
+
+@pytest.mark.parametrize("variant", ["rel", "abs"])
+@pytest.mark.parametrize("candidates", ["auto", "paper"])
+def test_candidate_modes_ledger_sums_to_epsilon_and_export_has_no_scores(variant, candidates):
+    data = clustered(STORAGE, 3000, seed=41)
+    eps = 0.7
+    rel = dp.release("e2epriv", data, STORAGE, eps, params={"variant": variant, "candidates": candidates},
+                     seed=np.random.default_rng(41))
+    assert rel.ledger.total == pytest.approx(eps, abs=TOL) and rel.private
+    size_steps = [e for e in rel.ledger if "dataset size" in e.step]
+    assert len(size_steps) == (0 if (variant, candidates) == ("abs", "paper") else 1)
+    # the export holds the chosen grid and the public ledger, never the owner-only diagnostics
+    text = rel.to_json() + json.dumps(rel.metadata(), default=str)
+    assert "scores" not in text and "probabilities" not in text
+    for v in rel.diagnostics["scores"] + rel.diagnostics["probabilities"]:
+        if v not in (0.0, 1.0):
+            assert repr(v) not in text
+    assert json.loads(rel.to_json())["properties"]["grid"]["cols"] == rel.diagnostics["chosen"]
+
+
+def test_auto_release_at_200k_points_is_fast():
+    # about 0.2 s measured (six candidates up to 200 cells a side at ε = 1, 632 at ε = 10)
+    import time
+    data, domain = dp.load_sample("city_200k")
+    for eps in (1.0, 10.0):
+        t = time.perf_counter()
+        rel = dp.release("e2epriv", data, domain, eps, seed=np.random.default_rng(50))
+        assert time.perf_counter() - t < 3.0
+        assert rel.diagnostics["grid_sizes"] == auto_grid_sizes(rel.noisy_size, eps)

@@ -267,11 +267,12 @@ def clustered_matrix(shape, seed, n=20000):
     ("share", {"T": 1, "stop_count": 10, "stop_cells": 2}),
 ])
 def test_odometer_ledger_and_path_epsilon(mode, kw):
-    # spec 7 case 7: per-cell odometer, path epsilon == eps_data, the ledger sums to eps
+    # spec 7 case 7: per-cell odometer, path epsilon == eps_data, the ledger sums to eps.
+    # About the search's split draws, so share mode pins split_rule="search" (the old default).
     F = clustered_matrix((64, 48), seed=4)
     eps = 1.0
     T = kw.get("T", 3)
-    tree, log = _recorded_build(F, eps, 5, budget_mode=mode, **kw)
+    tree, log = _recorded_build(F, eps, 5, budget_mode=mode, split_rule="search", **kw)
     info = tree.info
     assert math.fsum([info["eps_height"], info["h"] * info["eps_prt_level"], info["eps_data"]]) \
         == pytest.approx(eps, rel=1e-12)
@@ -397,7 +398,7 @@ def test_noise_free_limit_block_matrix():
     # (16 is on the search path of 64 columns) and homogeneous leaves answer exactly
     F = np.ones((64, 64))
     F[:, :16] = 3
-    t = htf.build(F, 1e12, noise=zero3, stop_count=-np.inf, stop_cells=1)
+    t = htf.build(F, 1e12, noise=zero3, stop_count=-np.inf, stop_cells=1, split_rule="search")
     assert t.info["h"] == 12 and t.info["h"] % 2 == 0       # root height even: an x-split
     depth1 = leaf_set(t.nodes[t.nodes[:, 4] == 1, :4])
     assert depth1 == {(0, 64, 0, 16), (0, 64, 16, 64)}
@@ -455,12 +456,195 @@ def test_level_by_level_build_matches_recursive_reference(seed):
          np.rint(rng.gamma(0.6, 600, (N, M))) + 1,
          np.rint(rng.gamma(0.6, 600, (N, M))) * (rng.random((N, M)) < 0.7)][seed % 3]
     stop_count, stop_cells, T = float(rng.integers(0, 60)), int(rng.integers(1, 8)), int(rng.integers(1, 4))
-    t = htf.build(F, 1e6, noise=zero3, stop_count=stop_count, stop_cells=stop_cells, T=T)
+    t = htf.build(F, 1e6, noise=zero3, stop_count=stop_count, stop_cells=stop_cells, T=T,
+                  split_rule="search")
     ref = _reference_htf(F, t.info["h"], t.info["E"], t.info["eps_prt_level"], T, stop_count,
                          stop_cells)
     assert leaf_set(t.leaves) == ref
     S = {tuple(r): F[r[0]:r[1], r[2]:r[3]].sum() for r in t.leaves.tolist()}
     assert np.allclose(t.counts, [S[tuple(r)] for r in t.leaves.tolist()])
+
+
+# ============================================================================ split rules
+def _reference_midpoint_tree(shape, h, stop_cells):
+    """Every node cut at floor(n / 2) on Algorithm 2's axis, node by node (no data at all)."""
+    nodes, leaves = set(), set()
+
+    def visit(r0, r1, c0, c1, i):
+        nodes.add((r0, r1, c0, c1))
+        cells = (r1 - r0) * (c1 - c0)
+        if i == 0 or cells < stop_cells or cells == 1:
+            leaves.add((r0, r1, c0, c1))
+            return
+        axis = i % 2
+        if axis == 0 and c1 - c0 == 1:
+            axis = 1
+        elif axis == 1 and r1 - r0 == 1:
+            axis = 0
+        if axis == 0:
+            m = c0 + (c1 - c0) // 2
+            visit(r0, r1, c0, m, i - 1)
+            visit(r0, r1, m, c1, i - 1)
+        else:
+            m = r0 + (r1 - r0) // 2
+            visit(r0, m, c0, c1, i - 1)
+            visit(m, r1, c0, c1, i - 1)
+    visit(0, shape[0], 0, shape[1], h)
+    return nodes, leaves
+
+
+@pytest.mark.parametrize("shape, stop_cells", [((37, 50), 1), ((64, 48), 5), ((9, 1), 2)])
+def test_midpoint_splits_are_exact_midpoints(shape, stop_cells):
+    # noiseless: every split is at floor(n / 2) on the paper's axis, whatever the data are, and
+    # the midpoint rule never draws split noise
+    trees = []
+    for seed in (0, 1):
+        F = clustered_matrix(shape, seed=seed, n=5000 * (seed + 1))
+        kinds: list = []
+        t = htf.build(F, 1e12, noise=zero3, stop_count=-np.inf, stop_cells=stop_cells,
+                      split_rule="midpoint",
+                      on_draw=lambda kind, R, e, seen=kinds: seen.append(kind))
+        assert "split" not in kinds and t.info["split_rule"] == "midpoint"
+        nodes, leaves = _reference_midpoint_tree(shape, t.info["h"], stop_cells)
+        assert leaf_set(t.leaves) == leaves and leaf_set(t.nodes[:, :4]) == nodes
+        assert_tiles(t.leaves, shape)
+        assert np.allclose(t.counts, [F[r0:r1, c0:c1].sum() for r0, r1, c0, c1 in t.leaves])
+        trees.append(leaf_set(t.leaves))
+    assert trees[0] == trees[1]                  # the partition does not depend on the data
+
+
+def test_midpoint_split_is_floor_half_of_each_node():
+    # the same, read off the released nodes: each split node's first child has floor(n/2) lines
+    F = clustered_matrix((45, 45), seed=3)
+    t = htf.build(F, 1e12, noise=zero3, stop_count=-np.inf, stop_cells=1, split_rule="midpoint")
+    h = t.info["h"]
+    by_depth = {}
+    for r0, r1, c0, c1, d in t.nodes.tolist():
+        by_depth.setdefault(d, []).append((r0, r1, c0, c1))
+    checked = 0
+    for d, regs in by_depth.items():
+        kids = set(by_depth.get(d + 1, []))
+        for r0, r1, c0, c1 in regs:
+            inside = [k for k in kids if r0 <= k[0] and k[1] <= r1 and c0 <= k[2] and k[3] <= c1]
+            if not inside:
+                continue
+            assert len(inside) == 2
+            x_split = (h - d) % 2 == 0 and c1 - c0 > 1 or r1 - r0 == 1
+            first = min(inside)
+            if x_split:
+                assert first == (r0, r1, c0, c0 + (c1 - c0) // 2)
+            else:
+                assert first == (r0, r0 + (r1 - r0) // 2, c0, c1)
+            checked += 1
+    assert checked > 100
+
+
+@pytest.mark.parametrize("kw", [{}, {"extent_first": True, "combine_pruned": True},
+                                {"split": (0.05, 0.25, 0.7), "stop_count": 10}])
+def test_midpoint_ledger_has_no_split_entries_and_sums_to_eps(kw):
+    # the partition spends nothing: no split entries; the counts get eps - eps_height, and the
+    # per-height budgets E are the geometric schedule of that larger count budget
+    F = clustered_matrix((64, 48), seed=4)
+    eps = 1.0
+    tree, log = _recorded_build(F, eps, 5, split_rule="midpoint", **kw)
+    info, led = tree.info, tree.ledger
+    led.check(eps)
+    assert led.total == pytest.approx(eps, abs=1e-12)
+    assert not any("split" in e.step for e in led)
+    assert len(led) == 1 + info["h"] + 1
+    split = kw.get("split", htf.DEFAULT_SPLIT)
+    assert info["eps_height"] == pytest.approx(split[0] * eps)
+    assert info["eps_prt"] == info["eps_prt_level"] == info["eps_eval"] == 0.0
+    assert info["split_noise_scale"] == 0.0
+    assert info["eps_data"] == pytest.approx(eps - info["eps_height"], abs=1e-15)
+    assert np.allclose(info["E"], geometric_budgets(info["h"], info["eps_data"]), rtol=1e-12)
+    counts = [e.epsilon for e in led if e.step.startswith("node counts")]
+    assert counts == pytest.approx(info["E"][::-1], rel=1e-12)
+    assert np.abs(tree.eps_path - info["eps_data"]).max() <= 1e-12
+    assert all(kind != "split" for kind, *_ in log)
+    count_eps = np.zeros(F.shape)
+    for kind, regions, e, _ in log:
+        count_eps += paint(F.shape, regions, e)
+    assert np.allclose(count_eps, eps, rtol=1e-12)       # every cell: eps_height + eps_data
+
+
+def test_paper_mode_always_searches():
+    # paper mode reproduces the paper: the default is the search, an explicit other rule is
+    # refused before any draw by build(), and the release ignores the share-mode setting
+    F = clustered_matrix((64, 48), seed=2)
+    a = htf.build(F, 1.0, gen(9), budget_mode="paper")
+    b = htf.build(F, 1.0, gen(9), budget_mode="paper", split_rule="search")
+    assert a.info["split_rule"] == b.info["split_rule"] == "search"
+    assert np.array_equal(a.leaves, b.leaves) and np.array_equal(a.counts, b.counts)
+    assert sum(e.step.startswith("split positions") for e in a.ledger) == a.info["h"]
+    kinds = []
+    htf.build(F, 1.0, gen(9), budget_mode="paper", on_draw=lambda k, R, e: kinds.append(k))
+    assert "split" in kinds
+    rng = gen(10)
+    state = rng.bit_generator.state
+    with pytest.raises(ParameterError, match="paper"):
+        htf.build(F, 1.0, rng, budget_mode="paper", split_rule="midpoint")
+    assert rng.bit_generator.state == state
+    with pytest.raises(ParameterError, match="split_rule"):
+        htf.build(F, 1.0, rng, split_rule="magic")
+    # share mode: the default is midpoint, "search" is the paper's search with the share split
+    assert htf.build(F, 1.0, gen(9)).info["split_rule"] == htf.DEFAULT_SPLIT_RULE == "midpoint"
+    s = htf.build(F, 1.0, gen(9), split_rule="search")
+    assert s.info["eps_prt"] == pytest.approx(0.15) and s.info["eps_eval"] > 0
+    data, dom = dp.load_sample("small_city_5k")
+    rel = dp.release("htf", data, dom, 1.0, seed=gen(5),
+                     params={"budget_mode": "paper", "split_rule": "midpoint", "base_cells": 64})
+    assert rel.tree_info["split_rule"] == "search"
+
+
+def test_objective_profile_matches_reference():
+    rng = np.random.default_rng(3)
+    for _ in range(200):
+        U, V = rng.integers(1, 12, 2)
+        X = rng.poisson(rng.uniform(0.1, 6), (U, V)) * (rng.random((U, V)) < rng.uniform(0.2, 1))
+        for ax in (0, 1):
+            n = V if ax == 0 else U
+            want = htf.objectives(X, ax) if n >= 2 else np.zeros(0)
+            assert np.allclose(htf.objective_profile(X, ax), want, atol=1e-9)
+            if n >= 3:                                        # a subset of positions
+                ks = np.sort(rng.choice(np.arange(1, n), rng.integers(1, n), replace=False))
+                assert np.allclose(htf.objective_profile(X, ax, ks), htf.objectives(X, ax, ks),
+                                   atol=1e-9)
+    B1 = np.array([[3, 3], [3, 3], [0, 0]])
+    assert htf.objective_profile(B1, 1).tolist() == [6, 0]
+    X = rng.integers(0, 10 ** 6, (6, 400)).astype(float)      # many distinct values: blocks
+    ks = np.arange(1, 400, 7)
+    assert np.allclose(htf.objective_profile(X, 0, ks), htf.objectives(X, 0, ks), rtol=1e-10)
+
+
+def test_root_split_snr_is_owner_only_and_changes_nothing():
+    # range of the root's exact objective over all split positions / (scale * sqrt 2), at the
+    # search's per-value budget; computed after the release from F and public values only
+    data, dom = dp.load_sample("small_city_5k")
+    for rule in ("midpoint", "search"):
+        params = {"base_cells": 128, "split_rule": rule}
+        rng = gen(21)
+        rel = dp.release("htf", data, dom, 1.0, params=params, seed=rng)
+        info = rel.tree_info
+        F = data.histogram(rel.base).astype(float)
+        axis = 0 if info["h"] % 2 == 0 else 1                 # root height even: x-split
+        o = htf.objectives(F, axis)
+        eps_eval = 0.15 * 1.0 / info["h"] / (2 * 3 + 1)        # the search's, for either rule
+        sd = htf.split_noise_scale(eps_eval) * math.sqrt(2)
+        d = rel.diagnostics
+        assert d["root_split_objective_range"] == pytest.approx(o.max() - o.min())
+        assert d["root_split_noise_sd"] == pytest.approx(sd)
+        assert d["root_split_snr"] == pytest.approx((o.max() - o.min()) / sd)
+        assert d["root_split_positions"] == o.size              # every position
+        if rule == "search":
+            assert info["split_noise_scale"] * math.sqrt(2) == pytest.approx(sd)
+        # the release is exactly build() with the same generator: the diagnostic drew nothing
+        rng2 = gen(21)
+        t = htf.build(F, 1.0, rng2, split_rule=rule)
+        assert np.array_equal(t.leaves, rel.leaves) and np.array_equal(t.counts, rel.counts)
+        assert rng.bit_generator.state == rng2.bit_generator.state
+        text = rel.to_json() + json.dumps(rel.metadata(), default=str)
+        assert "root_split" not in text and "snr" not in text.lower()
 
 
 def test_build_takes_whole_counts_only():
@@ -614,14 +798,24 @@ def test_regression_direction_against_grids():
 # everything the tree metadata may hold: public plan values and post-processed private outputs
 TREE_KEYS = {"h", "eps_height", "eps_prt_level", "eps_prt", "eps_data", "E", "noisy_size",
              "h_afford", "T", "eps_eval", "split_noise_scale", "budget_mode", "eps_total", "h_max",
-             "n_leaves", "n_nodes", "base_grid"}
+             "n_leaves", "n_nodes", "base_grid", "split_rule"}
+DIAGNOSTIC_KEYS = {"root_split_snr", "root_split_objective_range", "root_split_noise_sd",
+                   "root_split_positions"}
 
 
 def _check_release(rel, eps):
     assert isinstance(rel, LeafRelease) and rel.mechanism == "htf" and rel.private
     rel.ledger.check(eps)
     info = rel.tree_info
-    assert len(rel.ledger) == 2 * info["h"] + 2
+    searched = info["split_rule"] == "search"
+    assert info["split_rule"] == ("search" if rel.params["budget_mode"] == "paper"
+                                  else rel.params["split_rule"])
+    assert len(rel.ledger) == (2 if searched else 1) * info["h"] + 2
+    splits = [e for e in rel.ledger if e.step.startswith("split positions")]
+    assert len(splits) == (info["h"] if searched else 0)
+    if not searched:                        # midpoint: the partition share went to the counts
+        assert info["eps_prt"] == info["eps_prt_level"] == info["eps_eval"] == 0.0
+        assert info["eps_data"] == pytest.approx(eps - info["eps_height"], abs=1e-12)
     assert_tiles(rel.leaves, rel.base.shape)
     assert np.abs(rel.eps_path - info["eps_data"]).max() <= 1e-12
     assert np.allclose(rel.leaf_var, noise.discrete_laplace_variance(1 / rel.eps_final))
@@ -639,6 +833,11 @@ def _check_release(rel, eps):
     assert not keys & {"n_public", "dataset_size_public", "dataset_size", "n"}
     meta = rel.metadata()
     assert set(meta["tree"]) == TREE_KEYS               # nothing exact rides along
+    # the owner-only root split diagnostic reads exact data: present, never exported
+    if info["h"] >= 1 and rel.n_leaves > 1:
+        assert set(rel.diagnostics) >= DIAGNOSTIC_KEYS
+    text = rel.to_json() + json.dumps(meta, default=str)
+    assert not any(k in text for k in DIAGNOSTIC_KEYS | {"root_split"})
     assert isinstance(info["noisy_size"], int)
     assert meta["noisy_dataset_size"] == info["noisy_size"]
     assert gj["properties"]["noisy_dataset_size"] == info["noisy_size"]
@@ -657,25 +856,34 @@ def test_release_small_city(eps):
     assert abs(total - data.n) < 6 * math.sqrt(rel.leaf_var.sum())
 
 
-def test_release_city_200k_and_paper_mode():
+@pytest.mark.parametrize("mode, rule", [("share", "search"), ("paper", "midpoint"),
+                                        ("share", "midpoint")])
+def test_release_city_200k_and_paper_mode(mode, rule):
+    # share mode + "search" was the default before split_rule existed: pinned here; paper mode
+    # searches whatever split_rule says; the new default (midpoint) spends nothing on splits
     data, dom = dp.load_sample("city_200k")
-    for mode, eps in (("share", 0.5), ("paper", 0.5)):
-        rel = dp.release("htf", data, dom, eps, params={"budget_mode": mode}, seed=gen(4))
-        _check_release(rel, eps)
-        info = rel.tree_info
-        if mode == "paper":
-            assert info["eps_height"] == 1e-4 and info["eps_prt_level"] == 1e-3
-        else:
-            assert info["eps_prt"] == pytest.approx(0.15 * eps)
-            assert info["eps_prt_level"] == pytest.approx(0.15 * eps / info["h"])
-        assert 8 <= info["h"] <= 20 and rel.n_leaves > 100
+    eps = 0.5
+    rel = dp.release("htf", data, dom, eps, params={"budget_mode": mode, "split_rule": rule},
+                     seed=gen(4))
+    _check_release(rel, eps)
+    info = rel.tree_info
+    if mode == "paper":
+        assert info["split_rule"] == "search"
+        assert info["eps_height"] == 1e-4 and info["eps_prt_level"] == 1e-3
+    elif rule == "search":
+        assert info["eps_prt"] == pytest.approx(0.15 * eps)
+        assert info["eps_prt_level"] == pytest.approx(0.15 * eps / info["h"])
+    else:
+        assert info["eps_prt"] == 0 and info["eps_data"] == pytest.approx(0.99 * eps)
+    assert 8 <= info["h"] <= 20 and rel.n_leaves > 100
 
 
 def test_release_options_and_split():
     data, dom = dp.load_sample("small_city_5k")
     rel = dp.release("htf", data, dom, 1.0, split=(0.05, 0.25, 0.7), seed=gen(2),
                      params={"extent_first": True, "combine_pruned": True, "T": 2,
-                             "stop_count": 20, "stop_cells": 3, "base_cells": 256, "c0": 5})
+                             "stop_count": 20, "stop_cells": 3, "base_cells": 256, "c0": 5,
+                             "split_rule": "search"})      # pinned: the old default
     rel.ledger.check(1.0)
     assert max(rel.base.gx, rel.base.gy) == 256
     assert rel.tree_info["eps_prt"] == pytest.approx(0.25)
@@ -794,6 +1002,11 @@ def test_spec_and_params():
     assert p["budget_mode"] == "share" and p["T"] == 3 and p["stop_count"] == 100
     assert p["stop_cells"] == 5 and p["c0"] == 10 and p["base_cells"] == 1024
     assert p["extent_first"] is False and p["combine_pruned"] is False
+    assert p["split_rule"] == "midpoint"
+    rule = next(q for q in spec.params if q.name == "split_rule")
+    assert set(rule.choices) == {"midpoint", "search"} and "paper" in rule.help
+    with pytest.raises(ParameterError):
+        spec.resolve_params({"split_rule": "gated"})
     assert all(q.label and len(q.help) > 20 for q in spec.params)
     with pytest.raises(ParameterError):
         spec.resolve_params({"budget_mode": "magic"})

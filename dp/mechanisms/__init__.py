@@ -8,11 +8,11 @@ from ..domain import Domain
 from ..errors import DataError, ParameterError, positive_finite
 from ..noise import make_rng
 from ..points import PointData
-from . import euler, grid, htf, shifted_grids, trees
+from . import dawa, euler, grid, htf, shifted_grids, trees
 from .base import USER_LEVEL_UNITS, GridRelease, MechanismSpec, Param, Release
 from .leaves import LeafRelease
 
-_REGISTRY: dict[str, MechanismSpec] = {s.name: s for m in (grid, htf, trees, shifted_grids, euler) for s in m.SPECS}
+_REGISTRY: dict[str, MechanismSpec] = {s.name: s for m in (grid, htf, trees, shifted_grids, euler, dawa) for s in m.SPECS}
 
 
 def mechanisms(private_only: bool = False) -> dict[str, MechanismSpec]:
@@ -21,7 +21,7 @@ def mechanisms(private_only: bool = False) -> dict[str, MechanismSpec]:
 
 
 def release(name: str, data, domain: Domain, epsilon: float = 1.0, split=None, params=None,
-            seed=None, max_points_per_user=None) -> Release:
+            seed=None, max_points_per_user=None, workload=None) -> Release:
     """Run mechanism `name` on `data` inside the public `domain` and return its Release.
 
     `split` gives the fraction of epsilon per budget part (default: the mechanism's). `seed`:
@@ -33,6 +33,9 @@ def release(name: str, data, domain: Domain, epsilon: float = 1.0, split=None, p
     Points with user ids get a user-level release from a private point mechanism: at most
     k = `max_points_per_user` (default DEFAULT_POINTS_PER_USER) random points per user, the
     mechanism run at epsilon/k, and its ledger restated per user (group privacy).
+
+    `workload`: public rectangles a workload-aware mechanism (`spec.workload_aware`, e.g. DAWA)
+    tunes its measurements for, instead of its random public workload; others refuse it.
     """
     if name not in _REGISTRY:
         raise ParameterError(f"unknown mechanism {name!r}; choose one of {sorted(_REGISTRY)}")
@@ -45,11 +48,13 @@ def release(name: str, data, domain: Domain, epsilon: float = 1.0, split=None, p
     split = spec.resolve_split(split)
     params = spec.resolve_params(params)
     k = _points_per_user(spec, data, max_points_per_user)
+    extra = _workload(spec, workload)
     rng = make_rng(seed)
     if k is None:
-        rel = spec.release(data, domain, epsilon, split, params, rng)
+        rel = spec.release(data, domain, epsilon, split, params, rng, **extra)
     else:
-        rel = spec.release(bound_contributions(data, k, rng), domain, epsilon / k, split, params, rng)
+        rel = spec.release(bound_contributions(data, k, rng), domain, epsilon / k, split, params,
+                           rng, **extra)
         rel.restate_per_user(k, epsilon)
     if seed is not None and not isinstance(seed, np.random.Generator):
         rel.ledger.record_fixed_seed()
@@ -72,6 +77,16 @@ def _check_kind(spec: MechanismSpec, data):
         raise DataError(f"{spec.label} takes {spec.data_kind} data "
                         f"({'dp.load_points' if spec.data_kind == 'points' else 'dp.load_regions'}), "
                         f"got {got}" + (f"; for {kind} use one of {others}" if others else ""))
+
+
+def _workload(spec: MechanismSpec, workload) -> dict:
+    """{"workload": rectangles} for a workload-aware mechanism given one, else {}."""
+    if workload is None:
+        return {}
+    if not spec.workload_aware:
+        aware = sorted(k for k, s in _REGISTRY.items() if s.workload_aware)
+        raise ParameterError(f"{spec.label} takes no workload; workload-aware mechanisms: {aware}")
+    return {"workload": workload}
 
 
 def _points_per_user(spec: MechanismSpec, data, k) -> int | None:

@@ -121,6 +121,8 @@ class MechanismSpec:
     release: Callable | None = field(default=None, repr=False, compare=False)
     # optional (domain, params, epsilon) -> text shown next to the ε control before release
     explain: Callable | None = field(default=None, repr=False, compare=False)
+    # True when the release takes a public workload of rectangles (`dp.release(..., workload=)`)
+    workload_aware: bool = False
     # optional (domain, params, epsilon) -> the release's ε for adding or removing one point,
     # when its own ε is for another relation (shifted grids' δ-move); budget accounts charge it
     add_remove_epsilon: Callable | None = field(default=None, repr=False, compare=False)

@@ -16,8 +16,18 @@ SIZE_SHARE = 0.05            # default share of ε spent on a noisy dataset size
 SIZE_PART = "dataset size"
 
 P_GRID_SIZES = Param("grid_sizes", list, [30, 40, 50, 60, 70, 80], "Candidate grid sizes G",
-                     "Cells per side the tuning may choose from (paper 000 Table 2, Storage).",
+                     "Cells per side the tuning may choose from (paper 000 Table 2, Storage). "
+                     "E2EPriv uses this list only when 'Grid sizes to try' is 'paper'.",
                      min=1, max=2048)
+AUTO_STEPS = tuple(range(-4, 2))   # auto candidates: m0 * 2^(k/2) for these k (m0/4 .. 1.41*m0)
+AUTO_MAX_GRID = 1024               # public cap: at most 1024 x 1024 cells per candidate
+P_CANDIDATES = Param("candidates", str, "auto", "Grid sizes to try",
+                     "Which grid sizes the private tuning chooses between. auto: six sizes "
+                     "from a quarter of to 1.4 times the usual rule of thumb √(N̂·ε/10) cells per "
+                     "side (N̂ the noisy number of points; at most 1024), so the grid follows the "
+                     "amount of data and ε. paper: the fixed list in 'Candidate grid sizes G' "
+                     "(the paper's 30 to 80). Either way the choice itself is private.",
+                     choices=("auto", "paper"))
 P_DELTA = Param("delta", float, 0.01, "Sanity fraction δ",
                 "Relative errors are divided by max(true, ρ), ρ = max(δ·N̂, 1) with N̂ the noisy "
                 "dataset size. The paper uses 0.1 for ~9k points, 0.01 for ~870k and 0.001 for ~6.4M.",
@@ -109,6 +119,21 @@ def tuning_workload(domain, params) -> np.ndarray:
                            rng=params["workload_seed"])
 
 
+def auto_grid_sizes(n_hat: float, epsilon: float, *, c: float = 10.0, steps=AUTO_STEPS,
+                    max_grid: int = AUTO_MAX_GRID) -> list[int]:
+    """The "auto" candidate set: m0 · 2^(k/2) for k in `steps` around the UG rule
+    m0 = √(N̂·ε/c), rounded half up, clipped to [1, max_grid], sorted, without repeats.
+
+    It reads only the noisy size N̂, ε and public constants, never the data, so choosing it
+    costs no budget beyond N̂'s and leaves the exponential mechanism's guarantee as it is.
+    k = 0 is `heuristic_grid_size(N̂, ε, c)` (clipped to max_grid), the size UG would use.
+    """
+    m0 = math.sqrt(max(float(n_hat), 0.0) * epsilon / c)
+    sizes = {int(math.floor(m0 * 2.0 ** (k / 2.0) + 0.5)) for k in steps}
+    sizes.add(heuristic_grid_size(max(n_hat, 0), epsilon, c))
+    return sorted({min(max(g, 1), int(max_grid)) for g in sizes})
+
+
 def grid_scores(data, domain, grid_sizes, Q, lam, delta, variant="rel", *, rho=None, cap=None):
     """Phase-1 scores s(D, g) for every candidate (spec 000 A3) and the mean ||α||_1 per g.
 
@@ -167,35 +192,54 @@ def capped_sensitivity(rho: float, cap: float) -> float:
     the step from max(T, ρ) to max(T+1, ρ) lowers a term that is below the cap by at most
     cap·1/max(T+1, ρ) <= cap/ρ. The mean over queries keeps the bound. With cap = 1/δ this is
     (1/δ + 1)/ρ, about the paper's 1/(δ(ρ+1)) + 1/(ρ+δ), without treating N as public.
+    The bound has no g in it (λL is fixed by g and the public queries), so it holds for every
+    candidate grid, including the auto candidates of any size.
     """
     return (float(cap) + 1.0) / float(rho)
 
 
 def release_e2epriv(data, domain, epsilon, split, params, rng):
     """Spec 000 A7 with N private: noisy N̂ (ε0), grid choice by an exact exponential mechanism
-    over capped scores (ε1), then a discrete Laplace histogram (ε2)."""
-    G = params["grid_sizes"]
-    delta = params["delta"]
+    over capped scores (ε1), then a discrete Laplace histogram (ε2).
+
+    Candidates: "paper" is the `grid_sizes` list; "auto" is `auto_grid_sizes(N̂, ε)`, a
+    function of the released N̂ and public values only. The capped score's sensitivity
+    (1/δ + 1)/ρ does not depend on g, so it holds for every candidate; the absolute score's is 1.
+    """
+    delta, auto = params["delta"], params["candidates"] == "auto"
     eps0, eps1, eps2 = (epsilon * f for f in split)
     ledger = Ledger()
     Q = tuning_workload(domain, params)
+    n = n_in_domain(data, domain)
     if params["variant"] == "rel":
-        n_hat = ledger.noisy_size(rng, n_in_domain(data, domain), eps0, "sets the sanity bound ρ")
+        n_hat = ledger.noisy_size(rng, n, eps0, "sets the sanity bound ρ")
+    elif auto:                 # the absolute score needs no N, but the auto candidates do
+        n_hat = ledger.noisy_size(rng, n, eps0, "sets the candidate grid sizes")
+    else:                      # no size needed at all: its share goes to the counts
+        n_hat, eps2 = None, eps2 + eps0
+    if auto:
+        G = auto_grid_sizes(n_hat, epsilon)
+        what = (f"auto candidates m0·2^(k/2), k = {AUTO_STEPS[0]}..{AUTO_STEPS[-1]}, around "
+                f"m0 = √(N̂·ε/10) = {math.sqrt(max(n_hat, 0) * epsilon / 10):.1f}, at most "
+                f"{AUTO_MAX_GRID}")
+    else:
+        G = list(params["grid_sizes"])
+        what = "paper candidates (the grid_sizes list)"
+    lam = 1.0 / eps2
+    if params["variant"] == "rel":
         rho, cap = max(delta * n_hat, 1.0), 1.0 / delta
-        lam = 1.0 / eps2
         scores, _, _ = grid_scores(data, domain, G, Q, lam, delta, "rel", rho=rho, cap=cap)
         sens = capped_sensitivity(rho, cap)
         note = f"capped relative score, ρ = max(δ·N̂, 1), Δ = (1/δ + 1)/ρ = {sens:.4g}"
-    else:                      # the absolute score needs no N: its share goes to the counts
-        n_hat, eps2 = None, eps2 + eps0
-        lam = 1.0 / eps2
+    else:
         scores, _, _ = grid_scores(data, domain, G, Q, lam, delta, "abs")
         sens = 1.0
-        note = "absolute score, Δ = 1 (no dataset size needed; its share went to the counts)"
+        note = ("absolute score, Δ = 1 (N̂ only sets the candidates)" if auto else
+                "absolute score, Δ = 1 (no dataset size needed; its share went to the counts)")
     idx, probs = ledger.select(rng, scores, eps1, sens, "grid-size selection (exponential "
-                               "mechanism)", G, note=note + "; exact discretised sampler")
-    diag = {"grid_sizes": list(G), "scores": scores.tolist(), "sensitivity": sens,
-            "probabilities": probs.tolist(), "chosen": G[idx]}
+                               "mechanism)", G, note=f"{what}; {note}; exact discretised sampler")
+    diag = {"candidates": params["candidates"], "grid_sizes": list(G), "scores": scores.tolist(),
+            "sensitivity": sens, "probabilities": probs.tolist(), "chosen": G[idx]}
     return _noisy_grid(E2EPRIV, data, domain, epsilon, split, params, rng, G[idx], eps2,
                        ledger=ledger, diagnostics=diag, noisy_n=n_hat)
 
@@ -205,12 +249,12 @@ E2EPRIV = MechanismSpec(
     description="Picks the grid size privately with the exponential mechanism, then releases "
                 "that grid with discrete Laplace noise (Fanaeepour & Rubinstein 2017).",
     guarantee=f"(ε0 + ε1 + ε2)-differential privacy, {ADD_REMOVE}, for point data only: a noisy "
-              "dataset size (ε0, 5% by default) fixes the sanity bound, the grid choice (ε1) "
-              "uses a capped relative-error score whose sensitivity needs no exact N, and the "
-              "counts (ε2) get discrete Laplace noise.",
-    params=(P_GRID_SIZES, P_DELTA, P_QUERY_AREA, P_N_QUERIES, P_WORKLOAD_SEED,
+              "dataset size (ε0, 5% by default) fixes the sanity bound and, with auto candidates, "
+              "the grid sizes to try; the grid choice (ε1) uses a capped relative-error score "
+              "whose sensitivity needs no exact N, and the counts (ε2) get discrete Laplace noise.",
+    params=(P_CANDIDATES, P_GRID_SIZES, P_DELTA, P_QUERY_AREA, P_N_QUERIES, P_WORKLOAD_SEED,
             Param("variant", str, "rel", "Score", "rel: capped relative-error bound (Eq. 6); abs: "
-                  "absolute-error bound (sensitivity 1; needs no dataset size).",
+                  "absolute-error bound (sensitivity 1; needs a dataset size only for auto candidates).",
                   choices=("rel", "abs"))),
     budget_parts=(SIZE_PART, "grid-size tuning", "counts"), default_split=(SIZE_SHARE, 0.15, 0.80),
     release=release_e2epriv)
