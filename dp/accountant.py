@@ -27,6 +27,8 @@ import numbers
 import time
 from dataclasses import asdict, dataclass
 
+import numpy as np
+
 from .errors import BudgetError, ParameterError, positive_finite
 from .mechanisms import mechanisms, release
 
@@ -210,4 +212,14 @@ def _identical_key(name, data, domain, epsilon, split, params, seed, kwargs) -> 
     if not isinstance(seed, numbers.Integral) or isinstance(seed, bool):
         return None
     return json.dumps([name, data.fingerprint, domain.to_dict(), epsilon, list(split), params,
-                       int(seed), kwargs], sort_keys=True, default=str)
+                       int(seed), kwargs], sort_keys=True, default=_whole)
+
+
+def _whole(value):
+    """JSON for arrays (e.g. a workload) in full: str() would abbreviate long ones with '…',
+    making different arguments look identical."""
+    if isinstance(value, np.ndarray):
+        return {"array": value.tolist(), "dtype": str(value.dtype)}
+    if isinstance(value, np.generic):
+        return value.item()
+    return repr(value)

@@ -63,8 +63,10 @@ class Ledger:
 
     def noise_source(self, rng, step: str, epsilon: float, sensitivity: float, scale: float,
                      note: str = ""):
-        """Charge `step`, then return its sampler, size -> integer discrete Laplace(scale) draws:
-        for a mechanism that draws inside a loop (a tree growing) and may draw only what it paid."""
+        """Charge `step`, then return its sampler, size -> integer discrete Laplace(scale) draws,
+        for a mechanism that draws inside a loop (a tree growing). The sampler does not count its
+        calls: the mechanism's own argument (parallel composition over a level's disjoint
+        nodes, PrivTree's depth-independent cost) must cover every draw it makes with it."""
         self.charge(step, epsilon, sensitivity, "discrete laplace", scale, note)
         return lambda size: discrete_laplace(rng, scale, size)
 

@@ -155,3 +155,18 @@ def test_store_refusal_leaves_account_and_concurrent_charges_cannot_overspend(tm
     copy = store.get("s", "f")
     copy.charge("local only", epsilon=0.1)
     assert store.get("s", "f").spent == pytest.approx(0.6)
+
+
+def test_identical_key_sees_every_rectangle_of_a_long_workload():
+    # two fixed-seed releases whose 400-rectangle workloads differ only in the middle are two
+    # different outputs, so both are charged (numpy's abbreviated str() would have merged them)
+    data, dom = dp.load_sample("small_city_5k")
+    w = dp.queries.random_workload(dom, 400, area_frac=0.02, rng=np.random.default_rng(1))
+    w2 = w.copy()
+    w2[150:250] = dp.queries.random_workload(dom, 100, area_frac=0.03, rng=np.random.default_rng(2))
+    acc = dp.Accountant(total=10)
+    acc.release("dawa", data, dom, 1.0, seed=3, workload=w)
+    acc.release("dawa", data, dom, 1.0, seed=3, workload=w2)
+    assert acc.spent == pytest.approx(2.0)
+    acc.release("dawa", data, dom, 1.0, seed=3, workload=w)        # the same again: free
+    assert acc.spent == pytest.approx(2.0)

@@ -164,7 +164,8 @@ def test_noisy_deviations_have_the_stated_scale():
     assert abs(z.mean()) < 5 * math.sqrt(var / z.size)
     entry = ledger.entries[0]
     assert entry.scale == pytest.approx(scale * P.GRID)
-    assert entry.sensitivity == pytest.approx(P.cost_sensitivity(levels))
+    # the ledger states the noised vector's sensitivity: Δ plus one grid step per level
+    assert entry.sensitivity == pytest.approx(P.cost_sensitivity(levels) + len(levels) * P.GRID)
 
 
 # ---------------------------------------------------------------------------- GreedyH, H2, LS
@@ -235,7 +236,8 @@ def test_ledger_sums_to_epsilon_and_names_sensitivities(city):
     steps = rel.ledger.entries
     assert len(steps) == 2 and all(e.sensitivity > 0 and e.private for e in steps)
     assert steps[0].epsilon == pytest.approx(0.2) and steps[1].epsilon == pytest.approx(0.6)
-    assert steps[0].sensitivity == pytest.approx(P.cost_sensitivity(P.candidate_levels(6)))
+    levels = P.candidate_levels(6)     # Δ plus one grid step per level (the rounding)
+    assert steps[0].sensitivity == pytest.approx(P.cost_sensitivity(levels) + len(levels) * P.GRID)
     assert steps[1].sensitivity == 1.0
 
 
@@ -314,6 +316,18 @@ def test_explicit_workload_and_its_metadata(city):
         dp.release("privtree", data, dom, 1.0, workload=rects)
     with pytest.raises(dp.ParameterError):
         dp.release("dawa", data, dom, 1.0, params={"base_cells": 100})
+
+
+@pytest.mark.parametrize("bad", [np.zeros((0, 4)), [[0.0, 0.0, 1.0]], [[1.0, 0.0, 0.0, 1.0]],
+                                 [[0.0, 0.0, np.nan, 1.0]], "abc"])
+def test_malformed_workload_refused_before_any_draw(city, bad):
+    # a refusal reads nothing and draws nothing: the generator is untouched
+    data, dom = city
+    rng = np.random.default_rng(5)
+    state = rng.bit_generator.state
+    with pytest.raises(dp.ParameterError, match="workload: expected one or more rectangles"):
+        dp.release("dawa", data, dom, 1.0, workload=bad, seed=rng)
+    assert rng.bit_generator.state == state
 
 
 def test_spec_is_registered_with_its_parts():

@@ -8,6 +8,7 @@ from ..domain import Domain
 from ..errors import DataError, ParameterError, positive_finite
 from ..noise import make_rng
 from ..points import PointData
+from ..queries import Rect, as_rect_array
 from . import dawa, euler, grid, htf, shifted_grids, trees
 from .base import USER_LEVEL_UNITS, GridRelease, MechanismSpec, Param, Release
 from .leaves import LeafRelease
@@ -35,7 +36,9 @@ def release(name: str, data, domain: Domain, epsilon: float = 1.0, split=None, p
     mechanism run at epsilon/k, and its ledger restated per user (group privacy).
 
     `workload`: public rectangles a workload-aware mechanism (`spec.workload_aware`, e.g. DAWA)
-    tunes its measurements for, instead of its random public workload; others refuse it.
+    tunes its measurements for, instead of its random public workload; others refuse it. It
+    must not be derived from the private data (e.g. boxes around its hot spots), or the
+    release's guarantee does not hold: it is treated as public and spends nothing.
     """
     if name not in _REGISTRY:
         raise ParameterError(f"unknown mechanism {name!r}; choose one of {sorted(_REGISTRY)}")
@@ -86,7 +89,16 @@ def _workload(spec: MechanismSpec, workload) -> dict:
     if not spec.workload_aware:
         aware = sorted(k for k, s in _REGISTRY.items() if s.workload_aware)
         raise ParameterError(f"{spec.label} takes no workload; workload-aware mechanisms: {aware}")
-    return {"workload": workload}
+    try:
+        rects = as_rect_array(workload) if isinstance(workload, Rect) or (
+            len(workload) and isinstance(workload[0], Rect)) else np.asarray(workload, float)
+    except (TypeError, ValueError):
+        rects = np.zeros((0, 3))
+    ok = rects.ndim == 2 and rects.shape[1] == 4 and len(rects) > 0 and np.isfinite(rects).all()
+    if not ok or np.any(rects[:, 0] >= rects[:, 2]) or np.any(rects[:, 1] >= rects[:, 3]):
+        raise ParameterError("workload: expected one or more rectangles [west, south, east, "
+                             "north] with finite coordinates, west < east and south < north")
+    return {"workload": rects}
 
 
 def _points_per_user(spec: MechanismSpec, data, k) -> int | None:

@@ -22,7 +22,7 @@ P_GRID_SIZES = Param("grid_sizes", list, [30, 40, 50, 60, 70, 80], "Candidate gr
 AUTO_STEPS = tuple(range(-4, 2))   # auto candidates: m0 * 2^(k/2) for these k (m0/4 .. 1.41*m0)
 AUTO_MAX_GRID = 1024               # public cap: at most 1024 x 1024 cells per candidate
 P_CANDIDATES = Param("candidates", str, "auto", "Grid sizes to try",
-                     "Which grid sizes the private tuning chooses between. auto: six sizes "
+                     "Which grid sizes the private tuning chooses between. auto: up to six sizes "
                      "from a quarter of to 1.4 times the usual rule of thumb √(N̂·ε/10) cells per "
                      "side (N̂ the noisy number of points; at most 1024), so the grid follows the "
                      "amount of data and ε. paper: the fixed list in 'Candidate grid sizes G' "
@@ -142,7 +142,8 @@ def grid_scores(data, domain, grid_sizes, Q, lam, delta, variant="rel", *, rho=N
     not depend on N (`capped_sensitivity`). Returns (scores, mean_l1, l1_matrix) with
     l1_matrix[g, t] = ||α^{g,t}||_1.
     """
-    rho = delta * n_in_domain(data, domain) if rho is None else rho
+    if variant == "rel" and rho is None:    # the paper's δ·N: spec worked examples only
+        rho = delta * n_in_domain(data, domain)
     T = data.true_counts(Q, domain).astype(np.float64)       # computed once, reused for every g
     scores, l1s = [], []
     for g in grid_sizes:

@@ -3,7 +3,7 @@
 The strategy is a binary tree over the buckets in Hilbert order (a node covers buckets
 [lo, hi), children split at lo + (hi − lo) // 2). Each node measured with weight w gets the
 integer count of its buckets plus discrete Laplace(1/(w ε2)) noise. Weights along every
-root-to-leaf path add up to 1, and a point changes one count per level by 1, so the counts are
+root-to-leaf path add up to at most 1, and a point changes one count per level by 1, so the counts are
 ε2-DP (sequential composition along the path, parallel across a level).
 
 - GreedyH (Li, Hay & Miklau 2014, section 4): bottom-up, each node chooses the share 1 − p of

@@ -85,11 +85,12 @@ def noisy_deviations(rng, xh, levels, eps1: float, ledger, noise=None) -> dict[i
     sens = delta + (K - 1) * GRID          # laplace_real adds one grid step: K in all
     scale_units = (sens / GRID + 1.0) / eps1
     flat = np.concatenate([units[l] for l in levels])
-    ledger.charge("DAWA partition: noisy bucket deviations", eps1, delta, "discrete laplace",
+    ledger.charge("DAWA partition: noisy bucket deviations", eps1, delta + K * GRID,
+                  "discrete laplace",
                   scale_units * GRID,
                   note=f"{flat.size:,} aligned dyadic Hilbert intervals at {K} levels; each point is "
-                       f"in one per level, L1 sensitivity Σ 2(1 − 2^−ℓ) = {delta:.4g}; deviations "
-                       f"rounded to a grid of {GRID:g} and given discrete Laplace noise of scale "
+                       f"in one per level, L1 sensitivity Σ 2(1 − 2^−ℓ) = {delta:.4g}, plus one grid "
+                       f"step per level for the rounding to a grid of {GRID:g} and given discrete Laplace noise of scale "
                        f"(Δ/g + K)/ε = {scale_units * GRID:.4g} counts; only the partition chosen "
                        "from them is released")
     if noise is None:
