@@ -30,7 +30,7 @@ import dp  # noqa: E402
 from dp.mechanisms.leaves import square_base_grid  # noqa: E402
 
 DOMAIN = dp.PRESETS["New York (Manhattan & Brooklyn)"]
-E2E_PARAMS = {"grid_sizes": [30, 40, 50, 60, 70, 80], "tuning_queries": 100, "delta": 0.01}
+E2E_PARAMS = {"tuning_queries": 100, "delta": 0.01}   # candidate grid sizes: "auto" (default)
 TREE_BASE = 1024
 TREE_PARAMS = {"base_cells": TREE_BASE}
 TARGETS = ("targets: E2EPriv on 1e6 points <= 1.5 s; 1e7 end to end (load + E2EPriv) <= 15 s "

@@ -834,12 +834,10 @@ def test_candidate_modes_ledger_sums_to_epsilon_and_export_has_no_scores(variant
     assert json.loads(rel.to_json())["properties"]["grid"]["cols"] == rel.diagnostics["chosen"]
 
 
-def test_auto_release_at_200k_points_is_fast():
-    # about 0.2 s measured (six candidates up to 200 cells a side at ε = 1, 632 at ε = 10)
-    import time
+def test_auto_release_at_200k_points():
+    # the auto ladder on a 200k-point city (up to 200 cells a side at ε = 1, 632 at ε = 10);
+    # its time is measured in benchmarks/speed.py, never asserted here
     data, domain = dp.load_sample("city_200k")
     for eps in (1.0, 10.0):
-        t = time.perf_counter()
         rel = dp.release("e2epriv", data, domain, eps, seed=np.random.default_rng(50))
-        assert time.perf_counter() - t < 3.0
         assert rel.diagnostics["grid_sizes"] == auto_grid_sizes(rel.noisy_size, eps)

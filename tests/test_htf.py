@@ -56,6 +56,17 @@ def leaf_set(leaves):
     return {tuple(r) for r in np.asarray(leaves).tolist()}
 
 
+def reference_axis(i, r0, r1, c0, c1) -> int:
+    """Algorithm 2's axis rule, node by node: height mod 2 (0 = x), the other one when that
+    side is a single cell."""
+    axis = i % 2
+    if axis == 0 and c1 - c0 == 1:
+        return 1
+    if axis == 1 and r1 - r0 == 1:
+        return 0
+    return axis
+
+
 def assert_tiles(leaves, shape):
     """Leaves are disjoint, cover the grid, have area >= 1 (spec 7 case 8)."""
     lv = np.asarray(leaves)
@@ -429,11 +440,7 @@ def _reference_htf(F, h, E, eps_lvl, T, stop_count, stop_cells):
         if i == 0 or y <= stop_count or cells < stop_cells or cells == 1:
             out.append((r0, r1, c0, c1))
             return
-        axis = i % 2
-        if axis == 0 and c1 - c0 == 1:
-            axis = 1
-        elif axis == 1 and r1 - r0 == 1:
-            axis = 0
+        axis = reference_axis(i, r0, r1, c0, c1)
         k = htf.get_split_point(F[r0:r1, c0:c1], eps_lvl, axis, T, noise=zero_noise)
         if axis == 0:
             visit(r0, r1, c0, c0 + k, i - 1)
@@ -476,11 +483,7 @@ def _reference_midpoint_tree(shape, h, stop_cells):
         if i == 0 or cells < stop_cells or cells == 1:
             leaves.add((r0, r1, c0, c1))
             return
-        axis = i % 2
-        if axis == 0 and c1 - c0 == 1:
-            axis = 1
-        elif axis == 1 and r1 - r0 == 1:
-            axis = 0
+        axis = reference_axis(i, r0, r1, c0, c1)
         if axis == 0:
             m = c0 + (c1 - c0) // 2
             visit(r0, r1, c0, m, i - 1)
