@@ -22,6 +22,7 @@ from .io import (DEFAULT_MAX_ROWS, MAX_DROP_FRACTION, USER_NAMES, _decode, _dete
 from .convex import ConvexBodies, diameters
 from .mechanisms.euler.build import euler_build, prepare_bodies
 from .mechanisms.euler.grid import EulerGrid
+from .noise import make_rng
 from .points import LoadReport, PointData
 from .queries import Rect, as_rect_array
 
@@ -216,7 +217,7 @@ class RegionData:
     # ------------------------------------------------------------------ display
     def sample(self, k: int, seed: int = 0) -> np.ndarray:
         """Up to k region geometries (lon/lat), for the owner-only map layer."""
-        rng = np.random.default_rng(seed)
+        rng = make_rng(seed)
         idx = rng.choice(self.n, size=min(k, self.n), replace=False) if self.n else np.zeros(0, int)
         return self.geoms[np.sort(idx)]
 

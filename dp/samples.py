@@ -7,12 +7,13 @@ from typing import Callable
 import numpy as np
 
 from .domain import PRESETS, Domain
+from .noise import make_rng
 from .points import LoadReport, PointData
 
 
 def _city(domain: Domain, n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """Dense centre, a dozen neighbourhood clusters, and sparse suburbs spread over the box."""
-    rng = np.random.default_rng(seed)
+    rng = make_rng(seed)
     W, H = domain.width, domain.height
     cx, cy = domain.west + 0.45 * W, domain.south + 0.55 * H
     n_centre, n_hoods = int(0.35 * n), int(0.45 * n)
@@ -85,7 +86,7 @@ def _home_range_points(domain: Domain, n_users: int, seed: int, spread: str):
     """GPS-like points per user: a cloud around a home (clustered or even over the box) with a
     few far trips, so the pre-processing has outliers to discard."""
     from .domain import Projection
-    rng = np.random.default_rng(seed)
+    rng = make_rng(seed)
     if spread == "clustered":
         hx, hy = _city(domain, n_users, seed)
     else:

@@ -14,7 +14,7 @@ from ..budget import Ledger
 from ..contributions import USER_LEVEL_GUARANTEE
 from ..domain import Domain, UniformGrid
 from ..errors import ParameterError
-from ..noise import discrete_laplace, discrete_laplace_variance
+from ..noise import discrete_laplace, discrete_laplace_variance, make_rng
 from ..queries import Rect, as_rect_array, grid_answers, overlap_vectors
 
 
@@ -342,7 +342,7 @@ def noise_half_width(variance: float, terms=None, level: float = 0.95, n_sim: in
         keep = w != 0
         if 0 < keep.sum() <= MC_MAX_TERMS:
             sc = np.broadcast_to(np.asarray(terms[1], dtype=np.float64), w.shape)[keep]
-            z = discrete_laplace(np.random.default_rng(seed), np.broadcast_to(sc, (n_sim, sc.size)))
+            z = discrete_laplace(make_rng(seed), np.broadcast_to(sc, (n_sim, sc.size)))
             return float(np.quantile(np.abs(z @ w[keep]), level))
     return float(stats.norm.ppf(0.5 + level / 2) * math.sqrt(variance))
 

@@ -113,7 +113,7 @@ def release_dawa(data, domain, epsilon, split, params, rng, *, workload=None, no
 
     if workload is None:
         qrects = random_workload(domain, params["workload_queries"], area_frac=params["query_area"],
-                                 rng=np.random.default_rng(params["workload_seed"]))
+                                 rng=params["workload_seed"])
         info = {"kind": "random", "queries": params["workload_queries"],
                 "query_area": params["query_area"], "workload_seed": params["workload_seed"]}
     else:
