@@ -6,6 +6,7 @@ from pathlib import Path
 
 from dash import Dash, dcc, html
 
+import dp
 from components import (data_panel, evaluation_panel, export_panel, ids, interactive_panel, jobs,
                         ledger_panel, map_panel, mechanism_panel, queries_panel, state)
 
@@ -18,6 +19,7 @@ DEFAULT_CONFIG = {
     "default_budget": 10.0,    # total ε per dataset a new account starts with
     "secure_cookies": False,   # mark the session cookie Secure even over HTTP (behind a TLS proxy)
     "eval_workers": jobs.DEFAULT_WORKERS,   # evaluations run at once; more wait for a free worker
+    "mechanism": None,         # the mechanism picked at start; None: the recommended one (dp.recommend)
 }
 ACCOUNTS_DIR = Path(__file__).resolve().parent / "instance" / "accounts"
 PANELS = (data_panel, mechanism_panel, map_panel, queries_panel, ledger_panel, export_panel,
@@ -48,6 +50,9 @@ def serve_layout(config: dict):
 def create_app(config: dict | None = None) -> Dash:
     """Build the Dash app; `config` overrides DEFAULT_CONFIG (upload limit, tiles, cache, workers)."""
     config = {**DEFAULT_CONFIG, **(config or {})}
+    if config["mechanism"] not in (None, *mechanism_panel.point_mechanisms()):
+        raise ValueError(f"unknown mechanism {config['mechanism']!r}; expected one of "
+                         f"{', '.join(mechanism_panel.point_mechanisms())}")
     app = Dash(__name__, title="Private location statistics", suppress_callback_exceptions=True)
     state.init_cache(app.server, config)
     jobs.configure(config["eval_workers"])
@@ -74,12 +79,16 @@ def main(argv=None):
                    help="send the session cookie only over HTTPS (set this behind a TLS proxy)")
     p.add_argument("--eval-workers", type=int, default=DEFAULT_CONFIG["eval_workers"],
                    help="evaluations run at the same time; later ones wait for a free worker")
+    p.add_argument("--mechanism", choices=mechanism_panel.point_mechanisms(),
+                   help="the mechanism picked at start (default: the recommended one, "
+                        f"{dp.recommend('points').name})")
     a = p.parse_args(argv)
     if a.eval_workers < 1:
         p.error("--eval-workers must be at least 1")
     app = create_app({"max_upload_mb": a.max_upload_mb, "tiles_url": a.tiles_url,
                       "accounts_dir": a.accounts_dir, "default_budget": a.default_budget,
-                      "secure_cookies": a.secure_cookies, "eval_workers": a.eval_workers})
+                      "secure_cookies": a.secure_cookies, "eval_workers": a.eval_workers,
+                      "mechanism": a.mechanism})
     try:
         app.run(host=a.host, port=a.port, debug=a.debug)
     finally:

@@ -35,6 +35,7 @@ SIDE, N_QUERIES, RHO = 256, 2000, 20.0
 PEER_COLUMNS = ("UG", "AG", "QuadTree", "HB2D", "DAWA")
 # label -> (mechanism, parameters): each mechanism's defaults, as a user would run it
 PROJECT = {
+    "recommended": (dp.recommend("points").name, {}),
     "dawa": ("dawa", {}),
     "htf (paper)": ("htf", {"budget_mode": "paper"}),
     "htf (search)": ("htf", {"split_rule": "search"}),

@@ -1,5 +1,5 @@
 """Reading shared controls, for every panel: the public domain the data panel publishes in the
-`ids.DOMAIN` store, the ε slider, the mechanism's parameter controls and query rectangles
+`ids.DOMAIN` store, the total ε, the mechanism's parameter controls and query rectangles
 (drawn on the map or typed).
 
 Panels read each other's controls only through these helpers (and the stores they read), never
@@ -37,10 +37,25 @@ def domain_from_store(store: dict | None) -> dp.Domain:
     return dp.Domain.from_dict(store["domain"])
 
 
+EPS_MIN, EPS_MAX = 0.01, 10.0     # the ε control's range (the slider is log10 of it)
+
+
 def epsilon_from_slider(v) -> float:
-    """Slider position (log10 ε) to ε, rounded to 3 significant digits for readable ledgers."""
-    eps = 10 ** float(v)
-    return float(f"{eps:.3g}")
+    """Slider position (log10 ε) to ε rounded to 2 significant digits, so that a slider set
+    near 0.5 or 3 gives exactly 0.5 or 3 (the typed box takes any other value)."""
+    return float(f"{10 ** float(v):.2g}")
+
+
+def epsilon_value(x) -> float:
+    """The total ε typed in the ε box, checked: a number from EPS_MIN to EPS_MAX."""
+    try:
+        eps = float(x)
+    except (TypeError, ValueError):
+        eps = float("nan")
+    if not EPS_MIN <= eps <= EPS_MAX:
+        raise dp.ParameterError(f"type a total ε from {EPS_MIN:g} to {EPS_MAX:g} "
+                                "(for example 0.5); smaller is more private")
+    return eps
 
 
 def read_params(spec: dp.MechanismSpec, values: list, id_list: list) -> dict:

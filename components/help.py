@@ -12,6 +12,8 @@ TEXTS = {
     "mechanism": [
         "A mechanism turns exact counts into counts with carefully calibrated random noise, so that "
         "no single person's presence changes what is published by much.",
+        "The list starts on the recommended mechanism (marked ★): the one with the lowest error "
+        "in most of our measurements on real city data. The others are there to compare.",
         "Epsilon (ε) is the privacy budget: smaller means more noise and stronger privacy. Values "
         "between 0.1 and 1 are common. Some mechanisms spend part of ε on choosing their own "
         "settings (for example the grid size) and the rest on the counts; the sliders show the split.",

@@ -22,7 +22,9 @@ DOMAIN_WARNING = "domain-warning"
 
 MECHANISM = "mechanism"
 MECH_DESCRIPTION = "mechanism-description"
+MECH_RECOMMENDATION = "mechanism-recommendation"
 EPSILON = "epsilon-log"
+EPSILON_VALUE = "epsilon-value"          # the exact ε every reader uses; the slider is log10 of it
 EPSILON_READOUT = "epsilon-readout"
 SPLIT = "split"                    # pattern: {"type": SPLIT, "part": i}
 SPLIT_READOUT = "split-readout"

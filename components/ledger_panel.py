@@ -9,7 +9,7 @@ from dash import ALL, Input, Output, State, dash_table, dcc, html, no_update
 import dp
 
 from . import ids, state
-from .controls import domain_from_store, epsilon_from_slider, read_params
+from .controls import domain_from_store, epsilon_value, read_params
 from .help import help_box
 
 TABLE_STYLE = {"fontSize": "12px", "whiteSpace": "normal", "height": "auto", "textAlign": "left"}
@@ -116,7 +116,7 @@ def next_cost(eps_v, name, pvals, pids, domain_info: dict | None) -> float | Non
     try:
         params = read_params(spec, pvals, pids)
         domain = domain_from_store(domain_info)
-        return dp.accountant.release_cost(name, domain, epsilon_from_slider(eps_v), params)
+        return dp.accountant.release_cost(name, domain, epsilon_value(eps_v), params)
     except (dp.ParameterError, LookupError, TypeError):
         return None
 
@@ -146,7 +146,7 @@ def register_callbacks(app, config: dict):
     @app.callback(Output(ids.ACCOUNT_SUMMARY, "children"), Output(ids.ACCOUNT_TABLE, "data"),
                   Output(ids.ACCOUNT_RAISE_VALUE, "value"),
                   Input(ids.DATASET, "data"), Input(ids.RELEASE, "data"), Input(ids.ACCOUNT_TICK, "data"),
-                  Input(ids.EPSILON, "value"), Input(ids.MECHANISM, "value"),
+                  Input(ids.EPSILON_VALUE, "value"), Input(ids.MECHANISM, "value"),
                   Input({"type": ids.PARAM, "name": ALL}, "value"), Input(ids.DOMAIN, "data"),
                   State({"type": ids.PARAM, "name": ALL}, "id"))
     def show_account(info, _rinfo, _tick, eps_v, name, pvals, domain_info, pids):

@@ -2,16 +2,17 @@
 from __future__ import annotations
 
 import json
+import math
 
 from dash import ALL, Input, Output, State, ctx, dcc, html, no_update
 
 import dp
 
 from . import ids, state
-from .controls import domain_from_store, epsilon_from_slider, read_params
+from .controls import (EPS_MAX, EPS_MIN, domain_from_store, epsilon_from_slider, epsilon_value,
+                       read_params)
 from .help import help_box
 
-DEFAULT_MECHANISM = "e2epriv"
 EPS_MARKS = {-2: "0.01", -1: "0.1", 0: "1", 1: "10"}
 
 
@@ -19,12 +20,18 @@ def layout(config: dict) -> html.Div:
     return html.Div(className="card", children=[
         html.H3("2 · Mechanism"),
         help_box("mechanism"),
-        dcc.Dropdown(id=ids.MECHANISM, clearable=False, value=DEFAULT_MECHANISM,
+        dcc.Dropdown(id=ids.MECHANISM, clearable=False,
+                     value=config.get("mechanism") or dp.recommend("points").name,
                      options=mechanism_options("points")),
+        html.Div(recommendation_line("points"), id=ids.MECH_RECOMMENDATION, className="hint"),
         html.Div(id=ids.MECH_DESCRIPTION, className="mech-description"),
-        html.Label("Total privacy budget ε (log scale)", htmlFor=ids.EPSILON),
-        dcc.Slider(id=ids.EPSILON, min=-2, max=1, step=0.01, value=0, marks=EPS_MARKS, allow_direct_input=False,
-                   updatemode="drag"),
+        html.Label("Total privacy budget ε (type it, or drag the log-scale slider)",
+                   htmlFor=ids.EPSILON_VALUE),
+        html.Div(className="epsilon-row", children=[
+            dcc.Input(id=ids.EPSILON_VALUE, type="number", value=1, min=EPS_MIN, max=EPS_MAX,
+                      step="any", debounce=True, className="epsilon-input"),
+            dcc.Slider(id=ids.EPSILON, min=-2, max=1, step=0.01, value=0, marks=EPS_MARKS,
+                       allow_direct_input=False, className="epsilon-slider")]),
         html.Div(id=ids.EPSILON_READOUT, className="readout"),
         html.Div(id=ids.PARAMS_BOX),
         html.Div(className="seed-row", children=[
@@ -40,9 +47,22 @@ def layout(config: dict) -> html.Div:
 
 
 def mechanism_options(kind: str) -> list[dict]:
-    """Private mechanisms that apply to this kind of data ('points' or 'regions')."""
-    return [{"label": s.label, "value": k} for k, s in dp.mechanisms(private_only=True).items()
-            if s.data_kind == kind]
+    """Private mechanisms that apply to this kind of data ('points' or 'regions'), the
+    recommended one marked."""
+    best = dp.recommend(kind).name
+    return [{"label": s.label + (" ★ recommended" if k == best else ""), "value": k}
+            for k, s in dp.mechanisms(private_only=True).items() if s.data_kind == kind]
+
+
+def point_mechanisms() -> list[str]:
+    """Names of the private mechanisms for point data: what the app may start with."""
+    return [o["value"] for o in mechanism_options("points")]
+
+
+def recommendation_line(kind: str) -> str:
+    """One line naming the recommended mechanism for this kind of data and why."""
+    rec = dp.recommend(kind)
+    return f"★ Recommended: {dp.mechanisms()[rec.name].label}, {rec.reason}."
 
 
 def param_control(p: dp.Param):
@@ -96,11 +116,13 @@ def describe(rel: dp.Release) -> str:
 
 def register_callbacks(app, config: dict):
     @app.callback(Output(ids.MECHANISM, "options"), Output(ids.MECHANISM, "value"),
+                  Output(ids.MECH_RECOMMENDATION, "children"),
                   Input(ids.DATASET, "data"), State(ids.MECHANISM, "value"))
     def offer_mechanisms(info, current):
-        opts = mechanism_options((info or {}).get("kind", "points"))
-        values = [o["value"] for o in opts]
-        return opts, current if current in values else (values[0] if values else None)
+        kind = (info or {}).get("kind", "points")
+        opts = mechanism_options(kind)
+        value = current if current in [o["value"] for o in opts] else dp.recommend(kind).name
+        return opts, value, recommendation_line(kind)
 
     @app.callback(Output(ids.MECH_DESCRIPTION, "children"), Output(ids.PARAMS_BOX, "children"),
                   Input(ids.MECHANISM, "value"))
@@ -110,11 +132,27 @@ def register_callbacks(app, config: dict):
         params = split_controls(spec) + [param_control(p) for p in spec.params]
         return desc, params
 
-    @app.callback(Output(ids.EPSILON_READOUT, "children"), Input(ids.EPSILON, "value"),
+    @app.callback(Output(ids.EPSILON_VALUE, "value"), Output(ids.EPSILON, "value"),
+                  Input(ids.EPSILON_VALUE, "value"), Input(ids.EPSILON, "value"),
+                  prevent_initial_call=True)
+    def sync_epsilon(typed, v):
+        """The slider writes a rounded ε into the box; a typed ε moves the slider (the box holds
+        the exact value every reader uses)."""
+        if ctx.triggered_id == ids.EPSILON:
+            return epsilon_from_slider(v), no_update
+        try:
+            return no_update, math.log10(epsilon_value(typed))
+        except dp.ParameterError:
+            return no_update, no_update     # the readout says what is wrong
+
+    @app.callback(Output(ids.EPSILON_READOUT, "children"), Input(ids.EPSILON_VALUE, "value"),
                   Input(ids.MECHANISM, "value"), Input({"type": ids.PARAM, "name": ALL}, "value"),
                   Input(ids.DOMAIN, "data"), State({"type": ids.PARAM, "name": ALL}, "id"))
-    def show_epsilon(v, name, pvals, domain, pids):
-        eps = epsilon_from_slider(v)
+    def show_epsilon(typed, name, pvals, domain, pids):
+        try:
+            eps = epsilon_value(typed)
+        except dp.ParameterError as exc:
+            return html.Div(str(exc), className="error")
         spec = dp.mechanisms().get(name)
         if spec is None or spec.explain is None:
             return f"ε = {eps:g}"
@@ -126,14 +164,14 @@ def register_callbacks(app, config: dict):
         return [html.Div(f"ε = {eps:g}"), html.Div(note, className="equivalent-eps")]
 
     @app.callback(Output(ids.SPLIT_READOUT, "children"),
-                  Input({"type": ids.SPLIT, "part": ALL}, "value"), Input(ids.EPSILON, "value"),
+                  Input({"type": ids.SPLIT, "part": ALL}, "value"), Input(ids.EPSILON_VALUE, "value"),
                   State(ids.MECHANISM, "value"))
-    def show_split(weights, v, name):
+    def show_split(weights, typed, name):
         spec = dp.mechanisms()[name]
         if len(weights) != len(spec.budget_parts):
             return no_update
         try:
-            return split_readout(spec, split_from_weights(weights), epsilon_from_slider(v))
+            return split_readout(spec, split_from_weights(weights), epsilon_value(typed))
         except dp.ParameterError as exc:
             return html.Div(str(exc), className="error")
 
@@ -142,7 +180,7 @@ def register_callbacks(app, config: dict):
     @app.callback(Output(ids.RELEASE, "data"), Output(ids.RELEASE_STATUS, "children"),
                   Input(ids.RELEASE_BUTTON, "n_clicks"), Input(ids.DATASET, "data"),
                   Input(ids.DOMAIN, "data"),
-                  State(ids.MECHANISM, "value"), State(ids.EPSILON, "value"),
+                  State(ids.MECHANISM, "value"), State(ids.EPSILON_VALUE, "value"),
                   State({"type": ids.SPLIT, "part": ALL}, "value"),
                   State({"type": ids.PARAM, "name": ALL}, "value"),
                   State({"type": ids.PARAM, "name": ALL}, "id"),
@@ -162,12 +200,12 @@ def register_callbacks(app, config: dict):
                 return None, html.Div("Your last release of this data is no longer on the server. "
                                       "Press Release for a new one (it spends ε again).",
                                       className="warning")
-        kinds = [o["value"] for o in mechanism_options(info.get("kind", "points"))]
-        if name not in kinds:   # new data of another kind: the picker is switching too
-            name = kinds[0]
+        kind = info.get("kind", "points")
+        if name not in [o["value"] for o in mechanism_options(kind)]:
+            name = dp.recommend(kind).name   # new data of another kind: the picker is switching too
         spec = dp.mechanisms()[name]
         try:
-            epsilon = epsilon_from_slider(eps_v)
+            epsilon = epsilon_value(eps_v)
             split = split_from_weights(weights) if len(weights) == len(spec.budget_parts) \
                 else list(spec.default_split)
             params = spec.resolve_params(read_params(spec, pvals, pids))

@@ -19,6 +19,7 @@ from .io import load_points
 from .mechanisms import GridRelease, LeafRelease, MechanismSpec, Param, Release, mechanisms, release
 from .points import LoadReport, PointData
 from .queries import Rect, random_workload
+from .recommend import Recommendation, recommend
 from .regions import RegionData, load_regions
 from .samples import SAMPLES, load_sample
 from .samples import load_region_sample
@@ -30,5 +31,5 @@ __all__ = [
     "load_points", "load_sample", "mechanisms", "metrics", "noise", "random_workload", "release",
     "RegionData", "load_regions", "load_region_sample",
     "DEFAULT_POINTS_PER_USER", "USER_LEVEL_GUARANTEE", "bound_contributions",
-    "interactive", "Accountant", "Charge",
+    "interactive", "Accountant", "Charge", "Recommendation", "recommend",
 ]

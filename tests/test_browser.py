@@ -36,7 +36,10 @@ SAMPLE = "city_200k"
 
 
 def start(dash_duo, **config):
-    app = create_app({"tiles_url": "http://127.0.0.1:9/{z}/{x}/{y}.png", **config})   # no tiles: offline
+    """Serve the app offline (no tiles). These tests read a grid release cell by cell, so they
+    start on E2EPriv unless `mechanism=None` asks for the app's own default."""
+    config = {"tiles_url": "http://127.0.0.1:9/{z}/{x}/{y}.png", "mechanism": "e2epriv", **config}
+    app = create_app(config)
     dash_duo.start_server(app)
     dash_duo.wait_for_element("img.grid-raster", timeout=30)
     dash_duo.wait_for_contains_text(f"#{ids.RELEASE_STATUS}", "Released", timeout=30)
@@ -143,6 +146,19 @@ def test_starts_with_sample_and_draws_cells(dash_duo):
                                                     for e in dash_duo.get_logs())
 
 
+def test_starts_on_the_recommended_mechanism_and_says_why(dash_duo):
+    start(dash_duo, mechanism=None)
+    rec = dp.recommend("points")
+    label = dp.mechanisms()[rec.name].label
+    assert f"{label} ★ recommended" in dash_duo.find_element(f"#{ids.MECHANISM}").text
+    assert dash_duo.find_element(f"#{ids.MECH_RECOMMENDATION}").text == \
+        f"★ Recommended: {label}, {rec.reason}."
+    assert f"Released {label} at ε = 1" in dash_duo.find_element(f"#{ids.RELEASE_STATUS}").text
+    steps = ["PrivTree decomposition", "PrivTree leaf counts"]
+    poll_until(lambda: ledger_steps(dash_duo) == steps, 10)
+    assert ledger_steps(dash_duo) == steps
+
+
 def test_switch_mechanism_and_epsilon_changes_map_and_ledger(dash_duo):
     start(dash_duo)
     use_demo_seed(dash_duo, release=False)
@@ -169,6 +185,35 @@ def test_switch_mechanism_and_epsilon_changes_map_and_ledger(dash_duo):
     # the server-side account: 1 (start-up) + 0.1 (this release), basic composition
     dash_duo.wait_for_contains_text(f"#{ids.ACCOUNT_SUMMARY}", "Spent ε = 1.1 of 10", timeout=10)
     assert len(table_rows(dash_duo, ids.ACCOUNT_TABLE)) == 2
+
+
+def type_epsilon(dash_duo, text: str):
+    box = dash_duo.find_element(f"#{ids.EPSILON_VALUE}")
+    box.send_keys(Keys.CONTROL, "a")
+    box.send_keys(text, Keys.ENTER)
+
+
+def test_epsilon_is_typed_exactly_and_moves_the_slider(dash_duo):
+    start(dash_duo)
+    type_epsilon(dash_duo, "0.5")
+    dash_duo.wait_for_text_to_equal(f"#{ids.EPSILON_READOUT}", "ε = 0.5", timeout=10)
+    thumb = dash_duo.find_element(f"#{ids.EPSILON} [role=slider]")
+    poll_until(lambda: abs(float(thumb.get_attribute("aria-valuenow")) + 0.301) < 0.01, 10)
+    assert abs(float(thumb.get_attribute("aria-valuenow")) - (-0.30103)) < 0.01
+    dash_duo.find_element(f"#{ids.RELEASE_BUTTON}").click()
+    dash_duo.wait_for_contains_text(f"#{ids.RELEASE_STATUS}", "at ε = 0.5,", timeout=20)
+    dash_duo.wait_for_contains_text(f"#{ids.LEDGER_TOTAL}", "This release: ε = 0.5 of 0.5", timeout=10)
+    type_epsilon(dash_duo, "3")
+    dash_duo.wait_for_text_to_equal(f"#{ids.EPSILON_READOUT}", "ε = 3", timeout=10)
+    # the slider writes rounded values into the box: one step up from log10(3) is 3.1, not 3.09
+    thumb.send_keys(Keys.ARROW_RIGHT)
+    poll_until(lambda: dash_duo.find_element(f"#{ids.EPSILON_VALUE}").get_attribute("value") == "3.1", 10)
+    assert dash_duo.find_element(f"#{ids.EPSILON_VALUE}").get_attribute("value") == "3.1"
+    # out of range: said in plain words, and nothing is released
+    type_epsilon(dash_duo, "20")
+    dash_duo.wait_for_contains_text(f"#{ids.EPSILON_READOUT}", "type a total ε from 0.01 to 10", timeout=10)
+    dash_duo.find_element(f"#{ids.RELEASE_BUTTON}").click()
+    dash_duo.wait_for_contains_text(f"#{ids.RELEASE_STATUS}", "Not released: type a total ε", timeout=10)
 
 
 def test_drawn_and_typed_rectangles_match_dp(dash_duo):
@@ -416,7 +461,7 @@ def test_long_evaluation_can_be_cancelled(dash_duo):
 def test_tree_release_shows_leaves_and_grows_level_by_level(dash_duo):
     start(dash_duo)
     use_demo_seed(dash_duo, release=False)
-    dash_duo.select_dcc_dropdown(f"#{ids.MECHANISM}", value="PrivTree (Zhang et al.)")
+    dash_duo.select_dcc_dropdown(f"#{ids.MECHANISM}", value="PrivTree (Zhang et al.) ★ recommended")
     dash_duo.wait_for_contains_text(f"#{ids.MECH_DESCRIPTION}", "quarters", timeout=10)
     dash_duo.find_element(f"#{ids.RELEASE_BUTTON}").click()
     dash_duo.wait_for_contains_text(f"#{ids.RELEASE_STATUS}", "leaves", timeout=30)

@@ -102,6 +102,12 @@ def test_mechanism_controls_follow_the_registry():
     assert controls.epsilon_from_slider(0) == 1.0
     assert controls.epsilon_from_slider(-2) == 0.01
     assert controls.epsilon_from_slider(np.log10(0.37)) == 0.37
+    # the slider moves in steps of 0.01 in log10 ε: the steps nearest 0.5 and 3 give them exactly
+    assert controls.epsilon_from_slider(-0.30) == 0.5 and controls.epsilon_from_slider(0.48) == 3.0
+    assert controls.epsilon_value("0.123") == 0.123 and controls.epsilon_value(10) == 10.0
+    for bad in (None, "", "abc", 0, -1, 0.001, 20):
+        with pytest.raises(dp.ParameterError, match="type a total ε from 0.01 to 10"):
+            controls.epsilon_value(bad)
     assert mechanism_panel.split_from_weights([20, 80]) == pytest.approx([0.2, 0.8])
     assert mechanism_panel.split_from_weights([1, 1, 2]) == pytest.approx([0.25, 0.25, 0.5])
     with pytest.raises(dp.ParameterError):
@@ -326,11 +332,11 @@ def test_next_release_cost_is_what_the_account_will_charge():
     london = dp.PRESETS["London"]
     store = data_panel.domain_store("London", [None] * 4, "s", {})     # what the data panel publishes
     assert controls.domain_from_store(store) == london
-    assert ledger_panel.next_cost(0, "ug", [], [], store) == 1.0
+    assert ledger_panel.next_cost(1.0, "ug", [], [], store) == 1.0
     m = shifted_grids.plan(london, dp.mechanisms()["shifted_grids"].resolve_params({}))[1].m
-    cost = ledger_panel.next_cost(0, "shifted_grids", [], [], store)
+    cost = ledger_panel.next_cost(1.0, "shifted_grids", [], [], store)
     assert m > 1 and cost == pytest.approx(m / 4)          # add/remove equivalent (spec 001 §1)
     incomplete = data_panel.domain_store(data_panel.CUSTOM, [None] * 4, "s", {})
     with pytest.raises(dp.ParameterError, match="all four sides"):     # the message is kept
         controls.domain_from_store(incomplete)
-    assert ledger_panel.next_cost(0, "ug", [], [], incomplete) is None
+    assert ledger_panel.next_cost(1.0, "ug", [], [], incomplete) is None

@@ -151,3 +151,16 @@ def test_fixed_seed_is_deterministic(name, releases):
     a, b, _ = releases[name]
     assert a.to_json() == b.to_json()
     assert "reproducible_demo" in json.loads(a.to_json())["properties"]
+
+
+@pytest.mark.parametrize("kind", sorted({s.data_kind for s in dp.mechanisms().values()}))
+def test_every_data_kind_has_a_private_recommended_mechanism(kind):
+    rec = dp.recommend(kind)
+    spec = dp.mechanisms(private_only=True)[rec.name]
+    assert spec.data_kind == kind and spec.comparable
+    assert rec.reason and "\n" not in rec.reason          # one line for the app
+
+
+def test_recommendation_for_an_unknown_kind_says_what_exists():
+    with pytest.raises(dp.ParameterError, match="expected one of points, regions"):
+        dp.recommend("lines")
