@@ -13,7 +13,8 @@ from . import interactive
 from .accountant import Accountant, Charge
 from .budget import Ledger, LedgerEntry
 from .contributions import DEFAULT_POINTS_PER_USER, USER_LEVEL_GUARANTEE, bound_contributions
-from .domain import PRESETS, Domain, Projection, UniformGrid, fit_to_data
+from .domain import Domain, Projection, UniformGrid, fit_to_data
+from .presets import PRESETS, presets_containing
 from .errors import BudgetError, DataError, ParameterError, PrivacyLeakWarning
 from .io import load_points
 from .mechanisms import GridRelease, LeafRelease, MechanismSpec, Param, Release, mechanisms, release
@@ -26,7 +27,7 @@ from .samples import load_region_sample
 
 __all__ = [
     "BudgetError", "DataError", "Domain", "GridRelease", "Ledger", "LedgerEntry", "LoadReport",
-    "LeafRelease", "MechanismSpec", "PRESETS", "Param", "ParameterError", "PointData", "PrivacyLeakWarning",
+    "LeafRelease", "MechanismSpec", "PRESETS", "presets_containing", "Param", "ParameterError", "PointData", "PrivacyLeakWarning",
     "Projection", "Rect", "Release", "SAMPLES", "UniformGrid", "evaluate", "fit_to_data",
     "load_points", "load_sample", "mechanisms", "metrics", "noise", "random_workload", "release",
     "RegionData", "load_regions", "load_region_sample",

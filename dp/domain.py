@@ -79,21 +79,6 @@ class Domain:
                    name=d.get("name", "custom"), leaky=bool(d.get("leaky", False)))
 
 
-# Public city boxes; a preset is public knowledge, so using one leaks nothing.
-PRESETS: dict[str, Domain] = {
-    d.name: d for d in [
-        Domain(-74.05, 40.60, -73.85, 40.90, name="New York (Manhattan & Brooklyn)"),
-        Domain(-0.35, 51.35, 0.15, 51.65, name="London"),
-        Domain(2.22, 48.80, 2.47, 48.92, name="Paris"),
-        Domain(-122.52, 37.70, -122.35, 37.82, name="San Francisco"),
-        Domain(116.20, 39.75, 116.55, 40.05, name="Beijing"),
-        Domain(144.85, -37.90, 145.05, -37.75, name="Melbourne"),
-        Domain(-125.5, 25.0, -65.5, 50.0, name="Contiguous USA"),
-        Domain(-180.0, -90.0, 180.0, 90.0, name="World"),
-    ]
-}
-
-
 def fit_to_data(x, y, pad: float = 1e-9) -> Domain:
     """Smallest box around the points. LEAKS: min/max of private data become public."""
     x = np.asarray(x, dtype=float)

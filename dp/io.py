@@ -42,21 +42,52 @@ def _read_source(source, filename):
     raise DataError(f"expected a file path or bytes, got {type(source).__name__}")
 
 
-def _decode(raw: bytes) -> str:
+_BOMS = ((b"\xff\xfe\x00\x00", "utf-32"), (b"\x00\x00\xfe\xff", "utf-32"),
+         (b"\xff\xfe", "utf-16"), (b"\xfe\xff", "utf-16"))
+TINY = 50      # fewer points than this: warn that a release would be mostly noise
+
+
+def _text_encoding(raw: bytes) -> str:
+    """The encoding of a text file: a byte-order mark, UTF-16 without one (every other byte
+    NUL), UTF-8, else Windows-1252; binary data raises DataError."""
     for magic, what in _BINARY_MAGIC.items():
         if raw.startswith(magic):
             raise DataError(f"the file is {what}, not text; expected a CSV (comma-separated text) "
                             "or a GeoJSON file")
-    if raw.startswith((b"\xff\xfe", b"\xfe\xff")):
-        return raw.decode("utf-16")
+    for bom, enc in _BOMS:
+        if raw.startswith(bom):
+            return enc
+    head = raw[:4096]
+    if len(head) >= 4 and head.count(0) > len(head) // 3:
+        if head[1::2].count(0) > 0.9 * len(head[1::2]):
+            return "utf-16-le"
+        if head[0::2].count(0) > 0.9 * len(head[0::2]):
+            return "utf-16-be"
+        raise DataError("the file contains binary (NUL) bytes, not text; expected a UTF-8 CSV "
+                        "or GeoJSON file")
     try:
-        text = raw.decode("utf-8-sig")
+        raw.decode("utf-8")
+        return "utf-8-sig"
+    except UnicodeDecodeError:
+        return "cp1252"
+
+
+def _decode(raw: bytes) -> tuple[str, str | None]:
+    """(text, a warning when the file was not UTF-8 and how it was read)."""
+    enc = _text_encoding(raw)
+    try:
+        text = raw.decode(enc)
     except UnicodeDecodeError as exc:
-        raise DataError(f"the file is not UTF-8 text (byte 0x{raw[exc.start]:02x} at position "
-                        f"{exc.start}); save it as UTF-8 CSV or GeoJSON and upload again") from None
+        raise DataError(f"the file is neither UTF-8 nor Windows-1252 text (byte 0x{raw[exc.start]:02x} "
+                        f"at position {exc.start}); save it as UTF-8 CSV or GeoJSON and upload again") from None
     if "\x00" in text[:4096]:
         raise DataError("the file contains binary (NUL) bytes; expected CSV text or GeoJSON")
-    return text
+    if enc == "utf-8-sig":
+        return text, None
+    name = {"utf-32": "UTF-32", "utf-16": "UTF-16", "utf-16-le": "UTF-16 (little-endian)",
+            "utf-16-be": "UTF-16 (big-endian)", "cp1252": "Windows-1252 (Latin-1)"}[enc]
+    return text, (f"the file is {name} text rather than the expected UTF-8; it was decoded as "
+                  "such: check that the column names and ids look right")
 
 
 def _detect_format(text: str, filename: str | None, fmt: str | None) -> str:
@@ -93,7 +124,7 @@ def load_points(source, *, lon=None, lat=None, user=None, fmt: str | None = None
     if not raw or raw.isspace():   # not raw.strip(): no copy of a large file
         raise DataError("the file is empty; expected a CSV with a header row such as 'lon,lat' "
                         "followed by one point per line, or a GeoJSON FeatureCollection of Points")
-    text = _decode(raw)
+    text, encoding_warning = _decode(raw)
     if not text or text.isspace():   # e.g. only a byte-order mark
         raise DataError("the file is empty; expected a CSV with a header row such as 'lon,lat' "
                         "followed by one point per line, or a GeoJSON FeatureCollection of Points")
@@ -104,7 +135,19 @@ def load_points(source, *, lon=None, lat=None, user=None, fmt: str | None = None
         x, y, uid, report = _parse_geojson(text, max_rows)
     data = PointData(x, y, uid, report, name=name or filename or "upload")
     _note_missing_ids(data)
+    add_load_warnings(report, data.n, "point", encoding_warning)
     return data
+
+
+def add_load_warnings(report: LoadReport, n: int, what: str, encoding_warning: str | None) -> None:
+    """Put first how the file was decoded when it was not UTF-8, and last a warning when there
+    are too few records (`what`: 'point' or 'region') for a release that is more than noise."""
+    report.warnings[:0] = [encoding_warning] if encoding_warning else []
+    if n < TINY:
+        report.warnings.append(
+            f"only {n} {what}{'s' if n != 1 else ''}: the noise that protects people is about as "
+            f"large as such counts, so a release of so few {what}s is mostly noise. Use it to try "
+            "the tool, not to publish")
 
 
 def _note_missing_ids(data: PointData):
@@ -201,6 +244,7 @@ def _parse_csv(text, lon, lat, user, max_rows):
         raise DataError(f"the file has {n_rows:,} rows, more than the limit of {max_rows:,}; "
                         "upload a sample or raise the limit")
     cols = {"lon": header[ilon].strip(), "lat": header[ilat].strip()}
+    generic = lon is None and lat is None and {cols["lon"].lower(), cols["lat"].lower()} == {"x", "y"}
     if iuser is not None:
         cols["user"] = header[iuser].strip()
     dropped: dict[str, int] = {}
@@ -223,6 +267,11 @@ def _parse_csv(text, lon, lat, user, max_rows):
     keep, hint = _validate_coords(x, y, keep, dropped)
     report = LoadReport("CSV", n_rows, int(keep.sum()), cols, dropped)
     _refuse_if_mostly_bad(report, first_bad, hint)
+    if generic:
+        report.warnings.append(
+            "the coordinates come from columns named 'x' and 'y', which do not say they are "
+            "longitude and latitude in degrees: check that the points land in the right place on "
+            "the map, or name the columns under 'Column names'")
     return x[keep], y[keep], (None if uid is None else uid[keep]), report
 
 

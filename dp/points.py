@@ -24,6 +24,7 @@ class LoadReport:
     columns: dict = field(default_factory=dict)   # role -> column name, e.g. {"lon": "lng"}
     dropped: dict = field(default_factory=dict)   # reason -> count
     notes: list = field(default_factory=list)
+    warnings: list = field(default_factory=list)  # what the owner should check before releasing
 
     @property
     def rows_dropped(self) -> int:

@@ -17,7 +17,7 @@ import shapely
 
 from .domain import EARTH_RADIUS_M, Domain
 from .errors import DataError
-from .io import (DEFAULT_MAX_ROWS, MAX_DROP_FRACTION, USER_NAMES, _decode, _detect_format,
+from .io import (DEFAULT_MAX_ROWS, MAX_DROP_FRACTION, USER_NAMES, _decode, _detect_format, add_load_warnings,
                  _read_source, load_points)
 from .convex import ConvexBodies, diameters
 from .mechanisms.euler.build import euler_build, prepare_bodies
@@ -374,7 +374,7 @@ def load_regions(source, *, filename: str | None = None, fmt: str | None = None,
     raw, filename = _read_source(source, filename)
     if not raw or raw.isspace():
         raise DataError(_EMPTY_MSG)
-    text = _decode(raw)
+    text, encoding_warning = _decode(raw)
     if not text or text.isspace():
         raise DataError(_EMPTY_MSG)
     kind = _detect_format(text, filename, fmt)
@@ -387,7 +387,9 @@ def load_regions(source, *, filename: str | None = None, fmt: str | None = None,
                             "); one region is built per user, so name the column with user=...")
         return _regions_from_pointdata(pts, bound_km or DEFAULT_BOUND_KM, knn, kde_max, label,
                                        pts.report)
-    return _load_geojson_regions(raw, text, user, max_rows, bound_km, knn, kde_max, merge, label)
+    data = _load_geojson_regions(raw, text, user, max_rows, bound_km, knn, kde_max, merge, label)
+    add_load_warnings(data.report, data.n, "region", encoding_warning)
+    return data
 
 
 def _feature_list(doc):

@@ -6,7 +6,8 @@ from typing import Callable
 
 import numpy as np
 
-from .domain import PRESETS, Domain
+from .domain import Domain
+from .presets import PRESETS
 from .noise import make_rng
 from .points import LoadReport, PointData
 

@@ -231,9 +231,33 @@ def test_boundary_values_are_valid():
 
 
 # ------------------------------------------------------------------ encoding and binaries
-def test_wrong_encoding_latin1():
-    msg = load_error(b"lon,lat\n\xe9t\xe9,1\n2,3\n")
-    assert_says(msg, "not utf-8", "0xe9", "position 8", "save it as utf-8")
+@pytest.mark.parametrize("encoding, name", [
+    ("utf-16-le", "UTF-16 (little-endian)"), ("utf-16-be", "UTF-16 (big-endian)"),
+    ("utf-16", "UTF-16"), ("utf-32", "UTF-32"), ("cp1252", "Windows-1252 (Latin-1)")])
+def test_other_text_encodings_are_read_and_named(encoding, name):
+    raw = "lon,lat,user\n2.35,48.85,café\n2.36,48.86,né\n".encode(encoding)
+    data = dp.load_points(raw, filename="upload.csv")
+    assert data.n == 2 and sorted(data.user) == ["café", "né"]
+    assert data.report.warnings[0] == (f"the file is {name} text rather than the expected UTF-8; "
+                                       "it was decoded as such: check that the column names and "
+                                       "ids look right")
+
+
+def test_utf8_file_has_no_encoding_warning_and_nul_bytes_are_refused():
+    rows = "".join(f"{i / 100},{i / 100}\n" for i in range(60))
+    assert dp.load_points(("lon,lat\n" + rows).encode(), filename="a.csv").report.warnings == []
+    msg = load_error(b"lon,lat\n1\x00,2\n3,4\n")
+    assert_says(msg, "binary (nul) bytes", "expected csv text")
+
+
+def test_ambiguous_columns_and_tiny_data_are_flagged_in_plain_words():
+    data = dp.load_points(b"x,y,z\n1,2,3\n", filename="xyz.csv")
+    assert (data.x.tolist(), data.y.tolist()) == ([1.0], [2.0])
+    generic, tiny = data.report.warnings
+    assert "columns named 'x' and 'y'" in generic and "longitude and latitude in degrees" in generic
+    assert tiny.startswith("only 1 point: ") and "mostly noise" in tiny
+    named = dp.load_points(b"x,y\n1,2\n", filename="xy.csv", lon="x", lat="y")
+    assert not any("columns named" in w for w in named.report.warnings)   # chosen explicitly
 
 
 @pytest.mark.parametrize("raw, filename, what", [
