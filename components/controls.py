@@ -37,6 +37,7 @@ def domain_from_store(store: dict | None) -> dp.Domain:
     return dp.Domain.from_dict(store["domain"])
 
 
+MOSTLY_OUTSIDE = 0.5     # below this share of the data inside the domain, nothing is released
 EPS_MIN, EPS_MAX = 0.01, 10.0     # the ε control's range (the slider is log10 of it)
 
 

@@ -29,6 +29,7 @@ def layout(config: dict) -> html.Div:
         help_box("data"),
         html.Label("Built-in sample", htmlFor=ids.SAMPLE_PICK),
         dcc.Dropdown(id=ids.SAMPLE_PICK, clearable=False, value=state.DEFAULT_SAMPLE,
+                     placeholder="Your upload is loaded: pick a sample to go back to it",
                      options=[{"label": f"Points: {s.label}", "value": k} for k, s in dp.SAMPLES.items()]
                      + [{"label": f"Regions: {s.label}", "value": k} for k, s in REGION_SAMPLES.items()]),
         html.Label("Upload contains", htmlFor=ids.UPLOAD_KIND),
@@ -61,15 +62,42 @@ def layout(config: dict) -> html.Div:
                      "points left out.", className="hint")]),
         html.Label("Domain (public bounding box)", htmlFor=ids.DOMAIN_PRESET),
         dcc.Dropdown(id=ids.DOMAIN_PRESET, clearable=False,
-                     value=state.sample(state.DEFAULT_SAMPLE)[1].name,
-                     options=[{"label": k, "value": k} for k in DOMAINS]
-                     + [{"label": "Custom box…", "value": CUSTOM},
-                        {"label": "Fit to data (leaks min/max!)", "value": FIT}]),
+                     value=state.sample(state.DEFAULT_SAMPLE)[1].name, options=domain_options()),
         html.Div(className="box-inputs", children=[
             dcc.Input(id={"type": ids.DOMAIN_BOX, "side": s}, type="number", placeholder=s,
                       debounce=True, step="any") for s in SIDES]),
         html.Div(id=ids.DOMAIN_WARNING, role="alert"),
     ])
+
+
+def domain_options() -> list[dict]:
+    """The domain picker's choices: cities, regions, countries, the samples' boxes, a typed
+    box and fit-to-data."""
+    groups = [("City", dp.presets.CITIES), ("Region", dp.presets.REGIONS),
+              ("Country", dp.presets.COUNTRIES)]
+    opts = [{"label": f"{group}: {name}", "value": name} for group, boxes in groups for name in boxes]
+    opts += [{"label": f"Sample box: {name}", "value": name} for name in DOMAINS if name not in dp.PRESETS]
+    return opts + [{"label": "Custom box…", "value": CUSTOM},
+                   {"label": "Fit to data (leaks min/max!)", "value": FIT}]
+
+
+def outside_alert(data, domain: dp.Domain, inside: float) -> html.Div:
+    """The owner-only alert when most of the data lies outside the declared box, with the ways
+    out: a preset that holds the points, a typed box, or fitting the box to the data."""
+    what = "points" if data.kind == "points" else "regions"
+    choices = [html.Button(f"Use {name} ({100 * share:.0f}% inside)", n_clicks=0,
+                           id={"type": ids.DOMAIN_SUGGEST, "preset": name}, className="suggest")
+               for name, share in (dp.presets_containing(data.x, data.y)[:3] if data.kind == "points" else [])]
+    choices += [html.Button("Type a box", n_clicks=0, className="suggest",
+                            id={"type": ids.DOMAIN_SUGGEST, "preset": CUSTOM}),
+                html.Button("Fit to data (leaks its min/max)", n_clicks=0, className="suggest",
+                            id={"type": ids.DOMAIN_SUGGEST, "preset": FIT})]
+    return html.Div(className="error domain-alert", role="alert", children=[
+        html.B(f"Only {100 * inside:.0f}% of your {what} lie inside the domain box "
+               f"“{domain.name}”: nothing is released on it. "),
+        "The domain is your public declaration of where the data may lie; choose one that "
+        "contains your data (owner only: these suggestions read your data):",
+        html.Div(choices, className="suggestions")])
 
 
 def decode_upload(contents: str, filename: str | None, max_bytes: int) -> bytes:
@@ -150,6 +178,8 @@ def summary_view(info: dict | None):
         html.Div([html.B(info["name"]), f" — {info['n']:,} {info.get('kind', 'points')}"]),
         html.Div(info["summary"], className="hint"),
         html.Ul([html.Li(f"{n:,} {why}") for why, n in dropped.items()]) if dropped else None,
+        html.Div([html.B("Check before releasing: "), html.Ul([html.Li(w) for w in info["warnings"]])],
+                 className="warning load-warnings") if info.get("warnings") else None,
     ])
 
 
@@ -157,7 +187,7 @@ def register_callbacks(app, config: dict):
     max_bytes = int(config["max_upload_mb"] * 1e6)
 
     @app.callback(Output(ids.DATASET, "data"), Output(ids.UPLOAD_STATUS, "children"),
-                  Output(ids.DOMAIN_PRESET, "value"),
+                  Output(ids.DOMAIN_PRESET, "value"), Output(ids.SAMPLE_PICK, "value"),
                   Input(ids.UPLOAD, "contents"), Input(ids.SAMPLE_PICK, "value"),
                   State(ids.UPLOAD, "filename"), State(ids.LON_COL, "value"),
                   State(ids.LAT_COL, "value"), State(ids.USER_COL, "value"), State(ids.UPLOAD_KIND, "value"))
@@ -174,12 +204,23 @@ def register_callbacks(app, config: dict):
                 msg = html.Div(className="error", children=[
                     html.B(f"Could not load {filename or 'the file'}: "), str(exc),
                     html.Div("The previously loaded data is still in use.", className="hint")])
-                return no_update, msg, no_update
+                return no_update, msg, no_update, no_update
             what = "regions" if kind == "regions" else "points"
             ok = html.Div(f"Loaded {filename}: {data.n:,} {what}.", className="ok")
-            return info, ok, no_update
+            return info, ok, no_update, None      # the sample picker empties: any pick goes back
+        if sample_name is None:
+            return no_update, no_update, no_update, no_update
         info = state.use_sample(sid, sample_name)
-        return info, "", state.sample(sample_name)[1].name
+        return info, "", state.sample(sample_name)[1].name, no_update
+
+    @app.callback(Output(ids.DOMAIN_PRESET, "value", allow_duplicate=True),
+                  Input({"type": ids.DOMAIN_SUGGEST, "preset": ALL}, "n_clicks"),
+                  prevent_initial_call=True)
+    def take_suggestion(clicks):
+        """A click on one of the alert's choices picks that domain."""
+        if not any(clicks):
+            return no_update
+        return ctx.triggered_id["preset"]
 
     @app.callback(Output(ids.DATA_SUMMARY, "children"), Input(ids.DATASET, "data"))
     def show_summary(info):
@@ -220,7 +261,10 @@ def register_callbacks(app, config: dict):
             notes.append(html.Div("Fitting the box to the data reveals the extreme coordinates of "
                                   "your points: the release is no longer differentially private "
                                   "and the ledger says so.", className="warning"))
-        outside = data.n - int(data.in_domain(domain).sum())
+        inside = data.in_domain(domain)
+        if inside.mean() < controls.MOSTLY_OUTSIDE:
+            notes.insert(0, outside_alert(data, domain, float(inside.mean())))
+        outside = data.n - int(inside.sum())
         if outside:
             notes.append(html.Div(f"Owner only: {outside:,} of {data.n:,} points lie outside this "
                                   "box and are not counted.", className="warning"))

@@ -19,6 +19,7 @@ PRIVACY_LEVEL = "privacy-level"      # says whether releases are user-level or e
 DOMAIN_PRESET = "domain-preset"
 DOMAIN_BOX = "domain-box"          # pattern: {"type": DOMAIN_BOX, "side": "west"|...}
 DOMAIN_WARNING = "domain-warning"
+DOMAIN_SUGGEST = "domain-suggest"        # pattern id: the alert's choices of domain
 
 MECHANISM = "mechanism"
 MECH_DESCRIPTION = "mechanism-description"

@@ -13,7 +13,7 @@ from dp.mechanisms.leaves import paint
 from dp.summed_area import box_sums, summed_area
 
 from . import ids, render, state
-from .controls import EXACT_STAGE
+from .controls import EXACT_STAGE, domain_from_store
 from .help import help_box
 
 LAYERS = {
@@ -134,6 +134,23 @@ def cell_km2(grid: dp.UniformGrid) -> float:
     return grid.domain.width / grid.gx * p.mx * grid.domain.height / grid.gy * p.my / 1e6
 
 
+def domain_outline(d: dp.Domain):
+    """The public domain box as a dashed outline."""
+    return dl.Rectangle(bounds=[[d.south, d.west], [d.north, d.east]], interactive=False,
+                        pathOptions={"color": "#333", "weight": 2, "fill": False, "dashArray": "6 4"})
+
+
+def no_release_view(domain_info):
+    """(children, hover, viewport, legend title) with no release of the loaded data: the
+    declared domain alone, and why the map is empty."""
+    try:
+        d = domain_from_store(domain_info)
+    except (dp.ParameterError, LookupError):
+        return [], None, no_update, "No release yet: choose a domain in panel 1"
+    return [domain_outline(d)], None, {"bounds": [[d.south, d.west], [d.north, d.east]]}, \
+        "No release of the data now loaded yet (see panel 2)"
+
+
 def cell_layers(rel, data, layer: str, depth: int | None = None, series: int = 0):
     """(map children, hover payload, legend title) for the chosen layer of a release."""
     grid, regions, counts, eps = structure(rel, depth, series)
@@ -145,8 +162,7 @@ def cell_layers(rel, data, layer: str, depth: int | None = None, series: int = 0
     need_truth = layer in ("true", "error") or (is_cells and n <= MAX_HOVER_CELLS) or \
         (not is_cells and n <= MAX_HOVER_REGIONS)
     truth = region_truth(data, grid, regions) if need_truth else None
-    children = [dl.Rectangle(bounds=[[d.south, d.west], [d.north, d.east]], interactive=False,
-                             pathOptions={"color": "#333", "weight": 2, "fill": False, "dashArray": "6 4"})]
+    children = [domain_outline(d)]
     unit = ""
     if layer != "none":
         per_region = {"private": counts, "true": truth,
@@ -284,10 +300,12 @@ def register_callbacks(app, config: dict):
                   Input(ids.RELEASE, "data"), Input(ids.MAP_LAYER_PICK, "value"),
                   Input(ids.MAP_POINTS_TOGGLE, "value"), Input(ids.GROW_DEPTH, "value"),
                   Input(ids.SERIES_PICK, "value"), Input(ids.EULER_STAGE, "value"),
-                  Input(ids.EULER_EXTRAS, "value"))
-    def draw(rinfo, layer, toggles, depth, series, stage, extras):
+                  Input(ids.EULER_EXTRAS, "value"), Input(ids.DOMAIN, "data"))
+    def draw(rinfo, layer, toggles, depth, series, stage, extras, domain_info):
         sid = state.session_id()
         if not rinfo:
+            return no_release_view(domain_info)
+        if set(ctx.triggered_prop_ids) == {f"{ids.DOMAIN}.data"}:   # a new box alone: keep the release
             return no_update, no_update, no_update, no_update
         try:
             rel = state.release(sid, rinfo["key"])

@@ -9,8 +9,8 @@ from dash import ALL, Input, Output, State, ctx, dcc, html, no_update
 import dp
 
 from . import ids, state
-from .controls import (EPS_MAX, EPS_MIN, domain_from_store, epsilon_from_slider, epsilon_value,
-                       read_params)
+from .controls import (EPS_MAX, EPS_MIN, MOSTLY_OUTSIDE, domain_from_store, epsilon_from_slider,
+                       epsilon_value, read_params)
 from .help import help_box
 
 EPS_MARKS = {-2: "0.01", -1: "0.1", 0: "1", 1: "10"}
@@ -212,10 +212,15 @@ def register_callbacks(app, config: dict):
             domain = domain_from_store(domain_info)
             seed = None if seed_mode == "fresh" else int(seed if seed is not None else 0)
             k = points_per_user(info, k)
+            check_coverage(state.points(sid, info["fingerprint"]), domain)
             key = state.release_key(info["fingerprint"], domain, name, params, split, epsilon, seed, k)
             rel = state.release(sid, key, create=True)
         except (dp.ParameterError, dp.DataError, dp.BudgetError, LookupError) as exc:
-            return no_update, html.Div(["Not released: ", str(exc)], className="error")
+            if ids.DATASET in triggers:       # new data: no panel may keep showing the old release
+                return None, html.Div(["No release of this data yet: ", str(exc)], className="error")
+            return no_update, html.Div(["Not released: ", str(exc), html.Div(
+                "The map and tables still show your previous release of this data.",
+                className="hint")], className="error")
         summary = {"key": key, "mechanism": name, "label": spec.label, "epsilon": epsilon,
                    "split": split, "private": rel.private}
         if rel.reproducible_demo:
@@ -227,6 +232,14 @@ def register_callbacks(app, config: dict):
             status = html.Div(f"Released {spec.label} at ε = {epsilon:g}, {describe(rel)} "
                               "(fresh randomness).", className="ok")
         return summary, status
+
+
+def check_coverage(data, domain: dp.Domain) -> None:
+    """Refuse a release on a box that leaves out most of the data: it would publish noise over
+    the wrong place (the Data panel offers boxes that fit)."""
+    if data.in_domain(domain).mean() < MOSTLY_OUTSIDE:
+        raise dp.DataError(f"most of the data lies outside the domain box “{domain.name}”; "
+                           "choose a domain that contains it in panel 1 (Data), which offers some")
 
 
 def points_per_user(info: dict, k) -> int | None:

@@ -140,8 +140,9 @@ def register_callbacks(app, config: dict):
                   Input(ids.EULER_STAGE, "value"))
     def compare(geojson, extra, rinfo, stage):
         sid = state.session_id()
-        if not rinfo:
-            return no_update, no_update, no_update
+        if not rinfo:       # new data without a release: no answers of the previous data stay
+            return [], no_update, html.Div("No release of the data now loaded yet, so there are "
+                                           "no private answers: release it in panel 2.", className="warning")
         try:
             rel = state.release(sid, rinfo["key"])
             data = state.points(sid, state.key_fingerprint(rinfo["key"]))

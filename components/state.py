@@ -206,7 +206,7 @@ def dataset_summary(data, origin: str) -> dict:
     return {"fingerprint": data.fingerprint, "name": data.name, "n": data.n, "origin": origin,
             "kind": data.kind, "users": data.user is not None,
             "account": account_key(data),
-            "summary": r.summary(), "dropped": r.dropped}
+            "summary": r.summary(), "dropped": r.dropped, "warnings": list(r.warnings)}
 
 
 def account_key(data) -> str:

@@ -1,0 +1,99 @@
+"""Browser tests of a first session on a real-sized upload (headless Chromium).
+
+A 120,000-point upload that lies in San Francisco while the domain is still New York's: nothing
+is released, every panel says so instead of showing the sample's release, the Data panel offers
+boxes that hold the points, and one click on a suggestion then Release publishes on it. Then the
+way back to the built-in sample, and the upload warnings for odd files.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from test_browser import ledger_steps, poll_until, start, table_rows   # skips without a browser
+
+import dp
+from components import ids
+
+pytestmark = pytest.mark.browser
+SF = dp.PRESETS["San Francisco"]
+
+
+def sf_csv(path, n=120_000, seed=3):
+    """n clustered points inside the San Francisco preset, written as a CSV."""
+    rng = np.random.default_rng(seed)
+    centres = rng.uniform([SF.west, SF.south], [SF.east, SF.north], size=(12, 2))
+    pts = centres[rng.integers(0, 12, n)] + rng.normal(0, 0.008, (n, 2))
+    pts = pts[SF.contains(pts[:, 0], pts[:, 1])]
+    np.savetxt(path, pts, delimiter=",", header="lon,lat", comments="", fmt="%.6f")
+    return len(pts)
+
+
+def upload(dash_duo, path):
+    dash_duo.find_element(f"#{ids.UPLOAD} input[type=file]").send_keys(str(path))
+
+
+def no_horizontal_overflow(dash_duo) -> bool:
+    return dash_duo.driver.execute_script(
+        "return document.documentElement.scrollWidth <= window.innerWidth")
+
+
+@pytest.mark.parametrize("width", [1280, 1600])
+def test_upload_outside_the_domain_releases_nothing_and_offers_boxes(dash_duo, tmp_path, width):
+    start(dash_duo, mechanism=None)
+    dash_duo.driver.set_window_size(width, 1000)
+    n = sf_csv(tmp_path / "sf.csv")
+    upload(dash_duo, tmp_path / "sf.csv")
+    dash_duo.wait_for_contains_text(f"#{ids.UPLOAD_STATUS}", f"Loaded sf.csv: {n:,} points", timeout=60)
+    # the domain is still New York's: a prominent alert with the ways out, and no release
+    dash_duo.wait_for_contains_text(f"#{ids.DOMAIN_WARNING}", "Only 0% of your points lie inside", timeout=20)
+    alert = dash_duo.find_element(f"#{ids.DOMAIN_WARNING} .domain-alert").text
+    assert "Use San Francisco (100% inside)" in alert
+    assert "Type a box" in alert and "Fit to data (leaks its min/max)" in alert
+    dash_duo.wait_for_contains_text(f"#{ids.RELEASE_STATUS}", "No release of this data yet: most of "
+                                    "the data lies outside the domain box", timeout=20)
+    # every panel describes the data now loaded: nothing of the sample's release stays
+    dash_duo.wait_for_contains_text(f"#{ids.MAP_LEGEND_TITLE}", "No release of the data now loaded", timeout=10)
+    assert not dash_duo.find_elements("img.grid-raster")
+    assert dash_duo.find_element(f"#{ids.LEDGER_TOTAL}").text == "No release yet."
+    assert ledger_steps(dash_duo) == []
+    dash_duo.find_element(f"#{ids.EXPORT_BUTTON}").click()
+    dash_duo.wait_for_contains_text(f"#{ids.EXPORT_STATUS}", "No release yet", timeout=10)
+    assert no_horizontal_overflow(dash_duo)
+    # one click on the suggestion declares that box; Release then publishes on it
+    dash_duo.find_element(f"#{ids.DOMAIN_WARNING} button.suggest").click()
+    poll_until(lambda: "domain-alert" not in dash_duo.find_element(f"#{ids.DOMAIN_WARNING}").get_attribute("innerHTML"), 10)
+    assert "San Francisco" in dash_duo.find_element(f"#{ids.DOMAIN_PRESET}").text
+    dash_duo.find_element(f"#{ids.RELEASE_BUTTON}").click()
+    dash_duo.wait_for_contains_text(f"#{ids.RELEASE_STATUS}", "Released PrivTree", timeout=60)
+    dash_duo.wait_for_element("img.grid-raster", timeout=20)
+    poll_until(lambda: ledger_steps(dash_duo) == ["PrivTree decomposition", "PrivTree leaf counts"], 10)
+    assert ledger_steps(dash_duo) == ["PrivTree decomposition", "PrivTree leaf counts"]
+    assert table_rows(dash_duo) == []
+    assert no_horizontal_overflow(dash_duo)
+
+
+def test_a_built_in_sample_can_be_picked_again_after_an_upload(dash_duo, tmp_path):
+    start(dash_duo)
+    (tmp_path / "few.csv").write_text("lon,lat\n" + "".join(
+        f"{-73.95 + i / 1e4},{40.75 + i / 1e4}\n" for i in range(200)))
+    upload(dash_duo, tmp_path / "few.csv")
+    dash_duo.wait_for_contains_text(f"#{ids.DATA_SUMMARY}", "200 points", timeout=30)
+    assert "Your upload is loaded" in dash_duo.find_element(f"#{ids.SAMPLE_PICK}").text
+    dash_duo.select_dcc_dropdown(f"#{ids.SAMPLE_PICK}", value="Points: Clustered city, 200k points")
+    dash_duo.wait_for_contains_text(f"#{ids.DATA_SUMMARY}", "200,000 points", timeout=30)
+    dash_duo.wait_for_contains_text(f"#{ids.RELEASE_STATUS}", "Showing your last release of this data",
+                                    timeout=30)      # the sample's release, already paid for
+
+
+def test_odd_files_load_with_plain_warnings(dash_duo, tmp_path):
+    start(dash_duo)
+    (tmp_path / "utf16.csv").write_bytes("lon,lat\n-73.95,40.75\n-73.96,40.76\n".encode("utf-16"))
+    upload(dash_duo, tmp_path / "utf16.csv")
+    dash_duo.wait_for_contains_text(f"#{ids.DATA_SUMMARY}", "Check before releasing", timeout=30)
+    text = dash_duo.find_element(f"#{ids.DATA_SUMMARY}").text
+    assert "the file is UTF-16 text rather than the expected UTF-8" in text
+    assert "only 2 points" in text and "mostly noise" in text
+    (tmp_path / "xyz.csv").write_text("x,y,z\n1,2,3\n")
+    upload(dash_duo, tmp_path / "xyz.csv")
+    dash_duo.wait_for_contains_text(f"#{ids.DATA_SUMMARY}", "columns named 'x' and 'y'", timeout=30)
