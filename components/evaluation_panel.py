@@ -1,13 +1,16 @@
 """Evaluation panel: mechanisms x ε x query sizes on the user's own data, with error charts."""
 from __future__ import annotations
 
+import csv
+import io
 import json
+import math
 
 import plotly.graph_objects as go
 from dash import Input, Output, State, ctx, dash_table, dcc, html, no_update
 
 import dp
-from dp import evaluate
+from dp import evaluate, metrics
 
 from . import ids, jobs, state
 from .controls import domain_from_store
@@ -19,6 +22,18 @@ PALETTE = ["#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e", "#e6ab02", "#a
 
 DEFAULT_EVAL = ("ug", "e2epriv", "identity")
 QUEUED = "Queued: waiting for a free worker (other evaluations are running)…"
+RHO_HINT = ("Errors of queries with fewer than ρ true points are measured relative to ρ, so a "
+            f"query with no points still gets a finite error. {metrics.DEFAULT_RHO:g} is the "
+            "papers' choice; a new ρ applies to the next run.")
+NOT_RUN = "not run: the evaluation was cancelled before this one"
+NOT_COMPUTABLE = "not computable: the mechanism gave no finite answer"
+# what the charts can show: the summary keys' suffix (median_*, q25_*, q75_*), names, file name
+METRICS = {
+    "bounded": {"key": "re_sanity", "label": "bounded relative error", "file": "bounded_relative_error"},
+    "absolute": {"key": "abs_error", "label": "absolute error (points)", "file": "absolute_error"},
+}
+STORED = ("mechanism", "epsilon", "area_frac", "reps", "n_queries", "n_small",
+          *(f"{q}_{m['key']}" for m in METRICS.values() for q in ("median", "q25", "q75")))
 
 
 def eval_options(kind: str) -> list[dict]:
@@ -27,6 +42,7 @@ def eval_options(kind: str) -> list[dict]:
 
 
 def layout(config: dict) -> html.Div:
+    """The panel: set-up, run and cancel, progress, then results hidden until a run has some."""
     return html.Div(className="card", children=[
         html.H3("7 · Evaluation on your data (owner only)"),
         help_box("evaluation"),
@@ -44,6 +60,9 @@ def layout(config: dict) -> html.Div:
                 dcc.Input(id=ids.EVAL_NQ, type="number", value=100, min=10, max=2000, step=10),
                 html.Label("Repetitions"),
                 dcc.Input(id=ids.EVAL_REPS, type="number", value=3, min=1, max=50, step=1),
+                html.Label("ρ: error floor (points)", htmlFor=ids.EVAL_RHO),
+                dcc.Input(id=ids.EVAL_RHO, type="number", value=metrics.DEFAULT_RHO, min=1, step=1),
+                html.Div(RHO_HINT, className="hint"),
             ]),
         ]),
         html.Button("Run evaluation", id=ids.EVAL_RUN, n_clicks=0, className="primary"),
@@ -51,15 +70,28 @@ def layout(config: dict) -> html.Div:
         html.Progress(id=ids.EVAL_PROGRESS, value="0", max="1", className="progress"),
         html.Div(id=ids.EVAL_STATUS, role="status"),
         dcc.Interval(id=ids.EVAL_POLL, interval=500, disabled=True),
-        dcc.Store(id=ids.EVAL_JOB),
-        html.Div(id=ids.EVAL_RESULTS, hidden=True, className="eval-figs", children=[
-            dcc.Graph(id=ids.EVAL_FIG_EPS), dcc.Graph(id=ids.EVAL_FIG_SIZE)]),
-        dash_table.DataTable(id=ids.EVAL_TABLE, data=[], page_size=10, sort_action="native",
-                             style_cell={"fontSize": "12px"}),
+        dcc.Store(id=ids.EVAL_JOB), dcc.Store(id=ids.EVAL_SUMMARY),
+        html.Div(id=ids.EVAL_RESULTS, hidden=True, children=[
+            html.Div(className="eval-result-head", children=[
+                html.B("Chart"),
+                dcc.RadioItems(id=ids.EVAL_METRIC, value="bounded", inline=True,
+                               options=[{"label": f" {m['label']}", "value": k} for k, m in METRICS.items()]),
+                html.Button("Download CSV", id=ids.EVAL_CSV_BUTTON, n_clicks=0),
+                dcc.Download(id=ids.EVAL_CSV_DOWNLOAD)]),
+            html.Div(id=ids.EVAL_NOTE, className="hint"),
+            html.Div(className="eval-figs", children=[
+                dcc.Graph(id=ids.EVAL_FIG_EPS, config=graph_config("evaluation")),
+                dcc.Graph(id=ids.EVAL_FIG_SIZE, config=graph_config("evaluation"))]),
+            dash_table.DataTable(id=ids.EVAL_TABLE, data=[], page_size=10, sort_action="native",
+                                 style_table={"overflowX": "auto"},
+                                 style_cell={"fontSize": "12px", "whiteSpace": "normal", "height": "auto"},
+                                 style_cell_conditional=[{"if": {"column_id": "mechanism"}, "textAlign": "left"}]),
+        ]),
     ])
 
 
 def parse_epsilons(text: str) -> list[float]:
+    """The typed ε values, sorted and deduplicated; a ParameterError says what to type instead."""
     try:
         eps = sorted({float(v) for v in (text or "").replace(";", ",").split(",") if v.strip()})
     except ValueError:
@@ -69,52 +101,165 @@ def parse_epsilons(text: str) -> list[float]:
     return eps
 
 
-def _band_figure(summary, x_key, fixed_key, fixed_value, title, x_title, log_x):
-    """Median relative error against x with an interquartile band, one colour per mechanism."""
+def result_store(summary: list[dict], setup: dict) -> dict:
+    """What the page keeps of a run: the design, ρ and the summary rows it shows (no inf, no NaN:
+    a value that is not finite is stored as None and shown in words)."""
+    rows = [{k: (v if not isinstance(v, float) or math.isfinite(v) else None)
+             for k, v in r.items() if k in STORED} for r in summary]
+    return {**setup, "rows": rows}
+
+
+def _axis_title(metric: str, rho: float) -> str:
+    """The y axis of a chart of `metric`, with ρ where the metric uses it."""
+    label = METRICS[metric]["label"]
+    return f"median {label}" + (f" (ρ = {rho:g})" if metric == "bounded" else "")
+
+
+def _band_figure(store, metric, x_key, fixed_key, fixed_value, title, x_title):
+    """Median error against x with an interquartile band, one colour per mechanism."""
     fig = go.Figure()
     labels = {k: s.label for k, s in dp.mechanisms().items()}
-    mechs = list(dict.fromkeys(r["mechanism"] for r in summary))
+    key = METRICS[metric]["key"]
+    mechs = list(dict.fromkeys(r["mechanism"] for r in store["rows"]))
+    plotted = []
     for i, m in enumerate(mechs):
-        pts = sorted((r for r in summary if r["mechanism"] == m and r[fixed_key] == fixed_value),
+        pts = sorted((r for r in store["rows"] if r["mechanism"] == m and r[fixed_key] == fixed_value),
                      key=lambda r: r[x_key])
         if not pts:
             continue
         x = [100 * r[x_key] if x_key == "area_frac" else r[x_key] for r in pts]
+        lo, mid, hi = ([r[f"{q}_{key}"] for r in pts] for q in ("q25", "median", "q75"))
+        plotted += [v for v in lo + mid + hi if v is not None]
         colour = PALETTE[i % len(PALETTE)]
-        fig.add_trace(go.Scatter(x=x + x[::-1], y=[r["q75_re"] for r in pts] + [r["q25_re"] for r in pts][::-1],
-                                 fill="toself", fillcolor=colour, opacity=0.18, line={"width": 0},
-                                 hoverinfo="skip", showlegend=False, legendgroup=m))
+        fig.add_trace(go.Scatter(x=x + x[::-1], y=hi + lo[::-1], fill="toself", fillcolor=colour,
+                                 opacity=0.18, line={"width": 0}, hoverinfo="skip", showlegend=False,
+                                 legendgroup=m))
         comparable = dp.mechanisms()[m].comparable if m in dp.mechanisms() else True
         name = labels.get(m, m) + ("" if comparable else " — other ε, not comparable at equal ε")
-        fig.add_trace(go.Scatter(x=x, y=[r["median_re"] for r in pts], mode="lines+markers", name=name,
-                                 line={"color": colour, "dash": "solid" if comparable else "dot"},
-                                 legendgroup=m))
-    fig.update_layout(title=title, xaxis_title=x_title, yaxis_title="median relative error",
-                      yaxis_type="log", template="plotly_white", margin={"l": 50, "r": 10, "t": 40, "b": 40},
-                      legend={"orientation": "h", "y": -0.25}, height=360)
-    if log_x:
-        fig.update_xaxes(type="log")
+        fig.add_trace(go.Scatter(x=x, y=mid, mode="lines+markers", name=name, legendgroup=m,
+                                 line={"color": colour, "dash": "solid" if comparable else "dot"}))
+    # the title sits below the modebar's row (top right), so the two never overlap
+    fig.update_layout(title={"text": title, "x": 0, "xanchor": "left", "yref": "container", "y": 1,
+                             "yanchor": "top", "pad": {"t": 36}, "font": {"size": 14}},
+                      xaxis_title=x_title, yaxis_title=_axis_title(metric, store["rho"]),
+                      yaxis_type="log" if plotted and min(plotted) > 0 else "linear",
+                      template="plotly_white", margin={"l": 55, "r": 10, "t": 70, "b": 40},
+                      legend={"orientation": "h", "y": -0.25}, height=380)
+    fig.update_xaxes(type="log")
     return fig
 
 
-def figures(summary: list[dict]):
-    """(error vs ε at the smallest size, error vs size at the largest ε)."""
-    if not summary:
-        return go.Figure(), go.Figure()
-    small = min(r["area_frac"] for r in summary)
-    big_eps = max(r["epsilon"] for r in summary)
-    return (_band_figure(summary, "epsilon", "area_frac", small,
-                         f"Error vs ε ({100 * small:g}% queries)", "ε", True),
-            _band_figure(summary, "area_frac", "epsilon", big_eps,
-                         f"Error vs query size (ε = {big_eps:g})", "query area (% of domain)", True))
+def figures(store: dict, metric: str = "bounded"):
+    """(error vs ε at the smallest size, error vs size at the largest ε) of a result store."""
+    rows = store["rows"]
+    small = min(r["area_frac"] for r in rows)
+    big_eps = max(r["epsilon"] for r in rows)
+    return (_band_figure(store, metric, "epsilon", "area_frac", small,
+                         f"Error vs ε ({100 * small:g}% queries)", "ε"),
+            _band_figure(store, metric, "area_frac", "epsilon", big_eps,
+                         f"Error vs query size (ε = {big_eps:g})", "query area (% of domain)"))
 
 
-def table_rows(summary):
+def graph_config(filename: str) -> dict:
+    """Plotly's toolbar: no logo, selection tools or cloud sharing (the charts are owner-only);
+    its camera saves a PNG named `filename`."""
+    return {"displaylogo": False, "showSendToCloud": False,
+            "modeBarButtonsToRemove": ["select2d", "lasso2d", "zoomIn2d", "zoomOut2d"],
+            "toImageButtonOptions": {"format": "png", "filename": filename, "scale": 2}}
+
+
+def figure_filenames(store: dict, metric: str) -> tuple[str, str]:
+    """PNG names of the two charts: what they plot, and ρ for the bounded error."""
+    name = "evaluation_" + METRICS[metric]["file"]
+    if metric == "bounded":
+        name += f"_rho{store['rho']:g}"
+    return f"{name}_vs_epsilon", f"{name}_vs_query_size"
+
+
+def _design(store: dict):
+    """(mechanism label, ε, area, summary row or None if it never ran) over the whole design."""
     labels = {k: s.label for k, s in dp.mechanisms().items()}
-    return [{"mechanism": labels.get(r["mechanism"], r["mechanism"]), "ε": r["epsilon"],
-             "query area %": round(100 * r["area_frac"], 3), "median RE": round(r["median_re"], 4),
-             "IQR": f"{r['q25_re']:.3g} – {r['q75_re']:.3g}", "mean abs. error": round(r["mean_abs_error"], 1),
-             "runs": r["reps"]} for r in summary]
+    done = {(r["mechanism"], r["epsilon"], r["area_frac"]): r for r in store["rows"]}
+    for m in store["mechs"]:
+        for e in store["eps"]:
+            for a in store["sizes"]:
+                yield labels.get(m, m), e, a, done.get((m, e, a))
+
+
+def _number(v) -> str:
+    """A table value: 3 significant digits below 100, whole numbers above, words if not finite."""
+    if v is None:
+        return NOT_COMPUTABLE
+    return f"{v:.3g}" if abs(v) < 100 else f"{v:,.0f}"
+
+
+def _spread_text(r: dict, key: str) -> str:
+    """The interquartile range over repetitions, or why there is none."""
+    if r["reps"] < 2:
+        return "one run: no spread"
+    return f"{_number(r[f'q25_{key}'])} – {_number(r[f'q75_{key}'])}"
+
+
+def _small_share(r: dict) -> float:
+    """Percentage of the group's queries with fewer than ρ true points."""
+    return 100 * r["n_small"] / r["n_queries"]
+
+
+def table_columns(rho: float) -> list[dict]:
+    """The table's header: both metrics, ρ named where it is used."""
+    names = {"mechanism": "mechanism", "epsilon": "ε", "area": "query area %",
+             "bounded": f"bounded relative error, ρ = {rho:g} (median)", "bounded_iqr": "IQR over runs",
+             "absolute": "absolute error, points (median)", "absolute_iqr": "IQR over runs",
+             "small": f"queries with < {rho:g} points", "runs": "runs"}
+    return [{"id": k, "name": v} for k, v in names.items()]
+
+
+def table_rows(store: dict) -> list[dict]:
+    """One row per (mechanism, ε, size) of the design; a cell that has no value says why."""
+    out = []
+    for label, e, a, r in _design(store):
+        row = {"mechanism": label, "epsilon": e, "area": round(100 * a, 3)}
+        if r is None:
+            row.update({k: NOT_RUN for k in ("bounded", "bounded_iqr", "absolute", "absolute_iqr", "small", "runs")})
+        else:
+            for metric, m in METRICS.items():
+                row[metric] = _number(r[f"median_{m['key']}"])
+                row[f"{metric}_iqr"] = _spread_text(r, m["key"])
+            row.update({"small": f"{_small_share(r):.0f}%", "runs": r["reps"]})
+        out.append(row)
+    return out
+
+
+def csv_text(store: dict) -> str:
+    """The evaluation table as CSV: numbers as computed, a header naming each metric and ρ."""
+    rho = store["rho"]
+    names = {"bounded": f"bounded relative error (rho = {rho:g})", "absolute": "absolute error (points)"}
+    header = ["mechanism", "epsilon", "query area (% of domain)"]
+    header += [f"{q} {names[k]}" for k in METRICS for q in ("median", "25th percentile", "75th percentile")]
+    header += [f"queries with fewer than rho = {rho:g} true points (%)", "runs", "note"]
+    buf = io.StringIO()
+    out = csv.writer(buf, lineterminator="\n")
+    out.writerow(header)
+    for label, e, a, r in _design(store):
+        if r is None:
+            out.writerow([label, e, 100 * a] + [""] * (len(header) - 4) + [NOT_RUN])
+            continue
+        values = [r[f"{q}_{m['key']}"] for m in METRICS.values() for q in ("median", "q25", "q75")]
+        note = "" if None not in values else NOT_COMPUTABLE
+        out.writerow([label, e, 100 * a] + ["" if v is None else v for v in values]
+                     + [_small_share(r), r["reps"], note])
+    return buf.getvalue()
+
+
+def note(store: dict) -> str:
+    """States ρ and how much of the workload held fewer than ρ points (why ρ matters here)."""
+    rho = store["rho"]
+    n = sum(r["n_queries"] for r in store["rows"])
+    share = 100 * sum(r["n_small"] for r in store["rows"]) / n
+    return (f"Bounded relative error = |private − true| / max(true, ρ) with ρ = {rho:g} points: a query "
+            f"with fewer than {rho:g} true points is measured relative to {rho:g}. In this run "
+            f"{share:.0f}% of the queries held fewer than {rho:g} points. Absolute error is "
+            "|private − true| in points. Bands and IQR span the middle half of the runs.")
 
 
 def eval_cache_key(sid: str, cfg) -> str:
@@ -136,9 +281,9 @@ def register_callbacks(app, config: dict):
                   Input(ids.EVAL_RUN, "n_clicks"), Input(ids.EVAL_CANCEL, "n_clicks"),
                   State(ids.EVAL_MECHS, "value"), State(ids.EVAL_EPSILONS, "value"),
                   State(ids.EVAL_SIZES, "value"), State(ids.EVAL_NQ, "value"), State(ids.EVAL_REPS, "value"),
-                  State(ids.DATASET, "data"), State(ids.DOMAIN, "data"), State(ids.EVAL_JOB, "data"),
-                  prevent_initial_call=True)
-    def start_or_cancel(_run, _cancel, mechs, eps_text, sizes, nq, reps, info, domain_info, job):
+                  State(ids.EVAL_RHO, "value"), State(ids.DATASET, "data"), State(ids.DOMAIN, "data"),
+                  State(ids.EVAL_JOB, "data"), prevent_initial_call=True)
+    def start_or_cancel(_run, _cancel, mechs, eps_text, sizes, nq, reps, rho, info, domain_info, job):
         sid = state.session_id()
         if ctx.triggered_id == ids.EVAL_CANCEL:
             jobs.cancel((job or {}).get("id"), sid)
@@ -147,56 +292,72 @@ def register_callbacks(app, config: dict):
             if not mechs or not sizes:
                 raise dp.ParameterError("choose at least one mechanism and one query size")
             eps = parse_epsilons(eps_text)
+            rho = metrics.check_rho(rho)
             domain = domain_from_store(domain_info)
             data = state.points(sid, info["fingerprint"])
         except (dp.ParameterError, LookupError, TypeError) as exc:
             return no_update, True, html.Div(str(exc), className="error"), True
-        cfg = {"fp": info["fingerprint"], "domain": domain.to_dict(), "mechs": sorted(mechs), "eps": eps,
-               "sizes": sorted(sizes), "nq": int(nq or 100), "reps": int(reps or 1)}
+        setup = {"mechs": sorted(mechs), "eps": eps, "sizes": sorted(sizes), "rho": rho}
+        cfg = {"fp": info["fingerprint"], "domain": domain.to_dict(), **setup,
+               "nq": int(nq or 100), "reps": int(reps or 1)}
         cache_key = eval_cache_key(sid, cfg)
         if state.cache.get(cache_key) is not None:
-            return {"id": None, "cache_key": cache_key}, True, "Loaded from cache.", True
-        job_id = jobs.start(evaluate.evaluate, owner=sid, data=data, domain=domain, mechanisms=cfg["mechs"],
-                            epsilons=eps, area_fracs=cfg["sizes"], n_queries=cfg["nq"],
-                            repetitions=cfg["reps"], seed=0)
+            return {"id": None, "cache_key": cache_key, "setup": setup}, True, "Loaded from cache.", True
+        job_id = jobs.start(evaluate.evaluate, owner=sid, data=data, domain=domain, mechanisms=setup["mechs"],
+                            epsilons=eps, area_fracs=setup["sizes"], n_queries=cfg["nq"],
+                            repetitions=cfg["reps"], seed=0, sanity=rho)
         queued = jobs.status(job_id, sid)["queued"]
-        return {"id": job_id, "cache_key": cache_key}, False, QUEUED if queued else "Running…", False
-
-    @app.callback(Output(ids.EVAL_RESULTS, "hidden"), Input(ids.EVAL_TABLE, "data"))
-    def show_results(rows):
-        return not rows
+        return {"id": job_id, "cache_key": cache_key, "setup": setup}, False, QUEUED if queued else "Running…", False
 
     @app.callback(Output(ids.EVAL_PROGRESS, "value"), Output(ids.EVAL_PROGRESS, "max"),
-                  Output(ids.EVAL_FIG_EPS, "figure"), Output(ids.EVAL_FIG_SIZE, "figure"),
-                  Output(ids.EVAL_TABLE, "data"), Output(ids.EVAL_STATUS, "children", allow_duplicate=True),
+                  Output(ids.EVAL_SUMMARY, "data"), Output(ids.EVAL_STATUS, "children", allow_duplicate=True),
                   Output(ids.EVAL_POLL, "disabled", allow_duplicate=True),
                   Output(ids.EVAL_CANCEL, "disabled", allow_duplicate=True),
                   Input(ids.EVAL_POLL, "n_intervals"), Input(ids.EVAL_JOB, "data"), prevent_initial_call=True)
     def poll(_, job):
         sid = state.session_id()
         if not job or job["cache_key"].split(":", 2)[1] != sid:      # not this session's job
-            return (no_update,) * 8
-        summary = state.cache.get(job["cache_key"])
-        if summary is not None:
-            f1, f2 = figures(summary)
-            return "1", "1", f1, f2, table_rows(summary), "Done.", True, True
+            return (no_update,) * 6
+        cached = state.cache.get(job["cache_key"])
+        if cached is not None:
+            return "1", "1", cached, "Done.", True, True
         st = jobs.status(job["id"], sid)
         if st is None:
-            return "0", "1", no_update, no_update, no_update, "The evaluation was lost (server restarted).", True, True
+            return "0", "1", no_update, "The evaluation was lost (server restarted).", True, True
         if st["queued"]:
-            return "0", str(st["total"]), no_update, no_update, no_update, QUEUED, False, False
+            return "0", str(st["total"]), no_update, QUEUED, False, False
         if not st["finished"]:
-            return str(st["done"]), str(st["total"]), no_update, no_update, no_update, \
+            return str(st["done"]), str(st["total"]), no_update, \
                 f"Running… {st['done']} of {st['total']} releases", False, False
         jobs.forget(job["id"], sid)
         if st["error"]:
-            return "0", "1", no_update, no_update, no_update, html.Div(st["error"], className="error"), True, True
-        summary = evaluate.summarise(st["result"] or [])
+            return "0", "1", no_update, html.Div(st["error"], className="error"), True, True
+        store = result_store(evaluate.summarise(st["result"] or []), job["setup"])
         if st["cancelled"]:
             msg = f"Cancelled after {st['done']} of {st['total']} releases; showing partial results."
         else:
-            state.cache.set(job["cache_key"], summary)
+            state.cache.set(job["cache_key"], store)
             msg = f"Done: {st['total']} releases."
-        f1, f2 = figures(summary)
-        return str(st["done"]), str(st["total"]), f1, f2, table_rows(summary), msg, True, True
+        return str(st["done"]), str(st["total"]), store, msg, True, True
 
+    @app.callback(Output(ids.EVAL_FIG_EPS, "figure"), Output(ids.EVAL_FIG_SIZE, "figure"),
+                  Output(ids.EVAL_FIG_EPS, "config"), Output(ids.EVAL_FIG_SIZE, "config"),
+                  Output(ids.EVAL_TABLE, "data"), Output(ids.EVAL_TABLE, "columns"),
+                  Output(ids.EVAL_NOTE, "children"), Output(ids.EVAL_RESULTS, "hidden"),
+                  Input(ids.EVAL_SUMMARY, "data"), Input(ids.EVAL_METRIC, "value"))
+    def show_results(store, metric):
+        """Charts, table and note of a finished run; hidden until one has results."""
+        if not store or not store["rows"]:
+            return go.Figure(), go.Figure(), no_update, no_update, [], [], "", True
+        f_eps, f_size = figures(store, metric)
+        n_eps, n_size = figure_filenames(store, metric)
+        return (f_eps, f_size, graph_config(n_eps), graph_config(n_size), table_rows(store),
+                table_columns(store["rho"]), note(store), False)
+
+    @app.callback(Output(ids.EVAL_CSV_DOWNLOAD, "data"), Input(ids.EVAL_CSV_BUTTON, "n_clicks"),
+                  State(ids.EVAL_SUMMARY, "data"), prevent_initial_call=True)
+    def download_csv(_, store):
+        """The shown evaluation table as a CSV file."""
+        if not store or not store["rows"]:
+            return no_update
+        return dcc.send_string(csv_text(store), "evaluation.csv", type="text/csv")

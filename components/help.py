@@ -41,8 +41,13 @@ TEXTS = {
     ],
     "evaluation": [
         "Runs each mechanism many times on your data with random rectangles and plots the typical "
-        "(median) relative error: 0.1 means answers are off by about 10%. The shaded band spans the "
-        "middle half of the runs.",
+        "(median) error. By default this is the bounded relative error: how far the published answer "
+        "is from the true count, divided by that count, so 0.1 means off by about 10%. A rectangle "
+        "with fewer than ρ people (20 unless you change it) is divided by ρ instead: an empty "
+        "rectangle still gets a sensible error rather than an infinite one. 'Absolute error' shows "
+        "how many people the answers are off by. The shaded band spans the middle half of the runs.",
+        "The table gives both errors; a cell without a number says why. 'Download CSV' saves the "
+        "table, and the camera icon above a chart saves the chart as a picture.",
         "This analysis reads the true data and is for the data owner only; it is not a release. "
         "It is not charged to the dataset's budget because it publishes nothing: it shows you, who "
         "already hold the data, errors against your own true counts. Do not share its charts.",

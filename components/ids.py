@@ -122,3 +122,11 @@ IA_TABLE = "ia-table"
 IA_HIST = "ia-hist"
 IA_PLOT = "ia-plot"
 IA_INFO = "ia-info"
+
+# evaluation panel: the error floor ρ, the metric charted, the finished run's results and their CSV
+EVAL_RHO = "eval-rho"
+EVAL_METRIC = "eval-metric"
+EVAL_SUMMARY = "eval-summary"      # the run's summary rows, ρ and design, as the page shows them
+EVAL_NOTE = "eval-note"            # states ρ and how many queries held fewer than ρ points
+EVAL_CSV_BUTTON = "eval-csv-button"
+EVAL_CSV_DOWNLOAD = "eval-csv-download"

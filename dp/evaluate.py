@@ -2,6 +2,8 @@
 
 Follows spec 000 section 5: fixed random evaluation workloads shared by every method and
 repetition, per-size tuning, relative error without a sanity bound, one row per release.
+Each row also carries the bounded relative error |est - true| / max(true, ρ) of spec 003 and
+the absolute error, which stay finite where most queries hold no points.
 """
 from __future__ import annotations
 
@@ -19,7 +21,8 @@ from .points import LoadReport, PointData
 from .queries import random_workload
 
 ROW_KEYS = ("mechanism", "epsilon", "area_frac", "rep", "median_re", "mean_re",
-            "median_re_sanity", "mean_abs_error", "n_queries", "n_inf", "grid_size")
+            "median_re_sanity", "median_abs_error", "mean_abs_error", "n_queries", "n_inf",
+            "n_small", "grid_size")
 
 
 def workloads(domain: Domain, area_fracs, n_queries: int = 100, seed: int = 0) -> dict:
@@ -34,13 +37,14 @@ def workloads(domain: Domain, area_fracs, n_queries: int = 100, seed: int = 0) -
 
 def evaluate(data: PointData, domain: Domain, mechanisms, epsilons, area_fracs,
              n_queries: int = 100, repetitions: int = 5, seed: int = 0, params=None,
-             sanity: float = 1.0, progress=None, should_stop=None) -> list[dict]:
+             sanity: float = metrics.DEFAULT_RHO, progress=None, should_stop=None) -> list[dict]:
     """One row per release (see ROW_KEYS); returns the rows done so far if `should_stop()`.
 
     `params` maps a mechanism name to its parameters. A mechanism with a tuning workload is
     tuned on queries of the size it is evaluated on (spec 000 5.2), unless `params` fixes
     `tuning_query_area`. `median_re_sanity` divides by max(true, sanity) (spec 000 5.3's
-    optional variant); `grid_size` is the released grid's cells per side (a public output).
+    optional variant, spec 003's ρ); `n_small` counts queries with fewer than `sanity` true
+    points; `grid_size` is the released grid's cells per side (a public output).
     Repetitions are the outer loop, so a stopped run still covers every (mechanism, epsilon,
     size) once it has finished one repetition.
     """
@@ -72,24 +76,24 @@ def evaluate(data: PointData, domain: Domain, mechanisms, epsilons, area_fracs,
 
 
 def summarise(rows, by=("mechanism", "epsilon", "area_frac")) -> list[dict]:
-    """Per group: median and IQR (q25, q75) of the per-rep median RE, plus pooled means.
+    """Per group: median and IQR (q25, q75) of the per-rep medians, plus pooled means.
 
-    Groups keep the order in which they first appear in `rows`.
+    The spread is given for the RE (`median_re`, `q25_re`, `q75_re`), the bounded RE
+    (`*_re_sanity`) and the absolute error (`*_abs_error`). Groups keep the order in which
+    they first appear in `rows`.
     """
     groups: dict[tuple, list[dict]] = {}
     for r in rows:
         groups.setdefault(tuple(r[k] for k in by), []).append(r)
     out = []
     for key, g in groups.items():
-        med = np.array([r["median_re"] for r in g])
-        q25, q50, q75 = _quantiles(med, (0.25, 0.5, 0.75))
         n = np.array([r["n_queries"] for r in g], dtype=np.float64)
-        out.append({**dict(zip(by, key)), "reps": len(g), "median_re": q50, "q25_re": q25,
-                    "q75_re": q75,
-                    "median_re_sanity": float(np.median([r["median_re_sanity"] for r in g])),
+        out.append({**dict(zip(by, key)), "reps": len(g), **_spread(g, "median_re"),
+                    **_spread(g, "median_re_sanity"), **_spread(g, "median_abs_error"),
                     "mean_re": _weighted([r["mean_re"] for r in g], n),
                     "mean_abs_error": _weighted([r["mean_abs_error"] for r in g], n),
-                    "n_queries": int(n.sum()), "n_inf": int(sum(r["n_inf"] for r in g))})
+                    "n_queries": int(n.sum()), "n_inf": int(sum(r["n_inf"] for r in g)),
+                    "n_small": int(sum(r["n_small"] for r in g))})
     return out
 
 
@@ -120,13 +124,22 @@ def _code(v: float) -> int:
 
 
 def _row(mechanism, epsilon, area_frac, rep, est, true, sanity, grid_size) -> dict:
+    """One release's errors over one workload (see ROW_KEYS)."""
     re = metrics.relative_error(est, true)
+    abs_err = metrics.absolute_error(est, true)
     return {"mechanism": mechanism, "epsilon": float(epsilon), "area_frac": float(area_frac),
             "rep": rep, "median_re": float(np.median(re)), "mean_re": float(np.mean(re)),
             "median_re_sanity": metrics.median_relative_error(est, true, sanity),
-            "mean_abs_error": float(np.mean(metrics.absolute_error(est, true))),
+            "median_abs_error": float(np.median(abs_err)), "mean_abs_error": float(np.mean(abs_err)),
             "n_queries": int(len(true)), "n_inf": int(np.isinf(re).sum()),
-            "grid_size": grid_size}
+            "n_small": int((np.asarray(true) < sanity).sum()), "grid_size": grid_size}
+
+
+def _spread(group, key: str) -> dict:
+    """`key` (a per-rep median) as the median and IQR over the group's repetitions."""
+    q25, q50, q75 = _quantiles([r[key] for r in group], (0.25, 0.5, 0.75))
+    suffix = key.removeprefix("median_")
+    return {key: q50, f"q25_{suffix}": q25, f"q75_{suffix}": q75}
 
 
 def _quantiles(v, qs) -> list[float]:

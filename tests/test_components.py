@@ -208,12 +208,71 @@ def test_evaluation_inputs_and_figures(small):
     data, domain = small
     rows = dp.evaluate.evaluate(data, domain, ["ug", "uniform"], [0.5, 1.0], [0.01, 0.09],
                                 n_queries=20, repetitions=2, seed=0)
-    summary = dp.evaluate.summarise(rows)
-    f_eps, f_size = evaluation_panel.figures(summary)
-    # one band + one median line per mechanism
+    setup = {"mechs": ["ug", "uniform"], "eps": [0.5, 1.0], "sizes": [0.01, 0.09], "rho": 20.0}
+    store = evaluation_panel.result_store(dp.evaluate.summarise(rows), setup)
+    f_eps, f_size = evaluation_panel.figures(store)
+    # one band + one median line per mechanism, the bounded relative error by default
     assert len(f_eps.data) == 4 and len(f_size.data) == 4
     assert list(f_eps.data[1].x) == [0.5, 1.0] and list(f_size.data[1].x) == pytest.approx([1.0, 9.0])
-    assert len(evaluation_panel.table_rows(summary)) == 8
+    ug = [r for r in store["rows"] if r["mechanism"] == "ug" and r["area_frac"] == 0.01]
+    assert list(f_eps.data[1].y) == [r["median_re_sanity"] for r in ug]
+    assert f_eps.layout.yaxis.title.text == "median bounded relative error (ρ = 20)"
+    f_abs, _ = evaluation_panel.figures(store, "absolute")
+    assert list(f_abs.data[1].y) == [r["median_abs_error"] for r in ug]
+    assert len(evaluation_panel.table_rows(store)) == 8
+
+
+def _eval_store(**changes):
+    """A result store of one finished group (ug, ε 1, 1%) in a design of 2 x 1 x 2."""
+    row = {"mechanism": "ug", "epsilon": 1.0, "area_frac": 0.01, "reps": 3, "n_queries": 300,
+           "n_small": 240, "median_re_sanity": 0.25, "q25_re_sanity": 0.2, "q75_re_sanity": 1234.5,
+           "median_abs_error": 5.0, "q25_abs_error": 4.0, "q75_abs_error": 24690.0, **changes}
+    summary = [{**row, "median_re": float("inf"), "q25_re": float("inf"), "mean_re": float("inf")}]
+    return evaluation_panel.result_store(summary, {"mechs": ["ug", "identity"], "eps": [1.0],
+                                                   "sizes": [0.01, 0.09], "rho": 20.0})
+
+
+def test_evaluation_table_and_csv_explain_every_empty_cell_in_words():
+    store = _eval_store()
+    assert "median_re" not in store["rows"][0]          # the unbounded RE (inf here) is not kept
+    rows = evaluation_panel.table_rows(store)
+    ug, identity = (dp.mechanisms()[m].label for m in ("ug", "identity"))
+    assert [(r["mechanism"], r["area"]) for r in rows] == [(ug, 1.0), (ug, 9.0), (identity, 1.0), (identity, 9.0)]
+    done = rows[0]
+    assert (done["bounded"], done["bounded_iqr"], done["absolute"], done["absolute_iqr"]) == \
+        ("0.25", "0.2 – 1,234", "5", "4 – 24,690")
+    assert (done["small"], done["runs"]) == ("80%", 3)
+    assert all(rows[1][k] == evaluation_panel.NOT_RUN for k in ("bounded", "absolute_iqr", "small"))
+    names = [c["name"] for c in evaluation_panel.table_columns(store["rho"])]
+    assert "bounded relative error, ρ = 20 (median)" in names and "queries with < 20 points" in names
+    one_run = evaluation_panel.table_rows(_eval_store(reps=1, median_abs_error=float("nan")))[0]
+    assert one_run["bounded_iqr"] == "one run: no spread"
+    assert one_run["absolute"] == evaluation_panel.NOT_COMPUTABLE
+    text = json.dumps(rows + [one_run]).lower()
+    assert "inf" not in text.replace("infinite", "") and "nan" not in text
+    lines = evaluation_panel.csv_text(store).splitlines()
+    assert lines[0].startswith("mechanism,epsilon,query area (% of domain),"
+                               "median bounded relative error (rho = 20),")
+    assert "median absolute error (points)" in lines[0] and lines[0].endswith(",runs,note")
+    assert lines[1] == f"{ug},1.0,1.0,0.25,0.2,1234.5,5.0,4.0,24690.0,80.0,3,"
+    assert lines[2].endswith(",,,,,,,,," + evaluation_panel.NOT_RUN) and len(lines) == 5
+    assert "20%" not in evaluation_panel.note(store) and "80% of the queries" in evaluation_panel.note(store)
+
+
+def test_evaluation_figures_keep_titles_clear_and_name_their_png():
+    store = _eval_store()
+    fig, _ = evaluation_panel.figures(store)
+    assert fig.layout.margin.t >= fig.layout.title.pad.t + 30 and fig.layout.title.xanchor == "left"
+    assert fig.layout.yaxis.type == "log"
+    # a zero error cannot sit on a log axis: that chart turns linear, the other stays log
+    zero = _eval_store(q25_abs_error=0.0)
+    assert evaluation_panel.figures(zero, "absolute")[0].layout.yaxis.type == "linear"
+    assert evaluation_panel.figures(zero, "bounded")[0].layout.yaxis.type == "log"
+    assert evaluation_panel.figure_filenames(store, "bounded") == (
+        "evaluation_bounded_relative_error_rho20_vs_epsilon", "evaluation_bounded_relative_error_rho20_vs_query_size")
+    config = evaluation_panel.graph_config("x")
+    assert config["displaylogo"] is False and config["showSendToCloud"] is False
+    assert config["toImageButtonOptions"] == {"format": "png", "filename": "x", "scale": 2}
 
 
 def test_shifted_grids_explain_map_series_and_marking(small):
@@ -232,7 +291,8 @@ def test_shifted_grids_explain_map_series_and_marking(small):
     assert hover["kind"] == "regions"
     rows = dp.evaluate.evaluate(data, domain, ["shifted_grids", "ug"], [1.0], [0.04], n_queries=10,
                                 repetitions=1, params={"shifted_grids": params})
-    fig, _ = evaluation_panel.figures(dp.evaluate.summarise(rows))
+    setup = {"mechs": ["shifted_grids", "ug"], "eps": [1.0], "sizes": [0.04], "rho": 20.0}
+    fig, _ = evaluation_panel.figures(evaluation_panel.result_store(dp.evaluate.summarise(rows), setup))
     names = [t.name for t in fig.data if t.name]
     assert any("not comparable at equal ε" in n for n in names)
     assert not any("not comparable" in n for n in names if n.startswith("Uniform grid"))

@@ -6,6 +6,7 @@ import pytest
 
 import dp
 from dp.evaluate import ROW_KEYS, evaluate, points_from_matrix, summarise, workloads
+from dp.metrics import DEFAULT_RHO, bounded_relative_error
 from dp.mechanisms.grid import P_WORKLOAD_SEED, tuning_workload
 
 DOMAIN = dp.Domain(0, 0, 1, 1)
@@ -98,18 +99,21 @@ def test_evaluation_workload_differs_from_tuning_workload():
 
 def test_summarise_quantiles_and_pooled_numbers():
     rows = [{"mechanism": "m", "epsilon": 1.0, "area_frac": 0.01, "rep": i, "median_re": v,
-             "mean_re": 2 * v, "median_re_sanity": v / 2, "mean_abs_error": 10 * v,
-             "n_queries": 100, "n_inf": i % 2, "grid_size": 8}
+             "mean_re": 2 * v, "median_re_sanity": v / 2, "median_abs_error": 4 * v,
+             "mean_abs_error": 10 * v, "n_queries": 100, "n_inf": i % 2, "n_small": 30,
+             "grid_size": 8}
             for i, v in enumerate([0.1, 0.2, 0.3, 0.4, 0.5])]
     rows.append({**rows[0], "mechanism": "other", "median_re": np.inf})
     s = summarise(rows)
     assert [g["mechanism"] for g in s] == ["m", "other"]
     m = s[0]
-    assert (m["reps"], m["n_queries"], m["n_inf"]) == (5, 500, 2)
+    assert (m["reps"], m["n_queries"], m["n_inf"], m["n_small"]) == (5, 500, 2, 150)
     assert m["median_re"] == pytest.approx(0.3)
     assert (m["q25_re"], m["q75_re"]) == pytest.approx((0.2, 0.4))
     assert m["mean_re"] == pytest.approx(0.6) and m["mean_abs_error"] == pytest.approx(3.0)
     assert m["median_re_sanity"] == pytest.approx(0.15)
+    assert (m["q25_re_sanity"], m["q75_re_sanity"]) == pytest.approx((0.1, 0.2))
+    assert (m["q25_abs_error"], m["median_abs_error"], m["q75_abs_error"]) == pytest.approx((0.8, 1.2, 1.6))
     assert s[1]["median_re"] == s[1]["q25_re"] == np.inf
     by_mech = summarise(rows, by=("mechanism",))
     assert [g["reps"] for g in by_mech] == [5, 1]
@@ -138,3 +142,44 @@ def test_points_from_matrix_rebins_real_256_matrix_exactly():
     M = np.load(path)
     pts = points_from_matrix(M, DOMAIN, seed=0)
     np.testing.assert_array_equal(pts.histogram(dp.UniformGrid(DOMAIN, 256)), M)
+
+
+def test_bounded_relative_error_worked_examples():
+    # |est - true| / max(true, rho): 5 against an empty query at rho 20 is 5/20
+    assert bounded_relative_error([5], [0], 20).tolist() == [0.25]
+    assert bounded_relative_error([0, 90, 25, 13, 3], [0, 100, 20, 10, 0], 20).tolist() == \
+        [0.0, 0.1, 0.25, 0.15, 0.15]
+    assert bounded_relative_error([3, 7], [0, 10], rho=1).tolist() == [3.0, 0.3]
+    assert bounded_relative_error([5], [0]).tolist() == [5 / DEFAULT_RHO] and DEFAULT_RHO == 20
+    # the sanity-bounded relative_error is the same metric
+    assert dp.metrics.relative_error([5, 130], [0, 100], sanity=20).tolist() == [0.25, 0.3]
+
+
+def test_bounded_relative_error_never_infinite_on_empty_queries():
+    est = np.random.default_rng(7).laplace(0, 1e6, 1000)
+    out = bounded_relative_error(est, np.zeros(1000), 0.5)
+    assert np.isfinite(out).all() and np.array_equal(out, np.abs(est) / 0.5)
+    assert np.isinf(dp.metrics.relative_error([5], [0])).all()     # the unbounded RE is not
+
+
+@pytest.mark.parametrize("rho", [0, -1, float("nan"), float("inf"), None, "twenty"])
+def test_bounded_relative_error_refuses_a_bad_rho(rho):
+    with pytest.raises(dp.ParameterError, match="ρ"):
+        bounded_relative_error([1], [1], rho)
+
+
+def test_evaluate_is_finite_where_most_queries_are_empty():
+    # every point in the south-west cell of a 20x20 grid: most 1% queries hold none
+    M = np.zeros((20, 20), dtype=int)
+    M[0, 0] = 200
+    data = points_from_matrix(M, DOMAIN, seed=2)
+    rows = evaluate(data, DOMAIN, ["ug", "identity"], [1.0], [0.01], n_queries=50, repetitions=2,
+                    seed=4, sanity=20)
+    true = data.true_counts(workloads(DOMAIN, [0.01], 50, seed=4)[0.01], DOMAIN)
+    assert (true == 0).mean() > 0.8
+    assert all(r["n_small"] == int((true < 20).sum()) for r in rows)
+    assert any(np.isinf(r["median_re"]) for r in rows)          # what the panel used to show
+    for g in summarise(rows):
+        vals = [g[k] for k in ("median_re_sanity", "q25_re_sanity", "q75_re_sanity",
+                               "median_abs_error", "q25_abs_error", "q75_abs_error")]
+        assert np.isfinite(vals).all() and g["q25_re_sanity"] <= g["median_re_sanity"] <= g["q75_re_sanity"]
