@@ -520,6 +520,10 @@ def test_region_sample_euler_stages_and_snapped_queries(dash_duo):
     assert float(row["private"]) == pytest.approx(round(rel.answer(rect), 1), abs=0.051)
     assert int(row["true"]) == regions.true_count(snapped, domain)
     assert int(row["true_drawn"]) == regions.true_count(rect, domain)
+    # the default stage (Round) has an interval too, and the noise's dominance is said plainly
+    lo, hi = rel.interval(rect)
+    assert row["interval"] == f"[{lo:.1f}, {hi:.1f}]"
+    dash_duo.wait_for_contains_text(f"#{ids.QUERY_WARNING}", "The noise dominates", timeout=10)
     # the stage selector redraws the table: DiffPriv answers differ from Round's
     dash_duo.find_element("#euler-stage input[value=diffpriv]").click()
     dash_duo.wait_for_contains_text("#euler-status", "diffpriv", timeout=20)

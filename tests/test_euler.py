@@ -511,9 +511,9 @@ def test_release_queries_snap_and_clamp(sample, released):
     exact = data.euler_answers(rel.egrid, rect)[0]
     assert exact == data.true_count(snapped)
     assert data.true_count(rect) <= exact
-    assert math.isnan(rel.noise_variance(rect)[0])      # Round: fitted jointly, no closed form
     diff = rel.with_stage("diffpriv")
     assert diff.noise_variance(rect)[0] > 0
+    assert rel.noise_variance(rect)[0] == diff.noise_variance(rect)[0]   # Round: the noise it was fitted from
     assert diff.stage == "diffpriv" and rel.stage == "round"
     assert diff.answer_raw(rect) == rel.answer_raw(rect, "diffpriv")
     many = rel.answer_many([rect, snapped, dp.Rect(0, 0, 1, 1)])
@@ -808,7 +808,7 @@ def test_true_count_touch_semantics():
 
 def test_interval_kind_and_empty_data(released):
     # 4.2: DiffPriv's interval from V(λ)(2p-1)(2q-1) (V ≤ 2λ², the spec's continuous value);
-    # LP/Round have none; empty data releases
+    # LP/Round report the same noise, around their own answer; empty data releases
     rect = dp.Rect(116.35, 39.85, 116.40, 39.90)
     diff = released.with_stage("diffpriv")
     lo, hi = diff.interval(rect)
@@ -819,7 +819,8 @@ def test_interval_kind_and_empty_data(released):
     assert V < 2 * 25 ** 2
     assert diff.noise_variance(rect)[0] == pytest.approx(V * terms, rel=1e-12)
     assert (hi - lo) / 2 == pytest.approx(stats.norm.ppf(0.975) * math.sqrt(V * terms), rel=1e-9)
-    assert all(math.isnan(v) for v in released.interval(rect))
+    rlo, rhi = released.interval(rect)
+    assert (rhi - rlo) == pytest.approx(hi - lo) and rlo < released.answer(rect) < rhi
     # one cell (1 term) and a 2x2 block (9 terms): simulated quantile of the discrete noise sum,
     # checked against an independent simulation (quantile sd at 2e4 draws ≈ 1%, tolerance 4%)
     g = released.egrid
@@ -845,3 +846,32 @@ def test_failed_post_processing_still_releases_what_was_paid_for(sample, monkeyp
     assert rel.stage == "diffpriv" and rel.ledger.total == pytest.approx(1.0)
     assert "HiGHS" in rel.diagnostics["post_processing_failed"]
     assert "post_processing_failed" not in json.dumps(rel.metadata(), default=str)
+
+
+def test_every_stage_has_an_interval_that_covers_its_answers_on_the_default_sample():
+    """LinProg and Round report the noise they were fitted from; on the built-in region sample
+    (ε = 1, 200 rectangles of 4% of the area, 5 releases) their answers stay inside it."""
+    data, dom = dp.load_region_sample("home_ranges_3k")
+    rects = [dp.Rect(*r) for r in dp.random_workload(dom, 200, area_frac=0.04, rng=1)]
+    stages = ("diffpriv", "linprog", "round")
+    covered = {s: [] for s in stages}
+    for seed in range(5):
+        rel = dp.release("euler", data, dom, 1.0, seed=np.random.default_rng(seed))
+        truth = np.array([data.true_count(rel.snap(r), dom) for r in rects])
+        assert rel.capabilities.stages == stages
+        for stage in stages:
+            staged = rel.with_stage(stage)
+            lo, hi = np.array([staged.interval(r) for r in rects]).T
+            assert np.isfinite(lo).all() and np.isfinite(hi).all()
+            covered[stage].append(np.mean((lo <= truth) & (truth <= hi)))
+    # 1,000 intervals at 95%: fewer than 90% covered would be 7 binomial sd below the level
+    assert all(min(v) >= 0.9 for v in covered.values()), covered
+
+
+def test_noise_dominance_is_warned_from_released_values():
+    data, dom = dp.load_region_sample("home_ranges_3k")
+    noisy = dp.release("euler", data, dom, 1.0, seed=np.random.default_rng(1))
+    warning = [w for w in noisy.warnings() if w.startswith("The noise dominates")]
+    assert len(warning) == 1 and "4% of the area" in warning[0] and "Raise ε" in warning[0]
+    clear = dp.release("euler", data, dom, 10.0, seed=np.random.default_rng(1))
+    assert not any(w.startswith("The noise dominates") for w in clear.warnings())

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import importlib
-import math
 import time
 
 import numpy as np
@@ -13,7 +12,7 @@ from ...budget import Ledger
 from ...domain import Domain
 from ...errors import ParameterError
 from ...noise import discrete_laplace_variance
-from ...queries import Rect
+from ...queries import Rect, random_workload
 from ..base import USER_REGION, Capabilities, MechanismSpec, Param, Release
 from .consistency import split_components, violations
 from .grid import MAX_CELLS, NEIGHBOURS, EulerGrid, constraint_counts, make_grid, sensitivity
@@ -106,6 +105,9 @@ def diffpriv(H, epsilon: float, delta: float, rng, *, ledger: Ledger, truncate: 
 
 
 # -------------------------------------------------------------------------- release
+NOISE_CHECK_AREA = 0.04     # rectangle size of the noise check behind `noise_warning`
+
+
 class EulerRelease(Release):
     """A private Euler histogram with its three public stages.
 
@@ -234,10 +236,10 @@ class EulerRelease(Release):
     def noise_variance(self, rects) -> np.ndarray:
         """DiffPriv's noise variance before truncation: V(λ)·(2p-1)(2q-1), V the discrete Laplace
         variance (section 4.2 gives 2λ², the continuous value, an upper bound on V). LinProg and
-        Round fit all counts jointly: no closed form, NaN (so their interval is (nan, nan))."""
+        Round are fitted to those noisy counts, so they report the same variance: the noise they
+        were fitted from (on the built-in sample their answers stayed inside its 95% interval,
+        tests/test_euler.py)."""
         c = self.snap_cells(rects)
-        if self._stage != "diffpriv":
-            return np.full(len(c), math.nan)
         p = c[:, 1] - c[:, 0] + 1
         q = c[:, 3] - c[:, 2] + 1
         v = discrete_laplace_variance(self.noise_scale)
@@ -258,7 +260,20 @@ class EulerRelease(Release):
         return f"{n}×{n} Euler grid (faces, edges and vertices)"
 
     def warnings(self) -> list[str]:
-        return [self.sparse_warning] if self.sparse_warning else []
+        return [w for w in (self.sparse_warning, self.noise_warning) if w]
+
+    @property
+    def noise_warning(self) -> str | None:
+        """Said when the noise of rectangles of 4% of the domain exceeds their typical released
+        answer (a public workload; released values only, so it may be shown to anyone)."""
+        rects = random_workload(self.domain, 100, area_frac=NOISE_CHECK_AREA, rng=0)
+        half = 1.96 * np.sqrt(self.noise_variance(rects))
+        typical = float(np.median(np.abs(self.answer_many(rects))))
+        if np.median(half) <= typical:
+            return None
+        return (f"The noise dominates: for rectangles of {100 * NOISE_CHECK_AREA:g}% of the area "
+                f"the 95% noise interval is about ±{np.median(half):,.0f} while answers are around "
+                f"{typical:,.0f}. Raise ε, use larger cells or a smaller bound B.")
 
     # ------------------------------------------------------------ sparse data
     @property
