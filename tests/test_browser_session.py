@@ -97,3 +97,33 @@ def test_odd_files_load_with_plain_warnings(dash_duo, tmp_path):
     (tmp_path / "xyz.csv").write_text("x,y,z\n1,2,3\n")
     upload(dash_duo, tmp_path / "xyz.csv")
     dash_duo.wait_for_contains_text(f"#{ids.DATA_SUMMARY}", "columns named 'x' and 'y'", timeout=30)
+
+
+OVERLAPS = """
+var cards = Array.from(document.querySelectorAll('.card')).filter(function (c) { return c.offsetParent; });
+var boxes = cards.map(function (c) { var r = c.getBoundingClientRect();
+  return [c.querySelector('h3') ? c.querySelector('h3').textContent : c.className, r.left, r.top, r.right, r.bottom]; });
+var out = [];
+for (var i = 0; i < boxes.length; i++) for (var j = i + 1; j < boxes.length; j++) {
+  var a = boxes[i], b = boxes[j];
+  if (a[1] < b[3] - 1 && b[1] < a[3] - 1 && a[2] < b[4] - 1 && b[2] < a[4] - 1) out.push(a[0] + ' / ' + b[0]);
+}
+cards.forEach(function (c) { var r = c.getBoundingClientRect();
+  c.querySelectorAll('*').forEach(function (e) {
+    if (e.closest('.leaflet-container') || e.closest('.dash-spreadsheet-container') || !e.offsetParent) return;
+    var q = e.getBoundingClientRect();
+    if (q.width > 0 && q.right > r.right + 1) out.push('sticks out of ' + (c.querySelector('h3') || c).textContent + ': ' + e.tagName + '.' + e.className);
+  }); });
+return out;
+"""
+
+
+@pytest.mark.parametrize("size", [(1280, 800), (1600, 1000)])
+def test_layout_fits_the_window_without_overlaps(dash_duo, tmp_path, size):
+    start(dash_duo, mechanism=None)
+    dash_duo.driver.set_window_size(*size)
+    dash_duo.find_element(f"#{ids.RELEASE_BUTTON}").click()       # a second ledger row
+    dash_duo.wait_for_contains_text(f"#{ids.ACCOUNT_SUMMARY}", "Spent ε = 2 of 10", timeout=30)
+    dash_duo.driver.save_screenshot(str(tmp_path / f"layout_{size[0]}x{size[1]}.png"))
+    assert no_horizontal_overflow(dash_duo)
+    assert dash_duo.driver.execute_script(OVERLAPS) == []
