@@ -8,7 +8,7 @@ from dash import Dash, dcc, html
 
 import dp
 from components import (data_panel, evaluation_panel, export_panel, ids, interactive_panel, jobs,
-                        ledger_panel, map_panel, mechanism_panel, queries_panel, state)
+                        ledger_panel, map_panel, mechanism_panel, queries_panel, share, state)
 
 DEFAULT_CONFIG = {
     "max_upload_mb": 50.0,
@@ -23,18 +23,19 @@ DEFAULT_CONFIG = {
 }
 ACCOUNTS_DIR = Path(__file__).resolve().parent / "instance" / "accounts"
 PANELS = (data_panel, mechanism_panel, map_panel, queries_panel, ledger_panel, export_panel,
-          evaluation_panel, interactive_panel)
+          evaluation_panel, interactive_panel, share)
 
 
 def serve_layout(config: dict):
     """A fresh layout per page load; the browser's session id lives in a cookie (see state)."""
     return lambda: html.Div(className="page", children=[
         dcc.Store(id=ids.DATASET), dcc.Store(id=ids.DOMAIN), dcc.Store(id=ids.RELEASE),
-        dcc.Store(id=ids.ACCOUNT_TICK),
+        dcc.Store(id=ids.ACCOUNT_TICK), dcc.Location(id=ids.URL, refresh=False),
         html.Header(className="top", children=[
             html.H1("Private location statistics"),
             html.P("Upload points, publish counts with differential privacy, and see what the "
                    "privacy costs in accuracy."),
+            html.Div(id=ids.SHARE_NOTE, role="status"),
         ]),
         html.Div(className="layout", children=[
             html.Div(className="sidebar", children=[

@@ -12,6 +12,10 @@ import numpy as np
 import dp
 
 PARAMETER, MISSING_DATA = "parameter", "missing data"   # what went wrong in an error store
+# the domain picker's boxes: presets plus the built-in samples' boxes (all chosen without the
+# data), and its two other choices
+DOMAINS = {**dp.PRESETS, **{s.domain.name: s.domain for s in dp.samples.REGION_SAMPLES.values()}}
+CUSTOM, FIT = "__custom__", "__fit__"
 EXACT_STAGE = "exact"   # value of the Euler stage control for the owner-only exact histogram
 
 
@@ -57,6 +61,22 @@ def epsilon_value(x) -> float:
         raise dp.ParameterError(f"type a total ε from {EPS_MIN:g} to {EPS_MAX:g} "
                                 "(for example 0.5); smaller is more private")
     return eps
+
+
+def split_from_weights(weights) -> list[float]:
+    """The budget split sliders' weights as fractions of ε."""
+    w = [max(float(x or 0), 0.0) for x in weights]
+    total = sum(w)
+    if total <= 0:
+        raise dp.ParameterError("every budget part needs a positive share")
+    return [x / total for x in w]
+
+
+def read_split(spec: dp.MechanismSpec, weights) -> list[float]:
+    """The split from the sliders, or the mechanism's default while they show another's parts."""
+    if len(weights) != len(spec.budget_parts):
+        return list(spec.default_split)
+    return split_from_weights(weights)
 
 
 def read_params(spec: dp.MechanismSpec, values: list, id_list: list) -> dict:

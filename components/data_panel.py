@@ -12,14 +12,11 @@ from dash import ALL, Input, Output, State, ctx, dcc, html, no_update
 import dp
 from dp.samples import REGION_SAMPLES
 
-from . import controls, ids, state
+from . import controls, ids, share, state
 from .help import help_box
 
 SIDES = ("west", "south", "east", "north")
-# presets plus the public boxes the built-in samples come with (all chosen without the data)
-DOMAINS = {**dp.PRESETS, **{s.domain.name: s.domain for s in REGION_SAMPLES.values()}}
-CUSTOM = "__custom__"
-FIT = "__fit__"
+DOMAINS, CUSTOM, FIT = controls.DOMAINS, controls.CUSTOM, controls.FIT
 
 
 def layout(config: dict) -> html.Div:
@@ -98,6 +95,16 @@ def outside_alert(data, domain: dp.Domain, inside: float) -> html.Div:
         "The domain is your public declaration of where the data may lie; choose one that "
         "contains your data (owner only: these suggestions read your data):",
         html.Div(choices, className="suggestions")])
+
+
+def first_domain(search: str | None) -> str:
+    """The domain picker's value when the page opens: the link's domain, else the default
+    sample's box."""
+    try:
+        link = share.from_query(search)
+    except dp.ParameterError:
+        link = None
+    return link.preset if link is not None else state.sample(state.DEFAULT_SAMPLE)[1].name
 
 
 def decode_upload(contents: str, filename: str | None, max_bytes: int) -> bytes:
@@ -190,8 +197,9 @@ def register_callbacks(app, config: dict):
                   Output(ids.DOMAIN_PRESET, "value"), Output(ids.SAMPLE_PICK, "value"),
                   Input(ids.UPLOAD, "contents"), Input(ids.SAMPLE_PICK, "value"),
                   State(ids.UPLOAD, "filename"), State(ids.LON_COL, "value"),
-                  State(ids.LAT_COL, "value"), State(ids.USER_COL, "value"), State(ids.UPLOAD_KIND, "value"))
-    def load(contents, sample_name, filename, lon, lat, user, kind):
+                  State(ids.LAT_COL, "value"), State(ids.USER_COL, "value"), State(ids.UPLOAD_KIND, "value"),
+                  State(ids.URL, "search"))
+    def load(contents, sample_name, filename, lon, lat, user, kind, search):
         sid = state.session_id()
         if ctx.triggered_id == ids.UPLOAD and contents:
             try:
@@ -211,7 +219,8 @@ def register_callbacks(app, config: dict):
         if sample_name is None:
             return no_update, no_update, no_update, no_update
         info = state.use_sample(sid, sample_name)
-        return info, "", state.sample(sample_name)[1].name, no_update
+        return info, "", first_domain(search) if ctx.triggered_id is None else \
+            state.sample(sample_name)[1].name, no_update
 
     @app.callback(Output(ids.DOMAIN_PRESET, "value", allow_duplicate=True),
                   Input({"type": ids.DOMAIN_SUGGEST, "preset": ALL}, "n_clicks"),

@@ -17,6 +17,13 @@ def layout(config: dict) -> html.Div:
         html.Button("Download metadata (JSON)", id=ids.EXPORT_META_BUTTON, n_clicks=0),
         dcc.Download(id=ids.EXPORT_DOWNLOAD), dcc.Download(id=ids.EXPORT_META_DOWNLOAD),
         html.Div(id=ids.EXPORT_STATUS, role="status"),
+        html.H4("Share these settings"),
+        html.Div("A link that opens the dashboard with this mechanism, ε, split, parameters and "
+                 "domain; it carries no data and no seed.", className="hint"),
+        html.Button("Make a link", id=ids.SHARE_BUTTON, n_clicks=0),
+        html.Div(className="share-row", children=[
+            dcc.Input(id=ids.SHARE_LINK, readOnly=True, placeholder="the link appears here"),
+            dcc.Clipboard(id=ids.SHARE_COPY, target_id=ids.SHARE_LINK, title="copy the link")]),
     ])
 
 

@@ -130,3 +130,10 @@ EVAL_SUMMARY = "eval-summary"      # the run's summary rows, ρ and design, as t
 EVAL_NOTE = "eval-note"            # states ρ and how many queries held fewer than ρ points
 EVAL_CSV_BUTTON = "eval-csv-button"
 EVAL_CSV_DOWNLOAD = "eval-csv-download"
+
+# shareable settings (components/share.py)
+URL = "url"                              # dcc.Location: the link the page was opened with
+SHARE_NOTE = "share-note"                # whether a link's settings were applied
+SHARE_BUTTON = "share-button"
+SHARE_LINK = "share-link"
+SHARE_COPY = "share-copy"

@@ -8,9 +8,9 @@ from dash import ALL, Input, Output, State, ctx, dcc, html, no_update
 
 import dp
 
-from . import ids, state
+from . import ids, share, state
 from .controls import (EPS_MAX, EPS_MIN, MOSTLY_OUTSIDE, domain_from_store, epsilon_from_slider,
-                       epsilon_value, read_params)
+                       epsilon_value, read_params, read_split, split_from_weights)
 from .help import help_box
 
 EPS_MARKS = {-2: "0.01", -1: "0.1", 0: "1", 1: "10"}
@@ -65,32 +65,25 @@ def recommendation_line(kind: str) -> str:
     return f"★ Recommended: {dp.mechanisms()[rec.name].label}, {rec.reason}."
 
 
-def param_control(p: dp.Param):
-    """A labelled control for one mechanism parameter, with its help text."""
+def param_control(p: dp.Param, value):
+    """A labelled control for one mechanism parameter at `value`, with its help text."""
     pid = {"type": ids.PARAM, "name": p.name}
     if p.kind is bool:
         ctrl = dcc.Checklist(id=pid, options=[{"label": " on", "value": "on"}],
-                             value=["on"] if p.default else [])
+                             value=["on"] if value else [])
     elif p.choices:
-        ctrl = dcc.Dropdown(id=pid, options=list(p.choices), value=p.default, clearable=False)
+        ctrl = dcc.Dropdown(id=pid, options=list(p.choices), value=value, clearable=False)
     elif p.kind is list:
-        ctrl = dcc.Input(id=pid, type="text", value=", ".join(map(str, p.default)), debounce=True)
+        ctrl = dcc.Input(id=pid, type="text", value=", ".join(map(str, value)), debounce=True)
     else:
-        ctrl = dcc.Input(id=pid, type="number", value=p.default, min=p.min, max=p.max,
+        ctrl = dcc.Input(id=pid, type="number", value=value, min=p.min, max=p.max,
                          step=1 if p.kind is int else "any", debounce=True)
     return html.Div(className="param", children=[html.Label(p.label), ctrl,
                                                   html.Div(p.help, className="hint")])
 
 
-def split_from_weights(weights) -> list[float]:
-    w = [max(float(x or 0), 0.0) for x in weights]
-    total = sum(w)
-    if total <= 0:
-        raise dp.ParameterError("every budget part needs a positive share")
-    return [x / total for x in w]
-
-
-def split_controls(spec: dp.MechanismSpec):
+def split_controls(spec: dp.MechanismSpec, split):
+    """One slider per budget part, at `split` (fractions of ε)."""
     if len(spec.budget_parts) == 1:
         return [html.Div(f"All of ε goes to the {spec.budget_parts[0]}.", className="hint"),
                 html.Div(id=ids.SPLIT_READOUT, hidden=True)]
@@ -98,7 +91,7 @@ def split_controls(spec: dp.MechanismSpec):
         html.Div(className="split-row", children=[
             html.Span(part, className="split-name"),
             dcc.Slider(id={"type": ids.SPLIT, "part": i}, min=1, max=99, step=1,
-                       value=round(100 * spec.default_split[i]), marks=None, updatemode="drag",
+                       value=round(100 * split[i]), marks=None, updatemode="drag",
                        allow_direct_input=False)])
         for i, part in enumerate(spec.budget_parts)] + [html.Div(id=ids.SPLIT_READOUT, className="readout")]
 
@@ -121,15 +114,21 @@ def register_callbacks(app, config: dict):
     def offer_mechanisms(info, current):
         kind = (info or {}).get("kind", "points")
         opts = mechanism_options(kind)
-        value = current if current in [o["value"] for o in opts] else dp.recommend(kind).name
+        value = no_update if current in [o["value"] for o in opts] else dp.recommend(kind).name
         return opts, value, recommendation_line(kind)
 
     @app.callback(Output(ids.MECH_DESCRIPTION, "children"), Output(ids.PARAMS_BOX, "children"),
-                  Input(ids.MECHANISM, "value"))
-    def show_mechanism(name):
+                  Input(ids.MECHANISM, "value"), State(ids.URL, "search"))
+    def show_mechanism(name, search):
+        """The mechanism's description, split sliders and parameter controls: at the values of
+        the link the page was opened with when it names this mechanism, else the defaults."""
         spec = dp.mechanisms()[name]
+        link = link_settings(search, spec.data_kind)
+        split, values = (link.split, link.params) if link and link.mechanism == name \
+            else (spec.default_split, {})
         desc = [html.Div(spec.description), html.Div(["Guarantee: ", spec.guarantee], className="guarantee")]
-        params = split_controls(spec) + [param_control(p) for p in spec.params]
+        params = split_controls(spec, split) + [param_control(p, values.get(p.name, p.default))
+                                                for p in spec.params]
         return desc, params
 
     @app.callback(Output(ids.EPSILON_VALUE, "value"), Output(ids.EPSILON, "value"),
@@ -185,31 +184,38 @@ def register_callbacks(app, config: dict):
                   State({"type": ids.PARAM, "name": ALL}, "value"),
                   State({"type": ids.PARAM, "name": ALL}, "id"),
                   State(ids.SEED_MODE, "value"), State(ids.SEED, "value"),
-                  State(ids.POINTS_PER_USER, "value"))
-    def run_release(_, info, domain_info, name, eps_v, weights, pvals, pids, seed_mode, seed, k):
+                  State(ids.POINTS_PER_USER, "value"), State(ids.URL, "search"),
+                  State(ids.RELEASE, "data"))
+    def run_release(_, info, domain_info, name, eps_v, weights, pvals, pids, seed_mode, seed, k,
+                    search, current):
         triggers = {prop.rsplit(".", 1)[0] for prop in ctx.triggered_prop_ids}
         if not info or not triggers & {ids.RELEASE_BUTTON, ids.DATASET}:
             return no_update, no_update
         sid = state.session_id()
+        kind = info.get("kind", "points")
+        link = link_settings(search, kind) if ids.DATASET in triggers and current is None else None
         if ids.DATASET in triggers:   # a reload or a re-load of data: show what was paid for
-            restored = restore(sid, info)
+            restored = restore(sid, info, link)
             if restored is not None:
                 return restored
-            if any(state.key_fingerprint(c.ref) == info["fingerprint"]          # paid for, but gone
-                   for c in state.account(sid, info["account"]).charges if c.ref):
+            if link is None and any(state.key_fingerprint(c.ref) == info["fingerprint"]   # paid for, but gone
+                                    for c in state.account(sid, info["account"]).charges if c.ref):
                 return None, html.Div("Your last release of this data is no longer on the server. "
                                       "Press Release for a new one (it spends ε again).",
                                       className="warning")
-        kind = info.get("kind", "points")
         if name not in [o["value"] for o in mechanism_options(kind)]:
             name = dp.recommend(kind).name   # new data of another kind: the picker is switching too
-        spec = dp.mechanisms()[name]
         try:
-            epsilon = epsilon_value(eps_v)
-            split = split_from_weights(weights) if len(weights) == len(spec.budget_parts) \
-                else list(spec.default_split)
-            params = spec.resolve_params(read_params(spec, pvals, pids))
-            domain = domain_from_store(domain_info)
+            if link is not None:          # the page's first release follows the link it was opened with
+                name, epsilon, split, params, domain = (link.mechanism, link.epsilon, list(link.split),
+                                                        link.params, link.domain)
+            else:
+                spec = dp.mechanisms()[name]
+                epsilon = epsilon_value(eps_v)
+                split = read_split(spec, weights)
+                params = spec.resolve_params(read_params(spec, pvals, pids))
+                domain = domain_from_store(domain_info)
+            spec = dp.mechanisms()[name]
             seed = None if seed_mode == "fresh" else int(seed if seed is not None else 0)
             k = points_per_user(info, k)
             check_coverage(state.points(sid, info["fingerprint"]), domain)
@@ -249,9 +255,20 @@ def points_per_user(info: dict, k) -> int | None:
     return dp.contributions.check_points_per_user(dp.DEFAULT_POINTS_PER_USER if k is None else k)
 
 
-def restore(sid: str, info: dict):
+def link_settings(search: str | None, kind: str):
+    """The settings of the link the page was opened with, if any apply to this kind of data (a
+    broken link is reported by the share module and ignored here)."""
+    try:
+        link = share.from_query(search)
+    except dp.ParameterError:
+        return None
+    return link if link is not None and dp.mechanisms()[link.mechanism].data_kind == kind else None
+
+
+def restore(sid: str, info: dict, link=None):
     """(release summary, status) of this session's latest release of the data still on the
-    server, or None: reloading the page shows it again instead of spending ε on a new draw."""
+    server, or None: reloading the page shows it again instead of spending ε on a new draw. With
+    a link's settings, only a release made with those settings is shown again."""
     key = state.last_release_key(sid, info)
     try:
         rel = state.release(sid, key) if key else None
@@ -259,7 +276,9 @@ def restore(sid: str, info: dict):
         return None
     if rel is None:
         return None
-    _, _, name, _, split, epsilon, _, _ = json.loads(key)
+    _, dom, name, params, split, epsilon, _, _ = json.loads(key)
+    if link is not None and not link.matches(name, epsilon, split, params, dp.Domain.from_dict(dom)):
+        return None
     summary = {"key": key, "mechanism": name, "label": rel.spec.label, "epsilon": epsilon,
                "split": split, "private": rel.private}
     return summary, html.Div(f"Showing your last release of this data: {rel.spec.label} at "

@@ -13,7 +13,7 @@ import pytest
 from test_browser import ledger_steps, poll_until, start, table_rows   # skips without a browser
 
 import dp
-from components import ids
+from components import ids, share
 
 pytestmark = pytest.mark.browser
 SF = dp.PRESETS["San Francisco"]
@@ -127,3 +127,30 @@ def test_layout_fits_the_window_without_overlaps(dash_duo, tmp_path, size):
     dash_duo.driver.save_screenshot(str(tmp_path / f"layout_{size[0]}x{size[1]}.png"))
     assert no_horizontal_overflow(dash_duo)
     assert dash_duo.driver.execute_script(OVERLAPS) == []
+
+
+def ledger_epsilons(dash_duo) -> list[str]:
+    return [c.text for c in dash_duo.find_elements(f"#{ids.LEDGER_TABLE} td[data-dash-column='epsilon']")]
+
+
+def test_a_link_opens_with_its_settings_and_the_page_makes_such_links(dash_duo):
+    start(dash_duo)
+    ny = "New+York+%28Manhattan+%26+Brooklyn%29"
+    dash_duo.driver.get(f"{dash_duo.server_url}/?mechanism=ug&epsilon=0.5&split=0.1,0.9&domain={ny}")
+    dash_duo.wait_for_contains_text(f"#{ids.RELEASE_STATUS}", "Released Uniform grid (Heuristic UG) at ε = 0.5",
+                                    timeout=30)
+    assert "Settings from the link: Uniform grid (Heuristic UG), ε = 0.5" in \
+        dash_duo.find_element(f"#{ids.SHARE_NOTE}").text
+    poll_until(lambda: ledger_epsilons(dash_duo) == ["0.05", "0.45"], 10)
+    assert ledger_epsilons(dash_duo) == ["0.05", "0.45"]           # the link's split, not the default
+    dash_duo.wait_for_text_to_equal(f"#{ids.EPSILON_READOUT}", "ε = 0.5", timeout=10)
+    # the page's own link carries the same settings, and no data or seed
+    dash_duo.find_element(f"#{ids.SHARE_BUTTON}").click()
+    poll_until(lambda: "?" in (dash_duo.find_element(f"#{ids.SHARE_LINK}").get_attribute("value") or ""), 10)
+    link = dash_duo.find_element(f"#{ids.SHARE_LINK}").get_attribute("value")
+    s = share.from_query(link[link.index("?"):])
+    assert (s.mechanism, s.epsilon, s.domain.name) == ("ug", 0.5, "New York (Manhattan & Brooklyn)")
+    assert s.split == pytest.approx((0.1, 0.9)) and "seed" not in link
+    # a broken link says why and the page opens as usual
+    dash_duo.driver.get(f"{dash_duo.server_url}/?mechanism=ug&domain=Atlantis")
+    dash_duo.wait_for_contains_text(f"#{ids.SHARE_NOTE}", "unknown domain 'Atlantis'", timeout=30)

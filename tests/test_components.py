@@ -108,10 +108,10 @@ def test_mechanism_controls_follow_the_registry():
     for bad in (None, "", "abc", 0, -1, 0.001, 20):
         with pytest.raises(dp.ParameterError, match="type a total ε from 0.01 to 10"):
             controls.epsilon_value(bad)
-    assert mechanism_panel.split_from_weights([20, 80]) == pytest.approx([0.2, 0.8])
-    assert mechanism_panel.split_from_weights([1, 1, 2]) == pytest.approx([0.25, 0.25, 0.5])
+    assert controls.split_from_weights([20, 80]) == pytest.approx([0.2, 0.8])
+    assert controls.split_from_weights([1, 1, 2]) == pytest.approx([0.25, 0.25, 0.5])
     with pytest.raises(dp.ParameterError):
-        mechanism_panel.split_from_weights([0, 0])
+        controls.split_from_weights([0, 0])
     spec = dp.mechanisms()["e2epriv"]
     pids = [{"type": ids.PARAM, "name": p.name} for p in spec.params]
     vals = [p.default for p in spec.params]
