@@ -123,11 +123,14 @@ def test_map_layers_and_hover_payload(small):
     data, domain = small
     rel = dp.release("identity", data, domain, epsilon=1.0, params={"grid_size": 32}, seed=0)
     children, hover, legend = map_panel.cell_layers(rel, data, "private")
-    assert legend == "noisy points per km²"
+    assert legend[0].children == "noisy points per km²" and legend[0].id == ids.MAP_LEGEND_TITLE
+    labels = [t.children for t in legend[2].children]
+    assert len(set(labels)) == len(labels) and labels[0] == "0" and labels[-1].startswith("≥ ")
     assert hover["kind"] == "cells" and hover["gx"] == 32 and len(hover["noisy"]) == 32 * 32
     assert hover["truth"] == data.histogram(rel.grid).astype(int).ravel().tolist()
     _, _, err_legend = map_panel.cell_layers(rel, data, "error")
-    assert "private − true" in err_legend
+    assert "private − true" in err_legend[0].children
+    assert map_panel.cell_layers(rel, data, "none")[2] == []
 
 
 def test_png_is_valid_and_rows_follow_mercator():
@@ -334,3 +337,42 @@ def test_next_release_cost_is_what_the_account_will_charge():
     with pytest.raises(dp.ParameterError, match="all four sides"):     # the message is kept
         controls.domain_from_store(incomplete)
     assert ledger_panel.next_cost(0, "ug", [], [], incomplete) is None
+
+
+def test_nice_ticks_are_round_distinct_and_inside_the_range():
+    assert render.nice_ticks(0, 0.23) == [0, 0.05, 0.1, 0.15, 0.2]
+    assert render.nice_ticks(0, 12345) == [0, 5000, 10000]
+    assert render.nice_ticks(-0.23, 0.23) == [-0.2, -0.1, 0, 0.1, 0.2]
+    assert render.nice_ticks(3, 3) == [3]
+    assert [render.tick_label(v, 0.05) for v in (0, 0.05, 0.1, 0.15)] == ["0", "0.05", "0.1", "0.15"]
+    assert render.tick_label(2000, 1000) == "2,000" and render.tick_label(-0.1, 0.1) == "−0.1"
+    rng = np.random.default_rng(0)
+    for _ in range(2000):
+        lo = float(rng.choice([0.0, rng.normal(0, 10 ** rng.uniform(-6, 6))]))
+        hi = lo + 10 ** rng.uniform(-9, 7)
+        ticks = render.nice_ticks(lo, hi)
+        step = render.nice_step(hi - lo)
+        labels = [render.tick_label(v, step) for v in ticks]
+        assert 2 <= len(ticks) <= 6 and len(set(labels)) == len(labels)
+        assert lo - 1e-9 * step <= ticks[0] and ticks[-1] <= hi + 1e-9 * step
+        mantissa = step / 10 ** np.floor(np.log10(step) + 1e-9)
+        assert any(np.isclose(mantissa, m) for m in (1, 2, 5))
+
+
+def test_legend_marks_the_cap_and_its_labels_fit_the_bar():
+    rng = np.random.default_rng(1)
+    for scale in (0.23, 7.0, 4321.0, 2.5e6):
+        values = rng.gamma(0.5, scale, 5000)
+        leg = render.legend_scale(values)
+        labels = [t for _, t in leg.ticks]
+        assert leg.capped_top and labels[-1].startswith("≥ ") and not leg.capped_bottom
+        assert len(set(labels)) == len(labels) and labels[0] == "0"
+        assert leg.ticks[0][0] == 0 and leg.ticks[-1][0] == 1
+        assert leg.vmax >= np.percentile(values, 99)                  # rounded up, never down
+        assert sum(len(t) + 2 for t in labels) * render.CHAR_PX <= render.LEGEND_PX
+    uncapped = render.legend_scale(np.linspace(0, 0.2, 101))
+    assert not uncapped.capped_top and uncapped.ticks[-1][1] == "0.2"
+    errors = render.legend_scale(rng.normal(0, 30, 5000), diverging=True)
+    assert errors.vmin == -errors.vmax and errors.ticks[0][1].startswith("≤ −")
+    assert render.legend_scale(np.zeros(10)).ticks[-1][1] == "1"      # empty layer: 0 to 1
+
