@@ -376,3 +376,53 @@ def test_legend_marks_the_cap_and_its_labels_fit_the_bar():
     assert errors.vmin == -errors.vmax and errors.ticks[0][1].startswith("≤ −")
     assert render.legend_scale(np.zeros(10)).ticks[-1][1] == "1"      # empty layer: 0 to 1
 
+
+def test_rectangles_are_fitted_to_the_public_domain(small):
+    _, domain = small
+    inside = dp.Rect(-0.2, 51.45, -0.05, 51.55)
+    assert controls.fit_to_domain(inside, domain) == (inside, False)
+    part = dp.Rect(0.1, 51.6, 0.3, 51.9)
+    assert controls.fit_to_domain(part, domain) == (dp.Rect(0.1, 51.6, 0.15, 51.65), True)
+    with pytest.raises(dp.ParameterError, match="wholly outside the public domain"):
+        controls.fit_to_domain(dp.Rect(2.0, 48.8, 2.4, 48.9), domain)      # Paris, not London
+    with pytest.raises(dp.ParameterError, match="wholly outside"):
+        controls.fit_to_domain(dp.Rect(0.15, 51.4, 0.2, 51.5), domain)     # touches the edge only
+    with pytest.raises(dp.ParameterError, match="no area"):
+        controls.fit_to_domain(dp.Rect(0, 51.5, 0, 51.6), domain)
+    queries, notes = queries_panel.queries_in(domain, [("Q1", part), ("Q2", dp.Rect(2.0, 48.8, 2.4, 48.9))])
+    assert queries == [queries_panel.Query("Q1", dp.Rect(0.1, 51.6, 0.15, 51.65), True)]
+    assert notes == ["Q2 is not answered: the rectangle lies wholly outside the public domain "
+                     "(-0.35, 51.35, 0.15, 51.65), where nothing is counted."]
+    assert [queries_panel.plural(n, "row") for n in (0, 1, 2)] == ["rows", "row", "rows"]
+
+
+def test_query_rows_carry_the_typical_error_and_the_csv_no_true_count(small):
+    data, domain = small
+    rel = dp.release("ug", data, domain, epsilon=1.0, seed=2)
+    key = state.release_key(data.fingerprint, domain, "ug", {}, [0.05, 0.95], 1.0, 2)
+    settings = queries_panel.release_settings(rel, key)
+    assert data.fingerprint not in settings and json.loads(settings)["epsilon"] == 1.0
+    areas, errors = queries_panel.typical_table(new_sid(), settings, 10_000)
+    typical = {"key": key, "areas": list(areas), "errors": list(errors)}
+    rect = dp.Rect(-0.2, 51.45, -0.05, 51.55)                           # 12% of the box
+    q = queries_panel.Query("R1", rect, True)
+    row = queries_panel.comparison_rows(rel, data, [q], typical=typical)[0]
+    expected = dict(zip(areas, errors))[dp.typical_error.area_bucket(rect.area / domain.area)]
+    assert row["typical_value"] == expected and row["typical"] == queries_panel.typical_text(expected)
+    assert row["bounds"].endswith("(clipped to the domain)") and row["true"] == data.true_count(rect, domain)
+    assert queries_panel.public_rows(rel, [q])[0]["typical"] == "computing…"
+    assert [queries_panel.typical_text(v) for v in (1234.5, 3.44, 0.44, 0)] == ["±1,200", "±3.4", "±0.44", "±0"]
+    text = queries_panel.csv_text(queries_panel.public_rows(rel, [q], typical))
+    header, line = text.strip().splitlines()
+    assert header.split(",") == list(queries_panel.CSV_FIELDS)
+    values = dict(zip(header.split(","), line.split(",")))
+    assert float(values["private_answer"]) == pytest.approx(rel.answer(rect))
+    assert values["clipped_to_domain"] == "yes" and float(values["typical_total_error_synthetic"]) == expected
+    assert "true" not in text.lower()
+    with pytest.warns(dp.PrivacyLeakWarning):
+        fitted = dp.fit_to_data(data.x, data.y)
+    leaky = dp.release("ug", data, fitted, 1.0, seed=2)
+    assert queries_panel.release_settings(leaky, key) is None           # the data's bounding box
+    regions, rdomain = dp.load_region_sample("home_ranges_3k")
+    euler = dp.release("euler", regions, rdomain, epsilon=1.0, seed=2)
+    assert queries_panel.release_settings(euler, key) is None           # no synthetic regions
