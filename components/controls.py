@@ -111,3 +111,17 @@ def parse_typed(text: str) -> dp.Rect:
     if len(vals) != 4:
         raise dp.ParameterError(f"expected four numbers 'west, south, east, north', got {text!r}")
     return dp.Rect(*vals)
+
+
+def fit_to_domain(rect: dp.Rect, domain: dp.Domain) -> tuple[dp.Rect, bool]:
+    """(the part of a query rectangle inside the public domain, whether it was clipped); one
+    without area there is refused: its answer would be a meaningless 0."""
+    if rect.area <= 0:
+        raise dp.ParameterError("the rectangle has no area: west must be below east and south "
+                                "below north")
+    inside = rect.clip(domain)
+    if inside is None:
+        raise dp.ParameterError(
+            f"the rectangle lies wholly outside the public domain ({domain.west:g}, "
+            f"{domain.south:g}, {domain.east:g}, {domain.north:g}), where nothing is counted")
+    return inside, inside != rect

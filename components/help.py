@@ -33,11 +33,19 @@ TEXTS = {
         "Hover over a cell to read its published count and, for the owner, the true count.",
     ],
     "queries": [
-        "Draw a rectangle with the square tool on the map: the table compares the published answer "
-        "with the true one. The 95% interval is the range the published answer falls in 95% of the "
-        "time because of the noise alone; if a cell is only partly covered, the answer also assumes "
+        "Draw a rectangle with the ▭ tool on the map, or type its corners: the table compares the "
+        "published answer with the true one, and the map labels each rectangle with its row (Q for "
+        "drawn, R for typed or random). A rectangle partly outside the public box is clipped to it "
+        "(the row says so); one wholly outside is refused, since nothing is counted there.",
+        "The 95% interval (noise only) is the range the published answer falls in 95% of the time "
+        "because of the noise alone. Where a rectangle cuts through a cell, the answer also assumes "
         "people are spread evenly inside it, which adds error the interval does not include.",
-        "Answering rectangles costs no extra privacy: it only reads the published counts.",
+        "The typical total error gives a sense of both together: the same mechanism and settings are "
+        "run on a synthetic city of the size you pick, in the same box, and the median error of random "
+        "rectangles of the same area is measured there. It never uses your data, so it is a guide, "
+        "not a bound: your data may be more or less clustered than the synthetic city.",
+        "Answering rectangles costs no extra privacy: it only reads the published counts. The CSV "
+        "download holds the published answers, intervals and typical errors, never the true counts.",
     ],
     "evaluation": [
         "Runs each mechanism many times on your data with random rectangles and plots the typical "

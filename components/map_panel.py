@@ -94,7 +94,7 @@ def layout(config: dict) -> html.Div:
                    ]),
             html.Div(id=ids.MAP_HOVER, className="hover-readout",
                      children="Hover over a cell to read its counts."),
-            html.Div(id=ids.MAP_LEGEND_TITLE, className="legend-title"),
+            html.Div(id=ids.MAP_LEGEND, className="map-legend"),
         ]),
         html.Div(id=ids.EULER_CHART_BOX, hidden=True, children=[
             dcc.Graph(id=ids.EULER_CHART, config={"displayModeBar": False}, style={"height": "220px"})]),
@@ -141,18 +141,23 @@ def domain_outline(d: dp.Domain):
 
 
 def no_release_view(domain_info):
-    """(children, hover, viewport, legend title) with no release of the loaded data: the
-    declared domain alone, and why the map is empty."""
+    """(children, hover, viewport, legend) with no release of the loaded data: the declared
+    domain alone, and why the map is empty."""
     try:
         d = domain_from_store(domain_info)
     except (dp.ParameterError, LookupError):
-        return [], None, no_update, "No release yet: choose a domain in panel 1"
+        return [], None, no_update, legend_note("No release yet: choose a domain in panel 1")
     return [domain_outline(d)], None, {"bounds": [[d.south, d.west], [d.north, d.east]]}, \
-        "No release of the data now loaded yet (see panel 2)"
+        legend_note("No release of the data now loaded yet (see panel 2)")
+
+
+def legend_note(text: str):
+    """The legend box holding a sentence instead of a colour scale."""
+    return [html.Div(text, id=ids.MAP_LEGEND_TITLE, className="legend-title")]
 
 
 def cell_layers(rel, data, layer: str, depth: int | None = None, series: int = 0):
-    """(map children, hover payload, legend title) for the chosen layer of a release."""
+    """(map children, hover payload, legend contents) for the chosen layer of a release."""
     grid, regions, counts, eps = structure(rel, depth, series)
     d = rel.domain
     bounds = (d.west, d.south, d.east, d.north)
@@ -163,7 +168,7 @@ def cell_layers(rel, data, layer: str, depth: int | None = None, series: int = 0
         (not is_cells and n <= MAX_HOVER_REGIONS)
     truth = region_truth(data, grid, regions) if need_truth else None
     children = [domain_outline(d)]
-    unit = ""
+    legend = []
     if layer != "none":
         per_region = {"private": counts, "true": truth,
                       "error": None if truth is None else counts - truth}[layer] / area
@@ -171,18 +176,27 @@ def cell_layers(rel, data, layer: str, depth: int | None = None, series: int = 0
         if not diverging:
             per_region = per_region.clip(min=0)   # display only (spec 000 P11); numbers stay raw
         painted = per_region.reshape(grid.shape) if is_cells else paint(grid.shape, regions, per_region)
-        vmin, vmax = render.colour_range(painted, diverging)
+        scale = render.legend_scale(painted, diverging)
         colours = render.DIVERGING if diverging else render.SEQUENTIAL
-        children.append(dl.ImageOverlay(url=render.grid_image(painted, bounds, vmin, vmax, colours),
+        children.append(dl.ImageOverlay(url=render.grid_image(painted, bounds, scale.vmin, scale.vmax, colours),
                                         bounds=[[d.south, d.west], [d.north, d.east]],
                                         opacity=0.85, className=ids.MAP_RASTER, id=ids.MAP_RASTER))
         if n <= MAX_OUTLINED:
             children.append(outlines(grid, regions))
-        children.append(dl.Colorbar(id=ids.MAP_LEGEND, colorscale=colours, min=vmin, max=vmax,
-                                    nTicks=5, width=260, height=14, position="bottomright",
-                                    tickDecimals=0 if vmax - vmin > 10 else 1))
         unit = UNITS[layer] if data.kind == "points" else UNITS[layer].replace("points", "users' regions")
-    return children, hover_payload(grid, regions, counts, truth, eps, area, is_cells), unit
+        legend = legend_box(scale, colours, unit)
+    return children, hover_payload(grid, regions, counts, truth, eps, area, is_cells), legend
+
+
+def legend_box(scale: render.Legend, colours, unit: str) -> list:
+    """The map legend: its unit, the colour bar and round tick labels kept inside the box
+    (the first label starts at the bar's left end, the last ends at its right end)."""
+    return [html.Div(unit, id=ids.MAP_LEGEND_TITLE, className="legend-title"),
+            html.Div(className="legend-bar",
+                     style={"background": f"linear-gradient(to right, {', '.join(colours)})"}),
+            html.Div(className="legend-ticks", children=[
+                html.Span(label, className="legend-tick", style={"left": f"{100 * pos:.2f}%"})
+                for pos, label in scale.ticks])]
 
 
 def outlines(grid: dp.UniformGrid, regions: np.ndarray):
@@ -296,7 +310,7 @@ def current_release(sid, rinfo):
 
 def register_callbacks(app, config: dict):
     @app.callback(Output(ids.MAP_LAYERS, "children"), Output(ids.MAP_GRID_STORE, "data"),
-                  Output(ids.MAP, "viewport"), Output(ids.MAP_LEGEND_TITLE, "children"),
+                  Output(ids.MAP, "viewport"), Output(ids.MAP_LEGEND, "children"),
                   Input(ids.RELEASE, "data"), Input(ids.MAP_LAYER_PICK, "value"),
                   Input(ids.MAP_POINTS_TOGGLE, "value"), Input(ids.GROW_DEPTH, "value"),
                   Input(ids.SERIES_PICK, "value"), Input(ids.EULER_STAGE, "value"),
@@ -313,7 +327,7 @@ def register_callbacks(app, config: dict):
             if rel.capabilities.stages:
                 rel, layer = staged(sid, rinfo["key"], rel, stage, layer)
         except LookupError as exc:
-            return [], None, no_update, str(exc)
+            return [], None, no_update, legend_note(str(exc))
         fresh = ctx.triggered_id == ids.RELEASE
         children, hover, legend = cell_layers(rel, data, layer, None if fresh else depth,
                                               0 if fresh else int(series or 0))

@@ -1,5 +1,13 @@
-"""Queries panel: drawn, typed and random rectangles, each compared private vs true."""
+"""Queries panel: drawn, typed and random rectangles, each compared private vs true, with the
+noise-only interval, a typical total error from public synthetic data and a CSV download."""
 from __future__ import annotations
+
+import csv
+import functools
+import io
+import json
+import math
+from typing import NamedTuple
 
 import dash_leaflet as dl
 import numpy as np
@@ -8,14 +16,41 @@ from dash import Input, Output, State, ctx, dash_table, dcc, html, no_update
 import dp
 
 from . import ids, state
-from .controls import EXACT_STAGE, parse_typed, rects_from_geojson
+from .controls import EXACT_STAGE, fit_to_domain, parse_typed, rects_from_geojson
 from .help import help_box
 
+INTERVAL_HELP = ("The range the published answer falls in 95% of the time because of the noise "
+                 "alone. Answers also assume people are spread evenly inside every cell or leaf a "
+                 "rectangle cuts through; that adds error this interval does not show.")
+TYPICAL_HELP = ("Median error, noise and even spreading together, of the same mechanism and "
+                "settings on random rectangles of this area over a synthetic city in the same box. "
+                "Computed from public synthetic data only, never from yours.")
 COLUMNS = [
     ("id", "#"), ("bounds", "Rectangle (W, S, E, N)"), ("private", "Private answer"),
-    ("interval", "95% noise interval"), ("true", "True count (owner only)"),
-    ("abs_error", "Abs. error"), ("rel_error", "Rel. error"),
+    ("interval", "95% interval (noise only)"), ("typical", "Typical total error (synthetic data)"),
+    ("true", "True count (owner only)"), ("abs_error", "Abs. error"), ("rel_error", "Rel. error"),
 ]
+SNAP_COLUMNS = [("snapped", "Answered rectangle (snapped to cells)"), ("raw", "Raw (before clamping at 0)"),
+                ("true_drawn", "True on drawn rectangle (owner only)")]
+ASSUMED_SIZES = (10_000, 100_000, 1_000_000)
+CLIPPED = " (clipped to the domain)"
+# what the CSV holds: the release's answers and public settings only, never a true count
+CSV_FIELDS = ("id", "west", "south", "east", "north", "clipped_to_domain", "private_answer",
+              "interval95_noise_only_low", "interval95_noise_only_high", "typical_total_error_synthetic")
+CSV_SNAP_FIELDS = ("answered_rectangle", "raw_answer")
+
+
+class Query(NamedTuple):
+    """A labelled rectangle inside the domain; `clipped` when part of it lay outside."""
+
+    label: str
+    rect: dp.Rect
+    clipped: bool = False
+
+
+def plural(n: int, noun: str) -> str:
+    """The noun for n of them: '1 row', '2 rows' (callers put the number in front)."""
+    return noun if n == 1 else noun + "s"
 
 
 def layout(config: dict) -> html.Div:
@@ -26,7 +61,7 @@ def layout(config: dict) -> html.Div:
             html.Span("Draw with the ▭ tool on the map, or add "),
             html.Div(dcc.Input(id=ids.RANDOM_N, type="number", value=5, min=1, max=200, step=1),
                      className="small"),
-            html.Span(" random rectangles of "),
+            html.Span(" random rectangles of ", id=ids.QUERY_RANDOM_NOUN),
             dcc.Dropdown(id=ids.RANDOM_AREA, value=0.01, clearable=False, className="inline-dd",
                          options=[{"label": f"{a:g}% area", "value": a / 100} for a in (0.1, 1, 4, 9, 25)]),
             html.Button("Add random", id=ids.RANDOM_BUTTON, n_clicks=0),
@@ -40,13 +75,30 @@ def layout(config: dict) -> html.Div:
         dash_table.DataTable(id=ids.QUERY_TABLE, columns=[{"name": n, "id": i} for i, n in COLUMNS],
                              data=[], page_size=12, style_table={"overflowX": "auto"},
                              style_cell={"fontFamily": "inherit", "fontSize": "13px", "padding": "4px"},
-                             style_header={"fontWeight": "600"}),
+                             style_header={"fontWeight": "600", "whiteSpace": "normal"},
+                             tooltip_header={"interval": INTERVAL_HELP, "typical": TYPICAL_HELP},
+                             tooltip_delay=0, tooltip_duration=None),
+        html.Div(className="query-foot", children=[
+            html.Span(id=ids.QUERY_COUNT, className="hint"),
+            html.Button("Download table (CSV)", id=ids.QUERY_CSV_BUTTON, n_clicks=0),
+            dcc.Download(id=ids.QUERY_CSV_DOWNLOAD),
+        ]),
+        html.Div(className="hint query-note", children=[
+            html.P([html.B("95% interval (noise only): "), INTERVAL_HELP]),
+            html.P([html.B("Typical total error: "),
+                    "the median error of the same mechanism and settings on random rectangles of "
+                    "the same area over a synthetic clustered city in the same box. It is public "
+                    "synthetic data, never yours: pick the size nearest your data's."]),
+            html.Div(className="size-row", children=[
+                html.Span("Synthetic city size:"),
+                dcc.Dropdown(id=ids.QUERY_TYPICAL_SIZE, value=ASSUMED_SIZES[1], clearable=False,
+                             className="inline-dd", searchable=False,
+                             options=[{"label": f"{n:,} points", "value": n} for n in ASSUMED_SIZES]),
+            ]),
+        ]),
         dcc.Store(id=ids.QUERY_EXTRA, data=[]),
+        dcc.Store(id=ids.QUERY_TYPICAL),
     ])
-
-
-SNAP_COLUMNS = [("snapped", "Answered rectangle (snapped to cells)"), ("raw", "Raw (before clamping at 0)"),
-                ("true_drawn", "True on drawn rectangle (owner only)")]
 
 
 def columns_for(rel: dp.Release, stage: str | None = None) -> list[dict]:
@@ -55,8 +107,8 @@ def columns_for(rel: dp.Release, stage: str | None = None) -> list[dict]:
     if stage == EXACT_STAGE:
         cols[2] = ("private", "Exact answer (owner only, NOT private)")
     if rel.capabilities.snapping:
-        cols[4] = ("true", "True on snapped rectangle (owner only)")
-        cols = cols[:2] + [SNAP_COLUMNS[0]] + cols[2:3] + [SNAP_COLUMNS[1]] + cols[3:5] + [SNAP_COLUMNS[2]] + cols[5:]
+        cols[5] = ("true", "True on snapped rectangle (owner only)")
+        cols = cols[:2] + [SNAP_COLUMNS[0]] + cols[2:3] + [SNAP_COLUMNS[1]] + cols[3:6] + [SNAP_COLUMNS[2]] + cols[6:]
     return [{"name": n, "id": i} for i, n in cols]
 
 
@@ -64,45 +116,165 @@ def _fmt(r) -> str:
     return f"{r.west:.4f}, {r.south:.4f}, {r.east:.4f}, {r.north:.4f}"
 
 
-def comparison_rows(rel, data, labelled_rects, stage: str | None = None) -> list[dict]:
-    """One table row per rectangle: private answer, noise interval, true count and errors.
+def queries_in(domain: dp.Domain, labelled) -> tuple[list[Query], list[str]]:
+    """The labelled rectangles fitted to the domain (clipped where partly outside), and a
+    plain note for each one refused (wholly outside, or without area)."""
+    out, notes = [], []
+    for label, rect in labelled:
+        try:
+            out.append(Query(label, *fit_to_domain(rect, domain)))
+        except dp.ParameterError as exc:
+            notes.append(f"{label} is not answered: {exc}.")
+    return out, notes
 
-    A release that snaps rectangles to its cells (Euler) answers the snapped rectangle, so the
-    errors compare with the true count there; the drawn rectangle's true count is shown too.
-    With stage "exact" the answer column holds the exact (owner-only) answer.
-    """
-    if not labelled_rects:
+
+def typical_text(value) -> str:
+    """A typical error to two significant digits ('±1,200', '±3.4'), or what stands in for it."""
+    if isinstance(value, str):
+        return value
+    if value <= 0:
+        return "±0"
+    digits = 1 - math.floor(math.log10(value))      # decimals that keep two significant digits
+    return f"±{round(value, digits):,.{max(digits, 0)}f}"
+
+
+def typical_for(rel, query: Query, typical: dict | None):
+    """The typical total error of a query's area from the typical-error store, or a short reason
+    it has none ('computing…' while the store belongs to another release)."""
+    if not typical:
+        return "computing…"
+    if "unavailable" in typical:
+        return typical["unavailable"]
+    table = dict(zip(typical["areas"], typical["errors"]))
+    return table[dp.typical_error.area_bucket(query.rect.area / rel.domain.area)]
+
+
+def public_rows(rel, queries: list[Query], typical: dict | None = None) -> list[dict]:
+    """Per rectangle what the release alone gives (no data is read): the private answer, its
+    noise-only interval, the typical total error and, for releases that snap rectangles to
+    cells (Euler), the answered rectangle and the raw answer before clamping."""
+    if not queries:
         return []
-    labels, rects = zip(*labelled_rects)
-    rects = list(rects)
-    exact = stage == EXACT_STAGE
+    rects = [q.rect for q in queries]
+    answers = rel.answer_many(rects)
     snapping = rel.capabilities.snapping
-    answered = [rel.snap(r) or r for r in rects] if snapping else rects
-    true = data.true_counts(answered, rel.domain)
-    private = true.astype(float) if exact else rel.answer_many(rects)
-    rel_err = dp.metrics.relative_error(private, true)
-    extra = {}
-    if snapping:
-        raw = true.astype(float) if exact else rel.answer_raw_many(rects)
-        extra = {"raw": raw, "true_drawn": data.true_counts(rects, rel.domain)}
+    raw = rel.answer_raw_many(rects) if snapping else None
     rows = []
-    for i, (lab, r, p, t, e) in enumerate(zip(labels, rects, private, true, rel_err)):
-        lo, hi = (p, p) if exact else rel.interval(r)
-        row = {
-            "id": lab, "bounds": _fmt(r), "private": round(float(p), 1),
-            "interval": "n/a (no closed form for this stage)" if np.isnan(lo) else f"[{lo:.1f}, {hi:.1f}]",
-            "true": int(t), "abs_error": round(abs(float(p) - int(t)), 1),
-            "rel_error": "n/a (true = 0)" if not np.isfinite(e) else f"{100 * e:.1f}%",
-        }
+    for i, (q, p) in enumerate(zip(queries, answers)):
+        lo, hi = rel.interval(q.rect)
+        typ = typical_for(rel, q, typical)
+        r = q.rect
+        row = {"id": q.label, "bounds": _fmt(r) + (CLIPPED if q.clipped else ""),
+               "west": r.west, "south": r.south, "east": r.east, "north": r.north, "clipped": q.clipped,
+               "answer": float(p), "private": round(float(p), 1), "lo": lo, "hi": hi,
+               "interval": "n/a (no closed form for this stage)" if np.isnan(lo) else f"[{lo:.1f}, {hi:.1f}]",
+               "typical": typical_text(typ), "typical_value": None if isinstance(typ, str) else typ}
         if snapping:
-            row.update(snapped=_fmt(answered[i]), raw=round(float(extra["raw"][i]), 1),
-                       true_drawn=int(extra["true_drawn"][i]))
+            row.update(snapped=_fmt(rel.snap(r) or r), raw=round(float(raw[i]), 1))
         rows.append(row)
     return rows
 
 
+def comparison_rows(rel, data, labelled_rects, stage: str | None = None, typical: dict | None = None) -> list[dict]:
+    """One table row per rectangle: `public_rows` plus the owner-only true count and errors.
+
+    A release that snaps rectangles to its cells (Euler) answers the snapped rectangle, so the
+    errors compare with the true count there; the drawn rectangle's true count is shown too.
+    With stage "exact" the answer column holds the exact (owner-only) answer.
+    `labelled_rects`: `Query` tuples or (label, rect) pairs already inside the domain.
+    """
+    queries = [Query(*q) for q in labelled_rects]
+    rows = public_rows(rel, queries, typical)
+    if not rows:
+        return []
+    rects = [q.rect for q in queries]
+    snapping = rel.capabilities.snapping
+    true = data.true_counts([rel.snap(r) or r for r in rects] if snapping else rects, rel.domain)
+    if stage == EXACT_STAGE:
+        for row, t in zip(rows, true):
+            row.update(answer=float(t), private=float(t), interval=f"[{t:.1f}, {t:.1f}]",
+                       typical="n/a (exact answers)", **({"raw": float(t)} if snapping else {}))
+    answers = np.array([row["answer"] for row in rows])
+    rel_err = dp.metrics.relative_error(answers, true)
+    true_drawn = data.true_counts(rects, rel.domain) if snapping else None
+    for i, (row, p, t, e) in enumerate(zip(rows, answers, true, rel_err)):
+        row.update(true=int(t), abs_error=round(abs(float(p) - int(t)), 1),
+                   rel_error="n/a (true = 0)" if not np.isfinite(e) else f"{100 * e:.1f}%")
+        if snapping:
+            row["true_drawn"] = int(true_drawn[i])
+    return rows
+
+
+def csv_text(rows: list[dict], snapping: bool = False) -> str:
+    """The public part of the query table as CSV: answers, noise-only intervals and typical
+    errors; no true count or error against the data (see CSV_FIELDS)."""
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(CSV_FIELDS + (CSV_SNAP_FIELDS if snapping else ()))
+    for r in rows:
+        line = [r["id"], r["west"], r["south"], r["east"], r["north"], "yes" if r["clipped"] else "no",
+                r["answer"], _blank_nan(r["lo"]), _blank_nan(r["hi"]),
+                "" if r["typical_value"] is None else r["typical_value"]]
+        writer.writerow(line + ([r["snapped"], r["raw"]] if snapping else []))
+    return out.getvalue()
+
+
+def _blank_nan(v: float):
+    """An interval end for the CSV: blank where it is unknown (no closed form)."""
+    return "" if np.isnan(v) else round(float(v), 3)
+
+
+def release_settings(rel, key: str) -> str | None:
+    """The public settings a typical-error simulation reproduces, as JSON: the mechanism, domain,
+    ε, split and parameters the release was asked for (its cache key). None for region data or
+    a box fitted to the data (the simulation must never see the data's bounding box). A
+    user-level release runs its mechanism at ε/k per point, and so does the simulation."""
+    _, domain, mechanism, params, split, epsilon, _, _ = json.loads(key)
+    if rel.spec.data_kind != "points" or rel.domain.leaky:
+        return None
+    return json.dumps({"mechanism": mechanism, "domain": domain, "params": params, "split": split,
+                       "epsilon": epsilon / (rel.points_per_user or 1)}, sort_keys=True)
+
+
+@functools.lru_cache(maxsize=256)
+def typical_table(sid: str, settings: str, n_points: int) -> tuple[tuple, tuple]:
+    """(areas, median total errors) of `dp.typical_error` for public settings at an assumed size.
+
+    Cached per (session, mechanism, ε, split, parameters, domain, size), every area at once:
+    rows of any size then read it instantly. The session is part of the key so that no visitor
+    can time a result another one computed.
+    """
+    s = json.loads(settings)
+    errors = dp.typical_error.typical_errors(s["mechanism"], dp.Domain.from_dict(s["domain"]), s["epsilon"],
+                                             split=s["split"], params=s["params"], n_points=n_points)
+    return tuple(errors), tuple(errors.values())
+
+
+def current_queries(sid, rinfo, geojson, extra, stage):
+    """(release at the chosen stage, the queries inside its domain, notes on refused ones)."""
+    rel = state.release(sid, rinfo["key"])
+    if not rel.capabilities.stages:
+        stage = None
+    elif stage != EXACT_STAGE:            # a new release at that stage, cached apart
+        rel = state.staged_release(sid, rinfo["key"], stage)
+    labelled = [(f"Q{i + 1}", r) for i, r in enumerate(rects_from_geojson(geojson))]
+    labelled += [(f"R{i + 1}", dp.Rect(*r)) for i, r in enumerate(extra or [])]
+    queries, notes = queries_in(rel.domain, labelled)
+    return rel, stage, queries, notes
+
+
+def label_layer(rect: dp.Rect, label: str, outline: bool):
+    """A rectangle's row label on the map; `outline` also draws it (typed and random ones; the
+    drawing tool draws its own)."""
+    style = {"color": "#7a1fa2", "weight": 2, "fillOpacity": 0.05} if outline else {"stroke": False, "fill": False}
+    return dl.Rectangle(bounds=[[rect.south, rect.west], [rect.north, rect.east]], interactive=False,
+                        pathOptions=style, children=dl.Tooltip(label, permanent=True, direction="center",
+                                                               className="query-label"))
+
+
 def register_callbacks(app, config: dict):
     @app.callback(Output(ids.QUERY_EXTRA, "data"), Output(ids.QUERY_MESSAGE, "children"),
+                  Output(ids.QUERY_TYPED, "value"),
                   Input(ids.RANDOM_BUTTON, "n_clicks"), Input(ids.QUERY_TYPED_BUTTON, "n_clicks"),
                   Input(ids.QUERY_TYPED, "n_submit"), Input(ids.CLEAR_BUTTON, "n_clicks"),
                   State(ids.RANDOM_N, "value"), State(ids.RANDOM_AREA, "value"),
@@ -110,49 +282,98 @@ def register_callbacks(app, config: dict):
                   State(ids.RELEASE, "data"),
                   prevent_initial_call=True)
     def add_rects(_r, _t, _s, _c, n, area, typed, extra, rinfo):
+        """Add random or typed rectangles; a typed one empties the box, so Enter followed by Add
+        adds it once."""
         extra = list(extra or [])
         if ctx.triggered_id == ids.CLEAR_BUTTON:
-            return [], ""
+            return [], "", no_update
+        typing = ctx.triggered_id != ids.RANDOM_BUTTON
+        if typing and not (typed or "").strip():
+            return no_update, no_update, no_update           # already added (Enter, then Add)
+        if not rinfo:
+            return no_update, "Run a release first.", no_update
+        domain = state.key_domain(rinfo["key"])
         try:
-            if ctx.triggered_id == ids.RANDOM_BUTTON:
-                if not rinfo:
-                    return no_update, "Run a release first."
-                domain = state.key_domain(rinfo["key"])
+            if not typing:
                 seed = len(extra) + 1000 * (_r or 0)   # public randomness: never reads the data
                 rects = dp.random_workload(domain, int(n or 1), area_frac=float(area), rng=seed)
-                extra += [list(map(float, r)) for r in rects]
-            else:
-                extra.append(list(parse_typed(typed or "").as_array()))
+                return extra + [list(map(float, r)) for r in rects], "", no_update
+            rect = parse_typed(typed)
+            inside, clipped = fit_to_domain(rect, domain)
         except (dp.ParameterError, ValueError) as exc:
-            return no_update, html.Div(str(exc), className="error")
-        return extra, ""
+            return no_update, html.Div(f"Not added: {exc}.", className="error"), no_update
+        note = html.Div(f"R{len(extra) + 1} reaches outside the public domain: it is answered "
+                        f"clipped to {_fmt(inside)}.", className="warning") if clipped else ""
+        return extra + [list(rect.as_array())], note, ""
 
-    @app.callback(Output(ids.DRAWN, "children"), Input(ids.QUERY_EXTRA, "data"))
-    def draw_extra(extra):
-        return [dl.Rectangle(bounds=[[s, w], [n, e]], interactive=False,
-                             pathOptions={"color": "#7a1fa2", "weight": 2, "fillOpacity": 0.05},
-                             children=dl.Tooltip(f"R{i + 1}", permanent=True, direction="center"))
-                for i, (w, s, e, n) in enumerate(extra or [])]
+    @app.callback(Output(ids.QUERY_RANDOM_NOUN, "children"), Input(ids.RANDOM_N, "value"))
+    def random_noun(n):
+        return f" random {plural(n or 0, 'rectangle')} of "
+
+    @app.callback(Output(ids.DRAWN, "children"), Input(ids.QUERY_EXTRA, "data"), Input(ids.EDIT, "geojson"))
+    def draw_labels(extra, geojson):
+        """Every rectangle's row label on the map (Q for drawn, R for typed and random)."""
+        drawn = [label_layer(r, f"Q{i + 1}", False) for i, r in enumerate(rects_from_geojson(geojson))]
+        return drawn + [label_layer(dp.Rect(*r), f"R{i + 1}", True) for i, r in enumerate(extra or [])]
+
+    @app.callback(Output(ids.QUERY_TYPICAL, "data"), Input(ids.RELEASE, "data"),
+                  Input(ids.QUERY_TYPICAL_SIZE, "value"))
+    def typical(rinfo, n_points):
+        """The typical-error table of the current release's public settings (all areas)."""
+        sid = state.session_id()
+        if not rinfo:
+            return no_update
+        try:
+            rel = state.release(sid, rinfo["key"])
+        except LookupError:
+            return no_update
+        settings = release_settings(rel, rinfo["key"])
+        if settings is None:
+            why = "regions" if rel.spec.data_kind != "points" else "box fitted to the data"
+            return {"key": rinfo["key"], "unavailable": f"n/a ({why})"}
+        areas, errors = typical_table(sid, settings, int(n_points))
+        return {"key": rinfo["key"], "areas": list(areas), "errors": list(errors)}
 
     @app.callback(Output(ids.QUERY_TABLE, "data"), Output(ids.QUERY_TABLE, "columns"),
-                  Output(ids.QUERY_WARNING, "children"),
+                  Output(ids.QUERY_WARNING, "children"), Output(ids.QUERY_COUNT, "children"),
                   Input(ids.EDIT, "geojson"), Input(ids.QUERY_EXTRA, "data"), Input(ids.RELEASE, "data"),
-                  Input(ids.EULER_STAGE, "value"))
-    def compare(geojson, extra, rinfo, stage):
+                  Input(ids.EULER_STAGE, "value"), Input(ids.QUERY_TYPICAL, "data"))
+    def compare(geojson, extra, rinfo, stage, typical):
         sid = state.session_id()
         if not rinfo:       # new data without a release: no answers of the previous data stay
             return [], no_update, html.Div("No release of the data now loaded yet, so there are "
-                                           "no private answers: release it in panel 2.", className="warning")
+                                           "no private answers: release it in panel 2.",
+                                           className="warning"), ""
         try:
-            rel = state.release(sid, rinfo["key"])
+            rel, stage, queries, notes = current_queries(sid, rinfo, geojson, extra, stage)
             data = state.points(sid, state.key_fingerprint(rinfo["key"]))
-            if not rel.capabilities.stages:
-                stage = None
-            elif stage != EXACT_STAGE:        # a new release at that stage, cached apart
-                rel = state.staged_release(sid, rinfo["key"], stage)
         except LookupError:
-            return [], no_update, ""
-        labelled = [(f"Q{i + 1}", r) for i, r in enumerate(rects_from_geojson(geojson))]
-        labelled += [(f"R{i + 1}", dp.Rect(*r)) for i, r in enumerate(extra or [])]
-        warnings = [html.Div(w, className="warning") for w in rel.warnings()]
-        return comparison_rows(rel, data, labelled, stage), columns_for(rel, stage), warnings or ""
+            return [], no_update, "", ""
+        typical = typical if (typical or {}).get("key") == rinfo["key"] else None
+        rows = comparison_rows(rel, data, queries, stage, typical)
+        warnings = [html.Div(w, className="warning") for w in rel.warnings() + notes]
+        count = f"{len(rows):,} {plural(len(rows), 'row')}"
+        return rows, columns_for(rel, stage), warnings or "", count
+
+    @app.callback(Output(ids.QUERY_CSV_DOWNLOAD, "data"),
+                  Output(ids.QUERY_MESSAGE, "children", allow_duplicate=True),
+                  Input(ids.QUERY_CSV_BUTTON, "n_clicks"),
+                  State(ids.EDIT, "geojson"), State(ids.QUERY_EXTRA, "data"), State(ids.RELEASE, "data"),
+                  State(ids.EULER_STAGE, "value"), State(ids.QUERY_TYPICAL, "data"),
+                  prevent_initial_call=True)
+    def download(_n, geojson, extra, rinfo, stage, typical):
+        """The query table's public columns as CSV; built from the release alone (no data read)."""
+        if not rinfo:
+            return no_update, "Run a release first."
+        try:
+            rel, stage, queries, _ = current_queries(state.session_id(), rinfo, geojson, extra, stage)
+        except LookupError as exc:
+            return no_update, html.Div(str(exc), className="error")
+        if stage == EXACT_STAGE:
+            return no_update, html.Div("The exact stage shows true counts, which are never exported: "
+                                       "choose a private stage to download.", className="error")
+        if not queries:
+            return no_update, "No rectangles to download yet."
+        typical = typical if (typical or {}).get("key") == rinfo["key"] else None
+        text = csv_text(public_rows(rel, queries, typical), rel.capabilities.snapping)
+        return dcc.send_string(text, f"queries_{rel.mechanism}.csv"), ""

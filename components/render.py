@@ -11,12 +11,15 @@ import base64
 import math
 import struct
 import zlib
+from dataclasses import dataclass
 
 import numpy as np
 
 SEQUENTIAL = ["#fff7ec", "#fee8c8", "#fdd49e", "#fdbb84", "#fc8d59", "#ef6548", "#d7301f", "#990000"]
 DIVERGING = ["#2166ac", "#67a9cf", "#d1e5f0", "#f7f7f7", "#fddbc7", "#ef8a62", "#b2182b"]
 MAX_PIXELS = 1024
+LEGEND_PX = 240          # width of the map legend's colour bar
+CHAR_PX = 7.5            # width of one legend label character, with room to spare
 
 
 def _hex_to_rgb(colours):
@@ -80,3 +83,70 @@ def colour_range(values: np.ndarray, diverging: bool = False) -> tuple[float, fl
         m = float(np.percentile(np.abs(finite), 99)) or 1.0
         return (-m, m)
     return (0.0, float(np.percentile(finite, 99)) or 1.0)
+
+
+def nice_step(span: float, n: int = 5) -> float:
+    """The smallest step of 1, 2 or 5 × 10^k that cuts `span` into at most n intervals: round,
+    readable ticks."""
+    power = 10.0 ** math.floor(math.log10(span / n))
+    return next(f * power for f in (1, 2, 5, 10) if span / (f * power) <= n * (1 + 1e-9))
+
+
+def _decimals(step: float) -> int:
+    """Decimals that write every multiple of a nice step exactly (0.05 -> 2, 20 -> 0)."""
+    return max(0, -math.floor(math.log10(step) + 1e-9))
+
+
+def _multiples(lo: float, hi: float, step: float) -> list[float]:
+    """The multiples of `step` in [lo, hi], rounded to the step's decimals (no float dust)."""
+    d = _decimals(step)
+    first, last = math.ceil(lo / step - 1e-9), math.floor(hi / step + 1e-9)
+    return [round(k * step, d) + 0.0 for k in range(first, last + 1)]
+
+
+def nice_ticks(lo: float, hi: float, n: int = 5) -> list[float]:
+    """Round tick values (multiples of a nice step, at most n + 1 of them) inside [lo, hi]."""
+    return _multiples(lo, hi, nice_step(hi - lo, n)) if hi > lo else [float(lo)]
+
+
+def tick_label(value: float, step: float) -> str:
+    """A tick (a multiple of `step`) as people write it: '0', '0.05', '2,000', '−0.1'. Written
+    with the step's decimals less trailing zeros, distinct ticks never share a label."""
+    text = f"{value:,.{_decimals(step)}f}"
+    text = text.rstrip("0").rstrip(".") if "." in text else text
+    return "0" if text in ("-0", "0") else text.replace("-", "−")
+
+
+@dataclass(frozen=True)
+class Legend:
+    """A colour bar's range and its labelled ticks: positions in [0, 1] along the bar; the end
+    labels say '≥' / '≤' when values beyond the range were drawn in the end colour."""
+
+    vmin: float
+    vmax: float
+    ticks: tuple            # ((position, label), ...), first at 0 and last at 1
+    capped_top: bool
+    capped_bottom: bool
+
+
+def legend_scale(values: np.ndarray, diverging: bool = False, width_px: float = LEGEND_PX) -> Legend:
+    """The colour range (`colour_range`) widened to round ticks, with labels that fit the bar.
+
+    Both ends become multiples of a nice step, so both carry a tick; fewer ticks are used while
+    the labels would not fit side by side in `width_px`.
+    """
+    lo, hi = colour_range(values, diverging)
+    finite = values[np.isfinite(values)]
+    for n in (5, 4, 3, 2, 1):
+        step = nice_step(hi - lo, n)
+        vmin, vmax = math.floor(lo / step + 1e-9) * step, math.ceil(hi / step - 1e-9) * step
+        at = _multiples(vmin, vmax, step)
+        top, bottom = bool(np.any(finite > vmax)), bool(np.any(finite < vmin))
+        labels = [tick_label(v, step) for v in at]
+        labels[-1] = ("≥ " if top else "") + labels[-1]
+        labels[0] = ("≤ " if bottom else "") + labels[0]
+        if sum(len(t) + 2 for t in labels) * CHAR_PX <= width_px:
+            break
+    vmin, vmax = at[0], at[-1]
+    ticks = tuple(((v - vmin) / (vmax - vmin), t) for v, t in zip(at, labels))
+    return Legend(vmin, vmax, ticks, top, bottom)

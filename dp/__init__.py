@@ -8,7 +8,7 @@
 
 `dp` never imports dash or flask; the dashboard is one client of this API.
 """
-from . import evaluate, metrics, noise
+from . import evaluate, metrics, noise, typical_error
 from . import interactive
 from .accountant import Accountant, Charge
 from .budget import Ledger, LedgerEntry
@@ -32,5 +32,5 @@ __all__ = [
     "load_points", "load_sample", "mechanisms", "metrics", "noise", "random_workload", "release",
     "RegionData", "load_regions", "load_region_sample",
     "DEFAULT_POINTS_PER_USER", "USER_LEVEL_GUARANTEE", "bound_contributions",
-    "interactive", "Accountant", "Charge", "Recommendation", "recommend",
+    "interactive", "Accountant", "Charge", "Recommendation", "recommend", "typical_error",
 ]

@@ -129,11 +129,14 @@ def test_map_layers_and_hover_payload(small):
     data, domain = small
     rel = dp.release("identity", data, domain, epsilon=1.0, params={"grid_size": 32}, seed=0)
     children, hover, legend = map_panel.cell_layers(rel, data, "private")
-    assert legend == "noisy points per km²"
+    assert legend[0].children == "noisy points per km²" and legend[0].id == ids.MAP_LEGEND_TITLE
+    labels = [t.children for t in legend[2].children]
+    assert len(set(labels)) == len(labels) and labels[0] == "0" and labels[-1].startswith("≥ ")
     assert hover["kind"] == "cells" and hover["gx"] == 32 and len(hover["noisy"]) == 32 * 32
     assert hover["truth"] == data.histogram(rel.grid).astype(int).ravel().tolist()
     _, _, err_legend = map_panel.cell_layers(rel, data, "error")
-    assert "private − true" in err_legend
+    assert "private − true" in err_legend[0].children
+    assert map_panel.cell_layers(rel, data, "none")[2] == []
 
 
 def test_png_is_valid_and_rows_follow_mercator():
@@ -400,3 +403,92 @@ def test_next_release_cost_is_what_the_account_will_charge():
     with pytest.raises(dp.ParameterError, match="all four sides"):     # the message is kept
         controls.domain_from_store(incomplete)
     assert ledger_panel.next_cost(1.0, "ug", [], [], incomplete) is None
+
+
+def test_nice_ticks_are_round_distinct_and_inside_the_range():
+    assert render.nice_ticks(0, 0.23) == [0, 0.05, 0.1, 0.15, 0.2]
+    assert render.nice_ticks(0, 12345) == [0, 5000, 10000]
+    assert render.nice_ticks(-0.23, 0.23) == [-0.2, -0.1, 0, 0.1, 0.2]
+    assert render.nice_ticks(3, 3) == [3]
+    assert [render.tick_label(v, 0.05) for v in (0, 0.05, 0.1, 0.15)] == ["0", "0.05", "0.1", "0.15"]
+    assert render.tick_label(2000, 1000) == "2,000" and render.tick_label(-0.1, 0.1) == "−0.1"
+    rng = np.random.default_rng(0)
+    for _ in range(2000):
+        lo = float(rng.choice([0.0, rng.normal(0, 10 ** rng.uniform(-6, 6))]))
+        hi = lo + 10 ** rng.uniform(-9, 7)
+        ticks = render.nice_ticks(lo, hi)
+        step = render.nice_step(hi - lo)
+        labels = [render.tick_label(v, step) for v in ticks]
+        assert 2 <= len(ticks) <= 6 and len(set(labels)) == len(labels)
+        assert lo - 1e-9 * step <= ticks[0] and ticks[-1] <= hi + 1e-9 * step
+        mantissa = step / 10 ** np.floor(np.log10(step) + 1e-9)
+        assert any(np.isclose(mantissa, m) for m in (1, 2, 5))
+
+
+def test_legend_marks_the_cap_and_its_labels_fit_the_bar():
+    rng = np.random.default_rng(1)
+    for scale in (0.23, 7.0, 4321.0, 2.5e6):
+        values = rng.gamma(0.5, scale, 5000)
+        leg = render.legend_scale(values)
+        labels = [t for _, t in leg.ticks]
+        assert leg.capped_top and labels[-1].startswith("≥ ") and not leg.capped_bottom
+        assert len(set(labels)) == len(labels) and labels[0] == "0"
+        assert leg.ticks[0][0] == 0 and leg.ticks[-1][0] == 1
+        assert leg.vmax >= np.percentile(values, 99)                  # rounded up, never down
+        assert sum(len(t) + 2 for t in labels) * render.CHAR_PX <= render.LEGEND_PX
+    uncapped = render.legend_scale(np.linspace(0, 0.2, 101))
+    assert not uncapped.capped_top and uncapped.ticks[-1][1] == "0.2"
+    errors = render.legend_scale(rng.normal(0, 30, 5000), diverging=True)
+    assert errors.vmin == -errors.vmax and errors.ticks[0][1].startswith("≤ −")
+    assert render.legend_scale(np.zeros(10)).ticks[-1][1] == "1"      # empty layer: 0 to 1
+
+
+def test_rectangles_are_fitted_to_the_public_domain(small):
+    _, domain = small
+    inside = dp.Rect(-0.2, 51.45, -0.05, 51.55)
+    assert controls.fit_to_domain(inside, domain) == (inside, False)
+    part = dp.Rect(0.1, 51.6, 0.3, 51.9)
+    assert controls.fit_to_domain(part, domain) == (dp.Rect(0.1, 51.6, 0.15, 51.65), True)
+    with pytest.raises(dp.ParameterError, match="wholly outside the public domain"):
+        controls.fit_to_domain(dp.Rect(2.0, 48.8, 2.4, 48.9), domain)      # Paris, not London
+    with pytest.raises(dp.ParameterError, match="wholly outside"):
+        controls.fit_to_domain(dp.Rect(0.15, 51.4, 0.2, 51.5), domain)     # touches the edge only
+    with pytest.raises(dp.ParameterError, match="no area"):
+        controls.fit_to_domain(dp.Rect(0, 51.5, 0, 51.6), domain)
+    queries, notes = queries_panel.queries_in(domain, [("Q1", part), ("Q2", dp.Rect(2.0, 48.8, 2.4, 48.9))])
+    assert queries == [queries_panel.Query("Q1", dp.Rect(0.1, 51.6, 0.15, 51.65), True)]
+    assert notes == ["Q2 is not answered: the rectangle lies wholly outside the public domain "
+                     "(-0.35, 51.35, 0.15, 51.65), where nothing is counted."]
+    assert [queries_panel.plural(n, "row") for n in (0, 1, 2)] == ["rows", "row", "rows"]
+
+
+def test_query_rows_carry_the_typical_error_and_the_csv_no_true_count(small):
+    data, domain = small
+    rel = dp.release("ug", data, domain, epsilon=1.0, seed=2)
+    key = state.release_key(data.fingerprint, domain, "ug", {}, [0.05, 0.95], 1.0, 2)
+    settings = queries_panel.release_settings(rel, key)
+    assert data.fingerprint not in settings and json.loads(settings)["epsilon"] == 1.0
+    areas, errors = queries_panel.typical_table(new_sid(), settings, 10_000)
+    typical = {"key": key, "areas": list(areas), "errors": list(errors)}
+    rect = dp.Rect(-0.2, 51.45, -0.05, 51.55)                           # 12% of the box
+    q = queries_panel.Query("R1", rect, True)
+    row = queries_panel.comparison_rows(rel, data, [q], typical=typical)[0]
+    expected = dict(zip(areas, errors))[dp.typical_error.area_bucket(rect.area / domain.area)]
+    assert row["typical_value"] == expected and row["typical"] == queries_panel.typical_text(expected)
+    assert row["bounds"].endswith("(clipped to the domain)") and row["true"] == data.true_count(rect, domain)
+    assert queries_panel.public_rows(rel, [q])[0]["typical"] == "computing…"
+    assert [queries_panel.typical_text(v) for v in (1234.5, 3.44, 0.44, 0)] == ["±1,200", "±3.4", "±0.44", "±0"]
+    text = queries_panel.csv_text(queries_panel.public_rows(rel, [q], typical))
+    header, line = text.strip().splitlines()
+    assert header.split(",") == list(queries_panel.CSV_FIELDS)
+    values = dict(zip(header.split(","), line.split(",")))
+    assert float(values["private_answer"]) == pytest.approx(rel.answer(rect))
+    assert values["clipped_to_domain"] == "yes" and float(values["typical_total_error_synthetic"]) == expected
+    assert "true" not in text.lower()
+    with pytest.warns(dp.PrivacyLeakWarning):
+        fitted = dp.fit_to_data(data.x, data.y)
+    leaky = dp.release("ug", data, fitted, 1.0, seed=2)
+    assert queries_panel.release_settings(leaky, key) is None           # the data's bounding box
+    regions, rdomain = dp.load_region_sample("home_ranges_3k")
+    euler = dp.release("euler", regions, rdomain, epsilon=1.0, seed=2)
+    assert queries_panel.release_settings(euler, key) is None           # no synthetic regions
