@@ -80,8 +80,10 @@ def layout(config: dict) -> html.Div:
                 dcc.Download(id=ids.EVAL_CSV_DOWNLOAD)]),
             html.Div(id=ids.EVAL_NOTE, className="hint"),
             html.Div(className="eval-figs", children=[
-                dcc.Graph(id=ids.EVAL_FIG_EPS, config=graph_config("evaluation")),
-                dcc.Graph(id=ids.EVAL_FIG_SIZE, config=graph_config("evaluation"))]),
+                dcc.Graph(id=ids.EVAL_FIG_EPS, config=graph_config("evaluation"), responsive=True,
+                          style={"height": "380px"}),
+                dcc.Graph(id=ids.EVAL_FIG_SIZE, config=graph_config("evaluation"), responsive=True,
+                          style={"height": "380px"})]),
             dash_table.DataTable(id=ids.EVAL_TABLE, data=[], page_size=10, sort_action="native",
                                  style_table={"overflowX": "auto"},
                                  style_cell={"fontSize": "12px", "whiteSpace": "normal", "height": "auto"},
