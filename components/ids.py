@@ -41,6 +41,7 @@ MAP_LAYERS = "map-layers"          # layer group filled by callbacks
 MAP_LAYER_PICK = "map-layer-pick"
 MAP_POINTS_TOGGLE = "map-points-toggle"
 MAP_LEGEND = "map-legend"
+MAP_ZOOM_DOMAIN = "map-zoom-domain"
 MAP_HOVER = "map-hover"
 MAP_GRID_STORE = "map-grid-store"  # per-cell values for the hover readout
 MAP_LEGEND_TITLE = "map-legend-title"

@@ -47,6 +47,8 @@ def layout(config: dict) -> html.Div:
                            options=[{"label": f" {v}", "value": k} for k, v in LAYERS.items()]),
             dcc.Checklist(id=ids.MAP_POINTS_TOGGLE, value=[], inline=True, options=[
                 {"label": f" raw point sample ({POINT_SAMPLE:,}, owner only)", "value": "points"}]),
+            html.Button("⌖ Zoom to domain", id=ids.MAP_ZOOM_DOMAIN, n_clicks=0,
+                        title="fit the map to the public domain box"),
         ]),
         help_box("map"),
         html.Div(id=ids.GROW_BOX, hidden=True, className="grow-box", children=[
@@ -339,6 +341,17 @@ def register_callbacks(app, config: dict):
         viewport = {"bounds": [[d.south, d.west], [d.north, d.east]]} \
             if ctx.triggered_id == ids.RELEASE else no_update
         return children, hover, viewport, legend
+
+    @app.callback(Output(ids.MAP, "viewport", allow_duplicate=True),
+                  Input(ids.MAP_ZOOM_DOMAIN, "n_clicks"), State(ids.DOMAIN, "data"),
+                  prevent_initial_call=True)
+    def zoom_to_domain(_, domain_info):
+        """Fit the map to the declared domain box."""
+        try:
+            d = domain_from_store(domain_info)
+        except (dp.ParameterError, LookupError):
+            return no_update
+        return {"bounds": [[d.south, d.west], [d.north, d.east]], "transition": "flyToBounds"}
 
     @app.callback(Output(ids.GROW_BOX, "hidden"), Output(ids.GROW_DEPTH, "max"),
                   Output(ids.GROW_DEPTH, "value"), Output(ids.GROW_TIMER, "disabled"),

@@ -7,6 +7,8 @@ way back to the built-in sample, and the upload warnings for odd files.
 """
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
@@ -154,3 +156,26 @@ def test_a_link_opens_with_its_settings_and_the_page_makes_such_links(dash_duo):
     # a broken link says why and the page opens as usual
     dash_duo.driver.get(f"{dash_duo.server_url}/?mechanism=ug&domain=Atlantis")
     dash_duo.wait_for_contains_text(f"#{ids.SHARE_NOTE}", "unknown domain 'Atlantis'", timeout=30)
+
+
+OUTLINE_INSIDE = """
+var map = document.querySelector('#%s').getBoundingClientRect();
+var box = Array.from(document.querySelectorAll('#%s path.leaflet-interactive, #%s path'))
+  .filter(function (p) { return p.getAttribute('stroke-dasharray') === '6 4'; })[0].getBoundingClientRect();
+return [box.left >= map.left - 1, box.right <= map.right + 1, box.top >= map.top - 1,
+        box.bottom <= map.bottom + 1, box.width > map.width / 4 || box.height > map.height / 4];
+"""
+
+
+def test_zoom_to_domain_brings_the_whole_box_back(dash_duo):
+    start(dash_duo)
+    script = OUTLINE_INSIDE % (ids.MAP, ids.MAP, ids.MAP)
+    assert all(dash_duo.driver.execute_script(script))
+    for _ in range(4):
+        dash_duo.find_element(".leaflet-control-zoom-in").click()
+        time.sleep(0.4)
+    poll_until(lambda: not all(dash_duo.driver.execute_script(script)[:4]), 10)
+    assert not all(dash_duo.driver.execute_script(script)[:4])        # zoomed in: the box overflows
+    dash_duo.find_element(f"#{ids.MAP_ZOOM_DOMAIN}").click()
+    poll_until(lambda: all(dash_duo.driver.execute_script(script)), 10)
+    assert all(dash_duo.driver.execute_script(script))
