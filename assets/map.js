@@ -32,6 +32,16 @@ window.dpMap = {
     if (g.truth) { text += " · true " + g.truth[hit.i] + " (not private, owner only)"; }
     out.textContent = text;
   },
+  /* Base-map tiles: after an error with no tile loaded, the map shows its offline outlines
+     and their attribution instead of the tiles' (CSS keys on .tiles-offline). */
+  tileError: function (e) {
+    var c = e.target._map && e.target._map.getContainer();
+    if (c && !c.dataset.tileLoaded) { c.classList.add("tiles-offline"); }
+  },
+  tileLoad: function (e) {
+    var c = e.target._map && e.target._map.getContainer();
+    if (c) { c.dataset.tileLoaded = "1"; c.classList.remove("tiles-offline"); }
+  },
   leave: function () {
     var out = document.getElementById("map-hover");
     if (out) { out.textContent = "Hover over a cell to read its counts."; }

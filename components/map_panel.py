@@ -84,7 +84,12 @@ def layout(config: dict) -> html.Div:
                    eventHandlers={"mousemove": {"variable": "dpMap.hover"},
                                   "mouseout": {"variable": "dpMap.leave"}},
                    children=[
-                       dl.TileLayer(url=config["tiles_url"], attribution=config["tiles_attribution"]),
+                       dl.TileLayer(url=config["tiles_url"],
+                                    attribution=f'<span class="tile-attribution">{config["tiles_attribution"]}</span>'
+                                                '<span class="outline-attribution">Outlines: Natural Earth</span>',
+                                    eventHandlers={"tileerror": {"variable": "dpMap.tileError"},
+                                                   "tileload": {"variable": "dpMap.tileLoad"}}),
+                       world_outlines(),
                        dl.LayerGroup(id=ids.MAP_LAYERS),
                        dl.LayerGroup(id=ids.DRAWN),
                        dl.FeatureGroup([dl.EditControl(
@@ -134,6 +139,15 @@ def cell_km2(grid: dp.UniformGrid) -> float:
     """Area of one base cell in km² (equirectangular at the domain's mid latitude)."""
     p = dp.Projection(grid.domain)
     return grid.domain.width / grid.gx * p.mx * grid.domain.height / grid.gy * p.my / 1e6
+
+
+def world_outlines():
+    """Country borders and coastlines (Natural Earth 1:50m, assets/world_outlines.json) in a
+    pane the page shows only when base-map tiles fail to load (the tile layer's attribution
+    then names Natural Earth instead of the tiles' source)."""
+    return dl.Pane(dl.GeoJSON(url="/assets/world_outlines.json", interactive=False,
+                              style={"color": "#7d8b99", "weight": 1, "fill": False}),
+                   name="world", style={"zIndex": 250})
 
 
 def domain_outline(d: dp.Domain):

@@ -12,6 +12,7 @@ import time
 import numpy as np
 import pytest
 
+from selenium.webdriver.common.by import By
 from test_browser import ledger_steps, poll_until, start, table_rows   # skips without a browser
 
 import dp
@@ -179,3 +180,13 @@ def test_zoom_to_domain_brings_the_whole_box_back(dash_duo):
     dash_duo.find_element(f"#{ids.MAP_ZOOM_DOMAIN}").click()
     poll_until(lambda: all(dash_duo.driver.execute_script(script)), 10)
     assert all(dash_duo.driver.execute_script(script))
+
+
+def test_offline_map_shows_world_outlines_and_only_their_attribution(dash_duo):
+    start(dash_duo)            # tiles point at a closed port: every tile fails
+    dash_duo.wait_for_element(f"#{ids.MAP}.tiles-offline", timeout=20)
+    pane = dash_duo.find_element(".leaflet-world-pane")
+    poll_until(lambda: pane.find_elements(By.CSS_SELECTOR, "path"), 20)
+    assert pane.is_displayed() and pane.find_elements(By.CSS_SELECTOR, "path")
+    attribution = dash_duo.find_element(".leaflet-control-attribution").text
+    assert "Natural Earth" in attribution and "OpenStreetMap" not in attribution
