@@ -8,6 +8,9 @@ TEXTS = {
         "The domain is the public box everything is counted in. Choose it from what anybody could "
         "know (a city's boundary), not from the data: a box fitted to the data reveals where the "
         "most extreme people are.",
+        "The domain is your declaration of where the data may lie. When most of your data falls "
+        "outside it, nothing is released: the panel offers public boxes that hold the points, a "
+        "typed box, or fitting the box to the data (which leaks its edges).",
     ],
     "mechanism": [
         "A mechanism turns exact counts into counts with carefully calibrated random noise, so that "
