@@ -40,7 +40,10 @@ class Settings:
 
 def to_query(name: str, epsilon: float, split, params: dict, domain: dp.Domain) -> str:
     """The query string for these settings ('?…'); a domain that is not a listed box goes as
-    its four sides."""
+    its four sides, and one fitted to the data is refused (its sides are the data's extremes)."""
+    if domain.leaky:
+        raise dp.ParameterError("the domain was fitted to the data, so a link would publish the "
+                                "data's extreme coordinates; choose a listed or typed box first")
     q = {"mechanism": name, "epsilon": f"{epsilon:g}", "split": ",".join(f"{f:.4g}" for f in split)}
     if DOMAINS.get(domain.name) == domain:
         q["domain"] = domain.name

@@ -21,6 +21,14 @@ def test_settings_round_trip_through_the_query_string():
     assert share.from_query("") is None and share.from_query("?utm=x") is None
 
 
+def test_no_link_for_a_box_fitted_to_the_data():
+    data, _ = dp.load_sample("small_city_5k")
+    with pytest.warns(dp.PrivacyLeakWarning):
+        fitted = dp.fit_to_data(data.x, data.y)
+    with pytest.raises(dp.ParameterError, match="would publish the data's extreme coordinates"):
+        share.to_query("ug", 1.0, [0.05, 0.95], {}, fitted)
+
+
 @pytest.mark.parametrize("query, words", [
     ("?mechanism=leaky&domain=London", "unknown mechanism 'leaky'"),        # not private: never offered
     ("?mechanism=ug&epsilon=50&domain=London", "type a total ε from 0.01 to 10"),
