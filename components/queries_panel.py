@@ -8,7 +8,7 @@ from dash import Input, Output, State, ctx, dash_table, dcc, html, no_update
 import dp
 
 from . import ids, state
-from .controls import EXACT_STAGE, parse_typed, rects_from_geojson
+from .controls import EXACT_STAGE, labelled_rects, parse_typed
 from .help import help_box
 
 COLUMNS = [
@@ -152,7 +152,6 @@ def register_callbacks(app, config: dict):
                 rel = state.staged_release(sid, rinfo["key"], stage)
         except LookupError:
             return [], no_update, ""
-        labelled = [(f"Q{i + 1}", r) for i, r in enumerate(rects_from_geojson(geojson))]
-        labelled += [(f"R{i + 1}", dp.Rect(*r)) for i, r in enumerate(extra or [])]
+        labelled = labelled_rects(geojson, extra)
         warnings = [html.Div(w, className="warning") for w in rel.warnings()]
         return comparison_rows(rel, data, labelled, stage), columns_for(rel, stage), warnings or ""
