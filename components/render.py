@@ -106,6 +106,12 @@ def on_grid(grid: dp.UniformGrid, regions: np.ndarray, values: np.ndarray) -> np
     return paint(grid.shape, regions, values)
 
 
+def shared_range(*images: np.ndarray) -> tuple[float, float]:
+    """One colour range for several density images (0 to the largest of their `colour_range`
+    tops), so the same colour means the same density on every map."""
+    return 0.0, max(colour_range(im)[1] for im in images)
+
+
 def domain_outline(d: dp.Domain):
     """The public domain box as a dashed outline."""
     return dl.Rectangle(bounds=[[d.south, d.west], [d.north, d.east]], interactive=False,
