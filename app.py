@@ -7,8 +7,9 @@ from pathlib import Path
 from dash import Dash, dcc, html
 
 import dp
-from components import (data_panel, evaluation_panel, export_panel, ids, interactive_panel, jobs,
-                        ledger_panel, map_panel, mechanism_panel, queries_panel, share, state)
+from components import (compare_panel, data_panel, evaluation_panel, export_panel, ids,
+                        interactive_panel, jobs, ledger_panel, map_panel, mechanism_panel,
+                        queries_panel, share, state)
 
 DEFAULT_CONFIG = {
     "max_upload_mb": 50.0,
@@ -22,8 +23,8 @@ DEFAULT_CONFIG = {
     "mechanism": None,         # the mechanism picked at start; None: the recommended one (dp.recommend)
 }
 ACCOUNTS_DIR = Path(__file__).resolve().parent / "instance" / "accounts"
-PANELS = (data_panel, mechanism_panel, map_panel, queries_panel, ledger_panel, export_panel,
-          evaluation_panel, interactive_panel, share)
+PANELS = (data_panel, mechanism_panel, map_panel, queries_panel, compare_panel, ledger_panel,
+          export_panel, evaluation_panel, interactive_panel, share)
 
 
 def serve_layout(config: dict):
@@ -42,7 +43,7 @@ def serve_layout(config: dict):
                 data_panel.layout(config), mechanism_panel.layout(config),
                 ledger_panel.layout(config), export_panel.layout(config)]),
             html.Div(className="main", children=[
-                map_panel.layout(config), queries_panel.layout(config),
+                map_panel.layout(config), queries_panel.layout(config), compare_panel.layout(config),
                 evaluation_panel.layout(config), interactive_panel.layout(config)]),
         ]),
     ])

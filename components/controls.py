@@ -1,6 +1,6 @@
 """Reading shared controls, for every panel: the public domain the data panel publishes in the
-`ids.DOMAIN` store, the total ε, the mechanism's parameter controls and query rectangles
-(drawn on the map or typed).
+`ids.DOMAIN` store, the total ε, the mechanisms offered for the loaded data, the mechanism's
+parameter controls and query rectangles (drawn on the map or typed).
 
 Panels read each other's controls only through these helpers (and the stores they read), never
 by importing another panel.
@@ -90,6 +90,14 @@ def read_params(spec: dp.MechanismSpec, values: list, id_list: list) -> dict:
     return out
 
 
+def mechanism_options(kind: str) -> list[dict]:
+    """Private mechanisms that apply to this kind of data ('points' or 'regions'), the
+    recommended one marked."""
+    best = dp.recommend(kind).name
+    return [{"label": s.label + (" ★ recommended" if k == best else ""), "value": k}
+            for k, s in dp.mechanisms(private_only=True).items() if s.data_kind == kind]
+
+
 def rects_from_geojson(geojson: dict | None) -> list[dp.Rect]:
     """Rectangles drawn with the map's EditControl (their polygon's bounding box)."""
     out = []
@@ -100,6 +108,13 @@ def rects_from_geojson(geojson: dict | None) -> list[dp.Rect]:
         ring = np.asarray(geom["coordinates"][0], dtype=float)
         out.append(dp.Rect(ring[:, 0].min(), ring[:, 1].min(), ring[:, 0].max(), ring[:, 1].max()))
     return out
+
+
+def labelled_rects(geojson: dict | None, extra: list | None) -> list[tuple[str, dp.Rect]]:
+    """The query rectangles with their table labels: drawn ones (the EditControl's geojson) as
+    Q1, Q2, ..., typed and random ones (the `ids.QUERY_EXTRA` store) as R1, R2, ..."""
+    labelled = [(f"Q{i + 1}", r) for i, r in enumerate(rects_from_geojson(geojson))]
+    return labelled + [(f"R{i + 1}", dp.Rect(*r)) for i, r in enumerate(extra or [])]
 
 
 def parse_typed(text: str) -> dp.Rect:

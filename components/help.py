@@ -50,6 +50,22 @@ TEXTS = {
         "Answering rectangles costs no extra privacy: it only reads the published counts. The CSV "
         "download holds the published answers, intervals and typical errors, never the true counts.",
     ],
+    "compare": [
+        "Two mechanisms released at the same ε on the same data, side by side: A is the release "
+        "made in panel 2, B the mechanism you pick here, with its default settings and the same "
+        "kind of randomness. Both maps use one colour scale, so the same colour means the same "
+        "density on both; moving or zooming one map moves the other.",
+        "Releasing for comparison is a second release of the same people: it spends another ε "
+        "from the dataset's budget, exactly like pressing Release again, because two noisy "
+        "releases together reveal more than either alone. The budget counts both even if you "
+        "publish only one.",
+        "The table answers every rectangle of panel 4 from both releases, next to the true count "
+        "(owner only, not private) and each answer's error; 'Closer' says which answer was nearer "
+        "the truth, and the line above the table counts the wins and gives each one's typical "
+        "(median) error. A few rectangles and one draw of noise can mislead: add random "
+        "rectangles in panel 4 for a fairer picture, and use panel 7 (Evaluation) for averages "
+        "over many draws.",
+    ],
     "evaluation": [
         "Runs each mechanism many times on your data with random rectangles and plots the typical "
         "(median) error. By default this is the bounded relative error: how far the published answer "

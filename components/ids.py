@@ -146,3 +146,20 @@ SHARE_NOTE = "share-note"                # whether a link's settings were applie
 SHARE_BUTTON = "share-button"
 SHARE_LINK = "share-link"
 SHARE_COPY = "share-copy"
+
+# compare panel: a second mechanism released beside panel 2's at the same ε, two synchronised
+# maps on one colour scale, and one table of both answers per query rectangle
+COMPARE_PICK = "compare-pick"
+COMPARE_BUTTON = "compare-button"
+COMPARE_COST = "compare-cost"            # what the comparison release spends, or why none is offered
+COMPARE_STATUS = "compare-status"
+COMPARE_RELEASE = "compare-release"      # store: the comparison's key and label, and the release it sits beside
+COMPARE_MESSAGE = "compare-message"      # why nothing is shown (no release, new data, no comparison yet)
+COMPARE_RESULTS = "compare-results"      # maps, summary and table; hidden while there is nothing to show
+COMPARE_MAPS = "compare-maps"
+COMPARE_MAP_A = "compare-map-a"
+COMPARE_MAP_B = "compare-map-b"
+COMPARE_RASTER = "compare-raster"        # the image overlays' CSS class
+COMPARE_SCALE = "compare-scale"          # the shared colour scale's unit
+COMPARE_SUMMARY = "compare-summary"
+COMPARE_TABLE = "compare-table"

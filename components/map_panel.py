@@ -9,7 +9,6 @@ from dash import Input, Output, State, ctx, dcc, html, no_update
 
 import dp
 from dp.mechanisms.euler import STAGE_LABELS, STAGES
-from dp.mechanisms.leaves import paint
 from dp.summed_area import box_sums, summed_area
 
 from . import ids, render, state
@@ -135,12 +134,6 @@ def region_truth(data, grid: dp.UniformGrid, regions: np.ndarray) -> np.ndarray:
     return data.true_counts(rects, grid.domain).astype(np.float64)
 
 
-def cell_km2(grid: dp.UniformGrid) -> float:
-    """Area of one base cell in km² (equirectangular at the domain's mid latitude)."""
-    p = dp.Projection(grid.domain)
-    return grid.domain.width / grid.gx * p.mx * grid.domain.height / grid.gy * p.my / 1e6
-
-
 def world_outlines():
     """Country borders and coastlines (Natural Earth 1:50m, assets/world_outlines.json) in a
     pane the page shows only when base-map tiles fail to load (the tile layer's attribution
@@ -150,12 +143,6 @@ def world_outlines():
                    name="world", style={"zIndex": 250})
 
 
-def domain_outline(d: dp.Domain):
-    """The public domain box as a dashed outline."""
-    return dl.Rectangle(bounds=[[d.south, d.west], [d.north, d.east]], interactive=False,
-                        pathOptions={"color": "#333", "weight": 2, "fill": False, "dashArray": "6 4"})
-
-
 def no_release_view(domain_info):
     """(children, hover, viewport, legend) with no release of the loaded data: the declared
     domain alone, and why the map is empty."""
@@ -163,7 +150,7 @@ def no_release_view(domain_info):
         d = domain_from_store(domain_info)
     except (dp.ParameterError, LookupError):
         return [], None, no_update, legend_note("No release yet: choose a domain in panel 1")
-    return [domain_outline(d)], None, {"bounds": [[d.south, d.west], [d.north, d.east]]}, \
+    return [render.domain_outline(d)], None, {"bounds": [[d.south, d.west], [d.north, d.east]]}, \
         legend_note("No release of the data now loaded yet (see panel 2)")
 
 
@@ -179,11 +166,11 @@ def cell_layers(rel, data, layer: str, depth: int | None = None, series: int = 0
     bounds = (d.west, d.south, d.east, d.north)
     n = len(regions)
     is_cells = n == grid.n_cells
-    area = (regions[:, 1] - regions[:, 0]) * (regions[:, 3] - regions[:, 2]) * cell_km2(grid)
+    area = render.region_km2(grid, regions)
     need_truth = layer in ("true", "error") or (is_cells and n <= MAX_HOVER_CELLS) or \
         (not is_cells and n <= MAX_HOVER_REGIONS)
     truth = region_truth(data, grid, regions) if need_truth else None
-    children = [domain_outline(d)]
+    children = [render.domain_outline(d)]
     legend = []
     if layer != "none":
         per_region = {"private": counts, "true": truth,
@@ -191,7 +178,7 @@ def cell_layers(rel, data, layer: str, depth: int | None = None, series: int = 0
         diverging = layer == "error"
         if not diverging:
             per_region = per_region.clip(min=0)   # display only (spec 000 P11); numbers stay raw
-        painted = per_region.reshape(grid.shape) if is_cells else paint(grid.shape, regions, per_region)
+        painted = render.on_grid(grid, regions, per_region)
         scale = render.legend_scale(painted, diverging)
         colours = render.DIVERGING if diverging else render.SEQUENTIAL
         children.append(dl.ImageOverlay(url=render.grid_image(painted, bounds, scale.vmin, scale.vmax, colours),

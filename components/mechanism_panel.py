@@ -10,7 +10,7 @@ import dp
 
 from . import ids, share, state
 from .controls import (EPS_MAX, EPS_MIN, MOSTLY_OUTSIDE, domain_from_store, epsilon_from_slider,
-                       epsilon_value, read_params, read_split, split_from_weights)
+                       epsilon_value, mechanism_options, read_params, read_split, split_from_weights)
 from .help import help_box
 
 EPS_MARKS = {-2: "0.01", -1: "0.1", 0: "1", 1: "10"}
@@ -44,14 +44,6 @@ def layout(config: dict) -> html.Div:
         html.Button("Release (spends ε)", id=ids.RELEASE_BUTTON, className="primary", n_clicks=0),
         dcc.Loading(html.Div(id=ids.RELEASE_STATUS, role="status"), type="dot"),
     ])
-
-
-def mechanism_options(kind: str) -> list[dict]:
-    """Private mechanisms that apply to this kind of data ('points' or 'regions'), the
-    recommended one marked."""
-    best = dp.recommend(kind).name
-    return [{"label": s.label + (" ★ recommended" if k == best else ""), "value": k}
-            for k, s in dp.mechanisms(private_only=True).items() if s.data_kind == kind]
 
 
 def point_mechanisms() -> list[str]:

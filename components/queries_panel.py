@@ -16,7 +16,7 @@ from dash import Input, Output, State, ctx, dash_table, dcc, html, no_update
 import dp
 
 from . import ids, state
-from .controls import EXACT_STAGE, fit_to_domain, parse_typed, rects_from_geojson
+from .controls import EXACT_STAGE, fit_to_domain, labelled_rects, parse_typed
 from .help import help_box
 
 INTERVAL_HELP = ("The range the published answer falls in 95% of the time because of the noise "
@@ -257,9 +257,7 @@ def current_queries(sid, rinfo, geojson, extra, stage):
         stage = None
     elif stage != EXACT_STAGE:            # a new release at that stage, cached apart
         rel = state.staged_release(sid, rinfo["key"], stage)
-    labelled = [(f"Q{i + 1}", r) for i, r in enumerate(rects_from_geojson(geojson))]
-    labelled += [(f"R{i + 1}", dp.Rect(*r)) for i, r in enumerate(extra or [])]
-    queries, notes = queries_in(rel.domain, labelled)
+    queries, notes = queries_in(rel.domain, labelled_rects(geojson, extra))
     return rel, stage, queries, notes
 
 
@@ -313,8 +311,8 @@ def register_callbacks(app, config: dict):
     @app.callback(Output(ids.DRAWN, "children"), Input(ids.QUERY_EXTRA, "data"), Input(ids.EDIT, "geojson"))
     def draw_labels(extra, geojson):
         """Every rectangle's row label on the map (Q for drawn, R for typed and random)."""
-        drawn = [label_layer(r, f"Q{i + 1}", False) for i, r in enumerate(rects_from_geojson(geojson))]
-        return drawn + [label_layer(dp.Rect(*r), f"R{i + 1}", True) for i, r in enumerate(extra or [])]
+        return [label_layer(r, label, outline=label.startswith("R"))
+                for label, r in labelled_rects(geojson, extra)]
 
     @app.callback(Output(ids.QUERY_TYPICAL, "data"), Input(ids.RELEASE, "data"),
                   Input(ids.QUERY_TYPICAL_SIZE, "value"))

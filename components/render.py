@@ -1,4 +1,4 @@
-"""Grid rendering for the map: one PNG image overlay per layer.
+"""Grid rendering for the maps: one PNG image overlay per layer, cell areas, the domain outline.
 
 A 256x256 grid is 65,536 cells; as GeoJSON polygons that is megabytes of SVG and a frozen tab.
 As one PNG (a few kB, drawn by the browser as a single <img>) any grid size stays smooth. Rows
@@ -13,7 +13,11 @@ import struct
 import zlib
 from dataclasses import dataclass
 
+import dash_leaflet as dl
 import numpy as np
+
+import dp
+from dp.mechanisms.leaves import paint
 
 SEQUENTIAL = ["#fff7ec", "#fee8c8", "#fdd49e", "#fdbb84", "#fc8d59", "#ef6548", "#d7301f", "#990000"]
 DIVERGING = ["#2166ac", "#67a9cf", "#d1e5f0", "#f7f7f7", "#fddbc7", "#ef8a62", "#b2182b"]
@@ -150,3 +154,35 @@ def legend_scale(values: np.ndarray, diverging: bool = False, width_px: float = 
     vmin, vmax = at[0], at[-1]
     ticks = tuple(((v - vmin) / (vmax - vmin), t) for v, t in zip(at, labels))
     return Legend(vmin, vmax, ticks, top, bottom)
+
+
+def cell_km2(grid: dp.UniformGrid) -> float:
+    """Area of one base cell in km² (equirectangular at the domain's mid latitude)."""
+    p = dp.Projection(grid.domain)
+    return grid.domain.width / grid.gx * p.mx * grid.domain.height / grid.gy * p.my / 1e6
+
+
+def region_km2(grid: dp.UniformGrid, regions: np.ndarray) -> np.ndarray:
+    """Area in km² of each region [r0, r1) x [c0, c1) of base cells: counts per km² compare
+    across regions and releases of different sizes."""
+    return (regions[:, 1] - regions[:, 0]) * (regions[:, 3] - regions[:, 2]) * cell_km2(grid)
+
+
+def on_grid(grid: dp.UniformGrid, regions: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Per-region values painted on the base grid (rows, cols) for an image; a release of every
+    cell in row-major order is reshaped as it is (exact, and fast for 1024² grids)."""
+    if len(regions) == grid.n_cells:
+        return values.reshape(grid.shape)
+    return paint(grid.shape, regions, values)
+
+
+def shared_range(*images: np.ndarray) -> tuple[float, float]:
+    """One colour range for several density images (0 to the largest of their `colour_range`
+    tops), so the same colour means the same density on every map."""
+    return 0.0, max(colour_range(im)[1] for im in images)
+
+
+def domain_outline(d: dp.Domain):
+    """The public domain box as a dashed outline."""
+    return dl.Rectangle(bounds=[[d.south, d.west], [d.north, d.east]], interactive=False,
+                        pathOptions={"color": "#333", "weight": 2, "fill": False, "dashArray": "6 4"})

@@ -258,6 +258,16 @@ def key_domain(key: str) -> dp.Domain:
     return dp.Domain.from_dict(json.loads(key)[1])
 
 
+def comparison_key(key: str, mechanism: str) -> str:
+    """Key of a release of another mechanism, at its default split and parameters, on the same
+    data, domain, ε, points per user and randomness as `key`'s release: the same fixed seed, or
+    fresh randomness with a new token of its own (so it is a new draw, charged as one)."""
+    fingerprint, domain, _, _, _, epsilon, tag, k = json.loads(key)
+    spec = dp.mechanisms()[mechanism]
+    return release_key(fingerprint, dp.Domain.from_dict(domain), mechanism, spec.resolve_params({}),
+                       spec.default_split, epsilon, None if isinstance(tag, str) else tag, k)
+
+
 def _release_entry(sid: str, key: str) -> str:
     return f"release:{sid}:" + hashlib.blake2b(key.encode(), digest_size=16).hexdigest()
 

@@ -1,0 +1,311 @@
+"""Compare panel: a second mechanism released beside panel 2's at the same ε, on two
+synchronised maps with one colour scale, and both answers to every query rectangle in one table."""
+from __future__ import annotations
+
+import time
+
+import dash_leaflet as dl
+import numpy as np
+from dash import ClientsideFunction, Input, Output, State, ctx, dash_table, dcc, html, no_update
+
+import dp
+
+from . import ids, render, state
+from .controls import labelled_rects, mechanism_options
+from .help import help_box
+
+MAP_HEIGHT = "420px"
+CLOSER = {"A": "err_a", "B": "err_b"}      # which error cell is highlighted when that release won
+
+
+def layout(config: dict) -> html.Div:
+    """The picker and its button; maps, summary and table stay hidden until there is a pair."""
+    return html.Div(className="card compare-card", children=[
+        html.H3("4b · Compare two mechanisms at the same ε"),
+        help_box("compare"),
+        html.Label("Second mechanism (its default split and parameters; the same ε, data, domain "
+                   "and randomness as panel 2's release)", htmlFor=ids.COMPARE_PICK),
+        html.Div(className="compare-tools", children=[
+            dcc.Dropdown(id=ids.COMPARE_PICK, clearable=False, options=[], className="compare-pick"),
+            html.Button("Release for comparison (spends ε)", id=ids.COMPARE_BUTTON, n_clicks=0,
+                        className="primary", disabled=True),
+        ]),
+        html.Div(id=ids.COMPARE_COST, className="hint"),
+        dcc.Loading(html.Div(id=ids.COMPARE_STATUS, role="status"), type="dot"),
+        html.Div(id=ids.COMPARE_MESSAGE, role="status"),
+        html.Div(id=ids.COMPARE_RESULTS, hidden=True, children=[
+            html.Div(id=ids.COMPARE_MAPS, className="compare-maps"),
+            html.Div(id=ids.COMPARE_SCALE, className="hint"),
+            html.Div(id=ids.COMPARE_SUMMARY, className="compare-summary"),
+            dash_table.DataTable(id=ids.COMPARE_TABLE, columns=table_columns("A", "B"), data=[],
+                                 page_size=12, style_table={"overflowX": "auto"},
+                                 style_cell={"fontFamily": "inherit", "fontSize": "13px", "padding": "4px"},
+                                 style_header={"fontWeight": "600", "whiteSpace": "normal", "height": "auto"},
+                                 style_data_conditional=[
+                                     {"if": {"filter_query": f'{{closer}} = "{w}"', "column_id": col},
+                                      "backgroundColor": "#e7f5ea", "fontWeight": "600"}
+                                     for w, col in CLOSER.items()]),
+        ]),
+        dcc.Store(id=ids.COMPARE_RELEASE),
+    ])
+
+
+def compare_options(current: str) -> list[dict]:
+    """Mechanisms a release of `current` can be compared with at equal ε: the private ones for
+    the same kind of data whose ε protects the same unit, other than `current` itself."""
+    specs = dp.mechanisms()
+    spec = specs[current]
+    if not spec.comparable:
+        return []
+    return [o for o in mechanism_options(spec.data_kind)
+            if o["value"] != current and specs[o["value"]].comparable]
+
+
+def default_pick(options: list[dict], current: str | None, kind: str) -> str | None:
+    """The picker's value: the one already picked if still offered, else the recommended
+    mechanism, else the first offered (None when nothing is)."""
+    values = [o["value"] for o in options]
+    for name in (current, dp.recommend(kind).name):
+        if name in values:
+            return name
+    return values[0] if values else None
+
+
+def no_options_reason(spec: dp.MechanismSpec) -> str:
+    """Why no mechanism is offered for comparison with a release of `spec`."""
+    if not spec.comparable:
+        return (f"The ε of {spec.label} protects a different unit ({spec.unit}), so no other "
+                "mechanism can be compared with it at the same ε. Release a standard mechanism "
+                "in panel 2 to compare.")
+    return f"No other mechanism takes this kind of data, so there is nothing to compare {spec.label} with."
+
+
+def cost_line(cost: float, spent: float, total: float) -> str:
+    """What the comparison release spends from the dataset's account, or that it will be refused."""
+    if spent + cost > total * (1 + dp.accountant.TOLERANCE):
+        return (f"Another ε = {cost:g} would take this dataset past its total budget "
+                f"({total - spent:.4g} of {total:g} left): the comparison will be refused. "
+                "Raise the total in panel 5 first.")
+    return (f"This is a second release of the same data: it spends another ε = {cost:g} from the "
+            f"dataset's budget, leaving {total - spent - cost:.4g} of {total:g}.")
+
+
+def missing(info: dict | None, rinfo: dict | None, cinfo: dict | None) -> str | None:
+    """Why there is nothing to compare (None when there is a pair to show): no release of the
+    data now loaded, data loaded since that release, or no comparison beside this release yet."""
+    if not info or not rinfo:
+        return ("No release of the data now loaded yet, so there is nothing to compare: release it "
+                "in panel 2 first.")
+    if state.key_fingerprint(rinfo["key"]) != info["fingerprint"]:
+        return ("The loaded data changed since panel 2's release: release the new data in panel 2 "
+                "first, then compare.")
+    if not cinfo or cinfo.get("base") != rinfo["key"]:
+        return "Pick a second mechanism above and press “Release for comparison” to see both side by side."
+    return None
+
+
+def closer(err_a: float, err_b: float) -> str:
+    """Which answer was nearer the true count: "A", "B" or "tie"."""
+    return "A" if err_a < err_b else "B" if err_b < err_a else "tie"
+
+
+def answers(rel_a, rel_b, data, labelled: list) -> tuple:
+    """(labels, answers of A, answers of B, true counts) for the labelled query rectangles."""
+    if not labelled:
+        return (), np.zeros(0), np.zeros(0), np.zeros(0, dtype=int)
+    labels, rects = zip(*labelled)
+    rects = list(rects)
+    return (labels, rel_a.answer_many(rects), rel_b.answer_many(rects),
+            data.true_counts(rects, rel_a.domain))
+
+
+def answer_rows(labels, answers_a, answers_b, truth) -> list[dict]:
+    """One table row per rectangle: both answers, the true count, both absolute errors, and which
+    answer was closer (decided on the unrounded errors)."""
+    rows = []
+    for lab, a, b, t in zip(labels, answers_a, answers_b, truth):
+        ea, eb = abs(float(a) - int(t)), abs(float(b) - int(t))
+        rows.append({"id": lab, "a": round(float(a), 1), "b": round(float(b), 1), "true": int(t),
+                     "err_a": round(ea, 1), "err_b": round(eb, 1), "closer": closer(ea, eb)})
+    return rows
+
+
+def _rectangles(n: int) -> str:
+    return f"{n} rectangle{'s' * (n != 1)}"
+
+
+def short_label(label: str) -> str:
+    """A mechanism's label without its parenthesised detail ("PrivTree (Zhang et al.)" -> "PrivTree"),
+    to name it inside a sentence."""
+    return label.split(" (")[0]
+
+
+def summary_line(answers_a, answers_b, truth, label_a: str = "A", label_b: str = "B") -> str:
+    """One line: which release was closer on how many rectangles, and each one's median absolute
+    error (A and B name the releases as the maps and the table do; labels add their short names)."""
+    truth = np.asarray(truth, dtype=float)
+    err_a = np.abs(np.asarray(answers_a, dtype=float) - truth)
+    err_b = np.abs(np.asarray(answers_b, dtype=float) - truth)
+    n = len(truth)
+    if n == 0:
+        return "Draw or type rectangles in panel 4 (Queries): each gets a row here with both answers."
+    wins = {w: sum(closer(a, b) == w for a, b in zip(err_a, err_b)) for w in ("A", "B", "tie")}
+    names = {k: k if label == k else f"{k} ({short_label(label)})"
+             for k, label in (("A", label_a), ("B", label_b))}
+    first, second = ("B", "A") if wins["B"] > wins["A"] else ("A", "B")
+    both = f"{names['A']} and {names['B']}"
+    if wins["tie"] == n:
+        line = f"{both} were equally close on " + ("the one rectangle" if n == 1 else f"all {n} rectangles")
+    elif wins["A"] == wins["B"]:
+        line = f"{both} were each closer on {wins['A']} of {_rectangles(n)}"
+    else:
+        line = f"{names[first]} was closer on {wins[first]} of {_rectangles(n)}, {names[second]} on {wins[second]}"
+    if 0 < wins["tie"] < n:
+        line += f", tied on {wins['tie']}"
+    return f"{line}; median absolute error A {np.median(err_a):.1f}, B {np.median(err_b):.1f}."
+
+
+def table_columns(label_a: str, label_b: str) -> list[dict]:
+    """The table's columns, the answers headed by the mechanisms' names."""
+    return [{"name": n, "id": i} for i, n in (
+        ("id", "#"), ("a", f"A: {label_a}"), ("b", f"B: {label_b}"), ("true", "True count (owner only)"),
+        ("err_a", "Abs. error A"), ("err_b", "Abs. error B"), ("closer", "Closer"))]
+
+
+def density(rel) -> np.ndarray:
+    """The release's noisy counts per km² on its base grid (negative counts shown as 0, as on the
+    main map), ready for an image overlay."""
+    grid, regions, counts = rel.regions()
+    return render.on_grid(grid, regions, (counts / render.region_km2(grid, regions)).clip(min=0))
+
+
+def comparison_map(map_id: str, rel, image: np.ndarray, scale: tuple, config: dict) -> dl.Map:
+    """One of the two maps: the domain outline and the release's cells on the shared scale."""
+    d = rel.domain
+    bounds = [[d.south, d.west], [d.north, d.east]]
+    vmin, vmax = scale
+    url = render.grid_image(image, (d.west, d.south, d.east, d.north), vmin, vmax, render.SEQUENTIAL)
+    # a centre and zoom from the start: tracking the viewport compares every move with them
+    return dl.Map(id=map_id, bounds=bounds, center=[(d.south + d.north) / 2, (d.west + d.east) / 2],
+                  zoom=1, viewport={"bounds": bounds}, zoomSnap=0.25, trackViewport=True,
+                  style={"height": MAP_HEIGHT}, children=[
+                      dl.TileLayer(url=config["tiles_url"], attribution=config["tiles_attribution"]),
+                      render.domain_outline(d),
+                      dl.ImageOverlay(url=url, bounds=bounds, opacity=0.85, className=ids.COMPARE_RASTER),
+                      dl.Colorbar(colorscale=render.SEQUENTIAL, min=vmin, max=vmax, nTicks=5, width=200,
+                                  height=12, position="bottomright", className="compare-colorbar",
+                                  tickDecimals=0 if vmax - vmin > 10 else 1),
+                      dl.ScaleControl(position="bottomleft")])
+
+
+def map_column(title: str, rel, map_: dl.Map) -> html.Div:
+    """A map with its mechanism's name and what was released above it."""
+    demo = " Reproducible demo: NOT private." if rel.reproducible_demo else ""
+    return html.Div(className="compare-column", children=[
+        html.Div(title, className="compare-label"), html.Div(rel.describe() + "." + demo, className="hint"),
+        map_])
+
+
+def release_status(label: str, epsilon: float, rel) -> html.Div:
+    """The line under the button after a comparison release."""
+    text = f"Released {label} for comparison at ε = {epsilon:g}, {rel.describe()}"
+    if rel.reproducible_demo:
+        return html.Div([text + ". ", html.Strong("Reproducible demo (the same fixed seed as panel 2's "
+                                                  "release): NOT private.")], className="warning")
+    return html.Div(text + " (fresh randomness).", className="ok")
+
+
+def pair(sid: str, rinfo: dict, cinfo: dict) -> tuple:
+    """(release A, release B, data) for panel 2's release and its comparison; LookupError when the
+    server no longer holds one of them."""
+    return (state.release(sid, rinfo["key"]), state.release(sid, cinfo["key"]),
+            state.points(sid, state.key_fingerprint(rinfo["key"])))
+
+
+def register_callbacks(app, config: dict):
+    @app.callback(Output(ids.COMPARE_PICK, "options"), Output(ids.COMPARE_PICK, "value"),
+                  Output(ids.COMPARE_BUTTON, "disabled"),
+                  Input(ids.RELEASE, "data"), State(ids.COMPARE_PICK, "value"))
+    def offer(rinfo, current):
+        if not rinfo:
+            return [], None, True
+        opts = compare_options(rinfo["mechanism"])
+        return opts, default_pick(opts, current, dp.mechanisms()[rinfo["mechanism"]].data_kind), not opts
+
+    @app.callback(Output(ids.COMPARE_COST, "children"),
+                  Input(ids.RELEASE, "data"), Input(ids.DATASET, "data"), Input(ids.ACCOUNT_TICK, "data"),
+                  Input(ids.COMPARE_PICK, "value"))
+    def show_cost(rinfo, info, _tick, name):
+        if not rinfo or not info:
+            return ""
+        if not compare_options(rinfo["mechanism"]):
+            return no_options_reason(dp.mechanisms()[rinfo["mechanism"]])
+        if not name:
+            return ""
+        acc = state.account(state.session_id(), info["account"])
+        cost = dp.accountant.release_cost(name, state.key_domain(rinfo["key"]), rinfo["epsilon"])
+        return cost_line(cost, acc.spent, acc.total)
+
+    # A new release in panel 2 (or new data) ends the comparison: it was made beside the old one.
+    @app.callback(Output(ids.COMPARE_RELEASE, "data"), Output(ids.COMPARE_STATUS, "children"),
+                  Output(ids.ACCOUNT_TICK, "data", allow_duplicate=True),
+                  Input(ids.COMPARE_BUTTON, "n_clicks"), Input(ids.RELEASE, "data"),
+                  Input(ids.DATASET, "data"), State(ids.COMPARE_PICK, "value"), prevent_initial_call=True)
+    def release_comparison(_, rinfo, _info, name):
+        if ctx.triggered_id != ids.COMPARE_BUTTON:
+            return None, "", no_update
+        if not rinfo or not name:
+            return no_update, html.Div("Release the data in panel 2 first, then pick a second "
+                                       "mechanism.", className="error"), no_update
+        key = state.comparison_key(rinfo["key"], name)
+        label = dp.mechanisms()[name].label
+        try:
+            rel = state.release(state.session_id(), key, create=True)
+        except (dp.ParameterError, dp.DataError, dp.BudgetError, LookupError) as exc:
+            return no_update, html.Div(["Not released: ", str(exc)], className="error"), time.time()
+        return {"key": key, "base": rinfo["key"], "mechanism": name, "label": label}, \
+            release_status(label, rinfo["epsilon"], rel), time.time()
+
+    @app.callback(Output(ids.COMPARE_RESULTS, "hidden"), Output(ids.COMPARE_MAPS, "children"),
+                  Output(ids.COMPARE_SCALE, "children"), Output(ids.COMPARE_MESSAGE, "children"),
+                  Input(ids.COMPARE_RELEASE, "data"), Input(ids.RELEASE, "data"), Input(ids.DATASET, "data"))
+    def draw(cinfo, rinfo, info):
+        why = missing(info, rinfo, cinfo)
+        if why:
+            return True, [], "", html.Div(why, className="hint")
+        try:
+            rel_a, rel_b, _ = pair(state.session_id(), rinfo, cinfo)
+        except LookupError as exc:
+            return True, [], "", html.Div(str(exc), className="warning")
+        image_a, image_b = density(rel_a), density(rel_b)
+        scale = render.shared_range(image_a, image_b)
+        maps = [map_column(f"A · {rinfo['label']} (panel 2's release)", rel_a,
+                           comparison_map(ids.COMPARE_MAP_A, rel_a, image_a, scale, config)),
+                map_column(f"B · {cinfo['label']} (for comparison)", rel_b,
+                           comparison_map(ids.COMPARE_MAP_B, rel_b, image_b, scale, config))]
+        top = f"{scale[1]:,.0f}" if scale[1] >= 100 else f"{scale[1]:.3g}"
+        note = (f"Both maps: noisy points per km² on one colour scale (0 to {top}), so the same "
+                "colour means the same density. Moving or zooming one map moves the other.")
+        return False, maps, note, ""
+
+    @app.callback(Output(ids.COMPARE_TABLE, "data"), Output(ids.COMPARE_TABLE, "columns"),
+                  Output(ids.COMPARE_SUMMARY, "children"),
+                  Input(ids.COMPARE_RELEASE, "data"), Input(ids.RELEASE, "data"), Input(ids.DATASET, "data"),
+                  Input(ids.EDIT, "geojson"), Input(ids.QUERY_EXTRA, "data"))
+    def table(cinfo, rinfo, info, geojson, extra):
+        if missing(info, rinfo, cinfo):
+            return [], no_update, ""
+        try:
+            rel_a, rel_b, data = pair(state.session_id(), rinfo, cinfo)
+        except LookupError:
+            return [], no_update, ""
+        labels, a, b, truth = answers(rel_a, rel_b, data, labelled_rects(geojson, extra))
+        return answer_rows(labels, a, b, truth), table_columns(rinfo["label"], cinfo["label"]), \
+            summary_line(a, b, truth, rinfo["label"], cinfo["label"])
+
+    app.clientside_callback(
+        ClientsideFunction(namespace="dpCompare", function_name="sync"),
+        Output(ids.COMPARE_MAP_A, "viewport"), Output(ids.COMPARE_MAP_B, "viewport"),
+        Input(ids.COMPARE_MAP_A, "center"), Input(ids.COMPARE_MAP_A, "zoom"),
+        Input(ids.COMPARE_MAP_B, "center"), Input(ids.COMPARE_MAP_B, "zoom"),
+        State(ids.COMPARE_MAP_B, "id"))
