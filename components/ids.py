@@ -130,3 +130,17 @@ EVAL_SUMMARY = "eval-summary"      # the run's summary rows, ρ and design, as t
 EVAL_NOTE = "eval-note"            # states ρ and how many queries held fewer than ρ points
 EVAL_CSV_BUTTON = "eval-csv-button"
 EVAL_CSV_DOWNLOAD = "eval-csv-download"
+
+# guided demo: a short tour for non-specialists through the existing panels
+TOUR_OPEN = "tour-open"            # the header's "Guided demo" button
+TOUR_CARD = "tour-card"
+TOUR_STEP = "tour-step"            # index of the step shown; None while the tour is closed
+TOUR_TARGETS = "tour-targets"      # per step, the id of an element in the panel it talks about
+TOUR_MARGINS = "tour-margins"      # noise margin of the middle box, per ε released during the tour
+TOUR_TITLE = "tour-title"
+TOUR_COUNTER = "tour-counter"
+TOUR_BODY = "tour-body"
+TOUR_CHART = "tour-chart"
+TOUR_BACK = "tour-back"
+TOUR_NEXT = "tour-next"
+TOUR_END = "tour-end"
