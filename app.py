@@ -9,7 +9,7 @@ from dash import Dash, dcc, html
 import dp
 from components import (compare_panel, data_panel, evaluation_panel, export_panel, ids,
                         interactive_panel, jobs, ledger_panel, map_panel, mechanism_panel,
-                        queries_panel, share, state)
+                        queries_panel, share, state, tour_panel)
 
 DEFAULT_CONFIG = {
     "max_upload_mb": 50.0,
@@ -24,7 +24,7 @@ DEFAULT_CONFIG = {
 }
 ACCOUNTS_DIR = Path(__file__).resolve().parent / "instance" / "accounts"
 PANELS = (data_panel, mechanism_panel, map_panel, queries_panel, compare_panel, ledger_panel,
-          export_panel, evaluation_panel, interactive_panel, share)
+          export_panel, evaluation_panel, interactive_panel, share, tour_panel)
 
 
 def serve_layout(config: dict):
@@ -33,6 +33,7 @@ def serve_layout(config: dict):
         dcc.Store(id=ids.DATASET), dcc.Store(id=ids.DOMAIN), dcc.Store(id=ids.RELEASE),
         dcc.Store(id=ids.ACCOUNT_TICK), dcc.Location(id=ids.URL, refresh=False),
         html.Header(className="top", children=[
+            tour_panel.header_button(),
             html.H1("Private location statistics"),
             html.P("Upload points, publish counts with differential privacy, and see what the "
                    "privacy costs in accuracy."),
@@ -43,7 +44,8 @@ def serve_layout(config: dict):
                 data_panel.layout(config), mechanism_panel.layout(config),
                 ledger_panel.layout(config), export_panel.layout(config)]),
             html.Div(className="main", children=[
-                map_panel.layout(config), queries_panel.layout(config), compare_panel.layout(config),
+                tour_panel.layout(config), map_panel.layout(config), queries_panel.layout(config),
+                compare_panel.layout(config),
                 evaluation_panel.layout(config), interactive_panel.layout(config)]),
         ]),
     ])

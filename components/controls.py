@@ -98,6 +98,21 @@ def mechanism_options(kind: str) -> list[dict]:
             for k, s in dp.mechanisms(private_only=True).items() if s.data_kind == kind]
 
 
+def next_cost(eps_v, name, pvals, pids, domain_info: dict | None) -> float | None:
+    """What a release with these mechanism-panel settings would charge the dataset's account
+    (None if they are invalid), for the ledger's forecast and the guided demo's warnings;
+    `domain_info` is the `ids.DOMAIN` store."""
+    spec = dp.mechanisms().get(name)
+    if eps_v is None or spec is None:
+        return None
+    try:
+        params = read_params(spec, pvals, pids)
+        domain = domain_from_store(domain_info)
+        return dp.accountant.release_cost(name, domain, epsilon_value(eps_v), params)
+    except (dp.ParameterError, LookupError, TypeError):
+        return None
+
+
 def rects_from_geojson(geojson: dict | None) -> list[dp.Rect]:
     """Rectangles drawn with the map's EditControl (their polygon's bounding box)."""
     out = []

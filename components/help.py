@@ -106,6 +106,17 @@ TEXTS = {
         "The step table lists what the current release looked at and the part of ε each step "
         "spent; its total equals the ε you chose.",
     ],
+    "tour": [
+        "A short walk through the page for someone new to privacy: the data, what is published, "
+        "what privacy costs in accuracy, what an attacker can learn, and the budget. Back and "
+        "Next move between the steps; End tour closes it at any point. The panel a step talks "
+        "about is outlined.",
+        "Two steps change the page the way you would: they type ε into panel 2 and press Release. "
+        "Each of those releases spends ε from the dataset's budget like any other, and the step "
+        "before says so. Nothing else in the tour is charged.",
+        "The chart shows how far the noise can move the published count of a box in the middle "
+        "of the map, as each release states it; it never uses the true counts.",
+    ],
     "export": [
         "Downloads the published grid (GeoJSON) and a description of how it was made. It contains "
         "only noisy counts and public settings, never true counts or the raw data.",

@@ -163,3 +163,17 @@ COMPARE_RASTER = "compare-raster"        # the image overlays' CSS class
 COMPARE_SCALE = "compare-scale"          # the shared colour scale's unit
 COMPARE_SUMMARY = "compare-summary"
 COMPARE_TABLE = "compare-table"
+
+# guided demo: a short tour for non-specialists through the existing panels
+TOUR_OPEN = "tour-open"            # the header's "Guided demo" button
+TOUR_CARD = "tour-card"
+TOUR_STEP = "tour-step"            # index of the step shown; None while the tour is closed
+TOUR_TARGETS = "tour-targets"      # per step, the id of an element in the panel it talks about
+TOUR_MARGINS = "tour-margins"      # noise margin of the middle box, per ε released during the tour
+TOUR_TITLE = "tour-title"
+TOUR_COUNTER = "tour-counter"
+TOUR_BODY = "tour-body"
+TOUR_CHART = "tour-chart"
+TOUR_BACK = "tour-back"
+TOUR_NEXT = "tour-next"
+TOUR_END = "tour-end"

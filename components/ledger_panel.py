@@ -9,7 +9,7 @@ from dash import ALL, Input, Output, State, dash_table, dcc, html, no_update
 import dp
 
 from . import ids, state
-from .controls import domain_from_store, epsilon_value, read_params
+from .controls import next_cost
 from .help import help_box
 
 TABLE_STYLE = {"fontSize": "12px", "whiteSpace": "normal", "height": "auto", "textAlign": "left"}
@@ -105,20 +105,6 @@ def account_summary(acc: dp.Accountant, next_epsilon: float | None) -> list:
                          "your own data and publish nothing. The account belongs to this browser: "
                          "clearing its cookies starts a new one."])]))
     return out
-
-
-def next_cost(eps_v, name, pvals, pids, domain_info: dict | None) -> float | None:
-    """What a release with the panel's current settings would charge (None if they are invalid);
-    `domain_info` is the `ids.DOMAIN` store."""
-    spec = dp.mechanisms().get(name)
-    if eps_v is None or spec is None:
-        return None
-    try:
-        params = read_params(spec, pvals, pids)
-        domain = domain_from_store(domain_info)
-        return dp.accountant.release_cost(name, domain, epsilon_value(eps_v), params)
-    except (dp.ParameterError, LookupError, TypeError):
-        return None
 
 
 def register_callbacks(app, config: dict):

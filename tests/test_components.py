@@ -395,14 +395,14 @@ def test_next_release_cost_is_what_the_account_will_charge():
     london = dp.PRESETS["London"]
     store = data_panel.domain_store("London", [None] * 4, "s", {})     # what the data panel publishes
     assert controls.domain_from_store(store) == london
-    assert ledger_panel.next_cost(1.0, "ug", [], [], store) == 1.0
+    assert controls.next_cost(1.0, "ug", [], [], store) == 1.0
     m = shifted_grids.plan(london, dp.mechanisms()["shifted_grids"].resolve_params({}))[1].m
-    cost = ledger_panel.next_cost(1.0, "shifted_grids", [], [], store)
+    cost = controls.next_cost(1.0, "shifted_grids", [], [], store)
     assert m > 1 and cost == pytest.approx(m / 4)          # add/remove equivalent (spec 001 §1)
     incomplete = data_panel.domain_store(data_panel.CUSTOM, [None] * 4, "s", {})
     with pytest.raises(dp.ParameterError, match="all four sides"):     # the message is kept
         controls.domain_from_store(incomplete)
-    assert ledger_panel.next_cost(1.0, "ug", [], [], incomplete) is None
+    assert controls.next_cost(1.0, "ug", [], [], incomplete) is None
 
 
 def test_nice_ticks_are_round_distinct_and_inside_the_range():
