@@ -573,7 +573,7 @@ def _parse_parquet(src, lon, lat, user, max_rows):
         bad = np.zeros(len(x), bool)
     else:
         x, y, bad = _coords_from_texts([tx.cast(pa.string())], [ty.cast(pa.string())],
-                                       ",".join, dropped, first_bad)
+                                       "{},{}".format, dropped, first_bad)
     uid = None if iuser is None else table.column(2).cast(pa.string()).to_numpy()
     generic = lon is None and lat is None and {cols["lon"].lower(), cols["lat"].lower()} == {"x", "y"}
     return _checked(x, y, uid, "Parquet", len(x), cols, dropped, first_bad, bad, generic)
