@@ -362,6 +362,7 @@ def _parse_csv(src, head, newlines, lon, lat, user, max_rows):
     generic = lon is None and lat is None and {cols["lon"].lower(), cols["lat"].lower()} == {"x", "y"}
     body = _CsvBody(src, start, delim, len(header), (ilon, ilat, iuser))
     x, y, uid, dropped, first_bad, unparsed = body.read(bound)
+    pa.default_memory_pool().release_unused()   # the parser's buffers, before sorting
     n_rows = len(x) + dropped.get("rows with too few fields", 0)
     _refuse_too_many(n_rows, max_rows)   # lines ended by a lone carriage return
     return _checked(x, y, uid, "CSV", n_rows, cols, dropped, first_bad, unparsed, generic)
