@@ -151,3 +151,18 @@ def test_binning_outside_and_non_finite_points():
     assert inside.tolist() == [False] * 6 + [True]
     assert k.tolist() == [0, 3, 0, 3, 0, 2, 3] and j.tolist() == [2, 2, 2, 2, 2, 0, 3]
     assert grid.histogram(x, y).sum() == 1 and grid.histogram(x, y)[3, 3] == 1
+
+
+# ---------------------------------------------------------------------------- sort order
+@pytest.mark.parametrize("values", [
+    lambda rng: np.round(rng.normal(-73.95, 0.05, 300_000), 6),         # many ties, 2 passes
+    lambda rng: rng.normal(0, 1, 200_000),                               # both signs
+    lambda rng: np.concatenate([np.zeros(40_000), -np.zeros(40_000),    # -0.0 ties 0.0
+                                rng.normal(0, 1e-300, 1_000)]),
+    lambda rng: rng.uniform(-1e300, 1e300, 100_000),                     # every bit in use
+    lambda rng: np.full(70_000, 3.0)])
+def test_stable_order_equals_stable_argsort(values):
+    rng = np.random.default_rng(5)
+    x = values(rng)
+    rng.shuffle(x)
+    assert np.array_equal(dp.points.stable_order(x), np.argsort(x, kind="stable"))
