@@ -1,6 +1,14 @@
 """Speed and peak memory of load -> bin -> release for 1e5, 1e6 and 1e7 points, and of the samplers.
 
-First table: 1e6 draws of the exact integer samplers (discrete Laplace at several scales,
+Load table: dp.load_points beside np.loadtxt and the CSV readers of pyarrow, polars and DuckDB
+(those three are optional here: a missing one is skipped), reading 1e6 and 1e7 rows of lon,lat
+and of uid,lon,lat from a file and from bytes, each run in a fresh subprocess: seconds, peak
+RSS (VmHWM) above the interpreter with the reader imported (bytes sources include the file's
+bytes), and the ratio to the fastest.
+Bin table: the exact 1024x1024 grid histogram (UniformGrid.histogram) beside np.bincount on
+precomputed cell indices and np.histogram2d, at 1e6 and 1e7 points (1e8 with --big).
+
+Sampler table: 1e6 draws of the exact integer samplers (discrete Laplace at several scales,
 discrete Gaussian) beside numpy's floating-point Laplace and numpy's two-geometric difference
 (both unsafe for releases, shown as the fastest alternatives), with the ratio to the fastest.
 
@@ -10,7 +18,7 @@ Releases: E2EPriv and Heuristic UG in the New York box, and the trees HTF and Pr
 Each size runs in a fresh subprocess so its peak RSS is its own; with --repeat R each stage
 reports its fastest of R cold runs (fresh load, empty caches), which filters out load from
 other processes. Usage:
-    python benchmarks/speed.py [--quick] [--repeat R] [--samplers-only]
+    python benchmarks/speed.py [--quick] [--repeat R] [--samplers-only] [--tables-only] [--big]
 """
 from __future__ import annotations
 
@@ -50,14 +58,166 @@ def square_box(d: dp.Domain) -> dp.Domain:
 TREE_DOMAIN = square_box(DOMAIN)
 
 
-def write_csv(path: Path, n: int, seed: int = 0, chunk: int = 1_000_000):
-    """Clustered-city points (the built-in sample's generator) as a lon,lat CSV, in chunks."""
+def write_csv(path: Path, n: int, seed: int = 0, chunk: int = 1_000_000, users: bool = False):
+    """Clustered-city points (the built-in sample's generator) as a lon,lat CSV, in chunks;
+    with `users`, a first column uid of ids u0..u99999."""
     x, y = dp.SAMPLES["city_200k"].make(DOMAIN, n, seed)
     with open(path, "w") as f:
-        f.write("lon,lat\n")
+        f.write("uid,lon,lat\n" if users else "lon,lat\n")
         for i in range(0, n, chunk):
-            xy = np.column_stack([x[i:i + chunk], y[i:i + chunk]]).ravel().tolist()
-            f.write(("%.6f,%.6f\n" * (len(xy) // 2)) % tuple(xy))
+            cols = [x[i:i + chunk], y[i:i + chunk]]
+            if users:
+                cols.insert(0, np.arange(i, i + len(cols[0])) % 100_000)
+            row = ("u%d," if users else "") + "%.6f,%.6f\n"
+            f.write((row * len(cols[0])) % tuple(np.column_stack(cols).ravel().tolist()))
+
+
+def _read_pyarrow(src, users):
+    """pyarrow.csv.read_csv into a table, then float64 numpy columns."""
+    import pyarrow as pa
+    import pyarrow.csv as pcsv
+    src = pa.BufferReader(src) if isinstance(src, bytes) else src
+    t = pcsv.read_csv(src, convert_options=pcsv.ConvertOptions(
+        include_columns=["uid", "lon", "lat"] if users else ["lon", "lat"]))
+    return t.column("lon").to_numpy(), t.column("lat").to_numpy()
+
+
+def _read_polars(src, users):
+    """polars.read_csv into a DataFrame, then float64 numpy columns."""
+    import polars as pl
+    df = pl.read_csv(src, columns=["uid", "lon", "lat"] if users else ["lon", "lat"])
+    return df["lon"].to_numpy(), df["lat"].to_numpy()
+
+
+def _read_duckdb(src, users):
+    """duckdb.read_csv (bytes through a file object, which needs fsspec), fetched as numpy."""
+    import io
+
+    import duckdb
+    cols = duckdb.read_csv(io.BytesIO(src) if isinstance(src, bytes) else src).fetchnumpy()
+    return cols["lon"], cols["lat"]
+
+
+def _read_loadtxt(src, users):
+    """np.loadtxt of the two coordinate columns (it cannot keep a text column beside floats)."""
+    import io
+    xy = np.loadtxt(io.BytesIO(src) if isinstance(src, bytes) else src, delimiter=",",
+                    skiprows=1, usecols=(1, 2) if users else (0, 1))
+    return xy[:, 0], xy[:, 1]
+
+
+def _read_dp(src, users):
+    """dp.load_points: parse, validate, sort by longitude (user ids kept when present)."""
+    data = dp.load_points(src, filename="points.csv")
+    return data.x, data.y
+
+
+READERS = {"dp.load_points": ("dp", _read_dp), "np.loadtxt": ("numpy", _read_loadtxt),
+           "pyarrow.csv": ("pyarrow.csv", _read_pyarrow), "polars": ("polars", _read_polars),
+           "duckdb": ("duckdb", _read_duckdb)}
+
+
+def load_worker(reader: str, source: str, path: str, users: bool) -> dict:
+    """Seconds and peak RSS (MB above the baseline with the reader's module imported) of one
+    read of `path` by `reader`, from the file or from its bytes (read before the clock starts)."""
+    import importlib
+    module, read = READERS[reader]
+    importlib.import_module(module)
+    base = _reset_peak_rss()
+    src = Path(path).read_bytes() if source == "bytes" else path
+    t0 = time.perf_counter()
+    x, _ = read(src, users)
+    dt = time.perf_counter() - t0
+    return {"s": dt, "mb": (_peak_rss() - base) / 1024, "n": len(x)}
+
+
+def _reset_peak_rss() -> int:
+    """Reset this process's peak RSS to its current RSS (Linux: /proc/self/clear_refs), so that
+    the peak measures what comes next and not the imports' transients; returns it (KB)."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pass
+    return _peak_rss()
+
+
+def _peak_rss() -> int:
+    """This process's peak RSS in KB: VmHWM on Linux (ru_maxrss also counts the parent's
+    memory at the fork, which would hide a small load), else ru_maxrss."""
+    try:
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
+    except (OSError, StopIteration):
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
+def load_table(sizes, tmp: Path):
+    """Print the load table: every reader on every file and source, in fresh subprocesses."""
+    print(f"{'load (fresh process each)':<44} {'s':>7} {'x fastest':>10} {'peak MB':>8} "
+          f"{'B/point':>8}")
+    for n in sizes:
+        for users in (False, True):
+            path = tmp / f"load_{n}_{int(users)}.csv"
+            write_csv(path, n, users=users)
+            rows = []
+            for reader in READERS:
+                for source in ("file", "bytes"):
+                    r = _subprocess_json("--load-worker", reader, source, str(path),
+                                         *(["--users"] if users else []))
+                    if r is not None:
+                        rows.append((f"{reader} ({source})", r))
+            fastest = min(r["s"] for _, r in rows)
+            print(f"-- {n:,} rows of {'uid,lon,lat' if users else 'lon,lat'} "
+                  f"({path.stat().st_size / 2**20:.0f} MB)")
+            for name, r in rows:
+                print(f"{name:<44} {r['s']:>7.2f} {r['s'] / fastest:>10.1f} {r['mb']:>8.0f} "
+                      f"{r['mb'] * 2**20 / n:>8.1f}", flush=True)
+            path.unlink()
+    print("target: 1e7 lon,lat rows loaded by dp.load_points in <= 1.5 s with <= 40 bytes per "
+          "point\n")
+
+
+def _subprocess_json(*args):
+    """The JSON a worker run of this script prints, or None when it failed (library missing)."""
+    out = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True)
+    return json.loads(out.stdout) if out.returncode == 0 else None
+
+
+def bin_worker(n: int, repeat: int = 3) -> dict:
+    """Best-of-`repeat` seconds of the 1024x1024 grid histogram, np.bincount on precomputed
+    flat cell indices, and np.histogram2d, on n clustered-city points."""
+    x, y = dp.SAMPLES["city_200k"].make(DOMAIN, n, 0)
+    grid = dp.UniformGrid(DOMAIN, 1024)
+    j, k, inside = grid.cell_index(x, y)
+    flat = (j * grid.gx + k)[inside]
+    del j, k, inside
+    d = DOMAIN
+    runs = {"UniformGrid.histogram": lambda: grid.histogram(x, y),
+            "np.bincount (precomputed indices)": lambda: np.bincount(flat, minlength=grid.n_cells),
+            "np.histogram2d": lambda: np.histogram2d(y, x, bins=1024, range=[[d.south, d.north],
+                                                                              [d.west, d.east]])}
+    out = {}
+    for name, f in runs.items():
+        best = np.inf
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            f()
+            best = min(best, time.perf_counter() - t0)
+        out[name] = best
+    return out
+
+
+def bin_table(sizes):
+    """Print the bin table: each size in a fresh subprocess."""
+    print(f"{'bin into 1024x1024 (best of 3)':<44} {'s':>7} {'x fastest':>10}")
+    for n in sizes:
+        r = _subprocess_json("--bin-worker", str(n))
+        fastest = min(r.values())
+        print(f"-- {n:,} points")
+        for name, t in r.items():
+            print(f"{name:<44} {t:>7.3f} {t / fastest:>10.1f}", flush=True)
+    print("target: 1e7 points binned in <= 0.3 s\n")
 
 
 def run_once(path: str) -> dict:
@@ -126,13 +286,30 @@ def main():
     ap.add_argument("--quick", action="store_true", help="skip 1e7 points")
     ap.add_argument("--repeat", type=int, default=1, help="cold runs per size (default 1)")
     ap.add_argument("--samplers-only", action="store_true", help="only the sampler table")
+    ap.add_argument("--tables-only", action="store_true",
+                    help="only the sampler, load and bin tables, not the releases")
+    ap.add_argument("--big", action="store_true", help="also bin 1e8 points")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
+    ap.add_argument("--load-worker", nargs=3, help=argparse.SUPPRESS)
+    ap.add_argument("--users", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--bin-worker", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
         print(json.dumps(measure(args.worker, args.repeat)))
         return
+    if args.load_worker:
+        print(json.dumps(load_worker(*args.load_worker, args.users)))
+        return
+    if args.bin_worker:
+        print(json.dumps(bin_worker(args.bin_worker)))
+        return
     sampler_table()
     if args.samplers_only:
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        load_table([10**6] + ([] if args.quick else [10**7]), Path(tmp))
+    bin_table([10**6, 10**7] + ([10**8] if args.big else []))
+    if args.tables_only:
         return
     sizes = [10**5, 10**6] + ([] if args.quick else [10**7])
     print(f"{'N':>10} {'load s':>8} {'bin s':>7} {'e2epriv s':>10} {'ug s':>6} "

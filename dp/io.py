@@ -1,14 +1,18 @@
-"""Parse and validate uploads (CSV, GeoJSON) into PointData, with errors that say what to fix."""
+"""Parse and validate uploads (CSV, GeoJSON, Parquet) into PointData, with errors that say what to fix."""
 from __future__ import annotations
 
+import codecs
 import csv
-import io
 import json
 import os
 import re
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pcsv
+import pyarrow.parquet as pq
 
 from .errors import DataError
 from .points import LoadReport, PointData, user_keys
@@ -21,6 +25,11 @@ LAT_NAMES = ("latitude", "lat", "y")
 USER_NAMES = ("user_id", "userid", "user", "uid")
 CSV_EXT = {".csv", ".txt", ".tsv"}
 JSON_EXT = {".geojson", ".json"}
+PARQUET_EXT = ".parquet"
+PARQUET_MAGIC = b"PAR1"
+HEAD_BYTES = 1 << 16      # read for the format, encoding and header checks
+CHUNK_BYTES = 1 << 24     # pieces in which a file is scanned for newlines and UTF-8
+BLOCK_BYTES = 1 << 20     # pyarrow's CSV block: its buffers stay small beside the output
 
 _BINARY_MAGIC = {
     b"PK\x03\x04": "a ZIP archive (an .xlsx workbook or zipped shapefile?)",
@@ -31,15 +40,76 @@ _BINARY_MAGIC = {
 }
 
 
-def _read_source(source, filename):
+def _locate(source, filename):
+    """(the bytes, or the Path of an existing file, and the filename): a file is not read here,
+    so that a large CSV can be streamed by the parser instead of held in memory whole."""
     if isinstance(source, (bytes, bytearray, memoryview)):
         return bytes(source), filename
     if isinstance(source, (str, os.PathLike)):
         path = Path(source)
         if not path.is_file():
-            raise DataError(f"file not found: {str(path)!r}; expected a path to a CSV or GeoJSON file")
-        return path.read_bytes(), filename or path.name
+            raise DataError(f"file not found: {str(path)!r}; expected a path to a CSV, GeoJSON "
+                            "or Parquet file")
+        return path, filename or path.name
     raise DataError(f"expected a file path or bytes, got {type(source).__name__}")
+
+
+def _read_source(source, filename):
+    """(the source's bytes, filename), for loaders that need the whole file (GeoJSON, regions)."""
+    src, filename = _locate(source, filename)
+    return (src.read_bytes() if isinstance(src, Path) else src), filename
+
+
+def _chunks(src, start: int = 0):
+    """The bytes from `start` in pieces of about CHUNK_BYTES that end at a newline, so that a
+    file is scanned without being held in memory whole and no line is split."""
+    if isinstance(src, bytes):
+        while start < len(src):
+            end = src.find(b"\n", start + CHUNK_BYTES)
+            end = len(src) if end < 0 else end + 1
+            yield src[start:end] if start or end < len(src) else src
+            start = end
+        return
+    with open(src, "rb") as f:
+        f.seek(start)
+        while chunk := f.read(CHUNK_BYTES):
+            yield chunk + f.readline()
+
+
+def _head(src) -> bytes:
+    """The first HEAD_BYTES bytes: enough for the format, encoding and header checks."""
+    if isinstance(src, bytes):
+        return src[:HEAD_BYTES]
+    with open(src, "rb") as f:
+        return f.read(HEAD_BYTES)
+
+
+def _scan(src) -> tuple[int, bool, bool]:
+    """(newline bytes, whether the bytes are valid UTF-8, whether they are all whitespace) in
+    one pass at C speed: ASCII pieces need no decoding, others go through an incremental decoder
+    so that no str of the whole file is built."""
+    newlines, utf8, blank = 0, True, True
+    decoder = None
+    for chunk in _chunks(src):
+        newlines += chunk.count(b"\n")
+        blank = blank and chunk.isspace()
+        if utf8 and (decoder is not None or not chunk.isascii()):
+            decoder = decoder or codecs.getincrementaldecoder("utf-8")()
+            try:
+                decoder.decode(chunk)
+            except UnicodeDecodeError:
+                utf8 = False
+    if utf8 and decoder is not None:
+        try:
+            decoder.decode(b"", final=True)
+        except UnicodeDecodeError:
+            utf8 = False
+    return newlines, utf8, blank
+
+
+def _valid_utf8(raw: bytes) -> bool:
+    """Whether `raw` is UTF-8, without decoding it when it is ASCII."""
+    return _scan(raw)[1]
 
 
 _BOMS = ((b"\xff\xfe\x00\x00", "utf-32"), (b"\x00\x00\xfe\xff", "utf-32"),
@@ -47,9 +117,10 @@ _BOMS = ((b"\xff\xfe\x00\x00", "utf-32"), (b"\x00\x00\xfe\xff", "utf-32"),
 TINY = 50      # fewer points than this: warn that a release would be mostly noise
 
 
-def _text_encoding(raw: bytes) -> str:
-    """The encoding of a text file: a byte-order mark, UTF-16 without one (every other byte
-    NUL), UTF-8, else Windows-1252; binary data raises DataError."""
+def _text_encoding(raw: bytes, utf8: bool | None = None) -> str:
+    """The encoding of a text file from its first bytes `raw`: a byte-order mark, UTF-16
+    without one (every other byte NUL), UTF-8 (`utf8`: already known for the whole file, else
+    `raw` is the whole file), else Windows-1252; binary data raises DataError."""
     for magic, what in _BINARY_MAGIC.items():
         if raw.startswith(magic):
             raise DataError(f"the file is {what}, not text; expected a CSV (comma-separated text) "
@@ -65,23 +136,24 @@ def _text_encoding(raw: bytes) -> str:
             return "utf-16-be"
         raise DataError("the file contains binary (NUL) bytes, not text; expected a UTF-8 CSV "
                         "or GeoJSON file")
-    try:
-        raw.decode("utf-8")
-        return "utf-8-sig"
-    except UnicodeDecodeError:
-        return "cp1252"
+    return "utf-8-sig" if (_valid_utf8(raw) if utf8 is None else utf8) else "cp1252"
 
 
-def _decode(raw: bytes) -> tuple[str, str | None]:
+def _refuse_nul(text: str):
+    """Refuse text whose start holds NUL bytes: a binary file that happened to decode."""
+    if "\x00" in text[:4096]:
+        raise DataError("the file contains binary (NUL) bytes; expected CSV text or GeoJSON")
+
+
+def _decode(raw: bytes, enc: str | None = None) -> tuple[str, str | None]:
     """(text, a warning when the file was not UTF-8 and how it was read)."""
-    enc = _text_encoding(raw)
+    enc = enc or _text_encoding(raw)
     try:
         text = raw.decode(enc)
     except UnicodeDecodeError as exc:
         raise DataError(f"the file is neither UTF-8 nor Windows-1252 text (byte 0x{raw[exc.start]:02x} "
                         f"at position {exc.start}); save it as UTF-8 CSV or GeoJSON and upload again") from None
-    if "\x00" in text[:4096]:
-        raise DataError("the file contains binary (NUL) bytes; expected CSV text or GeoJSON")
+    _refuse_nul(text)
     if enc == "utf-8-sig":
         return text, None
     name = {"utf-32": "UTF-32", "utf-16": "UTF-16", "utf-16-le": "UTF-16 (little-endian)",
@@ -93,8 +165,9 @@ def _decode(raw: bytes) -> tuple[str, str | None]:
 def _detect_format(text: str, filename: str | None, fmt: str | None) -> str:
     if fmt:
         fmt = fmt.lower()
-        if fmt not in ("csv", "geojson"):
-            raise DataError(f"unknown format {fmt!r}; expected 'csv' or 'geojson'")
+        if fmt not in ("csv", "geojson", "parquet"):
+            raise DataError(f"unknown format {fmt!r}; expected 'csv' or 'geojson' (text) or "
+                            "'parquet'")
         return fmt
     if filename:
         ext = Path(filename).suffix.lower()
@@ -102,41 +175,77 @@ def _detect_format(text: str, filename: str | None, fmt: str | None) -> str:
             return "csv"
         if ext in JSON_EXT:
             return "geojson"
+        if ext == PARQUET_EXT:
+            return "parquet"
         if ext:
             raise DataError(f"unknown file type {ext!r} ({filename}); expected .csv, .tsv, .txt, "
-                            ".geojson or .json")
+                            ".geojson, .json or .parquet")
     return "geojson" if text.lstrip().startswith("{") else "csv"
+
+
+_EMPTY_MSG = ("the file is empty; expected a CSV with a header row such as 'lon,lat' followed by "
+              "one point per line, or a GeoJSON FeatureCollection of Points")
 
 
 def load_points(source, *, lon=None, lat=None, user=None, fmt: str | None = None,
                 filename: str | None = None, max_rows: int = DEFAULT_MAX_ROWS,
                 name: str | None = None) -> PointData:
-    """Load points from a CSV or GeoJSON path or bytes.
+    """Load points from a CSV, GeoJSON or Parquet path or bytes.
 
-    CSV columns are found by common names (lon/lng/long/longitude/x, lat/latitude/y, any case)
-    unless `lon`/`lat` (names or 0-based indices) are given; `user` names an optional id column.
-    GeoJSON user ids come from a property named like the CSV column (USER_NAMES), never `id`
-    (a feature's own id); points without one are counted in the report's notes.
-    Rows with unusable coordinates are dropped and counted in `data.report`; a file that is
-    mostly unusable raises DataError instead.
+    CSV and Parquet columns are found by common names (lon/lng/long/longitude/x,
+    lat/latitude/y, any case) unless `lon`/`lat` (names or 0-based indices) are given; `user`
+    names an optional id column. GeoJSON user ids come from a property named like the CSV
+    column (USER_NAMES), never `id` (a feature's own id); points without one are counted in the
+    report's notes. Rows with unusable coordinates are dropped and counted in `data.report`; a
+    file that is mostly unusable raises DataError instead. CSV is parsed by pyarrow, streamed
+    from a file path; more than `max_rows` rows are refused before parsing.
     """
-    raw, filename = _read_source(source, filename)
-    if not raw or raw.isspace():   # not raw.strip(): no copy of a large file
-        raise DataError("the file is empty; expected a CSV with a header row such as 'lon,lat' "
-                        "followed by one point per line, or a GeoJSON FeatureCollection of Points")
-    text, encoding_warning = _decode(raw)
-    if not text or text.isspace():   # e.g. only a byte-order mark
-        raise DataError("the file is empty; expected a CSV with a header row such as 'lon,lat' "
-                        "followed by one point per line, or a GeoJSON FeatureCollection of Points")
-    kind = _detect_format(text, filename, fmt)
-    if kind == "csv":
-        x, y, uid, report = _parse_csv(text, lon, lat, user, max_rows)
+    src, filename = _locate(source, filename)
+    head = _head(src)
+    if _is_parquet(head, filename, fmt):
+        x, y, uid, report = _parse_parquet(src, lon, lat, user, max_rows)
+        encoding_warning = None
     else:
-        x, y, uid, report = _parse_geojson(text, max_rows)
+        src, head, head_text, newlines, encoding_warning = _as_utf8(src, head)
+        kind = _detect_format(head_text, filename, fmt)
+        if kind == "csv":
+            x, y, uid, report = _parse_csv(src, head, newlines, lon, lat, user, max_rows)
+        else:
+            text = (src.read_bytes() if isinstance(src, Path) else src).decode("utf-8-sig")
+            x, y, uid, report = _parse_geojson(text, max_rows)
     data = PointData(x, y, uid, report, name=name or filename or "upload")
     _note_missing_ids(data)
     add_load_warnings(report, data.n, "point", encoding_warning)
     return data
+
+
+def _is_parquet(head: bytes, filename: str | None, fmt: str | None) -> bool:
+    """A Parquet file by its format, its extension or its magic bytes."""
+    if fmt:
+        return fmt.lower() == "parquet"
+    ext = Path(filename).suffix.lower() if filename else ""
+    return ext == PARQUET_EXT or (not ext and head.startswith(PARQUET_MAGIC))
+
+
+def _as_utf8(src, head: bytes):
+    """(UTF-8 source, its head, the head decoded, its newline count, the encoding warning): a UTF-8 file
+    is checked in one pass and kept as it is; other encodings are decoded and re-encoded."""
+    newlines, utf8, blank = _scan(src)
+    if blank:
+        raise DataError(_EMPTY_MSG)
+    enc = _text_encoding(head, utf8)
+    if enc == "utf-8-sig":
+        head_text = head.decode("utf-8-sig", errors="ignore")   # a character cut at the end
+        _refuse_nul(head_text)
+        warning = None
+    else:
+        text, warning = _decode(src.read_bytes() if isinstance(src, Path) else src, enc)
+        src = text.encode("utf-8")
+        head, head_text = src[:HEAD_BYTES], text[:HEAD_BYTES]
+        newlines = src.count(b"\n")
+    if len(head) < HEAD_BYTES and (not head_text or head_text.isspace()):   # only a BOM
+        raise DataError(_EMPTY_MSG)
+    return src, head, head_text, newlines, warning
 
 
 def add_load_warnings(report: LoadReport, n: int, what: str, encoding_warning: str | None) -> None:
@@ -176,57 +285,9 @@ def _find_column(header, wanted, candidates, role):
     return None
 
 
-def _sniff_delimiter(line: str) -> str:
-    counts = {d: line.count(d) for d in (",", ";", "\t", "|")}
-    best = max(counts, key=counts.get)
-    return best if counts[best] else ","
-
-
-_LINE = re.compile(r"([^\r\n]*)(?:\r\n|\r|\n|$)")
-_NON_BLANK = re.compile(r"\S")
-PARSE_CHUNK_CHARS = 1 << 24
-
-
-def _header_line(text):
-    """The first non-blank line and the offset where the body after it starts."""
-    pos = 0
-    while True:
-        m = _LINE.match(text, pos)
-        if m.group(1).strip() or m.end() >= len(text):
-            return m.group(1), m.end()
-        pos = m.end()
-
-
-def _count_rows(text, start, limit):
-    """Non-blank lines from `start`, counted exactly only when a cheap bound exceeds `limit`."""
-    if text.count("\n", start) + 1 <= limit:
-        return None
-    return sum(1 for m in _LINE.finditer(text, start) if m.group(1).strip())
-
-
-def _loadtxt_chunks(text, start, delim, usecols):
-    """np.loadtxt over text[start:] in line-aligned chunks, so the parser's copy stays small."""
-    parts, n = [], len(text)
-    while start < n:
-        end = text.find("\n", min(start + PARSE_CHUNK_CHARS, n))
-        end = n if end < 0 else end + 1
-        if _NON_BLANK.search(text, start, end):
-            parts.append(np.loadtxt(io.StringIO(text[start:end]), delimiter=delim,
-                                    usecols=usecols, dtype=np.float64, ndmin=2, quotechar='"',
-                                    comments=None))
-        start = end
-    return np.concatenate(parts)
-
-
-def _parse_csv(text, lon, lat, user, max_rows):
-    """Header and columns from the first line; a clean numeric body is parsed in C without
-    splitting it into Python lines (fast, little memory); anything else takes the slow path."""
-    first, start = _header_line(text)
-    delim = _sniff_delimiter(first)
-    header = next(csv.reader([first], delimiter=delim))
-    if all(_is_number(h) for h in header):
-        raise DataError("the first line has no column names; expected a header row such as "
-                        "'lon,lat' (longitude and latitude in decimal degrees)")
+def _columns(header, lon, lat, user):
+    """(lon, lat, user) column indices (user None when absent) and the report's column names,
+    or a DataError saying which columns were found and which names were expected."""
     ilon = _find_column(header, lon, LON_NAMES, "longitude")
     ilat = _find_column(header, lat, LAT_NAMES, "latitude")
     if ilon is None or ilat is None:
@@ -236,43 +297,224 @@ def _parse_csv(text, lon, lat, user, max_rows):
     if ilon == ilat:
         raise DataError(f"longitude and latitude both point to column {header[ilon]!r}")
     iuser = _find_column(header, user, USER_NAMES, "user id")
-    if not _NON_BLANK.search(text, start):
-        raise DataError("the file has a header but no data rows; expected one point per line "
-                        "below the header")
-    n_rows = _count_rows(text, start, max_rows)
-    if n_rows is not None and n_rows > max_rows:
-        raise DataError(f"the file has {n_rows:,} rows, more than the limit of {max_rows:,}; "
-                        "upload a sample or raise the limit")
     cols = {"lon": header[ilon].strip(), "lat": header[ilat].strip()}
-    generic = lon is None and lat is None and {cols["lon"].lower(), cols["lat"].lower()} == {"x", "y"}
     if iuser is not None:
         cols["user"] = header[iuser].strip()
-    dropped: dict[str, int] = {}
-    body = None
-    try:   # fast path: a clean numeric file, parsed in C
-        xy = _loadtxt_chunks(text, start, delim, (ilon, ilat))
-        x, y = xy[:, 0], xy[:, 1]
-        first_bad = {}
-        unparsed = np.zeros(len(x), bool)
-    except ValueError:
-        body = [ln for ln in text[start:].splitlines() if ln.strip()]
-        x, y, first_bad, dropped, unparsed = _parse_csv_tolerant(body, delim, ilon, ilat,
-                                                                 len(header))
-    n_rows = len(x)
-    uid = None
-    if iuser is not None:
-        body = body or [ln for ln in text[start:].splitlines() if ln.strip()]
-        uid = _column_strings(body, delim, iuser)
-    keep = ~unparsed   # rows already counted as dropped; a parsed NaN is counted below
-    keep, hint = _validate_coords(x, y, keep, dropped)
-    report = LoadReport("CSV", n_rows, int(keep.sum()), cols, dropped)
+    return ilon, ilat, iuser, cols
+
+
+def _sniff_delimiter(line: str) -> str:
+    counts = {d: line.count(d) for d in (",", ";", "\t", "|")}
+    best = max(counts, key=counts.get)
+    return best if counts[best] else ","
+
+
+_BLANK_LINES = re.compile(rb"(?:[ \t\f\v]*(?:\r\n|\r|\n))*")
+_LINE_END = re.compile(rb"\r\n|\r|\n")
+_BLANK_AFTER_NEWLINE = re.compile(rb"\n[ \t\r\f\v]*(?=\n)")
+_BLANK_FIRST_LINE = re.compile(rb"[ \t\r\f\v]*\n")
+
+
+def _header(head: bytes):
+    """(header line, offset where the body starts): the first non-blank line after any UTF-8
+    byte-order mark."""
+    pos = _BLANK_LINES.match(head, 3 if head.startswith(codecs.BOM_UTF8) else 0).end()
+    end = _LINE_END.search(head, pos)
+    line = head[pos:end.start() if end else len(head)]
+    return line.decode("utf-8", errors="replace"), end.end() if end else len(head)
+
+
+def _count_rows(src, start: int) -> int:
+    """Non-blank lines from byte `start`, counted at C speed: newline bytes minus blank lines,
+    plus a last line without a newline."""
+    rows, last = 0, b""
+    for chunk in _chunks(src, start):
+        rows += chunk.count(b"\n") - bool(_BLANK_FIRST_LINE.match(chunk))
+        rows -= sum(1 for _ in _BLANK_AFTER_NEWLINE.finditer(chunk))   # loops over blank lines
+        last = chunk
+    return rows + bool(last.rpartition(b"\n")[2].strip())
+
+
+def _refuse_too_many(n_rows: int, max_rows: int):
+    """The row limit: refuse a file with more than `max_rows` rows."""
+    if n_rows > max_rows:
+        raise DataError(f"the file has {n_rows:,} rows, more than the limit of {max_rows:,}; "
+                        "upload a sample or raise the limit")
+
+
+def _parse_csv(src, head, newlines, lon, lat, user, max_rows):
+    """Header and columns from the first line, the row limit from the newline count (exact
+    only when that bound exceeds it), then the body parsed by pyarrow: coordinates straight to
+    float64, or as text when some are not numbers, to say which rows were bad and why."""
+    first, start = _header(head)
+    delim = _sniff_delimiter(first)
+    header = next(csv.reader([first], delimiter=delim))
+    if all(_is_number(h) for h in header):
+        raise DataError("the first line has no column names; expected a header row such as "
+                        "'lon,lat' (longitude and latitude in decimal degrees)")
+    ilon, ilat, iuser, cols = _columns(header, lon, lat, user)
+    if all(chunk.isspace() for chunk in _chunks(src, start)):   # stops at the first data
+        raise DataError("the file has a header but no data rows; expected one point per line "
+                        "below the header")
+    bound = newlines - head[:start].count(b"\n") + 1
+    if bound > max_rows:
+        _refuse_too_many(_count_rows(src, start), max_rows)
+    generic = lon is None and lat is None and {cols["lon"].lower(), cols["lat"].lower()} == {"x", "y"}
+    body = _CsvBody(src, start, delim, len(header), (ilon, ilat, iuser))
+    x, y, uid, dropped, first_bad, unparsed = body.read(bound)
+    pa.default_memory_pool().release_unused()   # the parser's buffers, before sorting
+    n_rows = len(x) + dropped.get("rows with too few fields", 0)
+    _refuse_too_many(n_rows, max_rows)   # lines ended by a lone carriage return
+    return _checked(x, y, uid, "CSV", n_rows, cols, dropped, first_bad, unparsed, generic)
+
+
+def _checked(x, y, uid, what, n_rows, cols, dropped, first_bad, unparsed, generic):
+    """Drop unusable coordinates (counting why), refuse a mostly bad file, warn about columns
+    merely named x and y; returns (x, y, user ids, report) of the rows kept."""
+    keep, hint = _validate_coords(x, y, ~unparsed, dropped)
+    report = LoadReport(what, n_rows, int(keep.sum()), cols, dropped)
     _refuse_if_mostly_bad(report, first_bad, hint)
     if generic:
         report.warnings.append(
             "the coordinates come from columns named 'x' and 'y', which do not say they are "
             "longitude and latitude in degrees: check that the points land in the right place on "
             "the map, or name the columns under 'Column names'")
+    if keep.all():   # no copies of a clean file
+        return x, y, uid, report
     return x[keep], y[keep], (None if uid is None else uid[keep]), report
+
+
+class _CsvBody:
+    """The rows below a CSV header, read by pyarrow's streaming reader straight into float64
+    arrays. Rows with another number of fields than the header are handed to Python: those
+    missing a coordinate are counted, the others parsed by the csv module and kept."""
+
+    def __init__(self, src, start, delim, n_cols, roles):
+        self.src, self.start, self.delim, self.n_cols = src, start, delim, n_cols
+        self.ilon, self.ilat, self.iuser = roles
+        self.need = max(self.ilon, self.ilat) + 1
+
+    def read(self, bound: int):
+        """(x, y, user ids or None, dropped counts, first bad row per reason, mask of rows
+        whose coordinates did not parse), coordinates as float64 in C unless some are blank or
+        not numbers: then they are read again as text, to say which rows were bad and why."""
+        try:
+            got = self._read(bound, pa.float64())
+        except pa.ArrowInvalid:
+            got = None
+        return got or self._read(bound, pa.string())
+
+    def _reader(self, coord_type):
+        """A pyarrow CSV stream over the body, with this object's handler for uneven rows."""
+        if isinstance(self.src, bytes):
+            stream = pa.BufferReader(pa.py_buffer(self.src)[self.start:])
+        else:
+            stream = pa.OSFile(str(self.src))
+            stream.seek(self.start)
+        names = [f"c{i}" for i in range(self.n_cols)]
+        roles = [i for i in (self.ilon, self.ilat, self.iuser) if i is not None]
+        types = {names[self.ilon]: coord_type, names[self.ilat]: coord_type}
+        if self.iuser is not None:
+            types[names[self.iuser]] = pa.string()
+        return pcsv.open_csv(
+            stream, read_options=pcsv.ReadOptions(column_names=names, block_size=BLOCK_BYTES),
+            parse_options=pcsv.ParseOptions(delimiter=self.delim,
+                                            invalid_row_handler=self._uneven_row),
+            convert_options=pcsv.ConvertOptions(
+                include_columns=[names[i] for i in roles], column_types=types,
+                null_values=[""] if coord_type == pa.float64() else [],
+                strings_can_be_null=False, quoted_strings_can_be_null=False))
+
+    def _uneven_row(self, row) -> str:
+        """pyarrow's handler for a row with another number of fields than the header: blank
+        lines are skipped, rows without both coordinates counted, the rest kept for later."""
+        if row.text.strip():
+            if row.actual_columns < self.need:
+                self.short += 1
+                self.first_short = self.first_short or row.text
+            else:
+                self.uneven.append(row.text)
+        return "skip"
+
+    def _read(self, bound, coord_type):
+        """One pass of the reader; None when float64 coordinates came out blank (null)."""
+        self.short, self.first_short, self.uneven = 0, None, []
+        floats = coord_type == pa.float64()
+        x, y = (np.empty(bound), np.empty(bound)) if floats else (None, None)
+        sx, sy, users, n = [], [], [], 0
+        for batch in self._reader(coord_type):
+            m = batch.num_rows
+            if floats:
+                if batch.column(0).null_count or batch.column(1).null_count:
+                    return None
+                x[n:n + m] = batch.column(0).to_numpy()
+                y[n:n + m] = batch.column(1).to_numpy()
+            else:
+                sx.append(batch.column(0))
+                sy.append(batch.column(1))
+            if self.iuser is not None:
+                users.append(batch.column(2))
+            n += m
+        extra = list(csv.reader(self.uneven, delimiter=self.delim))
+        for texts, i in ((sx, self.ilon), (sy, self.ilat)):
+            texts.append(pa.array([r[i] for r in extra], pa.string()))
+        dropped, first_bad = {}, {}
+        if self.short:
+            dropped["rows with too few fields"] = self.short
+            first_bad["rows with too few fields"] = self.first_short
+        if floats:
+            ex, ey, bad = _coords_from_texts(sx, sy, self._field_order, dropped, first_bad)
+            x, y = (x[:n], y[:n]) if not extra else (np.concatenate([x[:n], ex]),
+                                                     np.concatenate([y[:n], ey]))
+            bad = np.concatenate([np.zeros(n, bool), bad]) if extra else np.zeros(n, bool)
+        else:
+            x, y, bad = _coords_from_texts(sx, sy, self._field_order, dropped, first_bad)
+        uid = None
+        if self.iuser is not None:
+            users.append(pa.array([r[self.iuser] if len(r) > self.iuser else "" for r in extra],
+                                  pa.string()))
+            uid = pa.chunked_array(users, pa.string()).to_numpy()
+        return x, y, uid, dropped, first_bad, bad
+
+    def _field_order(self, lon_text: str, lat_text: str) -> str:
+        """A bad row's coordinate fields, in the file's column order, for the error message."""
+        pair = (lon_text, lat_text) if self.ilon < self.ilat else (lat_text, lon_text)
+        return self.delim.join(pair)
+
+
+_FLOAT = r"(?i)^\s*[+-]?(?:(?:\d+\.?\d*|\.\d+)(?:e[+-]?\d+)?|inf|infinity|nan)\s*$"   # float()
+
+
+def _floats(texts) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(values, blank, not a number) of text fields, vectorised in pyarrow: blank after
+    stripping spaces, else a number as Python's float() reads it (quotes around it allowed)."""
+    s = pc.utf8_trim_whitespace(pa.chunked_array(texts, pa.string()))
+    blank = pc.equal(s, "")
+    s = pc.utf8_trim(s, '"')
+    numeric = pc.match_substring_regex(s, _FLOAT)
+    values = pc.cast(pc.if_else(numeric, s, "nan"), pa.float64())
+    return values.to_numpy(), blank.to_numpy(), pc.invert(numeric).to_numpy()
+
+
+def _coords_from_texts(sx, sy, row_text, dropped, first_bad):
+    """x, y and the mask of rows whose coordinates did not parse, from text fields; counts
+    blank and non-numeric rows in `dropped` and keeps the first of each in `first_bad`."""
+    x, blank_x, bad_x = _floats(sx)
+    y, blank_y, bad_y = _floats(sy)
+    blank = blank_x | blank_y
+    nonnum = (bad_x | bad_y) & ~blank
+    for reason, mask in (("rows with a missing coordinate", blank),
+                         ("rows with a non-numeric coordinate", nonnum)):
+        if mask.any():
+            dropped[reason] = int(mask.sum())
+            i = int(np.argmax(mask))
+            first_bad[reason] = row_text(_nth(sx, i), _nth(sy, i))
+    return x, y, blank | nonnum
+
+
+def _nth(texts, i: int) -> str:
+    """The i-th field of text chunks."""
+    return pa.chunked_array(texts, pa.string())[i].as_py()
 
 
 def _is_number(s: str) -> bool:
@@ -281,47 +523,6 @@ def _is_number(s: str) -> bool:
         return True
     except ValueError:
         return False
-
-
-def _column_strings(body, delim, i):
-    rows = csv.reader(body, delimiter=delim)
-    return np.array([r[i].strip() if len(r) > i else "" for r in rows], dtype=object)
-
-
-def _parse_csv_tolerant(body, delim, ilon, ilat, n_cols):
-    """Slow path for files the C parser refused: find each bad row and say why."""
-    rows = list(csv.reader(body, delimiter=delim))
-    need = max(ilon, ilat) + 1
-    short = np.array([len(r) < need for r in rows])
-    sx = np.array([r[ilon].strip() if len(r) > ilon else "" for r in rows], dtype=object)
-    sy = np.array([r[ilat].strip() if len(r) > ilat else "" for r in rows], dtype=object)
-    x, badx = _to_float(sx)
-    y, bady = _to_float(sy)
-    empty = ((sx == "") | (sy == "")) & ~short
-    nonnum = (badx | bady) & ~empty & ~short
-    dropped = {}
-    first_bad = {}
-    for reason, mask in (("rows with too few fields", short), ("rows with a missing coordinate", empty),
-                         ("rows with a non-numeric coordinate", nonnum)):
-        if mask.any():
-            dropped[reason] = int(mask.sum())
-            i = int(np.argmax(mask))
-            first_bad[reason] = (i, delim.join(rows[i]))
-    bad = short | empty | nonnum
-    x[bad] = np.nan
-    y[bad] = np.nan
-    return x, y, first_bad, dropped, bad
-
-
-def _to_float(strings):
-    vals = np.full(len(strings), np.nan)
-    bad = np.zeros(len(strings), bool)
-    for i, s in enumerate(strings):   # error path only; clean files take np.loadtxt
-        try:
-            vals[i] = float(s.strip('"'))
-        except ValueError:
-            bad[i] = True
-    return vals, bad
 
 
 def _validate_coords(x, y, keep, dropped):
@@ -344,13 +545,39 @@ def _refuse_if_mostly_bad(report: LoadReport, first_bad: dict, hint: str = ""):
     bad = report.rows_dropped
     if report.rows_loaded == 0 or bad > MAX_DROP_FRACTION * report.rows_read:
         reasons = "; ".join(f"{n:,} {why}" for why, n in report.dropped.items())
-        example = ""
-        if first_bad:
-            _, (_, row) = next(iter(first_bad.items()))
-            example = f" (first bad row: {row!r})"
+        example = f" (first bad row: {next(iter(first_bad.values()))!r})" if first_bad else ""
         raise DataError(f"{bad:,} of {report.rows_read:,} rows have unusable coordinates: {reasons}"
                         f"{example}. Expected longitude in [-180, 180] and latitude in [-90, 90], "
                         f"as decimal degrees.{hint}")
+
+
+# ------------------------------------------------------------------------------- Parquet
+def _parse_parquet(src, lon, lat, user, max_rows):
+    """Points from a Parquet file: columns found as in a CSV, the row limit from the file's
+    metadata (before reading any data), numeric columns read as float64, text ones parsed."""
+    try:
+        pf = pq.ParquetFile(pa.BufferReader(src) if isinstance(src, bytes) else str(src))
+    except (pa.ArrowException, OSError):
+        raise DataError("the file is not a readable Parquet file; expected a Parquet file with "
+                        "longitude and latitude columns, or a CSV or GeoJSON file") from None
+    header = pf.schema_arrow.names
+    ilon, ilat, iuser, cols = _columns(header, lon, lat, user)
+    _refuse_too_many(pf.metadata.num_rows, max_rows)
+    if pf.metadata.num_rows == 0:
+        raise DataError("the Parquet file has columns but no rows; expected one point per row")
+    table = pf.read(columns=[header[i] for i in (ilon, ilat, iuser) if i is not None])
+    dropped, first_bad = {}, {}
+    tx, ty = table.column(0), table.column(1)
+    if pa.types.is_floating(tx.type) and pa.types.is_floating(ty.type) or             pa.types.is_integer(tx.type) and pa.types.is_integer(ty.type):
+        x = pc.fill_null(tx.cast(pa.float64()), float("nan")).to_numpy()
+        y = pc.fill_null(ty.cast(pa.float64()), float("nan")).to_numpy()
+        bad = np.zeros(len(x), bool)
+    else:
+        x, y, bad = _coords_from_texts([tx.cast(pa.string())], [ty.cast(pa.string())],
+                                       "{},{}".format, dropped, first_bad)
+    uid = None if iuser is None else table.column(2).cast(pa.string()).to_numpy()
+    generic = lon is None and lat is None and {cols["lon"].lower(), cols["lat"].lower()} == {"x", "y"}
+    return _checked(x, y, uid, "Parquet", len(x), cols, dropped, first_bad, bad, generic)
 
 
 # ------------------------------------------------------------------------------- GeoJSON

@@ -42,6 +42,66 @@ class LoadReport:
         return text
 
 
+_SIGN = np.uint64(1 << 63)
+_LOW63 = np.uint64((1 << 63) - 1)
+SORT_BLOCK = 1 << 20      # values per block when building sort keys: small temporaries
+
+
+def _sortable(v: np.ndarray) -> np.ndarray:
+    """Finite float64 values as uint64 in the same order (-0.0 and 0.0 equal): the sign bit
+    set for positives, every bit flipped for negatives."""
+    b = np.add(v, 0.0).view(np.uint64)   # + 0.0 turns -0.0 into 0.0
+    m = b >> np.uint64(63)
+    m *= _LOW63
+    m |= _SIGN
+    b ^= m
+    return b
+
+
+def stable_order(x: np.ndarray) -> np.ndarray:
+    """np.argsort(x, kind="stable") at the speed of np.sort on 64-bit integers (several times
+    faster than an argsort for millions of values): each pass sorts keys that hold the group
+    of equal leading value bits so far, the next value bits and the original index, until all
+    bits are used. Small, non-finite or enormous inputs take np.argsort."""
+    n = x.size
+    bits_n = max(n - 1, 1).bit_length()
+    if n < 1 << 16 or 2 * bits_n > 52 or not np.isfinite(x).all():
+        return np.argsort(x, kind="stable")
+    key = np.empty(n, dtype=np.uint64)
+    for s in range(0, n, SORT_BLOCK):
+        key[s:s + SORT_BLOCK] = _sortable(x[s:s + SORT_BLOCK])
+    lowest = key.min()
+    key -= lowest
+    index_mask = np.uint64((1 << bits_n) - 1)
+    shift = max(int(key.max()).bit_length() - (64 - bits_n), 0)
+    key >>= np.uint64(shift)
+    key <<= np.uint64(bits_n)
+    for s in range(0, n, SORT_BLOCK):
+        key[s:s + SORT_BLOCK] |= np.arange(s, min(s + SORT_BLOCK, n), dtype=np.uint64)
+    key.sort()
+    while shift:
+        step = min(shift, 64 - 2 * bits_n)
+        shift -= step
+        order = key & index_mask
+        key >>= np.uint64(bits_n)
+        np.cumsum(key[1:] != key[:-1], out=key[1:])   # rank of each group of equal prefixes
+        key[0] = 0
+        key <<= np.uint64(step + bits_n)
+        for s in range(0, n, SORT_BLOCK):
+            o = order[s:s + SORT_BLOCK]
+            low = _sortable(x[o])
+            low -= lowest
+            low >>= np.uint64(shift)
+            low &= np.uint64((1 << step) - 1)
+            low <<= np.uint64(bits_n)
+            low |= o
+            key[s:s + SORT_BLOCK] |= low
+        del order
+        key.sort()
+    key &= index_mask
+    return key.view(np.int64)
+
+
 MISSING_IDS = ["", "na", "n/a", "nan", "null", "none"]   # how files spell "no user id"
 
 
@@ -77,7 +137,7 @@ class PointData:
     def __init__(self, x, y, user=None, report: LoadReport | None = None, name: str = "points"):
         x = np.asarray(x, dtype=np.float64)
         y = np.asarray(y, dtype=np.float64)
-        order = np.argsort(x, kind="stable")
+        order = stable_order(x)
         self.x = x[order]
         self.y = y[order]
         self.user = None if user is None else user_keys(user)[order]   # before the shuffle: fast
