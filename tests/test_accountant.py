@@ -12,11 +12,6 @@ from dp.accountant import epsilon_from_rho
 from components.accounts import AccountStore
 
 
-@pytest.fixture(scope="module")
-def small():
-    return dp.load_sample("small_city_5k")
-
-
 def test_basic_composition_and_zcdp_conversion_in_separate_lines():
     acc = dp.Accountant(total=10)
     assert acc.total == 10 and acc.spent == 0 and acc.remaining == 10 and acc.private

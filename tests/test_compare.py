@@ -7,21 +7,10 @@ import numpy as np
 import pytest
 
 import dp
-from app import create_app
 from components import compare_panel, controls, ids, render, state
 from helpers import new_sid
 
 E2E, PRIVTREE = dp.mechanisms()["e2epriv"].label, dp.mechanisms()["privtree"].label
-
-
-@pytest.fixture(scope="module")
-def app():
-    return create_app({"tiles_url": "http://127.0.0.1:9/{z}/{x}/{y}.png"})
-
-
-@pytest.fixture(scope="module")
-def small():
-    return dp.load_sample("small_city_5k")
 
 
 def test_the_panel_registers_its_callbacks(app):

@@ -10,20 +10,9 @@ import numpy as np
 import pytest
 
 import dp
-from app import create_app
 from helpers import new_sid
 from components import (controls, data_panel, evaluation_panel, export_panel, ids, ledger_panel,
                         map_panel, mechanism_panel, queries_panel, render, state)
-
-
-@pytest.fixture(scope="module")
-def app():
-    return create_app({"tiles_url": "http://127.0.0.1:9/{z}/{x}/{y}.png"})
-
-
-@pytest.fixture(scope="module")
-def small():
-    return dp.load_sample("small_city_5k")
 
 
 def test_every_panel_registers_its_callbacks(app):
