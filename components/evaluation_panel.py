@@ -362,4 +362,4 @@ def register_callbacks(app, config: dict):
         """The shown evaluation table as a CSV file."""
         if not store or not store["rows"]:
             return no_update
-        return dcc.send_string(csv_text(store), "evaluation.csv", type="text/csv")
+        return dcc.send_string(csv_text(store), "evaluation_owner_only.csv", type="text/csv")

@@ -106,7 +106,7 @@ def test_evaluation_on_mostly_empty_queries_is_finite_explained_and_downloadable
 
     # the table as CSV: both metrics, rho in the header, one row per (mechanism, ε, size)
     dash_duo.find_element(f"#{ids.EVAL_CSV_BUTTON}").click()
-    csv_path = Path(dash_duo.download_path) / "evaluation.csv"
+    csv_path = Path(dash_duo.download_path) / "evaluation_owner_only.csv"
     poll_until(csv_path.exists, 20)
     table = list(csv.DictReader(csv_path.read_text().splitlines()))
     assert len(table) == 27
