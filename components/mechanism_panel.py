@@ -185,7 +185,10 @@ def register_callbacks(app, config: dict):
             return no_update, no_update
         sid = state.session_id()
         kind = info.get("kind", "points")
-        link = link_settings(search, kind) if ids.DATASET in triggers and current is None else None
+        # a link sets the page's first release of the built-in sample; an upload is released with
+        # the settings on screen (a link must never spend the owner's budget on their own data)
+        first_sample = ids.DATASET in triggers and current is None and info["origin"].startswith("sample:")
+        link = link_settings(search, kind) if first_sample else None
         if ids.DATASET in triggers:   # a reload or a re-load of data: show what was paid for
             restored = restore(sid, info, link)
             if restored is not None:

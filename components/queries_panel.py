@@ -36,7 +36,8 @@ ASSUMED_SIZES = (10_000, 100_000, 1_000_000)
 CLIPPED = " (clipped to the domain)"
 # what the CSV holds: the release's answers and public settings only, never a true count
 CSV_FIELDS = ("id", "west", "south", "east", "north", "clipped_to_domain", "private_answer",
-              "interval95_noise_only_low", "interval95_noise_only_high", "typical_total_error_synthetic")
+              "interval95_noise_only_low", "interval95_noise_only_high", "typical_total_error_synthetic",
+              "differentially_private")
 CSV_SNAP_FIELDS = ("answered_rectangle", "raw_answer")
 
 
@@ -205,16 +206,17 @@ def comparison_rows(rel, data, labelled_rects, stage: str | None = None, typical
     return rows
 
 
-def csv_text(rows: list[dict], snapping: bool = False) -> str:
+def csv_text(rows: list[dict], snapping: bool = False, private: bool = True) -> str:
     """The public part of the query table as CSV: answers, noise-only intervals and typical
-    errors; no true count or error against the data (see CSV_FIELDS)."""
+    errors, each row saying whether the release is differentially private (a fixed-seed demo
+    is not); no true count or error against the data (see CSV_FIELDS)."""
     out = io.StringIO()
     writer = csv.writer(out)
     writer.writerow(CSV_FIELDS + (CSV_SNAP_FIELDS if snapping else ()))
     for r in rows:
         line = [r["id"], r["west"], r["south"], r["east"], r["north"], "yes" if r["clipped"] else "no",
                 r["answer"], _blank_nan(r["lo"]), _blank_nan(r["hi"]),
-                "" if r["typical_value"] is None else r["typical_value"]]
+                "" if r["typical_value"] is None else r["typical_value"], "yes" if private else "no"]
         writer.writerow(line + ([r["snapped"], r["raw"]] if snapping else []))
     return out.getvalue()
 
@@ -372,6 +374,11 @@ def register_callbacks(app, config: dict):
                                        "choose a private stage to download.", className="error")
         if not queries:
             return no_update, "No rectangles to download yet."
+        if rel.domain.leaky:
+            return no_update, html.Div("The domain was fitted to the data, so rectangles clipped to it "
+                                       "would publish the data's extremes: choose a listed or typed "
+                                       "box to download.", className="error")
         typical = typical if (typical or {}).get("key") == rinfo["key"] else None
-        text = csv_text(public_rows(rel, queries, typical), rel.capabilities.snapping)
-        return dcc.send_string(text, f"queries_{rel.mechanism}.csv"), ""
+        text = csv_text(public_rows(rel, queries, typical), rel.capabilities.snapping, rel.private)
+        name = f"queries_{rel.mechanism}" + ("" if rel.private else "_NOT_PRIVATE")
+        return dcc.send_string(text, f"{name}.csv"), ""

@@ -431,7 +431,8 @@ class _CsvBody:
         if row.text.strip():
             if row.actual_columns < self.need:
                 self.short += 1
-                self.first_short = self.first_short or row.text
+                self.first_short = self.first_short or \
+                    f"a line with {row.actual_columns} of {self.need} fields"   # never the row's text
             else:
                 self.uneven.append(row.text)
         return "skip"

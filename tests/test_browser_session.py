@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
 from test_browser import ledger_steps, poll_until, start, table_rows   # skips without a browser
 
 import dp
@@ -190,3 +191,18 @@ def test_offline_map_shows_world_outlines_and_only_their_attribution(dash_duo):
     assert pane.is_displayed() and pane.find_elements(By.CSS_SELECTOR, "path")
     attribution = dash_duo.find_element(".leaflet-control-attribution").text
     assert "Natural Earth" in attribution and "OpenStreetMap" not in attribution
+
+
+def test_a_link_never_releases_an_upload_with_settings_not_on_screen(dash_duo, tmp_path):
+    start(dash_duo)
+    # the link's San Francisco box leaves out the New York sample: nothing is released on it
+    dash_duo.driver.get(f"{dash_duo.server_url}/?mechanism=ug&epsilon=0.5&domain=San+Francisco")
+    dash_duo.wait_for_contains_text(f"#{ids.RELEASE_STATUS}", "most of the data lies outside", timeout=30)
+    box = dash_duo.find_element(f"#{ids.EPSILON_VALUE}")
+    box.send_keys(Keys.CONTROL, "a")
+    box.send_keys("0.2", Keys.ENTER)                  # the owner changes ε on screen
+    dash_duo.wait_for_text_to_equal(f"#{ids.EPSILON_READOUT}", "ε = 0.2", timeout=10)
+    sf_csv(tmp_path / "sf.csv", n=20_000)
+    upload(dash_duo, tmp_path / "sf.csv")
+    dash_duo.wait_for_contains_text(f"#{ids.RELEASE_STATUS}", "Released Uniform grid (Heuristic UG) at ε = 0.2",
+                                    timeout=60)     # the screen's ε, not the link's 0.5

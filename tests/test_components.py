@@ -473,6 +473,9 @@ def test_query_rows_carry_the_typical_error_and_the_csv_no_true_count(small):
     values = dict(zip(header.split(","), line.split(",")))
     assert float(values["private_answer"]) == pytest.approx(rel.answer(rect))
     assert values["clipped_to_domain"] == "yes" and float(values["typical_total_error_synthetic"]) == expected
+    assert values["differentially_private"] == "yes"
+    demo_line = queries_panel.csv_text(queries_panel.public_rows(rel, [q], typical), private=False)
+    assert demo_line.strip().splitlines()[1].endswith(",no")        # a fixed-seed demo says so
     assert "true" not in text.lower()
     with pytest.warns(dp.PrivacyLeakWarning):
         fitted = dp.fit_to_data(data.x, data.y)

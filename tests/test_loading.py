@@ -166,3 +166,12 @@ def test_stable_order_equals_stable_argsort(values):
     x = values(rng)
     rng.shuffle(x)
     assert np.array_equal(dp.points.stable_order(x), np.argsort(x, kind="stable"))
+
+
+def test_a_short_row_is_described_without_its_text():
+    """A row with too few fields may hold ids or other columns: the message counts its fields
+    and never repeats it."""
+    with pytest.raises(dp.DataError) as exc:
+        dp.load_points(b"lon,lat\nalice bob@secret.com\nx\n1,2\n", filename="a.csv")
+    assert "first bad row: 'a line with 1 of 2 fields'" in str(exc.value)
+    assert "alice" not in str(exc.value) and "secret" not in str(exc.value)
