@@ -100,10 +100,7 @@ def outside_alert(data, domain: dp.Domain, inside: float) -> html.Div:
 def first_domain(search: str | None) -> str:
     """The domain picker's value when the page opens: the link's domain, else the default
     sample's box."""
-    try:
-        link = share.from_query(search)
-    except dp.ParameterError:
-        link = None
+    link = share.valid_link(search)
     return link.preset if link is not None else state.sample(state.DEFAULT_SAMPLE)[1].name
 
 

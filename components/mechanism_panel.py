@@ -253,10 +253,7 @@ def points_per_user(info: dict, k) -> int | None:
 def link_settings(search: str | None, kind: str):
     """The settings of the link the page was opened with, if any apply to this kind of data (a
     broken link is reported by the share module and ignored here)."""
-    try:
-        link = share.from_query(search)
-    except dp.ParameterError:
-        return None
+    link = share.valid_link(search)
     return link if link is not None and dp.mechanisms()[link.mechanism].data_kind == kind else None
 
 

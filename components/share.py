@@ -69,6 +69,14 @@ def from_query(search: str | None) -> Settings | None:
     return Settings(name, epsilon, split, spec.resolve_params(q), domain, preset)
 
 
+def valid_link(search: str | None) -> Settings | None:
+    """The link's settings, or None without a link or for a broken one (`say_link` reports it)."""
+    try:
+        return from_query(search)
+    except dp.ParameterError:
+        return None
+
+
 def _split(spec: dp.MechanismSpec, text: str | None) -> tuple:
     """The link's split as fractions of ε, one per budget part (the default without one)."""
     if text is None:
@@ -107,10 +115,7 @@ def register_callbacks(app, config: dict):
                   Input(ids.URL, "search"), prevent_initial_call="initial_duplicate")
     def apply_link(search):
         """Set the controls a link carries (the first release uses the same settings)."""
-        try:
-            s = from_query(search)
-        except dp.ParameterError:
-            s = None                  # `say_link` tells why
+        s = valid_link(search)
         if s is None:
             raise PreventUpdate
         box = list(s.domain.bounds) if s.preset == CUSTOM else [None] * len(SIDES)

@@ -567,19 +567,28 @@ def test_case12_dp_ratio_on_exact_probabilities():
     assert worst > 0   # the neighbour does change the selection distribution
 
 
+def _worst_capped_score_change(rng, trials: int, sizes_and_rho) -> float:
+    """Largest |s_cap(D ∪ {x}) − s_cap(D)| over random neighbours and the candidate sizes and ρ
+    that `sizes_and_rho(rng, data, δ)` draws, as a fraction of the bound (1/δ + 1)/ρ."""
+    worst = 0.0
+    for _ in range(trials):
+        data, Q, delta, lam = _random_instance(rng)
+        data2 = _add_point(rng, data, Q)
+        G, rho = sizes_and_rho(rng, data, delta)
+        s1, _, _ = grid_scores(data, UNIT, G, Q, lam, delta, "rel", rho=rho, cap=1 / delta)
+        s2, _, _ = grid_scores(data2, UNIT, G, Q, lam, delta, "rel", rho=rho, cap=1 / delta)
+        worst = max(worst, float(np.max(np.abs(s2 - s1))) / capped_sensitivity(rho, 1 / delta))
+    return worst
+
+
 def test_capped_score_sensitivity_bound():
     # the release's score: |s_cap(D∪{x}) - s_cap(D)| <= (1/δ + 1)/ρ for any public ρ >= 1,
     # including ρ far below δN (a noisy size that came out low); the bound is reached in part
-    rng = np.random.default_rng(111)
-    worst = 0.0
-    for _ in range(300):
-        data, Q, delta, lam = _random_instance(rng)
-        data2 = _add_point(rng, data, Q)
+    def sizes_and_rho(rng, data, delta):
         rho = max(delta * data.n * float(rng.choice([0.1, 0.5, 1.0, 3.0])), 1.0)
-        g = int(rng.integers(2, 21))
-        s1, _, _ = grid_scores(data, UNIT, [g], Q, lam, delta, "rel", rho=rho, cap=1 / delta)
-        s2, _, _ = grid_scores(data2, UNIT, [g], Q, lam, delta, "rel", rho=rho, cap=1 / delta)
-        worst = max(worst, abs(s2[0] - s1[0]) / capped_sensitivity(rho, 1 / delta))
+        return [int(rng.integers(2, 21))], rho
+
+    worst = _worst_capped_score_change(np.random.default_rng(111), 300, sizes_and_rho)
     assert worst <= 1.0
     assert worst > 0.05
 
@@ -802,16 +811,11 @@ def test_auto_candidates_depend_on_noisy_size_and_epsilon_only():
 def test_capped_sensitivity_holds_for_every_auto_candidate():
     # the capped score's sensitivity (1/δ + 1)/ρ has no g in it: check it on neighbours for
     # candidate sets reaching from one cell to a fine grid (the auto ladder of small N̂, ε)
-    rng = np.random.default_rng(40)
-    worst = 0.0
-    for _ in range(60):
-        data, Q, delta, lam = _random_instance(rng)
-        data2 = _add_point(rng, data, Q)
+    def sizes_and_rho(rng, data, delta):
         G = auto_grid_sizes(data.n * float(rng.uniform(0.5, 2.0)), float(rng.choice([0.5, 2.0, 20.0])))
-        rho = max(delta * data.n * float(rng.uniform(0.5, 2.0)), 1.0)
-        s1, _, _ = grid_scores(data, UNIT, G, Q, lam, delta, "rel", rho=rho, cap=1 / delta)
-        s2, _, _ = grid_scores(data2, UNIT, G, Q, lam, delta, "rel", rho=rho, cap=1 / delta)
-        worst = max(worst, float(np.max(np.abs(s2 - s1))) / capped_sensitivity(rho, 1 / delta))
+        return G, max(delta * data.n * float(rng.uniform(0.5, 2.0)), 1.0)
+
+    worst = _worst_capped_score_change(np.random.default_rng(40), 60, sizes_and_rho)
     assert 0.05 < worst <= 1.0
 
 
