@@ -98,6 +98,16 @@ def wait_rows(dash_duo, n, timeout=20):
 
 
 
+def draw_rect(dash_duo) -> None:
+    """Drag a rectangle with Leaflet.draw's rectangle tool over the middle of the grid."""
+    dash_duo.find_element(".leaflet-draw-draw-rectangle").click()
+    img = dash_duo.find_element(".leaflet-overlay-pane img.grid-raster")
+    w, h = img.size["width"], img.size["height"]
+    ActionChains(dash_duo.driver).move_to_element(img).move_by_offset(-w // 6, -h // 6) \
+        .click_and_hold().pause(0.2).move_by_offset(w // 6, h // 8).pause(0.2) \
+        .move_by_offset(w // 12, h // 12).pause(0.2).release().perform()
+
+
 def use_demo_seed(dash_duo, release: bool = True):
     """Switch to the fixed seed (a labelled, non-private demo) so dp can replay the release."""
     dash_duo.find_element(f"#{ids.SEED_MODE} input[value=fixed]").click()
@@ -221,12 +231,7 @@ def test_drawn_and_typed_rectangles_match_dp(dash_duo):
     use_demo_seed(dash_duo)
     data, domain, rel = expected_release()
     # 1) draw a rectangle with the mouse using Leaflet.draw's rectangle tool
-    dash_duo.find_element(".leaflet-draw-draw-rectangle").click()
-    box = dash_duo.find_element(".leaflet-overlay-pane img.grid-raster")
-    w, h = box.size["width"], box.size["height"]
-    ActionChains(dash_duo.driver).move_to_element(box).move_by_offset(-w // 6, -h // 6) \
-        .click_and_hold().pause(0.2).move_by_offset(w // 6, h // 8).pause(0.2) \
-        .move_by_offset(w // 12, h // 12).pause(0.2).release().perform()
+    draw_rect(dash_duo)
     rows = wait_rows(dash_duo, 1)
     # 2) type a rectangle's coordinates
     rect = dp.Rect(-73.98, 40.70, -73.93, 40.76)

@@ -13,12 +13,11 @@ import io
 from pathlib import Path
 
 import pytest
-from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.keys import Keys
 
 import dp
 from components import ids, queries_panel
-from test_browser import poll_until, start, table_rows, wait_rows
+from test_browser import draw_rect, poll_until, start, table_rows, wait_rows
 
 pytestmark = pytest.mark.browser
 
@@ -43,16 +42,6 @@ def type_rect(dash_duo, text: str, enter: bool = False, add: bool = True) -> Non
     box.send_keys(text, *([Keys.ENTER] if enter else []))
     if add:
         dash_duo.find_element(f"#{ids.QUERY_TYPED_BUTTON}").click()
-
-
-def draw_rect(dash_duo) -> None:
-    """Drag a rectangle with Leaflet.draw's rectangle tool over the middle of the grid."""
-    dash_duo.find_element(".leaflet-draw-draw-rectangle").click()
-    img = dash_duo.find_element(".leaflet-overlay-pane img.grid-raster")
-    w, h = img.size["width"], img.size["height"]
-    ActionChains(dash_duo.driver).move_to_element(img).move_by_offset(-w // 6, -h // 6) \
-        .click_and_hold().pause(0.2).move_by_offset(w // 6, h // 8).pause(0.2) \
-        .move_by_offset(w // 12, h // 12).pause(0.2).release().perform()
 
 
 def ids_in_table(dash_duo) -> list[str]:
