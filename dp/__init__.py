@@ -6,13 +6,20 @@
     rect = dp.Rect(-0.2, 51.45, -0.05, 51.55)
     rel.answer(rect), data.true_count(rect, domain)          # private vs true (owner only)
 
+Too many points for memory: count them where they live, then release from the counts:
+
+    counts = dp.aggregate("trips/*.parquet", domain)          # DuckDB, out of core
+    rel = dp.release("privtree", counts, domain, epsilon=1.0)
+
 `dp` never imports dash or flask; the dashboard is one client of this API.
 """
 from . import evaluate, metrics, noise, typical_error
 from . import interactive
 from .accountant import Accountant, Charge
+from .aggregate import aggregate
 from .budget import Ledger, LedgerEntry
 from .contributions import DEFAULT_POINTS_PER_USER, USER_LEVEL_GUARANTEE, bound_contributions
+from .counts import CountData, load_counts
 from .domain import Domain, Projection, UniformGrid, fit_to_data
 from .presets import PRESETS, presets_containing
 from .errors import BudgetError, DataError, ParameterError, PrivacyLeakWarning
@@ -33,4 +40,5 @@ __all__ = [
     "RegionData", "load_regions", "load_region_sample",
     "DEFAULT_POINTS_PER_USER", "USER_LEVEL_GUARANTEE", "bound_contributions",
     "interactive", "Accountant", "Charge", "Recommendation", "recommend", "typical_error",
+    "CountData", "aggregate", "load_counts",
 ]

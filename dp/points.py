@@ -190,6 +190,10 @@ class PointData:
     def in_domain(self, domain: Domain) -> np.ndarray:
         return domain.contains(self.x, self.y)
 
+    def count_in(self, domain: Domain) -> int:
+        """Points inside the closed box `domain` (what a release counts)."""
+        return int(np.count_nonzero(self.in_domain(domain)))
+
     def histogram(self, grid: UniformGrid) -> np.ndarray:
         """Exact counts on a grid (spec 000 A0); a fresh copy, so callers may modify it."""
         key = (grid.domain, grid.gx, grid.gy)

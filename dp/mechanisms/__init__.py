@@ -7,6 +7,7 @@ from ..contributions import DEFAULT_POINTS_PER_USER, bound_contributions, check_
 from ..domain import Domain
 from ..errors import DataError, ParameterError, positive_finite
 from ..noise import make_rng
+from ..counts import CountData
 from ..points import PointData
 from ..queries import Rect, as_rect_array
 from . import dawa, euler, grid, htf, shifted_grids, trees
@@ -47,17 +48,16 @@ def release(name: str, data, domain: Domain, epsilon: float = 1.0, split=None, p
         raise ParameterError("domain must be a dp.Domain (a public box), not "
                              f"{type(domain).__name__}")
     epsilon = positive_finite("epsilon", epsilon)
-    _check_kind(spec, data)
+    _check_kind(spec, data, domain)
     split = spec.resolve_split(split)
     params = spec.resolve_params(params)
     k = _points_per_user(spec, data, max_points_per_user)
     extra = _workload(spec, workload)
     rng = make_rng(seed)
-    if k is None:
-        rel = spec.release(data, domain, epsilon, split, params, rng, **extra)
-    else:
-        rel = spec.release(bound_contributions(data, k, rng), domain, epsilon / k, split, params,
-                           rng, **extra)
+    if k is not None and not isinstance(data, CountData):    # counts were bounded when made
+        data = bound_contributions(data, k, rng)
+    rel = spec.release(data, domain, epsilon / (k or 1), split, params, rng, **extra)
+    if k is not None:
         rel.restate_per_user(k, epsilon)
     if seed is not None and not isinstance(seed, np.random.Generator):
         rel.ledger.record_fixed_seed()
@@ -71,8 +71,9 @@ def release(name: str, data, domain: Domain, epsilon: float = 1.0, split=None, p
     return rel
 
 
-def _check_kind(spec: MechanismSpec, data):
-    """Refuse data of the wrong kind at the boundary, naming what the mechanism takes."""
+def _check_kind(spec: MechanismSpec, data, domain: Domain):
+    """Refuse data of the wrong kind at the boundary, naming what the mechanism takes; counts
+    only for mechanisms that read histograms, and only over the box they were made on."""
     kind = getattr(data, "kind", None)
     if kind != spec.data_kind:
         others = sorted(k for k, s in _REGISTRY.items() if s.data_kind == kind)
@@ -80,6 +81,15 @@ def _check_kind(spec: MechanismSpec, data):
         raise DataError(f"{spec.label} takes {spec.data_kind} data "
                         f"({'dp.load_points' if spec.data_kind == 'points' else 'dp.load_regions'}), "
                         f"got {got}" + (f"; for {kind} use one of {others}" if others else ""))
+    if isinstance(data, CountData):
+        if spec.needs_points:
+            takes = sorted(k for k, s in _REGISTRY.items() if s.data_kind == kind and not s.needs_points)
+            raise DataError(f"{spec.label} needs each point's coordinates, and counts on a grid "
+                            f"have none: load the points (dp.load_points), or release the counts "
+                            f"with one of {takes}")
+        if domain.bounds != data.domain.bounds:
+            raise DataError(f"these counts were made over the box {data.domain.bounds}; release "
+                            f"them over that same box, not {domain.bounds}")
 
 
 def _workload(spec: MechanismSpec, workload) -> dict:
@@ -103,6 +113,12 @@ def _workload(spec: MechanismSpec, workload) -> dict:
 
 def _points_per_user(spec: MechanismSpec, data, k) -> int | None:
     """k for a user-level release (a private point mechanism on points with user ids), else None."""
+    if isinstance(data, CountData):
+        if k is not None and k != data.points_per_user:
+            raise ParameterError("these counts were made with each user's points bounded when "
+                                 "they were aggregated (dp.aggregate(..., max_points_per_user=)); "
+                                 "leave max_points_per_user unset here")
+        return data.points_per_user if spec.unit in USER_LEVEL_UNITS else None
     users = isinstance(data, PointData) and data.user is not None
     if k is not None:
         k = check_points_per_user(k)

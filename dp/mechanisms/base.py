@@ -126,6 +126,9 @@ class MechanismSpec:
     # optional (domain, params, epsilon) -> the release's ε for adding or removing one point,
     # when its own ε is for another relation (shifted grids' δ-move); budget accounts charge it
     add_remove_epsilon: Callable | None = field(default=None, repr=False, compare=False)
+    # True when the release reads each point's coordinates, so counts on a grid (dp.CountData,
+    # from dp.aggregate) cannot feed it; False when it only reads histograms
+    needs_points: bool = False
 
     def __post_init__(self):
         if self.unit not in UNITS:

@@ -50,7 +50,7 @@ def heuristic_grid_size(n: int, epsilon: float, c: float = 10.0) -> int:
 
 def n_in_domain(data, domain) -> int:
     """N = |D| after the per-record 'drop points outside the domain' rule (spec 000 P12)."""
-    return int(np.count_nonzero(data.in_domain(domain)))
+    return data.count_in(domain)
 
 
 def _noisy_grid(spec, data, domain, epsilon, split, params, rng, g, eps_counts, *, ledger=None,

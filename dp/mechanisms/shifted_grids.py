@@ -677,6 +677,7 @@ SHIFTED_GUARANTEE = (
     "same screen: at equal ε those mechanisms give the stronger guarantee.")
 
 SHIFTED_GRIDS = MechanismSpec(
+    needs_points=True,
     name="shifted_grids", label="Shifted grids (δ-neighbourhood)",
     description="m = ⌊w/δ⌋ copies of an equi-width grid, each shifted diagonally by w/m, all "
                 "released with discrete Laplace noise at the joint sensitivity 4 (ε is not "
@@ -699,6 +700,7 @@ SHIFTED_GRIDS = MechanismSpec(
     release=release_shifted_grids)
 
 BOUNDED_GRID = MechanismSpec(
+    needs_points=True,
     name="bounded_grid", label="Uniform grid, bounded DP (baseline)",
     description="One equi-width grid with discrete Laplace noise of scale 2/ε per cell: the "
                 "shifted grids' baseline (Fang & Chang 2014, sec. 5.4.2). Standard DP with "

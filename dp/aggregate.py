@@ -1,0 +1,282 @@
+"""Count points where they live: CSV or Parquet files (a path, a glob or a list) streamed into a
+base histogram (`CountData`) without holding the points in memory.
+
+Two engines do the same aggregation. DuckDB (embedded, the default) reads the files out of
+core on this machine. Dask runs it as a reduction over the files' partitions, on a local
+cluster or a real one (`client=`), for data beyond one machine. Both put a point in the same
+cell as `UniformGrid.histogram` does, to the last bit, and drop points outside the public box.
+"""
+from __future__ import annotations
+
+import glob
+import os
+import threading
+from pathlib import Path
+
+import numpy as np
+
+from .contributions import DEFAULT_POINTS_PER_USER, NO_USER_ID, check_points_per_user
+from .counts import DEFAULT_CELLS, CountData
+from .domain import Domain, UniformGrid
+from .errors import DataError, ParameterError
+from .io import _columns
+from .mechanisms.leaves import square_base_grid
+from .points import MISSING_IDS, LoadReport
+
+ENGINES = ("duckdb", "dask")
+PROGRESS_EVERY = 0.25      # seconds between progress reports from DuckDB
+OUTSIDE = "outside the box"
+MISSING_IDS_SQL = "(" + ", ".join(f"'{m}'" for m in MISSING_IDS) + ")"
+UNUSABLE = "missing or not a number"
+
+
+def aggregate(source, domain: Domain, cells=DEFAULT_CELLS, *, lon=None, lat=None, user=None,
+              max_points_per_user=None, engine: str = "duckdb", progress=None, client=None,
+              memory_limit: str = "1GB") -> CountData:
+    """Counts of the points in `source` on a grid over the public `domain`, as a CountData.
+
+    `source`: a CSV or Parquet file, a glob ("trips/*.parquet") or a list of files, all of one
+    format. `cells`: cells on the box's longer side, square in metres (the trees' base grid),
+    or (columns, rows). Columns are found by name as in `dp.load_points`, or given. With a user
+    id column (found or given) each user keeps at most `max_points_per_user` points (default
+    DEFAULT_POINTS_PER_USER), chosen at random, and the counts release at user level.
+    `progress(fraction)` is called as the work advances. `client`: a dask.distributed Client
+    for engine "dask" (default: a local cluster made for the call). `memory_limit` caps DuckDB.
+    """
+    if engine not in ENGINES:
+        raise ParameterError(f"engine must be one of {ENGINES}, got {engine!r}")
+    if not isinstance(domain, Domain):
+        raise ParameterError(f"domain must be a dp.Domain (a public box), not {type(domain).__name__}")
+    files, fmt = _files(source)
+    grid = _grid(domain, cells)
+    header = _header(files, fmt)
+    ilon, ilat, iuser, cols = _columns(header, lon, lat, user)
+    if iuser is None and max_points_per_user is not None:
+        raise ParameterError(f"max_points_per_user bounds each user's points, but no user id "
+                             f"column was found among {', '.join(header)}; expected one named "
+                             "user_id, userid, user or uid, or choose it with user=")
+    k = None if iuser is None else check_points_per_user(
+        DEFAULT_POINTS_PER_USER if max_points_per_user is None else max_points_per_user)
+    names = [header[i] for i in (ilon, ilat)] + ([] if iuser is None else [header[iuser]])
+    run = _duckdb if engine == "duckdb" else _dask
+    counts, read, dropped = run(files, fmt, grid, names, k, progress, client=client,
+                                memory_limit=memory_limit)
+    report = LoadReport(f"{len(files)} {fmt} file{'s' * (len(files) > 1)} ({engine})", read,
+                        int(counts.sum()), columns=cols,
+                        dropped={why: n for why, n in dropped.items() if n})
+    if k is not None:
+        report.notes.append(f"user-level: at most {k} points per user kept, chosen at random "
+                            "(owner-only information, never released)")
+    name = Path(files[0]).stem if len(files) == 1 else f"{len(files)} files"
+    return CountData(counts, domain, points_per_user=k, report=report, name=name)
+
+
+def _files(source) -> tuple[list[str], str]:
+    """The files `source` names (path, glob or list) and their one format, csv or parquet."""
+    items = [source] if isinstance(source, (str, os.PathLike)) else list(source)
+    files = []
+    for item in items:
+        item = os.fspath(item)
+        found = sorted(glob.glob(item)) if glob.has_magic(item) else [item]
+        files += [f for f in found if os.path.isfile(f)]
+        if not found or (not glob.has_magic(item) and not os.path.isfile(item)):
+            raise DataError(f"no file matches {item!r}: expected an existing CSV or Parquet "
+                            "file, a glob such as 'data/*.parquet' or a list of files")
+    if not files:
+        raise DataError("no files to aggregate: expected a CSV or Parquet file, a glob or a list")
+    kinds = {"parquet" if f.lower().endswith(".parquet") else "csv" for f in files}
+    if len(kinds) > 1:
+        raise DataError("the files mix CSV and Parquet; aggregate one format at a time")
+    return files, kinds.pop()
+
+
+def _grid(domain: Domain, cells) -> UniformGrid:
+    """The base grid: an int is the longer side of square cells, a pair is (columns, rows)."""
+    try:
+        gx, gy = (cells, None) if np.isscalar(cells) else (int(cells[0]), int(cells[1]))
+    except (TypeError, ValueError, IndexError):
+        gx, gy = None, None
+    if gx is None or int(gx) != gx or gx < 1 or (gy is not None and gy < 1):
+        raise ParameterError(f"cells must be a whole number of at least 1 (the longer side) or a "
+                             f"pair (columns, rows), got {cells!r}")
+    grid = square_base_grid(domain, int(gx)) if gy is None else UniformGrid(domain, gx, gy)
+    CountData.check_size(grid.gx, grid.gy)
+    return grid
+
+
+def _header(files: list[str], fmt: str) -> list[str]:
+    """The column names of the first file (the others must have the same)."""
+    import duckdb
+
+    reader = "read_parquet(?)" if fmt == "parquet" else "read_csv(?, header = true, all_varchar = true)"
+    try:
+        with duckdb.connect() as con:
+            return [r[0] for r in con.execute(f"DESCRIBE SELECT * FROM {reader}", [files[0]]).fetchall()]
+    except duckdb.Error as e:
+        raise DataError(f"{files[0]} could not be read as {fmt.upper()}: {_first_line(e)}") from None
+
+
+def _first_line(e: Exception) -> str:
+    """An engine's error in one short line, for a message to the data owner."""
+    return str(e).splitlines()[0][:200] if str(e) else type(e).__name__
+
+
+# ---------------------------------------------------------------------------------- DuckDB
+UNUSABLE_CELL, OUTSIDE_CELL, BEYOND_CELL, NO_ID_CELL = -1, -2, -3, -4
+
+
+def _duckdb(files, fmt, grid, names, k, progress, *, memory_limit, **_):
+    """One scan of the files in DuckDB: each row's cell, or a negative code saying why it is
+    not counted, grouped and counted in the engine; only the counts come back."""
+    import duckdb
+
+    con = duckdb.connect(config={"memory_limit": memory_limit})
+    con.execute("SET enable_progress_bar = false")     # no bar printed; query_progress still works
+    try:
+        typed = ", ".join(f"{_literal(c)}: 'DOUBLE'" for c in names[:2])
+        reader = ("read_parquet($files)" if fmt == "parquet" else
+                  f"read_csv($files, header = true, all_varchar = true, types = {{{typed}}}, "
+                  "store_rejects = true)")      # a row with a non-number is set aside, counted
+        by_user = k is not None
+        x, y = (f"TRY_CAST({_quote(c)} AS DOUBLE)" for c in names[:2])
+        uid = f"trim(CAST({_quote(names[2])} AS VARCHAR))" if by_user else "''"
+        rank = "row_number() OVER (PARTITION BY uid ORDER BY pick)" if by_user else "1"
+        sql = f"""
+            WITH raw AS (SELECT {x} AS x, {y} AS y, {uid} AS uid, random() AS pick FROM {reader}),
+            pts AS (SELECT x, y, uid, {rank} AS r FROM raw),
+            located AS (
+                SELECT *, CAST(trunc(least(greatest((x - $w) * $fx, 0), $gx - 1)) AS BIGINT) AS cx,
+                          CAST(trunc(least(greatest((y - $s) * $fy, 0), $gy - 1)) AS BIGINT) AS cy
+                FROM pts)
+            SELECT CASE
+                WHEN {'uid IS NULL OR lower(uid) IN ' + MISSING_IDS_SQL if by_user else 'FALSE'}
+                    THEN {NO_ID_CELL}
+                WHEN r > {int(k or 1)} THEN {BEYOND_CELL}
+                WHEN x IS NULL OR y IS NULL OR isnan(x) OR isnan(y) THEN {UNUSABLE_CELL}
+                WHEN NOT (x BETWEEN $w AND $e AND y BETWEEN $s AND $n) THEN {OUTSIDE_CELL}
+                ELSE (cy - CAST(cy > 0 AND y < cy * $sy + $s AS BIGINT)
+                         + CAST(cy < $gy - 1 AND y >= (cy + 1) * $sy + $s AS BIGINT)) * $gx
+                     + cx - CAST(cx > 0 AND x < cx * $sx + $w AS BIGINT)
+                     + CAST(cx < $gx - 1 AND x >= (cx + 1) * $sx + $w AS BIGINT)
+                END AS cell, count(*) AS n
+            FROM located GROUP BY cell"""
+        d = grid.domain
+        params = {"files": files, "w": d.west, "e": d.east, "s": d.south, "n": d.north,
+                  "fx": grid.gx / d.width, "fy": grid.gy / d.height, "gx": grid.gx, "gy": grid.gy,
+                  "sx": (d.east - d.west) / grid.gx, "sy": (d.north - d.south) / grid.gy}
+        rows = _with_progress(con, sql, params, progress)
+        rejected = 0 if fmt == "parquet" else con.execute(
+            "SELECT count(DISTINCT (file_id, line)) FROM reject_errors").fetchone()[0]
+    except duckdb.Error as e:
+        raise DataError(f"the files could not be read as {fmt.upper()}: {_first_line(e)}") from None
+    finally:
+        con.close()
+    cell, n = rows["cell"].astype(np.int64), rows["n"].astype(np.int64)
+    codes = {c: int(n[cell == c].sum()) for c in (UNUSABLE_CELL, OUTSIDE_CELL, BEYOND_CELL, NO_ID_CELL)}
+    counts = np.bincount(cell[cell >= 0], weights=n[cell >= 0], minlength=grid.n_cells)
+    dropped = {UNUSABLE: codes[UNUSABLE_CELL] + rejected, OUTSIDE: codes[OUTSIDE_CELL]}
+    if by_user:
+        dropped[f"points beyond {k} per user (user-level bound)"] = codes[BEYOND_CELL]
+        dropped[NO_USER_ID] = codes[NO_ID_CELL]
+    return counts.astype(np.int64).reshape(grid.gy, grid.gx), int(n.sum()) + rejected, dropped
+
+
+def _with_progress(con, sql, params, progress):
+    """Run the query, calling progress(fraction) from a watcher thread while it runs."""
+    if progress is None:
+        return con.execute(sql, params).fetchnumpy()
+    done = threading.Event()
+
+    def watch():
+        while not done.wait(PROGRESS_EVERY):
+            p = con.query_progress()
+            if p >= 0:
+                progress(min(p / 100.0, 1.0))
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        return con.execute(sql, params).fetchnumpy()
+    finally:
+        done.set()
+        watcher.join()
+        progress(1.0)
+
+
+def _quote(name: str) -> str:
+    """A column name as an SQL identifier."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _literal(text: str) -> str:
+    """A string as an SQL literal."""
+    return "'" + text.replace("'", "''") + "'"
+
+
+# ------------------------------------------------------------------------------------ Dask
+def _dask(files, fmt, grid, names, k, progress, *, client=None, **_):
+    """The same counts as a Dask reduction: each partition binned where it lives, only its
+    non-empty cells sent back and added up here, progress as partitions finish."""
+    import dask
+    import dask.dataframe as dd
+    from distributed import Client, LocalCluster, as_completed
+
+    frame = (dd.read_parquet(files, columns=names) if fmt == "parquet"
+             else dd.read_csv(files, usecols=names, dtype=str, blocksize="64MB"))
+    if k is not None:
+        frame = frame.shuffle(on=names[2])      # every point of a user in one partition
+    tasks = [dask.delayed(_count_partition)(part, grid, names, k) for part in frame.to_delayed()]
+    cluster = None
+    if client is None:
+        cluster = LocalCluster(n_workers=min(os.cpu_count() or 1, 4), threads_per_worker=1,
+                               dashboard_address=None)
+        client = Client(cluster)
+    counts = np.zeros(grid.n_cells, dtype=np.int64)
+    dropped: dict = {}
+    read = 0
+    try:
+        futures = client.compute(tasks)
+        for i, future in enumerate(as_completed(futures), 1):
+            cells, n, rows, why = future.result()
+            np.add.at(counts, cells, n)
+            read += rows
+            for reason, m in why.items():
+                dropped[reason] = dropped.get(reason, 0) + m
+            if progress is not None:
+                progress(i / len(futures))
+    except (ValueError, OSError, KeyError) as e:
+        raise DataError(f"the files could not be read as {fmt.upper()}: {_first_line(e)}") from None
+    finally:
+        if cluster is not None:
+            client.close()
+            cluster.close()
+    return counts.reshape(grid.gy, grid.gx), read, dropped
+
+
+def _count_partition(frame, grid: UniformGrid, names, k):
+    """(cells, counts, rows read, dropped by reason) of one partition: its kept points binned
+    as UniformGrid.histogram bins them, each user's at most k chosen at random."""
+    import pandas as pd
+
+    x = pd.to_numeric(frame[names[0]], errors="coerce").to_numpy(np.float64, na_value=np.nan)
+    y = pd.to_numeric(frame[names[1]], errors="coerce").to_numpy(np.float64, na_value=np.nan)
+    keep = np.ones(x.size, bool)
+    dropped = {}
+    if k is not None:
+        uid = frame[names[2]].astype("string").str.strip()
+        known = ~(uid.isna() | uid.str.lower().isin(MISSING_IDS)).to_numpy(bool)
+        codes = pd.factorize(uid)[0]
+        order = np.random.default_rng().permutation(x.size)     # OS entropy: which k are kept
+        rank = np.empty(x.size, np.int64)
+        rank[order] = pd.Series(codes[order]).groupby(codes[order]).cumcount().to_numpy()
+        dropped[NO_USER_ID] = int(np.count_nonzero(~known))
+        dropped[f"points beyond {k} per user (user-level bound)"] = int(np.count_nonzero(known & (rank >= k)))
+        keep = known & (rank < k)
+    usable = ~(np.isnan(x) | np.isnan(y))
+    dropped[UNUSABLE] = int(np.count_nonzero(keep & ~usable))
+    keep &= usable
+    inside = keep & grid.domain.contains(x, y)
+    dropped[OUTSIDE] = int(np.count_nonzero(keep & ~inside))
+    H = grid.histogram(x[inside], y[inside]).ravel()
+    cells = np.flatnonzero(H)
+    return cells, H[cells].astype(np.int64), int(x.size), dropped

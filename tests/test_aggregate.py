@@ -1,0 +1,150 @@
+"""dp.aggregate: files counted out of core (DuckDB) or as a Dask reduction give the counts that
+UniformGrid.histogram gives for the same points, to the point, with what was dropped and why."""
+import numpy as np
+import pandas as pd
+import pytest
+
+import dp
+from dp.mechanisms.leaves import square_base_grid
+
+BOX = dp.Domain(-122.52, 37.70, -122.35, 37.82)
+GRID = square_base_grid(BOX, 256)
+
+
+def _frame(n, seed, users=None, margin=0.02):
+    """n points around BOX (some outside, 500 exactly on grid lines), optional user ids."""
+    rng = np.random.default_rng(seed)
+    x = rng.uniform(BOX.west - margin, BOX.east + margin, n)
+    y = rng.uniform(BOX.south - margin, BOX.north + margin, n)
+    x[:500] = GRID.edges_x[rng.integers(0, GRID.gx + 1, 500)]
+    y[:500] = GRID.edges_y[rng.integers(0, GRID.gy + 1, 500)]
+    df = pd.DataFrame({"longitude": x, "latitude": y})
+    if users:
+        df.insert(0, "user_id", rng.integers(0, users, n).astype(str))
+    return df
+
+
+def _exact(df):
+    return dp.PointData(df.longitude.to_numpy(), df.latitude.to_numpy()).histogram(GRID)
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    """One CSV (with a few unusable rows), the same points in three Parquet parts."""
+    folder = tmp_path_factory.mktemp("agg")
+    df = _frame(30_000, 1)
+    df.to_csv(folder / "points.csv", index=False, float_format="%.17g")
+    with open(folder / "points.csv", "a") as f:
+        f.write("nan,37.75\nnorth,south\n,\n")
+    for i in range(3):
+        df.iloc[i * 10_000:(i + 1) * 10_000].to_parquet(folder / f"part-{i}.parquet")
+    return folder, df
+
+
+def test_csv_counts_equal_the_histogram_of_the_points(files):
+    folder, df = files
+    seen = []
+    c = dp.aggregate(folder / "points.csv", BOX, 256, progress=seen.append)
+    np.testing.assert_array_equal(c.counts, _exact(df))
+    inside = int(np.count_nonzero(BOX.contains(df.longitude, df.latitude)))
+    assert c.n == inside and c.report.rows_read == len(df) + 3
+    assert c.report.dropped == {"missing or not a number": 3, "outside the box": len(df) - inside}
+    assert c.report.columns == {"lon": "longitude", "lat": "latitude"}
+    assert seen and seen[-1] == 1.0 and c.points_per_user is None
+
+
+def test_a_glob_of_parquet_parts_gives_the_same_counts(files):
+    folder, df = files
+    c = dp.aggregate(str(folder / "part-*.parquet"), BOX, 256)
+    np.testing.assert_array_equal(c.counts, _exact(df))
+    assert c.report.source_format == "3 parquet files (duckdb)"
+    listed = dp.aggregate(sorted(folder.glob("part-*.parquet")), BOX, (GRID.gx, GRID.gy))
+    assert listed.fingerprint == c.fingerprint
+
+
+def test_counts_release_like_points(files):
+    folder, df = files
+    c = dp.aggregate(folder / "points.csv", BOX, 1024)
+    pts = dp.PointData(df.longitude.to_numpy(), df.latitude.to_numpy())
+    a, b = (dp.release("privtree", d, BOX, 1.0, seed=4) for d in (c, pts))
+    assert a.to_geojson() == b.to_geojson()
+
+
+def test_each_user_keeps_at_most_k_points(tmp_path):
+    df = _frame(20_000, 2, users=400, margin=0)
+    df.loc[:9, "user_id"] = ["", "NA", "null", " ", "none", "", "", "", "", ""]
+    df.to_csv(tmp_path / "users.csv", index=False)
+    c = dp.aggregate(tmp_path / "users.csv", BOX, 256, max_points_per_user=3)
+    assert c.points_per_user == 3 and c.report.columns["user"] == "user_id"
+    assert c.n == int(np.minimum(df.iloc[10:].groupby("user_id").size(), 3).sum())
+    assert c.report.dropped["points without a user id"] == 10
+    assert "at most 3 points per user" in c.report.summary()
+    # a user id column found by name bounds by default
+    assert dp.aggregate(tmp_path / "users.csv", BOX, 64).points_per_user == dp.DEFAULT_POINTS_PER_USER
+
+
+def test_each_user_keeps_at_most_k_points_exactly(tmp_path):
+    # every user's points in a cell of their own: no cell may hold more than k
+    rng = np.random.default_rng(7)
+    cells = rng.choice(GRID.n_cells, 300, replace=False)
+    cx, cy = cells % GRID.gx, cells // GRID.gx
+    reps = rng.integers(1, 12, 300)
+    x = np.repeat((GRID.edges_x[cx] + GRID.edges_x[cx + 1]) / 2, reps)
+    y = np.repeat((GRID.edges_y[cy] + GRID.edges_y[cy + 1]) / 2, reps)
+    pd.DataFrame({"uid": np.repeat(np.arange(300), reps), "lng": x, "lat": y}).to_parquet(tmp_path / "u.parquet")
+    c = dp.aggregate(tmp_path / "u.parquet", BOX, 256, max_points_per_user=4)
+    np.testing.assert_array_equal(np.sort(c.counts.ravel()[cells]), np.sort(np.minimum(reps, 4)))
+
+
+@pytest.mark.parametrize("source,message", [
+    ("missing.csv", "no file matches .*missing.csv"),
+    ("*.nothing", "no file matches"),
+    ("bad.parquet", "could not be read as PARQUET"),
+    ("nocols.csv", "no longitude and latitude column found among: a, b"),
+])
+def test_bad_sources_are_refused_in_words(tmp_path, source, message):
+    (tmp_path / "bad.parquet").write_bytes(b"not parquet")
+    (tmp_path / "nocols.csv").write_text("a,b\n1,2\n")
+    with pytest.raises(dp.DataError, match=message):
+        dp.aggregate(str(tmp_path / source), BOX)
+
+
+def test_bad_settings_are_refused_in_words(files, tmp_path):
+    folder, _ = files
+    with pytest.raises(dp.DataError, match="mix CSV and Parquet"):
+        dp.aggregate([folder / "points.csv", folder / "part-0.parquet"], BOX)
+    with pytest.raises(dp.ParameterError, match="engine must be one of"):
+        dp.aggregate(folder / "points.csv", BOX, engine="spark")
+    with pytest.raises(dp.ParameterError, match="cells must be a whole number"):
+        dp.aggregate(folder / "points.csv", BOX, cells=0)
+    with pytest.raises(dp.DataError, match="more than the"):
+        dp.aggregate(folder / "points.csv", BOX, cells=(10_000, 10_000))
+    with pytest.raises(dp.ParameterError, match="no user id column was found"):
+        dp.aggregate(folder / "points.csv", BOX, max_points_per_user=2)
+
+
+def test_dask_threads_give_the_same_counts(files):
+    distributed = pytest.importorskip("distributed")
+    folder, df = files
+    with distributed.Client(processes=False, n_workers=1, threads_per_worker=2,
+                            dashboard_address=None) as client:
+        seen = []
+        c = dp.aggregate(str(folder / "part-*.parquet"), BOX, 256, engine="dask", client=client,
+                         progress=seen.append)
+        np.testing.assert_array_equal(c.counts, _exact(df))
+        assert seen[-1] == 1.0 and len(seen) == 3
+        csv = dp.aggregate(folder / "points.csv", BOX, 256, engine="dask", client=client)
+        assert csv.fingerprint == c.fingerprint
+        assert csv.report.dropped == dp.aggregate(folder / "points.csv", BOX, 256).report.dropped
+
+
+@pytest.mark.slow
+def test_dask_local_cluster_over_partitioned_files_bounds_users(tmp_path):
+    # the documented path for a cluster: worker processes, files split in parts, user bound
+    df = _frame(40_000, 3, users=2_000, margin=0)
+    for i in range(4):
+        df.iloc[i * 10_000:(i + 1) * 10_000].to_parquet(tmp_path / f"p{i}.parquet")
+    c = dp.aggregate(str(tmp_path / "p*.parquet"), BOX, 256, engine="dask", max_points_per_user=5)
+    d = dp.aggregate(str(tmp_path / "p*.parquet"), BOX, 256, max_points_per_user=5)
+    assert c.n == d.n == int(np.minimum(df.groupby("user_id").size(), 5).sum())
+    assert c.points_per_user == 5 and c.report.dropped == d.report.dropped
