@@ -9,7 +9,7 @@ from dash import Dash, dcc, html
 import dp
 from components import (compare_panel, data_panel, evaluation_panel, export_panel, ids,
                         interactive_panel, jobs, ledger_panel, map_panel, mechanism_panel,
-                        queries_panel, share, state, tour_panel)
+                        queries_panel, server_files, share, state, tour_panel)
 
 DEFAULT_CONFIG = {
     "max_upload_mb": 50.0,
@@ -21,9 +21,10 @@ DEFAULT_CONFIG = {
     "secure_cookies": False,   # mark the session cookie Secure even over HTTP (behind a TLS proxy)
     "eval_workers": jobs.DEFAULT_WORKERS,   # evaluations run at once; more wait for a free worker
     "mechanism": None,         # the mechanism picked at start; None: the recommended one (dp.recommend)
+    "data_dir": None,          # a folder of files on the server the owner may open by path or glob
 }
 ACCOUNTS_DIR = Path(__file__).resolve().parent / "instance" / "accounts"
-PANELS = (data_panel, mechanism_panel, map_panel, queries_panel, compare_panel, ledger_panel,
+PANELS = (data_panel, server_files, mechanism_panel, map_panel, queries_panel, compare_panel, ledger_panel,
           export_panel, evaluation_panel, interactive_panel, share, tour_panel)
 
 
@@ -57,6 +58,8 @@ def create_app(config: dict | None = None) -> Dash:
     if config["mechanism"] not in (None, *mechanism_panel.point_mechanisms()):
         raise ValueError(f"unknown mechanism {config['mechanism']!r}; expected one of "
                          f"{', '.join(mechanism_panel.point_mechanisms())}")
+    if config["data_dir"] is not None and not Path(config["data_dir"]).is_dir():
+        raise ValueError(f"the data folder {config['data_dir']!r} does not exist or is not a folder")
     app = Dash(__name__, title="Private location statistics", suppress_callback_exceptions=True)
     state.init_cache(app.server, config)
     jobs.configure(config["eval_workers"])
@@ -83,6 +86,9 @@ def main(argv=None):
                    help="send the session cookie only over HTTPS (set this behind a TLS proxy)")
     p.add_argument("--eval-workers", type=int, default=DEFAULT_CONFIG["eval_workers"],
                    help="evaluations run at the same time; later ones wait for a free worker")
+    p.add_argument("--data-dir", help="a folder of CSV or Parquet files (or saved counts) that the "
+                   "page may open by path or glob and count on the server, for data too big to "
+                   "upload; nothing outside it can be opened")
     p.add_argument("--mechanism", choices=mechanism_panel.point_mechanisms(),
                    help="the mechanism picked at start (default: the recommended one, "
                         f"{dp.recommend('points').name})")
@@ -92,7 +98,7 @@ def main(argv=None):
     app = create_app({"max_upload_mb": a.max_upload_mb, "tiles_url": a.tiles_url,
                       "accounts_dir": a.accounts_dir, "default_budget": a.default_budget,
                       "secure_cookies": a.secure_cookies, "eval_workers": a.eval_workers,
-                      "mechanism": a.mechanism})
+                      "mechanism": a.mechanism, "data_dir": a.data_dir})
     try:
         app.run(host=a.host, port=a.port, debug=a.debug)
     finally:

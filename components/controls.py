@@ -90,12 +90,25 @@ def read_params(spec: dp.MechanismSpec, values: list, id_list: list) -> dict:
     return out
 
 
-def mechanism_options(kind: str) -> list[dict]:
+def mechanism_options(kind: str, counts: bool = False) -> list[dict]:
     """Private mechanisms that apply to this kind of data ('points' or 'regions'), the
-    recommended one marked."""
+    recommended one marked; with `counts` (points counted on a grid) those that need each
+    point are shown but disabled."""
     best = dp.recommend(kind).name
-    return [{"label": s.label + (" ★ recommended" if k == best else ""), "value": k}
+    return [{"label": s.label + (" ★ recommended" if k == best else "")
+             + (" (needs the points, not counts)" if counts and s.needs_points else ""),
+             "value": k, "disabled": counts and s.needs_points}
             for k, s in dp.mechanisms(private_only=True).items() if s.data_kind == kind]
+
+
+def usable(options: list[dict]) -> list[str]:
+    """The values of the options that can be picked."""
+    return [o["value"] for o in options if not o.get("disabled")]
+
+
+def share_inside(data, domain: dp.Domain) -> float:
+    """The share of the data a release on `domain` counts (owner only: it reads the data)."""
+    return data.count_in(domain) / max(data.n, 1)
 
 
 def next_cost(eps_v, name, pvals, pids, domain_info: dict | None) -> float | None:

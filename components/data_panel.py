@@ -12,7 +12,7 @@ from dash import ALL, Input, Output, State, ctx, dcc, html, no_update
 import dp
 from dp.samples import REGION_SAMPLES
 
-from . import controls, ids, share, state
+from . import controls, ids, server_files, share, state
 from .help import help_box
 
 SIDES = ("west", "south", "east", "north")
@@ -47,6 +47,7 @@ def layout(config: dict) -> html.Div:
             html.Div("Leave empty to detect lon/lng/longitude/x, lat/latitude/y and "
                      "user_id/userid/user/uid.", className="hint"),
         ]),
+        server_files.layout(config),
         html.Div(id=ids.UPLOAD_STATUS, role="status"),
         html.Div(id=ids.DATA_SUMMARY, className="summary"),
         html.Div(id=ids.PRIVACY_LEVEL, className="guarantee"),
@@ -84,7 +85,7 @@ def outside_alert(data, domain: dp.Domain, inside: float) -> html.Div:
     what = "points" if data.kind == "points" else "regions"
     choices = [html.Button(f"Use {name} ({100 * share:.0f}% inside)", n_clicks=0,
                            id={"type": ids.DOMAIN_SUGGEST, "preset": name}, className="suggest")
-               for name, share in (dp.presets_containing(data.x, data.y)[:3] if data.kind == "points" else [])]
+               for name, share in (dp.presets_containing(data.x, data.y)[:3] if data.raw_points else [])]
     choices += [html.Button("Type a box", n_clicks=0, className="suggest",
                             id={"type": ids.DOMAIN_SUGGEST, "preset": CUSTOM}),
                 html.Button("Fit to data (leaks its min/max)", n_clicks=0, className="suggest",
@@ -95,6 +96,18 @@ def outside_alert(data, domain: dp.Domain, inside: float) -> html.Div:
         "The domain is your public declaration of where the data may lie; choose one that "
         "contains your data (owner only: these suggestions read your data):",
         html.Div(choices, className="suggestions")])
+
+
+def counts_box_alert(box: list) -> html.Div:
+    """The alert when counts are loaded and another box is chosen: they release only over the
+    box they were counted on."""
+    w, s, e, n = box
+    return html.Div(className="error domain-alert", role="alert", children=[
+        html.B("These counts were made over another box: nothing is released on this one. "),
+        f"They release over the box they were counted on (west {w:g}, south {s:g}, east {e:g}, "
+        f"north {n:g}).",
+        html.Div(html.Button("Use the counts' box", id=ids.COUNTS_BOX, n_clicks=0,
+                             className="suggest"), className="suggestions")])
 
 
 def first_domain(search: str | None) -> str:
@@ -129,6 +142,9 @@ def domain_from_controls(preset: str, box: list, sid: str | None, info: dict | N
         return dp.Domain(*(float(v) for v in box), name="custom box")
     if preset == FIT:
         data = state.points(sid, info["fingerprint"])
+        if info.get("counts"):
+            raise dp.ParameterError("counts on a grid have no points to fit a box to: release "
+                                    "them over the box they were counted on")
         if data.kind == "points":
             xs, ys = data.x, data.y
         else:   # regions: the corners of their bounding box
@@ -201,17 +217,21 @@ def register_callbacks(app, config: dict):
         if ctx.triggered_id == ids.UPLOAD and contents:
             try:
                 raw = decode_upload(contents, filename, max_bytes)
-                loader = dp.load_regions if kind == "regions" else dp.load_points
-                data = loader(raw, filename=filename, lon=lon or None, lat=lat or None,
-                              user=user or None)
+                if (filename or "").lower().endswith(server_files.COUNTS_EXT):
+                    data = dp.load_counts(raw, name=filename.rsplit(".", 1)[0])
+                else:
+                    loader = dp.load_regions if kind == "regions" else dp.load_points
+                    data = loader(raw, filename=filename, lon=lon or None, lat=lat or None,
+                                  user=user or None)
                 info = state.put_upload(sid, data)
             except (dp.DataError, dp.ParameterError, LookupError) as exc:
                 msg = html.Div(className="error", children=[
                     html.B(f"Could not load {filename or 'the file'}: "), str(exc),
                     html.Div("The previously loaded data is still in use.", className="hint")])
                 return no_update, msg, no_update, no_update
-            what = "regions" if kind == "regions" else "points"
-            ok = html.Div(f"Loaded {filename}: {data.n:,} {what}.", className="ok")
+            what = "regions" if data.kind == "regions" else "points"
+            ok = html.Div(f"Loaded {filename}: {data.n:,} {what}"
+                          f"{' counted on a grid' if info['counts'] else ''}.", className="ok")
             return info, ok, no_update, None      # the sample picker empties: any pick goes back
         if sample_name is None:
             return no_update, no_update, no_update, no_update
@@ -239,6 +259,11 @@ def register_callbacks(app, config: dict):
             return "", True
         if info.get("kind") == "regions":
             return [html.B("User-level: "), "one region per person, so ε protects a whole person."], True
+        if info.get("counts") and info.get("per_user"):
+            k = info["per_user"]
+            return [html.B(f"User-level, at most {k} points per user. "),
+                    f"Each person's points were bounded to {k} when the counts were made, and ε "
+                    "protects everything one person contributed."], True
         if not info.get("users"):
             return level_text(None), True
         try:
@@ -267,10 +292,13 @@ def register_callbacks(app, config: dict):
             notes.append(html.Div("Fitting the box to the data reveals the extreme coordinates of "
                                   "your points: the release is no longer differentially private "
                                   "and the ledger says so.", className="warning"))
-        inside = data.in_domain(domain)
-        if inside.mean() < controls.MOSTLY_OUTSIDE:
-            notes.insert(0, outside_alert(data, domain, float(inside.mean())))
-        outside = data.n - int(inside.sum())
+        if info.get("counts") and list(domain.bounds) != info["box"]:
+            notes.insert(0, counts_box_alert(info["box"]))
+            return store, notes, disabled
+        inside = controls.share_inside(data, domain)
+        if inside < controls.MOSTLY_OUTSIDE:
+            notes.insert(0, outside_alert(data, domain, inside))
+        outside = data.n - data.count_in(domain)
         if outside:
             notes.append(html.Div(f"Owner only: {outside:,} of {data.n:,} points lie outside this "
                                   "box and are not counted.", className="warning"))

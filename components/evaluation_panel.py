@@ -36,9 +36,11 @@ STORED = ("mechanism", "epsilon", "area_frac", "reps", "n_queries", "n_small",
           *(f"{q}_{m['key']}" for m in METRICS.values() for q in ("median", "q25", "q75")))
 
 
-def eval_options(kind: str) -> list[dict]:
-    """Every registered mechanism for this data kind, the non-private references included."""
-    return [{"label": f" {s.label}", "value": k} for k, s in dp.mechanisms().items() if s.data_kind == kind]
+def eval_options(kind: str, counts: bool = False) -> list[dict]:
+    """Every registered mechanism for this data kind, the non-private references included;
+    for counts on a grid, those that need each point are left out."""
+    return [{"label": f" {s.label}", "value": k} for k, s in dp.mechanisms().items()
+            if s.data_kind == kind and not (counts and s.needs_points)]
 
 
 def layout(config: dict) -> html.Div:
@@ -273,7 +275,7 @@ def register_callbacks(app, config: dict):
     @app.callback(Output(ids.EVAL_MECHS, "options"), Output(ids.EVAL_MECHS, "value"),
                   Input(ids.DATASET, "data"), State(ids.EVAL_MECHS, "value"))
     def offer(info, chosen):
-        opts = eval_options((info or {}).get("kind", "points"))
+        opts = eval_options((info or {}).get("kind", "points"), (info or {}).get("counts", False))
         values = [o["value"] for o in opts]
         keep = [v for v in chosen or [] if v in values]
         return opts, keep or values[:3]

@@ -11,6 +11,9 @@ TEXTS = {
         "The domain is your declaration of where the data may lie. When most of your data falls "
         "outside it, nothing is released: the panel offers public boxes that hold the points, a "
         "typed box, or fitting the box to the data (which leaks its edges).",
+        "Data too big to upload can be opened from the server's data folder: it is counted on a "
+        "fine grid there, and the counts are released like points by every mechanism that only "
+        "needs counts.",
     ],
     "mechanism": [
         "A mechanism turns exact counts into counts with carefully calibrated random noise, so that "

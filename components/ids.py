@@ -20,6 +20,13 @@ DOMAIN_PRESET = "domain-preset"
 DOMAIN_BOX = "domain-box"          # pattern: {"type": DOMAIN_BOX, "side": "west"|...}
 DOMAIN_WARNING = "domain-warning"
 DOMAIN_SUGGEST = "domain-suggest"        # pattern id: the alert's choices of domain
+COUNTS_BOX = "counts-box"                # the alert's button: use the box the counts were made on
+SERVER_PATH = "server-path"              # a path or glob in the server's data folder
+SERVER_OPEN = "server-open"
+SERVER_CELLS = "server-cells"            # the counting grid's longer side
+SERVER_PROGRESS = "server-progress"
+SERVER_POLL = "server-poll"
+SERVER_JOB = "server-job"
 
 MECHANISM = "mechanism"
 MECH_DESCRIPTION = "mechanism-description"

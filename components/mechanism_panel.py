@@ -10,7 +10,8 @@ import dp
 
 from . import ids, share, state
 from .controls import (EPS_MAX, EPS_MIN, MOSTLY_OUTSIDE, domain_from_store, epsilon_from_slider,
-                       epsilon_value, mechanism_options, read_params, read_split, split_from_weights)
+                       epsilon_value, mechanism_options, read_params, read_split, share_inside,
+                       split_from_weights, usable)
 from .help import help_box
 
 EPS_MARKS = {-2: "0.01", -1: "0.1", 0: "1", 1: "10"}
@@ -105,8 +106,8 @@ def register_callbacks(app, config: dict):
                   Input(ids.DATASET, "data"), State(ids.MECHANISM, "value"))
     def offer_mechanisms(info, current):
         kind = (info or {}).get("kind", "points")
-        opts = mechanism_options(kind)
-        value = no_update if current in [o["value"] for o in opts] else dp.recommend(kind).name
+        opts = mechanism_options(kind, (info or {}).get("counts", False))
+        value = no_update if current in usable(opts) else dp.recommend(kind).name
         return opts, value, recommendation_line(kind)
 
     @app.callback(Output(ids.MECH_DESCRIPTION, "children"), Output(ids.PARAMS_BOX, "children"),
@@ -198,7 +199,7 @@ def register_callbacks(app, config: dict):
                 return None, html.Div("Your last release of this data is no longer on the server. "
                                       "Press Release for a new one (it spends ε again).",
                                       className="warning")
-        if name not in [o["value"] for o in mechanism_options(kind)]:
+        if name not in usable(mechanism_options(kind, info.get("counts", False))):
             name = dp.recommend(kind).name   # new data of another kind: the picker is switching too
         try:
             if link is not None:          # the page's first release follows the link it was opened with
@@ -238,7 +239,7 @@ def register_callbacks(app, config: dict):
 def check_coverage(data, domain: dp.Domain) -> None:
     """Refuse a release on a box that leaves out most of the data: it would publish noise over
     the wrong place (the Data panel offers boxes that fit)."""
-    if data.in_domain(domain).mean() < MOSTLY_OUTSIDE:
+    if share_inside(data, domain) < MOSTLY_OUTSIDE:
         raise dp.DataError(f"most of the data lies outside the domain box “{domain.name}”; "
                            "choose a domain that contains it in panel 1 (Data), which offers some")
 

@@ -201,10 +201,14 @@ def sample(name: str):
 
 def dataset_summary(data, origin: str) -> dict:
     """What the browser may hold about the data: name, size, the loader's report; no points.
-    `kind` ('points' or 'regions', `data.kind`) says which mechanisms apply."""
+    `kind` ('points' or 'regions', `data.kind`) says which mechanisms apply; `counts` marks
+    points counted on a grid (dp.CountData), with the public box they were counted over."""
     r = data.report
+    counts = data.kind == "points" and not data.raw_points
     return {"fingerprint": data.fingerprint, "name": data.name, "n": data.n, "origin": origin,
             "kind": data.kind, "users": data.user is not None,
+            "counts": counts, "box": list(data.domain.bounds) if counts else None,
+            "per_user": data.points_per_user if counts else None,
             "account": account_key(data),
             "summary": r.summary(), "dropped": r.dropped, "warnings": list(r.warnings)}
 

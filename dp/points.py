@@ -133,6 +133,7 @@ class PointData:
     """
 
     kind = "points"      # which mechanisms apply (MechanismSpec.data_kind)
+    raw_points = True    # each point's coordinates are here (dp.CountData has only counts)
 
     def __init__(self, x, y, user=None, report: LoadReport | None = None, name: str = "points"):
         x = np.asarray(x, dtype=np.float64)

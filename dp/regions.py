@@ -91,6 +91,7 @@ class RegionData:
     """
 
     kind = "regions"     # which mechanisms apply (MechanismSpec.data_kind)
+    raw_points = False   # regions, not points: point-only mechanisms and sessions do not apply
 
     def __init__(self, geoms, user=None, report: LoadReport | None = None, name: str = "regions"):
         geoms = _normalise(geoms)
@@ -189,6 +190,10 @@ class RegionData:
     def in_domain(self, domain: Domain) -> np.ndarray:
         """Regions meeting the domain box."""
         return self.bodies.touch_rect(domain.bounds)
+
+    def count_in(self, domain: Domain) -> int:
+        """Regions meeting the domain box (what a release counts)."""
+        return int(np.count_nonzero(self.in_domain(domain)))
 
     # ------------------------------------------------------------ Euler histogram
     def euler_histogram(self, grid: EulerGrid, with_stats: bool = False):

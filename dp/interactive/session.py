@@ -144,6 +144,10 @@ class QueryResult:
 def _points_inside(data: PointData, domain: Domain) -> tuple:
     """(lon, lat, user ids or None) of the points inside the public box, the only places where
     the session's metres never overstate true distances; ParameterError if there are none."""
+    if not data.raw_points:
+        raise ParameterError("an interactive session answers from each point's position, which "
+                             "this data does not hold (counts on a grid, or regions): load the "
+                             "points themselves (dp.load_points) to run one")
     inside = data.in_domain(domain)
     if not inside.any():
         raise ParameterError(f"no point of the data lies inside the box {domain.bounds}; choose "

@@ -1,0 +1,166 @@
+"""Data already on the server: files in the configured data folder, counted on a grid over the
+chosen public box (dp.aggregate, in the background with progress), or counts saved earlier
+(dp.CountData.save, a .npz). For data bigger than a browser upload can carry."""
+from __future__ import annotations
+
+import glob
+import os
+from pathlib import Path
+
+from dash import Input, Output, State, dcc, html, no_update
+
+import dp
+
+from . import controls, ids, jobs, state
+
+COUNTS_EXT = ".npz"
+DATA_EXT = (".csv", ".txt", ".tsv", ".parquet")
+
+
+def layout(config: dict) -> html.Details:
+    folder = config.get("data_dir")
+    if not folder:
+        body = [html.Div("Start the app with --data-dir FOLDER to open CSV or Parquet files, "
+                         "or saved counts, that are already on the server.", className="hint")]
+    else:
+        body = [
+            html.Div(className="row2", children=[
+                dcc.Input(id=ids.SERVER_PATH, placeholder="e.g. trips/*.parquet or city.npz",
+                          debounce=False, className="server-path"),
+                html.Button("Open", id=ids.SERVER_OPEN, n_clicks=0)]),
+            html.Div(["A path or a glob inside the server's data folder. CSV and Parquet files "
+                      "are counted on a grid of ", dcc.Input(id=ids.SERVER_CELLS, type="number",
+                                                            min=16, max=8192, step=1,
+                                                            value=dp.counts.DEFAULT_CELLS,
+                                                            className="cells-input"),
+                      " cells (longer side) over the domain box chosen below, without loading "
+                      "the points; a .npz of counts (dp.CountData.save) is read as it is. "
+                      "Counts release with the grid, tree and DAWA mechanisms."], className="hint"),
+            html.Progress(id=ids.SERVER_PROGRESS, value="0", max="1", hidden=True),
+            dcc.Interval(id=ids.SERVER_POLL, interval=400, disabled=True),
+            dcc.Store(id=ids.SERVER_JOB)]
+    return html.Details(open=bool(folder), className="server-files", children=[
+        html.Summary("Files on the server (too big to upload)"), *body])
+
+
+def resolve(folder: str | os.PathLike, text: str | None) -> list[str]:
+    """The files a path or glob names inside the data folder, or a DataError in words that name
+    only what the owner typed (never where the folder is)."""
+    text = (text or "").strip()
+    if not text:
+        raise dp.DataError("type a file name or a glob, e.g. trips/*.parquet")
+    root = Path(folder).resolve()
+    if Path(text).is_absolute() or ".." in Path(text).parts:
+        raise dp.DataError(f"{text!r} is outside the data folder: give a path inside it, e.g. "
+                           "trips/*.parquet")
+    pattern = str(root / text)
+    found = sorted(glob.glob(pattern)) if glob.has_magic(text) else [pattern]
+    files = [f for f in found if os.path.isfile(f) and Path(f).resolve().is_relative_to(root)]
+    if not files:
+        raise dp.DataError(f"no file in the data folder matches {text!r}")
+    ext = {Path(f).suffix.lower() for f in files}
+    if not ext <= {COUNTS_EXT, *DATA_EXT} or (COUNTS_EXT in ext and len(files) > 1):
+        raise dp.DataError(f"{text!r} names {', '.join(sorted(ext))} files; expected CSV or "
+                           f"Parquet files, or one {COUNTS_EXT} of saved counts")
+    return files
+
+
+def count(files: list[str], domain: dp.Domain, cells: int, progress, should_stop) -> dp.CountData:
+    """dp.aggregate for a background job, its progress in thousandths."""
+    return dp.aggregate(files, domain, cells, progress=lambda f: progress(round(1000 * f), 1000))
+
+
+def register_callbacks(app, config: dict):
+    folder = config.get("data_dir")
+    if not folder:
+        return
+
+    @app.callback(Output(ids.DATASET, "data", allow_duplicate=True),
+                  Output(ids.UPLOAD_STATUS, "children", allow_duplicate=True),
+                  Output(ids.SAMPLE_PICK, "value", allow_duplicate=True),
+                  Output(ids.SERVER_JOB, "data"), Output(ids.SERVER_POLL, "disabled"),
+                  Output(ids.SERVER_PROGRESS, "hidden"),
+                  Input(ids.SERVER_OPEN, "n_clicks"), Input(ids.SERVER_PATH, "n_submit"),
+                  State(ids.SERVER_PATH, "value"), State(ids.SERVER_CELLS, "value"),
+                  State(ids.DOMAIN, "data"), prevent_initial_call=True)
+    def open_files(_click, _enter, text, cells, domain_info):
+        """Read saved counts at once; start counting data files in the background."""
+        sid = state.session_id()
+        try:
+            files = resolve(folder, text)
+            if files[0].lower().endswith(COUNTS_EXT):
+                data = dp.load_counts(files[0], name=Path(text).stem)
+                info = state.put_upload(sid, data)
+                return info, loaded(text, data), None, no_update, True, True
+            domain = controls.domain_from_store(domain_info)
+            if domain.leaky:
+                raise dp.ParameterError("counting files needs a public box: choose a preset or "
+                                        "type one (there are no points here to fit a box to)")
+            cells = _cells(cells)
+        except (dp.DataError, dp.ParameterError, LookupError) as exc:
+            return no_update, failed(text, exc), no_update, no_update, True, True
+        job_id = jobs.start(count, owner=sid, files=files, domain=domain, cells=cells)
+        status = html.Div(f"Counting {text} on the server over “{domain.name}”…", className="ok")
+        return no_update, status, no_update, {"id": job_id, "text": text}, False, False
+
+    @app.callback(Output(ids.DATASET, "data", allow_duplicate=True),
+                  Output(ids.UPLOAD_STATUS, "children", allow_duplicate=True),
+                  Output(ids.SAMPLE_PICK, "value", allow_duplicate=True),
+                  Output(ids.SERVER_PROGRESS, "value"), Output(ids.SERVER_PROGRESS, "hidden",
+                                                               allow_duplicate=True),
+                  Output(ids.SERVER_POLL, "disabled", allow_duplicate=True),
+                  Input(ids.SERVER_POLL, "n_intervals"), State(ids.SERVER_JOB, "data"),
+                  prevent_initial_call=True)
+    def poll(_, job):
+        """Progress of the count; when it is done the counts become the session's data."""
+        sid = state.session_id()
+        st = jobs.status((job or {}).get("id"), sid)
+        if st is None:
+            return no_update, no_update, no_update, "0", True, True
+        if not st["finished"]:
+            share = st["done"] / max(st["total"], 1)
+            msg = html.Div(f"Counting {job['text']} on the server… {100 * share:.0f}%", className="ok")
+            return no_update, msg if not st["queued"] else "Waiting for a free worker…", \
+                no_update, f"{share:.3f}", False, False
+        jobs.forget(job["id"], sid)
+        if st["error"]:
+            return no_update, failed(job["text"], st["error"].split(": ", 1)[-1]), no_update, \
+                "0", True, True
+        try:
+            info = state.put_upload(sid, st["result"])
+        except LookupError as exc:
+            return no_update, failed(job["text"], exc), no_update, "0", True, True
+        return info, loaded(job["text"], st["result"]), None, "1", True, True
+
+    @app.callback(Output(ids.DOMAIN_PRESET, "value", allow_duplicate=True),
+                  Output({"type": ids.DOMAIN_BOX, "side": "west"}, "value", allow_duplicate=True),
+                  Output({"type": ids.DOMAIN_BOX, "side": "south"}, "value", allow_duplicate=True),
+                  Output({"type": ids.DOMAIN_BOX, "side": "east"}, "value", allow_duplicate=True),
+                  Output({"type": ids.DOMAIN_BOX, "side": "north"}, "value", allow_duplicate=True),
+                  Input(ids.COUNTS_BOX, "n_clicks"), State(ids.DATASET, "data"),
+                  prevent_initial_call=True)
+    def use_counts_box(clicks, info):
+        """The alert's button: release over the box the counts were made on."""
+        if not clicks or not info or not info.get("box"):
+            return (no_update,) * 5
+        return (controls.CUSTOM, *info["box"])
+
+
+def _cells(value) -> int:
+    """The grid's longer side from the cells box, or a ParameterError saying what is expected."""
+    if value is None or int(value) != value or not 16 <= value <= 8192:
+        raise dp.ParameterError("cells must be a whole number from 16 to 8192 (the grid's longer side)")
+    return int(value)
+
+
+def loaded(text: str, data) -> html.Div:
+    """The status line for counts now in use."""
+    gy, gx = data.counts.shape
+    return html.Div(f"Loaded {text}: {data.n:,} points counted on {gx} x {gy} cells.", className="ok")
+
+
+def failed(text: str | None, why) -> html.Div:
+    """The status line for a file that could not be opened; what was loaded stays."""
+    return html.Div(className="error", children=[
+        html.B(f"Could not open {text or 'the file'}: "), str(why),
+        html.Div("The previously loaded data is still in use.", className="hint")])
