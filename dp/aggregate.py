@@ -1,6 +1,11 @@
 """Count points where they live: CSV or Parquet files (a path, a glob or a list) streamed into a
 base histogram (`CountData`) without holding the points in memory.
 
+With user ids each user keeps the k points whose hash (of the user id, the point and a salt
+drawn from OS entropy for the call) is smallest: which points a user keeps depends on that
+user's points alone, never on who else is in the files, so the counts of neighbouring inputs
+differ by at most k points, the bound a user-level release is charged for.
+
 Two engines do the same aggregation. DuckDB (embedded, the default) reads the files out of
 core on this machine. Dask runs it as a reduction over the files' partitions, on a local
 cluster or a real one (`client=`), for data beyond one machine. Both put a point in the same
@@ -10,6 +15,7 @@ from __future__ import annotations
 
 import glob
 import os
+import secrets
 import threading
 from pathlib import Path
 
@@ -26,6 +32,7 @@ from .points import MISSING_IDS, LoadReport
 ENGINES = ("duckdb", "dask")
 PROGRESS_EVERY = 0.25      # seconds between progress reports from DuckDB
 OUTSIDE = "outside the box"
+BEYOND = "points beyond {k} per user (user-level bound)"
 MISSING_IDS_SQL = "(" + ", ".join(f"'{m}'" for m in MISSING_IDS) + ")"
 UNUSABLE = "missing or not a number"
 
@@ -39,7 +46,7 @@ def aggregate(source, domain: Domain, cells=DEFAULT_CELLS, *, lon=None, lat=None
     format. `cells`: cells on the box's longer side, square in metres (the trees' base grid),
     or (columns, rows). Columns are found by name as in `dp.load_points`, or given. With a user
     id column (found or given) each user keeps at most `max_points_per_user` points (default
-    DEFAULT_POINTS_PER_USER), chosen at random, and the counts release at user level.
+    DEFAULT_POINTS_PER_USER), chosen by a salted hash, and the counts release at user level.
     `progress(fraction)` is called as the work advances. `client`: a dask.distributed Client
     for engine "dask" (default: a local cluster made for the call). `memory_limit` caps DuckDB.
     """
@@ -65,7 +72,7 @@ def aggregate(source, domain: Domain, cells=DEFAULT_CELLS, *, lon=None, lat=None
                         int(counts.sum()), columns=cols,
                         dropped={why: n for why, n in dropped.items() if n})
     if k is not None:
-        report.notes.append(f"user-level: at most {k} points per user kept, chosen at random "
+        report.notes.append(f"user-level: at most {k} points per user kept, chosen by a salted hash "
                             "(owner-only information, never released)")
     name = Path(files[0]).stem if len(files) == 1 else f"{len(files)} files"
     return CountData(counts, domain, points_per_user=k, report=report, name=name)
@@ -141,8 +148,9 @@ def _duckdb(files, fmt, grid, names, k, progress, *, memory_limit, **_):
         x, y = (f"TRY_CAST({_quote(c)} AS DOUBLE)" for c in names[:2])
         uid = f"trim(CAST({_quote(names[2])} AS VARCHAR))" if by_user else "''"
         rank = "row_number() OVER (PARTITION BY uid ORDER BY pick)" if by_user else "1"
+        pick = f"hash({uid}, {x}, {y}, $salt)" if by_user else "0"
         sql = f"""
-            WITH raw AS (SELECT {x} AS x, {y} AS y, {uid} AS uid, random() AS pick FROM {reader}),
+            WITH raw AS (SELECT {x} AS x, {y} AS y, {uid} AS uid, {pick} AS pick FROM {reader}),
             pts AS (SELECT x, y, uid, {rank} AS r FROM raw),
             located AS (
                 SELECT *, CAST(trunc(least(greatest((x - $w) * $fx, 0), $gx - 1)) AS BIGINT) AS cx,
@@ -163,7 +171,8 @@ def _duckdb(files, fmt, grid, names, k, progress, *, memory_limit, **_):
         d = grid.domain
         params = {"files": files, "w": d.west, "e": d.east, "s": d.south, "n": d.north,
                   "fx": grid.gx / d.width, "fy": grid.gy / d.height, "gx": grid.gx, "gy": grid.gy,
-                  "sx": (d.east - d.west) / grid.gx, "sy": (d.north - d.south) / grid.gy}
+                  "sx": (d.east - d.west) / grid.gx, "sy": (d.north - d.south) / grid.gy,
+                  **({"salt": secrets.token_hex(8)} if by_user else {})}
         rows = _with_progress(con, sql, params, progress)
         rejected = 0 if fmt == "parquet" else con.execute(
             "SELECT count(DISTINCT (file_id, line)) FROM reject_errors").fetchone()[0]
@@ -176,7 +185,7 @@ def _duckdb(files, fmt, grid, names, k, progress, *, memory_limit, **_):
     counts = np.bincount(cell[cell >= 0], weights=n[cell >= 0], minlength=grid.n_cells)
     dropped = {UNUSABLE: codes[UNUSABLE_CELL] + rejected, OUTSIDE: codes[OUTSIDE_CELL]}
     if by_user:
-        dropped[f"points beyond {k} per user (user-level bound)"] = codes[BEYOND_CELL]
+        dropped[BEYOND.format(k=k)] = codes[BEYOND_CELL]
         dropped[NO_USER_ID] = codes[NO_ID_CELL]
     return counts.astype(np.int64).reshape(grid.gy, grid.gx), int(n.sum()) + rejected, dropped
 
@@ -225,7 +234,8 @@ def _dask(files, fmt, grid, names, k, progress, *, client=None, **_):
              else dd.read_csv(files, usecols=names, dtype=str, blocksize="64MB"))
     if k is not None:
         frame = frame.shuffle(on=names[2])      # every point of a user in one partition
-    tasks = [dask.delayed(_count_partition)(part, grid, names, k) for part in frame.to_delayed()]
+    salt = secrets.token_hex(8)
+    tasks = [dask.delayed(_count_partition)(part, grid, names, k, salt) for part in frame.to_delayed()]
     cluster = None
     if client is None:
         cluster = LocalCluster(n_workers=min(os.cpu_count() or 1, 4), threads_per_worker=1,
@@ -253,9 +263,9 @@ def _dask(files, fmt, grid, names, k, progress, *, client=None, **_):
     return counts.reshape(grid.gy, grid.gx), read, dropped
 
 
-def _count_partition(frame, grid: UniformGrid, names, k):
+def _count_partition(frame, grid: UniformGrid, names, k, salt: str):
     """(cells, counts, rows read, dropped by reason) of one partition: its kept points binned
-    as UniformGrid.histogram bins them, each user's at most k chosen at random."""
+    as UniformGrid.histogram bins them, each user's at most k (see `_keep_per_user`)."""
     import pandas as pd
 
     x = pd.to_numeric(frame[names[0]], errors="coerce").to_numpy(np.float64, na_value=np.nan)
@@ -265,12 +275,14 @@ def _count_partition(frame, grid: UniformGrid, names, k):
     if k is not None:
         uid = frame[names[2]].astype("string").str.strip()
         known = ~(uid.isna() | uid.str.lower().isin(MISSING_IDS)).to_numpy(bool)
+        pick = pd.util.hash_pandas_object(pd.DataFrame({"u": uid, "x": x, "y": y}), index=False,
+                                          hash_key=salt).to_numpy()
         codes = pd.factorize(uid)[0]
-        order = np.random.default_rng().permutation(x.size)     # OS entropy: which k are kept
+        order = np.lexsort((pick, codes))
         rank = np.empty(x.size, np.int64)
-        rank[order] = pd.Series(codes[order]).groupby(codes[order]).cumcount().to_numpy()
+        rank[order] = np.arange(x.size) - np.searchsorted(codes[order], codes[order])
         dropped[NO_USER_ID] = int(np.count_nonzero(~known))
-        dropped[f"points beyond {k} per user (user-level bound)"] = int(np.count_nonzero(known & (rank >= k)))
+        dropped[BEYOND.format(k=k)] = int(np.count_nonzero(known & (rank >= k)))
         keep = known & (rank < k)
     usable = ~(np.isnan(x) | np.isnan(y))
     dropped[UNUSABLE] = int(np.count_nonzero(keep & ~usable))

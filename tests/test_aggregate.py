@@ -1,5 +1,7 @@
 """dp.aggregate: files counted out of core (DuckDB) or as a Dask reduction give the counts that
 UniformGrid.histogram gives for the same points, to the point, with what was dropped and why."""
+import sys
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -148,3 +150,25 @@ def test_dask_local_cluster_over_partitioned_files_bounds_users(tmp_path):
     d = dp.aggregate(str(tmp_path / "p*.parquet"), BOX, 256, max_points_per_user=5)
     assert c.n == d.n == int(np.minimum(df.groupby("user_id").size(), 5).sum())
     assert c.points_per_user == 5 and c.report.dropped == d.report.dropped
+
+
+@pytest.mark.parametrize("engine", ["duckdb", "dask"])
+def test_which_points_a_user_keeps_depends_on_that_user_alone(tmp_path, monkeypatch, engine):
+    # with the salt held fixed, adding one user changes the counts by at most k points, all
+    # that user's: the sensitivity a user-level release is charged for
+    monkeypatch.setattr(sys.modules["dp.aggregate"].secrets, "token_hex", lambda n: "0123456789abcdef")
+    df = _frame(20_000, 4, users=300, margin=0)
+    extra = _frame(2_000, 5, margin=0).iloc[600:640].assign(user_id="newcomer")[df.columns]
+    df.to_parquet(tmp_path / "d.parquet")
+    pd.concat([df.iloc[:7_000], extra, df.iloc[7_000:]]).to_parquet(tmp_path / "d2.parquet")
+    kw = {"engine": engine, "max_points_per_user": 4}
+    if engine == "dask":
+        distributed = pytest.importorskip("distributed")
+        kw["client"] = distributed.Client(processes=False, n_workers=1, dashboard_address=None)
+    try:
+        a, b = (dp.aggregate(tmp_path / f, BOX, 256, **kw) for f in ("d.parquet", "d2.parquet"))
+    finally:
+        if "client" in kw:
+            kw["client"].close()
+    diff = b.counts - a.counts
+    assert (diff >= 0).all() and diff.sum() == 4
