@@ -7,16 +7,16 @@ user's points alone, never on who else is in the files, so the counts of neighbo
 differ by at most k points, the bound a user-level release is charged for.
 
 Two engines do the same aggregation. DuckDB (embedded, the default) reads the files out of
-core on this machine. Dask runs it as a reduction over the files' partitions, on a local
-cluster or a real one (`client=`), for data beyond one machine. Both put a point in the same
-cell as `UniformGrid.histogram` does, to the last bit, and drop points outside the public box.
+core on this machine and streams the coordinates in batches; Dask runs it as a reduction over
+the files' partitions, on a local cluster or a real one (`client=`), for data beyond one
+machine. Either way the batches are binned by `UniformGrid.histogram`, so a point lands in the
+cell it would land in from `dp.load_points`, and points outside the public box are dropped.
 """
 from __future__ import annotations
 
 import glob
 import os
 import secrets
-import threading
 from pathlib import Path
 
 import numpy as np
@@ -30,7 +30,6 @@ from .mechanisms.leaves import square_base_grid
 from .points import MISSING_IDS, LoadReport
 
 ENGINES = ("duckdb", "dask")
-PROGRESS_EVERY = 0.25      # seconds between progress reports from DuckDB
 OUTSIDE = "outside the box"
 BEYOND = "points beyond {k} per user (user-level bound)"
 MISSING_IDS_SQL = "(" + ", ".join(f"'{m}'" for m in MISSING_IDS) + ")"
@@ -129,87 +128,100 @@ def _first_line(e: Exception) -> str:
 
 
 # ---------------------------------------------------------------------------------- DuckDB
-UNUSABLE_CELL, OUTSIDE_CELL, BEYOND_CELL, NO_ID_CELL = -1, -2, -3, -4
+BATCH_ROWS = 1 << 20       # rows per batch streamed out of DuckDB: about 16 MB of coordinates
+KEEP, BEYOND_K, NO_ID = 0, 1, 2    # why a row is (not) kept by the per-user bound
 
 
 def _duckdb(files, fmt, grid, names, k, progress, *, memory_limit, **_):
-    """One scan of the files in DuckDB: each row's cell, or a negative code saying why it is
-    not counted, grouped and counted in the engine; only the counts come back."""
+    """DuckDB reads the files out of core (and bounds each user's points, which needs all of a
+    user's rows at once) and streams the coordinates in batches, binned here by `_Tally`."""
     import duckdb
 
     con = duckdb.connect(config={"memory_limit": memory_limit})
     con.execute("SET enable_progress_bar = false")     # no bar printed; query_progress still works
-    try:
-        typed = ", ".join(f"{_literal(c)}: 'DOUBLE'" for c in names[:2])
-        reader = ("read_parquet($files)" if fmt == "parquet" else
-                  f"read_csv($files, header = true, all_varchar = true, types = {{{typed}}}, "
-                  "store_rejects = true)")      # a row with a non-number is set aside, counted
-        by_user = k is not None
-        x, y = (f"TRY_CAST({_quote(c)} AS DOUBLE)" for c in names[:2])
-        uid = f"trim(CAST({_quote(names[2])} AS VARCHAR))" if by_user else "''"
-        rank = "row_number() OVER (PARTITION BY uid ORDER BY pick)" if by_user else "1"
-        pick = f"hash({uid}, {x}, {y}, $salt)" if by_user else "0"
+    typed = ", ".join(f"{_literal(c)}: 'DOUBLE'" for c in names[:2])
+    reader = ("read_parquet($files)" if fmt == "parquet" else
+              f"read_csv($files, header = true, all_varchar = true, types = {{{typed}}}, "
+              "store_rejects = true)")      # a row with a non-number is set aside, counted
+    x, y = (f"TRY_CAST({_quote(c)} AS DOUBLE)" for c in names[:2])
+    params = {"files": files}
+    if k is None:
+        sql = f"SELECT {x} AS x, {y} AS y FROM {reader}"
+    else:
+        uid = f"trim(CAST({_quote(names[2])} AS VARCHAR))"
+        params["salt"] = secrets.token_hex(8)
         sql = f"""
-            WITH raw AS (SELECT {x} AS x, {y} AS y, {uid} AS uid, {pick} AS pick FROM {reader}),
-            pts AS (SELECT x, y, uid, {rank} AS r FROM raw),
-            located AS (
-                SELECT *, CAST(trunc(least(greatest((x - $w) * $fx, 0), $gx - 1)) AS BIGINT) AS cx,
-                          CAST(trunc(least(greatest((y - $s) * $fy, 0), $gy - 1)) AS BIGINT) AS cy
-                FROM pts)
-            SELECT CASE
-                WHEN {'uid IS NULL OR lower(uid) IN ' + MISSING_IDS_SQL if by_user else 'FALSE'}
-                    THEN {NO_ID_CELL}
-                WHEN r > {int(k or 1)} THEN {BEYOND_CELL}
-                WHEN x IS NULL OR y IS NULL OR isnan(x) OR isnan(y) THEN {UNUSABLE_CELL}
-                WHEN NOT (x BETWEEN $w AND $e AND y BETWEEN $s AND $n) THEN {OUTSIDE_CELL}
-                ELSE (cy - CAST(cy > 0 AND y < cy * $sy + $s AS BIGINT)
-                         + CAST(cy < $gy - 1 AND y >= (cy + 1) * $sy + $s AS BIGINT)) * $gx
-                     + cx - CAST(cx > 0 AND x < cx * $sx + $w AS BIGINT)
-                     + CAST(cx < $gx - 1 AND x >= (cx + 1) * $sx + $w AS BIGINT)
-                END AS cell, count(*) AS n
-            FROM located GROUP BY cell"""
-        d = grid.domain
-        params = {"files": files, "w": d.west, "e": d.east, "s": d.south, "n": d.north,
-                  "fx": grid.gx / d.width, "fy": grid.gy / d.height, "gx": grid.gx, "gy": grid.gy,
-                  "sx": (d.east - d.west) / grid.gx, "sy": (d.north - d.south) / grid.gy,
-                  **({"salt": secrets.token_hex(8)} if by_user else {})}
-        rows = _with_progress(con, sql, params, progress)
-        rejected = 0 if fmt == "parquet" else con.execute(
-            "SELECT count(DISTINCT (file_id, line)) FROM reject_errors").fetchone()[0]
+            WITH raw AS (SELECT {x} AS x, {y} AS y, {uid} AS uid,
+                                hash({uid}, {x}, {y}, $salt) AS pick FROM {reader}),
+            ranked AS (SELECT x, y, uid, row_number() OVER (PARTITION BY uid ORDER BY pick) AS r
+                       FROM raw)
+            SELECT x, y, CASE WHEN uid IS NULL OR lower(uid) IN {MISSING_IDS_SQL} THEN {NO_ID}
+                              WHEN r > {int(k)} THEN {BEYOND_K} ELSE {KEEP} END AS why
+            FROM ranked"""
+    tally = _Tally(grid, k)
+    try:
+        expected = _expected_rows(con, files, fmt) if progress else 1
+        for batch in con.sql(sql, params=params).to_arrow_reader(BATCH_ROWS):
+            tally.add(*(c.to_numpy(zero_copy_only=False) for c in batch.columns))
+            if progress:
+                progress(min(tally.read / expected, 0.99))
+        if fmt == "csv":
+            rejected = con.execute("SELECT count(DISTINCT (file_id, line)) FROM reject_errors").fetchall()[0][0]
+            tally.unusable += rejected
+            tally.read += rejected
     except duckdb.Error as e:
         raise DataError(f"the files could not be read as {fmt.upper()}: {_first_line(e)}") from None
     finally:
         con.close()
-    cell, n = rows["cell"].astype(np.int64), rows["n"].astype(np.int64)
-    codes = {c: int(n[cell == c].sum()) for c in (UNUSABLE_CELL, OUTSIDE_CELL, BEYOND_CELL, NO_ID_CELL)}
-    counts = np.bincount(cell[cell >= 0], weights=n[cell >= 0], minlength=grid.n_cells)
-    dropped = {UNUSABLE: codes[UNUSABLE_CELL] + rejected, OUTSIDE: codes[OUTSIDE_CELL]}
-    if by_user:
-        dropped[BEYOND.format(k=k)] = codes[BEYOND_CELL]
-        dropped[NO_USER_ID] = codes[NO_ID_CELL]
-    return counts.astype(np.int64).reshape(grid.gy, grid.gx), int(n.sum()) + rejected, dropped
-
-
-def _with_progress(con, sql, params, progress):
-    """Run the query, calling progress(fraction) from a watcher thread while it runs."""
-    if progress is None:
-        return con.execute(sql, params).fetchnumpy()
-    done = threading.Event()
-
-    def watch():
-        while not done.wait(PROGRESS_EVERY):
-            p = con.query_progress()
-            if p >= 0:
-                progress(min(p / 100.0, 1.0))
-
-    watcher = threading.Thread(target=watch, daemon=True)
-    watcher.start()
-    try:
-        return con.execute(sql, params).fetchnumpy()
-    finally:
-        done.set()
-        watcher.join()
+    if progress:
         progress(1.0)
+    return tally.result()
+
+
+class _Tally:
+    """Counts per cell of streamed coordinates, binned by UniformGrid.histogram, and the rows
+    left out by reason; NaN (a missing or unreadable coordinate) is not a number."""
+
+    def __init__(self, grid: UniformGrid, k: int | None):
+        self.grid, self.k = grid, k
+        self.counts = np.zeros(grid.shape)
+        self.read = self.unusable = self.outside = self.beyond = self.no_id = 0
+
+    def add(self, x: np.ndarray, y: np.ndarray, why: np.ndarray | None = None) -> None:
+        keep = np.ones(x.size, bool) if why is None else why == KEEP
+        if why is not None:
+            self.beyond += int(np.count_nonzero(why == BEYOND_K))
+            self.no_id += int(np.count_nonzero(why == NO_ID))
+        usable = ~(np.isnan(x) | np.isnan(y))
+        self.unusable += int(np.count_nonzero(keep & ~usable))
+        keep &= usable
+        inside = keep & self.grid.domain.contains(x, y)
+        self.outside += int(np.count_nonzero(keep & ~inside))
+        self.counts += self.grid.histogram(x[inside], y[inside])
+        self.read += x.size
+
+    def dropped(self) -> dict:
+        out = {UNUSABLE: self.unusable, OUTSIDE: self.outside}
+        if self.k is not None:
+            out[BEYOND.format(k=self.k)] = self.beyond
+            out[NO_USER_ID] = self.no_id
+        return out
+
+    def result(self) -> tuple[np.ndarray, int, dict]:
+        """(counts, rows read, rows dropped by reason)."""
+        return self.counts.astype(np.int64), self.read, self.dropped()
+
+
+def _expected_rows(con, files: list[str], fmt: str) -> int:
+    """Rows the files hold, for progress: Parquet's metadata, or for CSV the files' size over
+    the bytes per line of the first file's head."""
+    if fmt == "parquet":
+        return int(con.execute("SELECT sum(num_rows) FROM parquet_file_metadata($files)",
+                               {"files": files}).fetchall()[0][0] or 1)
+    with open(files[0], "rb") as f:
+        head = f.read(1 << 16)
+    per_line = len(head) / max(head.count(b"\n"), 1)
+    return max(int(sum(os.path.getsize(f) for f in files) / per_line), 1)
 
 
 def _quote(name: str) -> str:
@@ -248,7 +260,7 @@ def _dask(files, fmt, grid, names, k, progress, *, client=None, **_):
         futures = client.compute(tasks)
         for i, future in enumerate(as_completed(futures), 1):
             cells, n, rows, why = future.result()
-            np.add.at(counts, cells, n)
+            counts[cells] += n          # a partition's cells are distinct
             read += rows
             for reason, m in why.items():
                 dropped[reason] = dropped.get(reason, 0) + m
@@ -264,14 +276,13 @@ def _dask(files, fmt, grid, names, k, progress, *, client=None, **_):
 
 
 def _count_partition(frame, grid: UniformGrid, names, k, salt: str):
-    """(cells, counts, rows read, dropped by reason) of one partition: its kept points binned
-    as UniformGrid.histogram bins them, each user's at most k (see `_keep_per_user`)."""
+    """(cells, counts, rows read, dropped by reason) of one partition, binned by `_Tally`; with
+    a user bound each user keeps the k points of smallest salted hash, as in DuckDB."""
     import pandas as pd
 
     x = pd.to_numeric(frame[names[0]], errors="coerce").to_numpy(np.float64, na_value=np.nan)
     y = pd.to_numeric(frame[names[1]], errors="coerce").to_numpy(np.float64, na_value=np.nan)
-    keep = np.ones(x.size, bool)
-    dropped = {}
+    why = None
     if k is not None:
         uid = frame[names[2]].astype("string").str.strip()
         known = ~(uid.isna() | uid.str.lower().isin(MISSING_IDS)).to_numpy(bool)
@@ -281,14 +292,10 @@ def _count_partition(frame, grid: UniformGrid, names, k, salt: str):
         order = np.lexsort((pick, codes))
         rank = np.empty(x.size, np.int64)
         rank[order] = np.arange(x.size) - np.searchsorted(codes[order], codes[order])
-        dropped[NO_USER_ID] = int(np.count_nonzero(~known))
-        dropped[BEYOND.format(k=k)] = int(np.count_nonzero(known & (rank >= k)))
-        keep = known & (rank < k)
-    usable = ~(np.isnan(x) | np.isnan(y))
-    dropped[UNUSABLE] = int(np.count_nonzero(keep & ~usable))
-    keep &= usable
-    inside = keep & grid.domain.contains(x, y)
-    dropped[OUTSIDE] = int(np.count_nonzero(keep & ~inside))
-    H = grid.histogram(x[inside], y[inside]).ravel()
-    cells = np.flatnonzero(H)
-    return cells, H[cells].astype(np.int64), int(x.size), dropped
+        why = np.where(~known, NO_ID, np.where(rank >= k, BEYOND_K, KEEP))
+    tally = _Tally(grid, k)
+    tally.add(x, y, why)
+    counts, read, dropped = tally.result()
+    flat = counts.ravel()
+    cells = np.flatnonzero(flat)
+    return cells, flat[cells], read, dropped
