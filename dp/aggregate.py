@@ -129,6 +129,7 @@ def _first_line(e: Exception) -> str:
 
 # ---------------------------------------------------------------------------------- DuckDB
 BATCH_ROWS = 1 << 20       # rows per batch streamed out of DuckDB: about 16 MB of coordinates
+BLOCK = "64MiB"            # bytes of file per Dask partition: a worker holds a few of them
 KEEP, BEYOND_K, NO_ID = 0, 1, 2    # why a row is (not) kept by the per-user bound
 
 
@@ -242,8 +243,8 @@ def _dask(files, fmt, grid, names, k, progress, *, client=None, **_):
     import dask.dataframe as dd
     from distributed import Client, LocalCluster, as_completed
 
-    frame = (dd.read_parquet(files, columns=names) if fmt == "parquet"
-             else dd.read_csv(files, usecols=names, dtype=str, blocksize="64MB"))
+    frame = (dd.read_parquet(files, columns=names, split_row_groups="adaptive", blocksize=BLOCK)
+             if fmt == "parquet" else dd.read_csv(files, usecols=names, dtype=str, blocksize=BLOCK))
     if k is not None:
         frame = frame.shuffle(on=names[2])      # every point of a user in one partition
     salt = secrets.token_hex(8)
@@ -294,7 +295,9 @@ def _count_partition(frame, grid: UniformGrid, names, k, salt: str):
         rank[order] = np.arange(x.size) - np.searchsorted(codes[order], codes[order])
         why = np.where(~known, NO_ID, np.where(rank >= k, BEYOND_K, KEEP))
     tally = _Tally(grid, k)
-    tally.add(x, y, why)
+    for s in range(0, x.size, BATCH_ROWS):      # small temporaries, as for DuckDB's batches
+        tally.add(x[s:s + BATCH_ROWS], y[s:s + BATCH_ROWS], None if why is None else why[s:s + BATCH_ROWS])
+    del frame
     counts, read, dropped = tally.result()
     flat = counts.ravel()
     cells = np.flatnonzero(flat)
