@@ -213,7 +213,7 @@ def load_points(source, *, lon=None, lat=None, user=None, fmt: str | None = None
         else:
             text = (src.read_bytes() if isinstance(src, Path) else src).decode("utf-8-sig")
             x, y, uid, report = _parse_geojson(text, max_rows)
-    data = PointData(x, y, uid, report, name=name or filename or "upload")
+    data = PointData(x, y, uid, report, name=name or filename or "upload", copy=False)
     _note_missing_ids(data)
     add_load_warnings(report, data.n, "point", encoding_warning)
     return data
@@ -261,7 +261,7 @@ def add_load_warnings(report: LoadReport, n: int, what: str, encoding_warning: s
 
 def _note_missing_ids(data: PointData):
     """Count the points without a user id in the report: user-level releases leave them out."""
-    missing = 0 if data.user is None else int(np.count_nonzero(data.user == ""))
+    missing = 0 if data.users is None else int(np.count_nonzero(data.users.missing()))
     if missing:
         data.report.notes.append(f"{missing:,} points have no user id: user-level releases "
                                  "leave them out")
@@ -381,7 +381,9 @@ def _checked(x, y, uid, what, n_rows, cols, dropped, first_bad, unparsed, generi
             "the map, or name the columns under 'Column names'")
     if keep.all():   # no copies of a clean file
         return x, y, uid, report
-    return x[keep], y[keep], (None if uid is None else uid[keep]), report
+    if uid is not None:   # Arrow strings from CSV and Parquet, a numpy array otherwise
+        uid = uid[keep] if isinstance(uid, np.ndarray) else uid.filter(pa.array(keep))
+    return x[keep], y[keep], uid, report
 
 
 class _CsvBody:
@@ -474,7 +476,7 @@ class _CsvBody:
         if self.iuser is not None:
             users.append(pa.array([r[self.iuser] if len(r) > self.iuser else "" for r in extra],
                                   pa.string()))
-            uid = pa.chunked_array(users, pa.string()).to_numpy()
+            uid = pa.chunked_array(users, pa.string())
         return x, y, uid, dropped, first_bad, bad
 
     def _field_order(self, lon_text: str, lat_text: str) -> str:
@@ -576,7 +578,7 @@ def _parse_parquet(src, lon, lat, user, max_rows):
     else:
         x, y, bad = _coords_from_texts([tx.cast(pa.string())], [ty.cast(pa.string())],
                                        "{},{}".format, dropped, first_bad)
-    uid = None if iuser is None else table.column(2).cast(pa.string()).to_numpy()
+    uid = None if iuser is None else table.column(2).cast(pa.string())
     generic = lon is None and lat is None and {cols["lon"].lower(), cols["lat"].lower()} == {"x", "y"}
     return _checked(x, y, uid, "Parquet", len(x), cols, dropped, first_bad, bad, generic)
 
