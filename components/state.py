@@ -204,7 +204,8 @@ def dataset_summary(data, origin: str) -> dict:
     `kind` ('points' or 'regions', `data.kind`) says which mechanisms apply."""
     r = data.report
     return {"fingerprint": data.fingerprint, "name": data.name, "n": data.n, "origin": origin,
-            "kind": data.kind, "users": data.user is not None,
+            "kind": data.kind,
+            "users": (data.users if data.kind == "points" else data.user) is not None,
             "account": account_key(data),
             "summary": r.summary(), "dropped": r.dropped, "warnings": list(r.warnings)}
 

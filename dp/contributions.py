@@ -49,7 +49,7 @@ def bound_contributions(data: PointData, k: int, rng=None) -> PointData:
     owner-only, never released.
     """
     k = check_points_per_user(k)
-    if data.user is None:
+    if data.users is None:
         return data
     codes = data.users.codes                          # ranks of the sorted canonical ids
     order = np.lexsort((make_rng(rng).permutation(data.n), codes))   # by user, random within

@@ -103,7 +103,7 @@ def _workload(spec: MechanismSpec, workload) -> dict:
 
 def _points_per_user(spec: MechanismSpec, data, k) -> int | None:
     """k for a user-level release (a private point mechanism on points with user ids), else None."""
-    users = isinstance(data, PointData) and data.user is not None
+    users = isinstance(data, PointData) and data.users is not None
     if k is not None:
         k = check_points_per_user(k)
         if not users:
