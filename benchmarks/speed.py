@@ -17,8 +17,8 @@ Releases: E2EPriv and Heuristic UG in the New York box, and the trees HTF and Pr
 1024x1024 base grid (a box square in metres around the same points, epsilon = 1).
 
 Each size runs in a fresh subprocess so its peak RSS is its own; with --repeat R each stage
-reports its fastest of R cold runs (fresh load, empty caches), which filters out load from
-other processes. Usage:
+and each load-table reader reports its fastest of R cold runs (fresh load, empty caches), which
+filters out load from other processes. Usage:
     python benchmarks/speed.py [--quick] [--repeat R] [--samplers-only] [--tables-only] [--big]
 """
 from __future__ import annotations
@@ -163,9 +163,10 @@ def _peak_rss() -> int:
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
 
-def load_table(sizes, tmp: Path):
+def load_table(sizes, tmp: Path, repeat: int = 1):
     """Print the load table: every reader on every file and source, in fresh subprocesses
-    (np.loadtxt, minutes at 1e8, is left out there)."""
+    (np.loadtxt, minutes at 1e8, is left out there); with `repeat` > 1 the fastest time and
+    the smallest peak of that many runs each (for a busy machine)."""
     print(f"{'load (fresh process each)':<44} {'s':>7} {'x fastest':>10} {'peak MB':>8} "
           f"{'B/point':>8}")
     goal = None
@@ -178,8 +179,11 @@ def load_table(sizes, tmp: Path):
                 if reader == "np.loadtxt" and n > 10**7:
                     continue
                 for source in ("file", "bytes"):
-                    r = _subprocess_json("--load-worker", reader, source, str(path),
-                                         *(["--users"] if users else []))
+                    runs = [_subprocess_json("--load-worker", reader, source, str(path),
+                                             *(["--users"] if users else []))
+                            for _ in range(repeat)]
+                    r = None if None in runs else {k: min(run[k] for run in runs)
+                                                   for k in ("s", "mb")}
                     if r is not None:
                         rows.append((f"{reader} ({source})", r))
                     if (reader, source, n, users) == ("dp.load_points", "file", 10**7, False):
@@ -310,7 +314,8 @@ def measure(path: str, repeat: int) -> dict:
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="skip 1e7 points")
-    ap.add_argument("--repeat", type=int, default=1, help="cold runs per size (default 1)")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="cold runs per size and per load-table reader (default 1)")
     ap.add_argument("--samplers-only", action="store_true", help="only the sampler table")
     ap.add_argument("--tables-only", action="store_true",
                     help="only the sampler, load and bin tables, not the releases")
@@ -334,7 +339,7 @@ def main():
         return
     with tempfile.TemporaryDirectory() as tmp:
         load_table([10**6] + ([] if args.quick else [10**7]) + ([10**8] if args.big else []),
-                   Path(tmp))
+                   Path(tmp), args.repeat)
     bin_table([10**6, 10**7] + ([10**8] if args.big else []))
     if args.tables_only:
         return
