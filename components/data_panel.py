@@ -172,8 +172,8 @@ def domain_store(preset: str, box: list, sid: str | None, info: dict | None) -> 
 def points_left_out(data, k: int) -> int:
     """How many points a bound of k per user leaves out, those without a user id included
     (owner only: it reads the data)."""
-    missing = data.user == ""                    # no user id: always left out
-    _, counts = np.unique(data.user[~missing], return_counts=True)
+    missing = data.users.missing()               # no user id: always left out
+    counts = np.bincount(data.users.codes[~missing])
     return int(missing.sum() + np.maximum(counts - k, 0).sum())
 
 

@@ -206,7 +206,8 @@ def dataset_summary(data, origin: str) -> dict:
     r = data.report
     counts = data.kind == "points" and not data.raw_points
     return {"fingerprint": data.fingerprint, "name": data.name, "n": data.n, "origin": origin,
-            "kind": data.kind, "users": data.user is not None,
+            "kind": data.kind,
+            "users": (data.users if data.kind == "points" else data.user) is not None,
             "counts": counts, "box": list(data.domain.bounds) if counts else None,
             "per_user": data.points_per_user if counts else None,
             "account": account_key(data),

@@ -49,19 +49,20 @@ def bound_contributions(data: PointData, k: int, rng=None) -> PointData:
     owner-only, never released.
     """
     k = check_points_per_user(k)
-    if data.user is None:
+    if data.users is None:
         return data
-    _, codes = np.unique(data.user, return_inverse=True)
+    codes = data.users.codes                          # ranks of the sorted canonical ids
     order = np.lexsort((make_rng(rng).permutation(data.n), codes))   # by user, random within
     grouped = codes[order]
     rank = np.arange(data.n) - np.searchsorted(grouped, grouped)      # position in its user
     keep = np.empty(data.n, bool)
     keep[order] = rank < k
-    known = data.user != ""                           # canonical ids: '' where missing
+    known = ~data.users.missing()
     beyond = int(np.count_nonzero(known & ~keep))
     keep &= known
     report = _bounded_report(data.report, k, int(keep.sum()), beyond, int(np.count_nonzero(~known)))
-    return PointData(data.x[keep], data.y[keep], data.user[keep], report, data.name)
+    return PointData(data.x[keep], data.y[keep], data.users.take(keep), report, data.name,
+                     copy=False)
 
 
 def _bounded_report(base: LoadReport, k: int, kept: int, beyond: int, unknown: int) -> LoadReport:

@@ -35,7 +35,7 @@ class CountData:
 
     kind = "points"          # which mechanisms apply (MechanismSpec.data_kind)
     raw_points = False       # mechanisms with MechanismSpec.needs_points refuse it
-    user = None              # no ids per point: contributions were bounded when counting
+    user = users = None      # no ids per point: contributions were bounded when counting
 
     def __init__(self, counts, domain: Domain, *, points_per_user: int | None = None,
                  report: LoadReport | None = None, name: str = "counts"):

@@ -87,16 +87,16 @@ def _head(src) -> bytes:
 def _scan(src) -> tuple[int, bool, bool]:
     """(newline bytes, whether the bytes are valid UTF-8, whether they are all whitespace) in
     one pass at C speed: ASCII pieces need no decoding, others go through an incremental decoder
-    so that no str of the whole file is built."""
+    so that no str of the whole file is built. A file is read into one reused buffer."""
     newlines, utf8, blank = 0, True, True
     decoder = None
-    for chunk in _chunks(src):
-        newlines += chunk.count(b"\n")
-        blank = blank and chunk.isspace()
-        if utf8 and (decoder is not None or not chunk.isascii()):
+    for piece in _pieces(src):
+        newlines += piece.count(b"\n")
+        blank = blank and piece.isspace()
+        if utf8 and (decoder is not None or not piece.isascii()):
             decoder = decoder or codecs.getincrementaldecoder("utf-8")()
             try:
-                decoder.decode(chunk)
+                decoder.decode(piece)
             except UnicodeDecodeError:
                 utf8 = False
     if utf8 and decoder is not None:
@@ -105,6 +105,19 @@ def _scan(src) -> tuple[int, bool, bool]:
         except UnicodeDecodeError:
             utf8 = False
     return newlines, utf8, blank
+
+
+def _pieces(src):
+    """The bytes in pieces of CHUNK_BYTES, split anywhere (for counts and incremental decoding);
+    a file is read through one reused buffer, so that scanning it allocates nothing more."""
+    if isinstance(src, bytes):
+        for start in range(0, len(src), CHUNK_BYTES):
+            yield src[start:start + CHUNK_BYTES] if len(src) > CHUNK_BYTES else src
+        return
+    buf = bytearray(CHUNK_BYTES)
+    with open(src, "rb") as f:
+        while n := f.readinto(buf):
+            yield buf if n == len(buf) else buf[:n]
 
 
 def _valid_utf8(raw: bytes) -> bool:
@@ -213,7 +226,7 @@ def load_points(source, *, lon=None, lat=None, user=None, fmt: str | None = None
         else:
             text = (src.read_bytes() if isinstance(src, Path) else src).decode("utf-8-sig")
             x, y, uid, report = _parse_geojson(text, max_rows)
-    data = PointData(x, y, uid, report, name=name or filename or "upload")
+    data = PointData(x, y, uid, report, name=name or filename or "upload", copy=False)
     _note_missing_ids(data)
     add_load_warnings(report, data.n, "point", encoding_warning)
     return data
@@ -261,7 +274,7 @@ def add_load_warnings(report: LoadReport, n: int, what: str, encoding_warning: s
 
 def _note_missing_ids(data: PointData):
     """Count the points without a user id in the report: user-level releases leave them out."""
-    missing = 0 if data.user is None else int(np.count_nonzero(data.user == ""))
+    missing = 0 if data.users is None else int(np.count_nonzero(data.users.missing()))
     if missing:
         data.report.notes.append(f"{missing:,} points have no user id: user-level releases "
                                  "leave them out")
@@ -362,7 +375,7 @@ def _parse_csv(src, head, newlines, lon, lat, user, max_rows):
     generic = lon is None and lat is None and {cols["lon"].lower(), cols["lat"].lower()} == {"x", "y"}
     body = _CsvBody(src, start, delim, len(header), (ilon, ilat, iuser))
     x, y, uid, dropped, first_bad, unparsed = body.read(bound)
-    pa.default_memory_pool().release_unused()   # the parser's buffers, before sorting
+    pa.default_memory_pool().release_unused()   # the parser's buffers, before the checks
     n_rows = len(x) + dropped.get("rows with too few fields", 0)
     _refuse_too_many(n_rows, max_rows)   # lines ended by a lone carriage return
     return _checked(x, y, uid, "CSV", n_rows, cols, dropped, first_bad, unparsed, generic)
@@ -371,17 +384,22 @@ def _parse_csv(src, head, newlines, lon, lat, user, max_rows):
 def _checked(x, y, uid, what, n_rows, cols, dropped, first_bad, unparsed, generic):
     """Drop unusable coordinates (counting why), refuse a mostly bad file, warn about columns
     merely named x and y; returns (x, y, user ids, report) of the rows kept."""
-    keep, hint = _validate_coords(x, y, ~unparsed, dropped)
-    report = LoadReport(what, n_rows, int(keep.sum()), cols, dropped)
+    if not unparsed.any() and _in_range(x, y):   # a clean file: no masks of its size
+        keep, hint = None, ""
+    else:
+        keep, hint = _validate_coords(x, y, ~unparsed, dropped)
+    report = LoadReport(what, n_rows, len(x) if keep is None else int(keep.sum()), cols, dropped)
     _refuse_if_mostly_bad(report, first_bad, hint)
     if generic:
         report.warnings.append(
             "the coordinates come from columns named 'x' and 'y', which do not say they are "
             "longitude and latitude in degrees: check that the points land in the right place on "
             "the map, or name the columns under 'Column names'")
-    if keep.all():   # no copies of a clean file
+    if keep is None or keep.all():   # no copies of a clean file
         return x, y, uid, report
-    return x[keep], y[keep], (None if uid is None else uid[keep]), report
+    if uid is not None:   # Arrow strings from CSV and Parquet, a numpy array otherwise
+        uid = uid[keep] if isinstance(uid, np.ndarray) else uid.filter(pa.array(keep))
+    return x[keep], y[keep], uid, report
 
 
 class _CsvBody:
@@ -474,7 +492,7 @@ class _CsvBody:
         if self.iuser is not None:
             users.append(pa.array([r[self.iuser] if len(r) > self.iuser else "" for r in extra],
                                   pa.string()))
-            uid = pa.chunked_array(users, pa.string()).to_numpy()
+            uid = pa.chunked_array(users, pa.string())
         return x, y, uid, dropped, first_bad, bad
 
     def _field_order(self, lon_text: str, lat_text: str) -> str:
@@ -524,6 +542,13 @@ def _is_number(s: str) -> bool:
         return True
     except ValueError:
         return False
+
+
+def _in_range(x, y) -> bool:
+    """Whether every coordinate is a longitude in [-180, 180] and latitude in [-90, 90], from
+    four reductions (NaN fails the comparisons), so a clean file needs no per-row masks."""
+    return bool(x.size == 0 or (-180 <= x.min() and x.max() <= 180 and -90 <= y.min()
+                                and y.max() <= 90))
 
 
 def _validate_coords(x, y, keep, dropped):
@@ -576,7 +601,7 @@ def _parse_parquet(src, lon, lat, user, max_rows):
     else:
         x, y, bad = _coords_from_texts([tx.cast(pa.string())], [ty.cast(pa.string())],
                                        "{},{}".format, dropped, first_bad)
-    uid = None if iuser is None else table.column(2).cast(pa.string()).to_numpy()
+    uid = None if iuser is None else table.column(2).cast(pa.string())
     generic = lon is None and lat is None and {cols["lon"].lower(), cols["lat"].lower()} == {"x", "y"}
     return _checked(x, y, uid, "Parquet", len(x), cols, dropped, first_bad, bad, generic)
 

@@ -5,6 +5,8 @@ import hashlib
 from dataclasses import dataclass, field
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from .domain import Domain, UniformGrid
 from .noise import make_rng
@@ -123,29 +125,143 @@ def user_keys(user) -> np.ndarray:
     return keys.astype(f"U{max(int(np.char.str_len(keys).max(initial=0)), 1)}")
 
 
-class PointData:
-    """Private points in lon/lat degrees, kept sorted by longitude for fast exact counts.
+_MIX1 = np.uint64(0xBF58476D1CE4E5B9)
+_MIX2 = np.uint64(0x94D049BB133111EB)
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+HASH_BLOCK = 1 << 16      # points per block when hashing: temporaries stay in the CPU cache
 
-    Exact answers are for the data owner only; mechanisms read the data via `histogram`.
-    User ids, if any, are kept in canonical form (`user_keys`): strings, '' where missing.
-    The points never change after construction, so exact histograms and true counts are
-    memoised (bounded): tuning, Phase 2 and repeated releases ask for the same ones.
+
+def _splitmix(h: np.ndarray) -> np.ndarray:
+    """splitmix64's finaliser, in place on uint64: every input bit changes about half the output
+    bits, so sums of these values do not cancel for different points."""
+    h ^= h >> np.uint64(30)
+    h *= _MIX1
+    h ^= h >> np.uint64(27)
+    h *= _MIX2
+    h ^= h >> np.uint64(31)
+    return h
+
+
+def _bits(v: np.ndarray) -> np.ndarray:
+    """float64 values as a uint64 copy of their bits, -0.0 as 0.0 (equal coordinates, one hash)."""
+    return np.add(v, 0.0).view(np.uint64)
+
+
+def multiset_hash(x: np.ndarray, y: np.ndarray, users: "UserIds | None" = None,
+                  seed: int = 0) -> bytes:
+    """An order-invariant 136-bit hash of the points (x, y[, user id]): two independent 64-bit
+    mixes per point summed mod 2^64, and the count. Rows in another order give the same hash
+    (one budget account however a file is shuffled); any moved point changes it. One vectorised
+    pass in blocks, no sort."""
+    s1 = s2 = 0
+    salt = np.uint64(seed * 0x9E3779B97F4A7C15 % 2**64)
+    ids = None if users is None else _key_hashes(users.keys)
+    for i in range(0, x.size, HASH_BLOCK):
+        h = _bits(y[i:i + HASH_BLOCK])
+        h += salt
+        _splitmix(h)
+        if ids is not None:
+            h ^= ids[users.codes[i:i + HASH_BLOCK]]
+            _splitmix(h)
+        h ^= _bits(x[i:i + HASH_BLOCK])
+        _splitmix(h)
+        s1 += int(h.sum(dtype=np.uint64))   # an array sum wraps mod 2^64
+        h += _GOLDEN
+        _splitmix(h)
+        s2 += int(h.sum(dtype=np.uint64))
+    return np.array([s1 % 2**64, s2 % 2**64, x.size], dtype="<u8").tobytes()
+
+
+def _key_hashes(keys: np.ndarray) -> np.ndarray:
+    """A uint64 hash per canonical user id string (independent of the array's str width):
+    its length, then its code points mixed in one column at a time across all ids."""
+    codes = np.ascontiguousarray(keys).view(np.uint32).reshape(len(keys), keys.dtype.itemsize // 4)
+    lens = np.char.str_len(keys).astype(np.uint64)
+    h = _splitmix(lens + _GOLDEN)
+    for j in range(codes.shape[1]):   # one pass per character position, vectorised over ids
+        nxt = _splitmix(h ^ codes[:, j].astype(np.uint64))
+        h = np.where(j < lens, nxt, h)
+    return h
+
+
+@dataclass(frozen=True)
+class UserIds:
+    """User ids as int codes (one per point) into `keys`, the sorted distinct ids in canonical
+    form (`user_keys`): consumers group by code; the strings exist once per user, not per point."""
+
+    codes: np.ndarray
+    keys: np.ndarray
+
+    @classmethod
+    def of(cls, user) -> "UserIds":
+        """Canonical codes of any id column. Arrow and numpy string columns are reduced to their
+        distinct values first (hashing in C), so only those go through the numpy string
+        canonicalisation; other inputs (None, NaN, numbers in an object array) go through it whole."""
+        if isinstance(user, cls):
+            return user
+        if isinstance(user, np.ndarray) and user.dtype.kind == "U":
+            user = pa.array(user)
+        if isinstance(user, (pa.Array, pa.ChunkedArray)):
+            distinct = pc.unique(user)
+            index = pc.index_in(user, value_set=distinct)
+            index = (index.combine_chunks() if isinstance(index, pa.ChunkedArray) else index)
+            keys, remap = np.unique(user_keys(distinct.to_numpy(zero_copy_only=False)),
+                                    return_inverse=True)
+            codes = remap.astype(_code_type(len(keys)))[index.to_numpy()]
+        else:
+            keys, codes = np.unique(user_keys(user), return_inverse=True)
+            codes = codes.astype(_code_type(len(keys)))
+        return cls(codes, keys)
+
+    def take(self, which) -> "UserIds":
+        """The ids of the points selected by `which` (a mask or indices); the same keys."""
+        return UserIds(self.codes[which], self.keys)
+
+    def strings(self) -> np.ndarray:
+        """The canonical id of every point (a str array, '' where missing)."""
+        return self.keys[self.codes]
+
+    def missing(self) -> np.ndarray:
+        """Per point: True where there is no user id."""
+        if len(self.keys) and self.keys[0] == "":    # sorted: '' comes first
+            return self.codes == 0
+        return np.zeros(len(self.codes), bool)
+
+
+def _code_type(n_keys: int):
+    """The narrowest integer type for codes into n_keys ids."""
+    return np.int32 if n_keys < 2**31 else np.int64
+
+
+class PointData:
+    """Private points in lon/lat degrees, in the order given (file order for an upload).
+
+    Exact answers are for the data owner only; mechanisms read the data via `histogram`, which
+    needs no order. Exact range counts sort a copy by longitude the first time they are asked
+    (memoised). User ids, if any, are kept as codes into canonical ids (`UserIds`).
+    The points never change after construction (the arrays are read-only), so exact
+    histograms and true counts are memoised (bounded): tuning, Phase 2 and repeated releases
+    ask for the same ones.
     """
 
     kind = "points"      # which mechanisms apply (MechanismSpec.data_kind)
     raw_points = True    # each point's coordinates are here (dp.CountData has only counts)
 
-    def __init__(self, x, y, user=None, report: LoadReport | None = None, name: str = "points"):
-        x = np.asarray(x, dtype=np.float64)
-        y = np.asarray(y, dtype=np.float64)
-        order = stable_order(x)
-        self.x = x[order]
-        self.y = y[order]
-        self.user = None if user is None else user_keys(user)[order]   # before the shuffle: fast
-        self.report = report or LoadReport("array", len(x), len(x))
+    def __init__(self, x, y, user=None, report: LoadReport | None = None, name: str = "points",
+                 *, copy: bool = True):
+        """`copy=False`: the caller hands over float64 arrays it owns and will not change (the
+        loader's), which saves a copy of 16 bytes per point."""
+        self.x = np.array(x, dtype=np.float64, copy=copy or None)
+        self.y = np.array(y, dtype=np.float64, copy=copy or None)
+        if self.x.shape != self.y.shape or self.x.ndim != 1:
+            raise ValueError("x and y must be 1-d arrays of the same length")
+        self.x.flags.writeable = self.y.flags.writeable = False
+        self.users = None if user is None else UserIds.of(user)
+        self.report = report or LoadReport("array", len(self.x), len(self.x))
         self.name = name
         self._fingerprint = None
         self._coords_fingerprint = None
+        self._by_lon = None
         self._hists: dict = {}
         self._counts: dict = {}
 
@@ -156,6 +272,12 @@ class PointData:
     def n(self) -> int:
         return len(self)
 
+    @property
+    def user(self) -> np.ndarray | None:
+        """Canonical user id per point (str array, '' where missing), or None without ids.
+        Built on each call: code that groups users should read `users.codes`."""
+        return None if self.users is None else self.users.strings()
+
     def __repr__(self) -> str:
         return f"PointData({self.name!r}, n={self.n:,})"
 
@@ -163,30 +285,37 @@ class PointData:
     def fingerprint(self) -> str:
         """Content hash used as a cache key (never shown to data consumers).
 
-        User ids count (in point order, canonical form), so a user-level and an event-level
-        load of the same coordinates are different datasets to the caches; budget accounts
-        key by `coordinates_fingerprint` instead, so they share one budget.
+        User ids count (each point's canonical id is hashed into its point), so a user-level and
+        an event-level load of the same coordinates are different datasets to the caches; budget
+        accounts key by `coordinates_fingerprint` instead, so they share one budget. Like it,
+        independent of the row order.
         """
         if self._fingerprint is None:
-            if self.user is None:
+            if self.users is None:
                 self._fingerprint = self.coordinates_fingerprint
             else:
-                h = hashlib.blake2b(self.coordinates_fingerprint.encode(), digest_size=12)
-                h.update(f"user ids {self.user.dtype.str}".encode())
-                h.update(self.user.tobytes())
+                h = hashlib.blake2b(b"points with user ids", digest_size=12)
+                h.update(multiset_hash(self.x, self.y, self.users, seed=1))
                 self._fingerprint = h.hexdigest()
         return self._fingerprint
 
     @property
     def coordinates_fingerprint(self) -> str:
         """Hash of the coordinates alone: the key of the dataset's budget account, whatever
-        user id column it is loaded with (the same people share one budget)."""
+        user id column it is loaded with (the same people share one budget), and whatever the
+        order of its rows (shuffling a file must not open a fresh budget)."""
         if self._coords_fingerprint is None:
-            h = hashlib.blake2b(digest_size=12)
-            h.update(self.x.tobytes())
-            h.update(self.y.tobytes())
+            h = hashlib.blake2b(b"points", digest_size=12)
+            h.update(multiset_hash(self.x, self.y))
             self._coords_fingerprint = h.hexdigest()
         return self._coords_fingerprint
+
+    def _sorted_by_lon(self) -> tuple[np.ndarray, np.ndarray]:
+        """(x, y) sorted by longitude, made once when exact range counts are first asked."""
+        if self._by_lon is None:
+            order = stable_order(self.x)
+            self._by_lon = (self.x[order], self.y[order])
+        return self._by_lon
 
     def in_domain(self, domain: Domain) -> np.ndarray:
         return domain.contains(self.x, self.y)
@@ -228,14 +357,15 @@ class PointData:
             close_n = r[:, 3] >= domain.north
             r[:, 2] = np.minimum(r[:, 2], domain.east)
             r[:, 3] = np.minimum(r[:, 3], domain.north)
-        lo = np.searchsorted(self.x, r[:, 0], side="left")
-        hi = np.where(close_e, np.searchsorted(self.x, r[:, 2], side="right"),
-                      np.searchsorted(self.x, r[:, 2], side="left"))
+        xs, ys_all = self._sorted_by_lon()
+        lo = np.searchsorted(xs, r[:, 0], side="left")
+        hi = np.where(close_e, np.searchsorted(xs, r[:, 2], side="right"),
+                      np.searchsorted(xs, r[:, 2], side="left"))
         out = np.zeros(len(r), dtype=np.int64)
         for q in range(len(r)):   # one slice per query; the work inside is vectorised
             if hi[q] <= lo[q] or r[q, 1] > r[q, 3]:
                 continue
-            ys = self.y[lo[q]:hi[q]]
+            ys = ys_all[lo[q]:hi[q]]
             top = ys <= r[q, 3] if close_n[q] else ys < r[q, 3]
             out[q] = np.count_nonzero((ys >= r[q, 1]) & top)
         if len(self._counts) >= MEMO_WORKLOADS:

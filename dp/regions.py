@@ -239,7 +239,7 @@ class RegionData:
                     knn: int = DEFAULT_KNN, kde_max: int = KDE_MAX,
                     name: str | None = None) -> "RegionData":
         """One convex region per user from points with user ids (spec 004 section 10.2)."""
-        if points.user is None:
+        if points.users is None:
             raise DataError("the points have no user ids; one region per user needs a user id "
                             "per point")
         return _regions_from_pointdata(points, bound_km, knn, kde_max, name or points.name,
@@ -387,7 +387,7 @@ def load_regions(source, *, filename: str | None = None, fmt: str | None = None,
     if kind == "csv":
         pts = load_points(raw, lon=lon, lat=lat, user=user, fmt="csv", filename=filename,
                           max_rows=max_rows, name=label)
-        if pts.user is None:
+        if pts.users is None:
             raise DataError("the CSV has no user id column (looked for " + "/".join(USER_NAMES) +
                             "); one region is built per user, so name the column with user=...")
         return _regions_from_pointdata(pts, bound_km or DEFAULT_BOUND_KM, knn, kde_max, label,
@@ -505,7 +505,7 @@ def _count(counts: dict, why: str, n: int = 1):
 def _regions_from_geojson_points(raw, max_rows, bound_km, knn, kde_max, label):
     """A GeoJSON of Point features with user ids: regions built per user, as from a CSV."""
     pts = load_points(raw, fmt="geojson", max_rows=max_rows, name=label)
-    if pts.user is None:
+    if pts.users is None:
         raise DataError("the GeoJSON has Point features but no user id property "
                         "(user_id/userid/user/uid/id); expected one Polygon or MultiPolygon "
                         "per user, or points with a user id from which regions are built")

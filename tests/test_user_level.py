@@ -5,7 +5,6 @@ privacy (user-level ε, noise as drawn at ε/k), the stated privacy level, what 
 contain (number of users, points dropped, exact N), parameter errors, and the stochastic tester
 of `dp.audit` on neighbours that differ by one user with 50 points, with a planted bug caught.
 """
-import hashlib
 import importlib
 import json
 import re
@@ -116,9 +115,7 @@ def test_fingerprint_tells_user_level_data_from_event_level_data():
     x, y = rng.uniform(0, 1, 200), rng.uniform(0, 1, 200)
     users = _users(200)
     plain = dp.PointData(x, y)
-    order = np.argsort(x, kind="stable")
-    h = hashlib.blake2b(x[order].tobytes() + y[order].tobytes(), digest_size=12)
-    assert plain.fingerprint == h.hexdigest()                  # unchanged for plain points
+    assert plain.fingerprint == plain.coordinates_fingerprint and len(plain.fingerprint) == 24
     prints = {plain.fingerprint, dp.PointData(x, y, users).fingerprint,
               dp.PointData(x, y, np.roll(users, 1)).fingerprint,
               dp.PointData(x, y, np.char.add(users, "x")).fingerprint,
@@ -129,6 +126,36 @@ def test_fingerprint_tells_user_level_data_from_event_level_data():
     blank = [dp.PointData([0.0, 1.0], [0.0, 1.0], u).fingerprint
              for u in (["a", ""], ["a", None], np.array(["a", np.nan], dtype=object))]
     assert len(set(blank)) == 1                                # a missing id: one canonical form
+
+
+def test_fingerprints_ignore_row_order_and_see_every_point():
+    # the budget account is keyed by the coordinates' fingerprint: the same points shuffled must
+    # share it (else reordering a file opens a fresh budget); moving any one point must not
+    rng = np.random.default_rng(9)
+    x, y = rng.uniform(-1, 1, 100_000), rng.uniform(-1, 1, 100_000)
+    users = _users(100_000)
+    base = dp.PointData(x, y, users)
+    p = rng.permutation(x.size)
+    shuffled = dp.PointData(x[p], y[p], users[p])
+    assert shuffled.coordinates_fingerprint == base.coordinates_fingerprint
+    assert shuffled.fingerprint == base.fingerprint
+    for i in (0, 4_321, x.size - 1):
+        moved = x.copy()
+        moved[i] = np.nextafter(moved[i], 2.0)                # one point, by one ulp
+        assert dp.PointData(moved, y).coordinates_fingerprint != base.coordinates_fingerprint
+    other = users.copy()
+    other[[0, 10]] = other[[10, 0]]                           # two different users' ids
+    swapped = dp.PointData(x, y, other)                        # same ids, other points
+    assert swapped.coordinates_fingerprint == base.coordinates_fingerprint
+    assert swapped.fingerprint != base.fingerprint
+    swap_xy = dp.PointData(y, x)
+    assert swap_xy.coordinates_fingerprint != dp.PointData(x, y).coordinates_fingerprint
+    prints = {dp.PointData(a, b).coordinates_fingerprint
+              for a, b in (([0.0, 1.0], [0.0, 1.0]), ([0.0, 0.0, 1.0], [0.0, 0.0, 1.0]),
+                           ([0.0, 1.0, 1.0], [0.0, 1.0, 1.0]), ([0.0], [0.0]), ([], []))}
+    assert len(prints) == 5                                    # multiplicities count
+    assert (dp.PointData([-0.0], [0.0]).coordinates_fingerprint
+            == dp.PointData([0.0], [-0.0]).coordinates_fingerprint)
 
 
 def test_bound_chooses_uniformly():

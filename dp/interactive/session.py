@@ -152,7 +152,7 @@ def _points_inside(data: PointData, domain: Domain) -> tuple:
     if not inside.any():
         raise ParameterError(f"no point of the data lies inside the box {domain.bounds}; choose "
                              "a box that contains the points to query")
-    user = None if data.user is None else data.user[inside]
+    user = None if data.users is None else data.users.take(inside).strings()
     return data.x[inside], data.y[inside], user
 
 

@@ -119,7 +119,7 @@ def _points_per_user(spec: MechanismSpec, data, k) -> int | None:
                                  "they were aggregated (dp.aggregate(..., max_points_per_user=)); "
                                  "leave max_points_per_user unset here")
         return data.points_per_user if spec.unit in USER_LEVEL_UNITS else None
-    users = isinstance(data, PointData) and data.user is not None
+    users = isinstance(data, PointData) and data.users is not None
     if k is not None:
         k = check_points_per_user(k)
         if not users:
