@@ -262,8 +262,9 @@ def register_callbacks(app, config: dict):
         if info.get("counts") and info.get("per_user"):
             k = info["per_user"]
             return [html.B(f"User-level, at most {k} points per user. "),
-                    f"Each person's points were bounded to {k} when the counts were made, and ε "
-                    "protects everything one person contributed."], True
+                    f"Each person's points were bounded to {k} when the counts were made (by "
+                    "this page when it counted files; a counts file declares it, which cannot be "
+                    "checked here), and ε protects everything one person contributed."], True
         if not info.get("users"):
             return level_text(None), True
         try:

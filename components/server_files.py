@@ -53,11 +53,13 @@ def resolve(folder: str | os.PathLike, text: str | None) -> list[str]:
     if Path(text).is_absolute() or ".." in Path(text).parts:
         raise dp.DataError(f"{text!r} is outside the data folder: give a path inside it, e.g. "
                            "trips/*.parquet")
-    pattern = str(root / text)
-    found = sorted(glob.glob(pattern)) if glob.has_magic(text) else [pattern]
-    files = [f for f in found if os.path.isfile(f) and Path(f).resolve().is_relative_to(root)]
+    found = sorted(glob.glob(text, root_dir=root)) if glob.has_magic(text) else [text]
+    files = [str(p) for p in (Path(root, f).resolve() for f in found)
+             if p.is_file() and p.is_relative_to(root)]
     if not files:
         raise dp.DataError(f"no file in the data folder matches {text!r}")
+    if any(glob.has_magic(f) for f in files):
+        raise dp.DataError(f"{text!r} names a file whose name holds *, ? or [: rename it")
     ext = {Path(f).suffix.lower() for f in files}
     if not ext <= {COUNTS_EXT, *DATA_EXT} or (COUNTS_EXT in ext and len(files) > 1):
         raise dp.DataError(f"{text!r} names {', '.join(sorted(ext))} files; expected CSV or "
@@ -65,9 +67,16 @@ def resolve(folder: str | os.PathLike, text: str | None) -> list[str]:
     return files
 
 
-def count(files: list[str], domain: dp.Domain, cells: int, progress, should_stop) -> dp.CountData:
-    """dp.aggregate for a background job, its progress in thousandths."""
-    return dp.aggregate(files, domain, cells, progress=lambda f: progress(round(1000 * f), 1000))
+def count(files: list[str], folder, domain: dp.Domain, cells: int, progress, should_stop) -> dp.CountData:
+    """dp.aggregate for a background job, its progress in thousandths. The files are checked to
+    be in the folder again just before they are read, and no message names the folder."""
+    root = Path(folder).resolve()
+    if not all(Path(f).resolve().is_relative_to(root) for f in files):
+        raise dp.DataError("a file moved out of the data folder before it was read")
+    try:
+        return dp.aggregate(files, domain, cells, progress=lambda f: progress(round(1000 * f), 1000))
+    except (dp.DataError, dp.ParameterError, OSError) as exc:
+        raise dp.DataError(str(exc).replace(f"{root}{os.sep}", "").replace(str(root), "the data folder")) from None
 
 
 def register_callbacks(app, config: dict):
@@ -89,7 +98,7 @@ def register_callbacks(app, config: dict):
         try:
             files = resolve(folder, text)
             if files[0].lower().endswith(COUNTS_EXT):
-                data = dp.load_counts(files[0], name=Path(text).stem)
+                data = dp.load_counts(Path(files[0]).read_bytes(), name=Path(text).stem)
                 info = state.put_upload(sid, data)
                 return info, loaded(text, data), None, no_update, True, True
             domain = controls.domain_from_store(domain_info)
@@ -99,7 +108,7 @@ def register_callbacks(app, config: dict):
             cells = _cells(cells)
         except (dp.DataError, dp.ParameterError, LookupError) as exc:
             return no_update, failed(text, exc), no_update, no_update, True, True
-        job_id = jobs.start(count, owner=sid, files=files, domain=domain, cells=cells)
+        job_id = jobs.start(count, owner=sid, files=files, folder=folder, domain=domain, cells=cells)
         status = html.Div(f"Counting {text} on the server over “{domain.name}”…", className="ok")
         return no_update, status, no_update, {"id": job_id, "text": text}, False, False
 

@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from .errors import BudgetError, ParameterError, positive_finite
-from .mechanisms import mechanisms, release
+from .mechanisms import check_inputs, mechanisms, release
 
 DEFAULT_TOTAL = 10.0
 DEFAULT_DELTA = 1e-6
@@ -157,6 +157,7 @@ class Accountant:
         epsilon = positive_finite("ε", epsilon)
         split = spec.resolve_split(split)        # public inputs are checked before any charge
         params = spec.resolve_params(params)
+        check_inputs(spec, data, domain, params)
         cost = release_cost(name, domain, epsilon, params)
         key = _identical_key(name, data, domain, epsilon, split, params, seed, kwargs)
         note = "fresh randomness" if key is None else "fixed seed"

@@ -27,7 +27,7 @@ from .domain import Domain, UniformGrid
 from .errors import DataError, ParameterError
 from .io import _columns
 from .mechanisms.leaves import square_base_grid
-from .points import MISSING_IDS, LoadReport
+from .points import MISSING_IDS, LoadReport, multiset_hash
 
 ENGINES = ("duckdb", "dask")
 OUTSIDE = "outside the box"
@@ -53,6 +53,9 @@ def aggregate(source, domain: Domain, cells=DEFAULT_CELLS, *, lon=None, lat=None
         raise ParameterError(f"engine must be one of {ENGINES}, got {engine!r}")
     if not isinstance(domain, Domain):
         raise ParameterError(f"domain must be a dp.Domain (a public box), not {type(domain).__name__}")
+    if domain.leaky:
+        raise ParameterError("counting needs a public box (a preset or one you type); a box fitted "
+                             "to the data would leak its edges into every release of the counts")
     files, fmt = _files(source)
     grid = _grid(domain, cells)
     header = _header(files, fmt)
@@ -65,8 +68,8 @@ def aggregate(source, domain: Domain, cells=DEFAULT_CELLS, *, lon=None, lat=None
         DEFAULT_POINTS_PER_USER if max_points_per_user is None else max_points_per_user)
     names = [header[i] for i in (ilon, ilat)] + ([] if iuser is None else [header[iuser]])
     run = _duckdb if engine == "duckdb" else _dask
-    counts, read, dropped = run(files, fmt, grid, names, k, progress, client=client,
-                                memory_limit=memory_limit)
+    counts, read, dropped, points_hash = run(files, fmt, grid, names, k, progress, client=client,
+                                             memory_limit=memory_limit)
     report = LoadReport(f"{len(files)} {fmt} file{'s' * (len(files) > 1)} ({engine})", read,
                         int(counts.sum()), columns=cols,
                         dropped={why: n for why, n in dropped.items() if n})
@@ -74,20 +77,24 @@ def aggregate(source, domain: Domain, cells=DEFAULT_CELLS, *, lon=None, lat=None
         report.notes.append(f"user-level: at most {k} points per user kept, chosen by a salted hash "
                             "(owner-only information, never released)")
     name = Path(files[0]).stem if len(files) == 1 else f"{len(files)} files"
-    return CountData(counts, domain, points_per_user=k, report=report, name=name)
+    return CountData(counts, domain, points_per_user=k, report=report, name=name,
+                     points_hash=points_hash)
 
 
 def _files(source) -> tuple[list[str], str]:
     """The files `source` names (path, glob or list) and their one format, csv or parquet."""
-    items = [source] if isinstance(source, (str, os.PathLike)) else list(source)
+    pattern = isinstance(source, (str, os.PathLike))
+    items = [os.fspath(source)] if pattern else [os.fspath(f) for f in source]
     files = []
     for item in items:
-        item = os.fspath(item)
-        found = sorted(glob.glob(item)) if glob.has_magic(item) else [item]
+        found = sorted(glob.glob(item)) if pattern and glob.has_magic(item) else [item]
         files += [f for f in found if os.path.isfile(f)]
-        if not found or (not glob.has_magic(item) and not os.path.isfile(item)):
+        if not found or not all(os.path.isfile(f) for f in found[:1]):
             raise DataError(f"no file matches {item!r}: expected an existing CSV or Parquet "
                             "file, a glob such as 'data/*.parquet' or a list of files")
+    if any(glob.has_magic(f) for f in files):     # the engines would expand them once more
+        raise DataError("a file name holds *, ? or [: rename it, the engines would read it as "
+                        "a pattern")
     if not files:
         raise DataError("no files to aggregate: expected a CSV or Parquet file, a glob or a list")
     kinds = {"parquet" if f.lower().endswith(".parquet") else "csv" for f in files}
@@ -130,6 +137,7 @@ def _first_line(e: Exception) -> str:
 # ---------------------------------------------------------------------------------- DuckDB
 BATCH_ROWS = 1 << 20       # rows per batch streamed out of DuckDB: about 16 MB of coordinates
 BLOCK = "64MiB"            # bytes of file per Dask partition: a worker holds a few of them
+UID = "__user__"           # the canonical user id column Dask partitions on
 KEEP, BEYOND_K, NO_ID = 0, 1, 2    # why a row is (not) kept by the per-user bound
 
 
@@ -187,6 +195,7 @@ class _Tally:
         self.grid, self.k = grid, k
         self.counts = np.zeros(grid.shape)
         self.read = self.unusable = self.outside = self.beyond = self.no_id = 0
+        self.hash = np.zeros(3, dtype=np.uint64)      # multiset_hash of every usable point
 
     def add(self, x: np.ndarray, y: np.ndarray, why: np.ndarray | None = None) -> None:
         keep = np.ones(x.size, bool) if why is None else why == KEEP
@@ -194,6 +203,7 @@ class _Tally:
             self.beyond += int(np.count_nonzero(why == BEYOND_K))
             self.no_id += int(np.count_nonzero(why == NO_ID))
         usable = ~(np.isnan(x) | np.isnan(y))
+        self.hash += np.frombuffer(multiset_hash(x[usable], y[usable]), dtype="<u8")   # wraps mod 2^64
         self.unusable += int(np.count_nonzero(keep & ~usable))
         keep &= usable
         inside = keep & self.grid.domain.contains(x, y)
@@ -208,9 +218,9 @@ class _Tally:
             out[NO_USER_ID] = self.no_id
         return out
 
-    def result(self) -> tuple[np.ndarray, int, dict]:
-        """(counts, rows read, rows dropped by reason)."""
-        return self.counts.astype(np.int64), self.read, self.dropped()
+    def result(self) -> tuple[np.ndarray, int, dict, bytes]:
+        """(counts, rows read, rows dropped by reason, the points' hash)."""
+        return self.counts.astype(np.int64), self.read, self.dropped(), self.hash.astype("<u8").tobytes()
 
 
 def _expected_rows(con, files: list[str], fmt: str) -> int:
@@ -245,8 +255,8 @@ def _dask(files, fmt, grid, names, k, progress, *, client=None, **_):
 
     frame = (dd.read_parquet(files, columns=names, split_row_groups="adaptive", blocksize=BLOCK)
              if fmt == "parquet" else dd.read_csv(files, usecols=names, dtype=str, blocksize=BLOCK))
-    if k is not None:
-        frame = frame.shuffle(on=names[2])      # every point of a user in one partition
+    if k is not None:      # the canonical id first: " u1" and "u1" are one user, in one partition
+        frame = frame.assign(**{UID: frame[names[2]].astype("string").str.strip()}).shuffle(on=UID)
     salt = secrets.token_hex(8)
     tasks = [dask.delayed(_count_partition)(part, grid, names, k, salt) for part in frame.to_delayed()]
     cluster = None
@@ -255,13 +265,15 @@ def _dask(files, fmt, grid, names, k, progress, *, client=None, **_):
                                dashboard_address=None)
         client = Client(cluster)
     counts = np.zeros(grid.n_cells, dtype=np.int64)
+    points_hash = np.zeros(3, dtype=np.uint64)
     dropped: dict = {}
     read = 0
     try:
         futures = client.compute(tasks)
         for i, future in enumerate(as_completed(futures), 1):
-            cells, n, rows, why = future.result()
+            cells, n, rows, why, part_hash = future.result()
             counts[cells] += n          # a partition's cells are distinct
+            points_hash += np.frombuffer(part_hash, dtype="<u8")
             read += rows
             for reason, m in why.items():
                 dropped[reason] = dropped.get(reason, 0) + m
@@ -273,11 +285,11 @@ def _dask(files, fmt, grid, names, k, progress, *, client=None, **_):
         if cluster is not None:
             client.close()
             cluster.close()
-    return counts.reshape(grid.gy, grid.gx), read, dropped
+    return counts.reshape(grid.gy, grid.gx), read, dropped, points_hash.astype("<u8").tobytes()
 
 
 def _count_partition(frame, grid: UniformGrid, names, k, salt: str):
-    """(cells, counts, rows read, dropped by reason) of one partition, binned by `_Tally`; with
+    """(cells, counts, rows read, dropped by reason, hash) of one partition, binned by `_Tally`; with
     a user bound each user keeps the k points of smallest salted hash, as in DuckDB."""
     import pandas as pd
 
@@ -285,7 +297,7 @@ def _count_partition(frame, grid: UniformGrid, names, k, salt: str):
     y = pd.to_numeric(frame[names[1]], errors="coerce").to_numpy(np.float64, na_value=np.nan)
     why = None
     if k is not None:
-        uid = frame[names[2]].astype("string").str.strip()
+        uid = frame[UID]
         known = ~(uid.isna() | uid.str.lower().isin(MISSING_IDS)).to_numpy(bool)
         pick = pd.util.hash_pandas_object(pd.DataFrame({"u": uid, "x": x, "y": y}), index=False,
                                           hash_key=salt).to_numpy()
@@ -297,8 +309,7 @@ def _count_partition(frame, grid: UniformGrid, names, k, salt: str):
     tally = _Tally(grid, k)
     for s in range(0, x.size, BATCH_ROWS):      # small temporaries, as for DuckDB's batches
         tally.add(x[s:s + BATCH_ROWS], y[s:s + BATCH_ROWS], None if why is None else why[s:s + BATCH_ROWS])
-    del frame
-    counts, read, dropped = tally.result()
+    counts, read, dropped, points_hash = tally.result()
     flat = counts.ravel()
     cells = np.flatnonzero(flat)
-    return cells, flat[cells], read, dropped
+    return cells, flat[cells], read, dropped, points_hash

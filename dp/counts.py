@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import hashlib
 import io
+import math
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -38,7 +40,8 @@ class CountData:
     user = users = None      # no ids per point: contributions were bounded when counting
 
     def __init__(self, counts, domain: Domain, *, points_per_user: int | None = None,
-                 report: LoadReport | None = None, name: str = "counts"):
+                 report: LoadReport | None = None, name: str = "counts",
+                 points_hash: bytes | None = None):
         if not isinstance(domain, Domain):
             raise DataError(f"counts need the public box they were made over as a dp.Domain, "
                             f"got {type(domain).__name__}")
@@ -64,6 +67,7 @@ class CountData:
         total = int(whole.sum())
         self.report = report or LoadReport("counts", total, total)
         self.name = name
+        self.points_hash = points_hash   # dp.points.multiset_hash of the points counted, if known
         self._sat = None
         self._fingerprint = None
 
@@ -95,7 +99,19 @@ class CountData:
             self._fingerprint = h.hexdigest()
         return self._fingerprint
 
-    coordinates_fingerprint = fingerprint
+    @property
+    def coordinates_fingerprint(self) -> str:
+        """The budget account's key: that of the points counted (as PointData.coordinates_
+        fingerprint gives it, so counting the same files on another grid, or loading them as
+        points, spends from one budget), or the counts' own hash when the points are unknown."""
+        if self.points_hash is None:
+            return self.fingerprint
+        return hashlib.blake2b(b"points" + self.points_hash, digest_size=12).hexdigest()
+
+    @property
+    def finest(self) -> tuple[int, int]:
+        """(columns, rows) of the base grid: no mechanism's grid may be finer (public)."""
+        return self.grid.gx, self.grid.gy
 
     def count_in(self, domain: Domain) -> int:
         """Points inside `domain` (exact for the counts' own box; pro rata at cell level otherwise)."""
@@ -123,8 +139,9 @@ class CountData:
 
     def true_counts(self, rects, domain: Domain | None = None) -> np.ndarray:
         """Counts in each rectangle at cell resolution: whole cells inside count fully, cells the
-        rectangle cuts count in proportion to the area it covers, rounded to whole points.
-        NON-PRIVATE: for the data owner's comparisons only. `domain` clips as for PointData."""
+        rectangle cuts count in proportion to the area it covers (not rounded: one more point
+        moves an answer by at most 1, as a private tuning score assumes). NON-PRIVATE: for the
+        data owner's comparisons only. `domain` clips as for PointData."""
         r = as_rect_array(rects).copy()
         if domain is not None:
             r[:, 0::2] = np.clip(r[:, 0::2], domain.west, domain.east)
@@ -138,41 +155,83 @@ class CountData:
         corner = lambda a, b: _bilinear(self._sat, v[:, b], u[:, a])   # noqa: E731
         total = corner(1, 1) - corner(0, 1) - corner(1, 0) + corner(0, 0)
         empty = (r[:, 2] <= r[:, 0]) | (r[:, 3] <= r[:, 1])
-        return np.where(empty, 0, np.rint(np.maximum(total, 0))).astype(np.int64)
+        return np.where(empty, 0.0, np.maximum(total, 0.0))
 
-    def true_count(self, rect, domain: Domain | None = None) -> int:
+    def true_count(self, rect, domain: Domain | None = None) -> float:
         """Count in one rectangle (see true_counts). NON-PRIVATE: for the data owner only."""
-        return int(self.true_counts(rect, domain)[0])
+        return float(self.true_counts(rect, domain)[0])
 
     def sample(self, k: int, seed: int = 0) -> np.ndarray:
         """No points to show: counts hold none (an empty (0, 2) array for the owner's layer)."""
         return np.zeros((0, 2))
 
     def save(self, path) -> None:
-        """Write the counts, their box and the bound per user to a .npz file (`load_counts`)."""
+        """Write the counts, their box (name and leak flag too), the bound per user and the
+        points' hash to a .npz file (`load_counts`)."""
+        d = self.domain
         np.savez_compressed(path, format=np.array(FORMAT), counts=self.counts,
-                            bounds=np.array(self.domain.bounds, dtype=np.float64),
-                            points_per_user=np.array(self.points_per_user or 0))
+                            bounds=np.array(d.bounds, dtype=np.float64), box_name=np.array(d.name),
+                            leaky=np.array(d.leaky), points_per_user=np.array(self.points_per_user or 0),
+                            points_hash=np.frombuffer(self.points_hash or b"", dtype=np.uint8))
 
 
 def load_counts(source, name: str | None = None) -> CountData:
-    """Read counts saved by `CountData.save` (a path, or the file's bytes) into a CountData."""
-    try:
-        f = io.BytesIO(source) if isinstance(source, (bytes, bytearray)) else Path(source)
-        with np.load(f, allow_pickle=False) as z:
-            if "format" not in z.files or str(z["format"]) != FORMAT:
-                raise ValueError
-            counts, bounds, k = z["counts"], z["bounds"], int(z["points_per_user"])
-    except FileNotFoundError:
-        raise DataError(f"no such file: {source}") from None
-    except (OSError, ValueError, KeyError, EOFError):
-        raise DataError("not a counts file: expected a .npz written by CountData.save (with "
-                        f"format {FORMAT!r}, counts, bounds and points_per_user)") from None
+    """Read counts saved by `CountData.save` (a path, or the file's bytes) into a CountData.
+    Every array's size is read from its header first: a small file cannot unpack into a huge
+    one. The bound per user is what the file declares; the report says so."""
+    f = io.BytesIO(source) if isinstance(source, (bytes, bytearray)) else Path(source)
+    too_big = _read_npz(f, _too_big)
+    if too_big:
+        raise DataError(too_big)
+    counts, bounds, k, box_name, leaky, key = _read_npz(f, _arrays)
     w, s, e, n = (float(b) for b in bounds)
     label = name or (Path(source).stem if not isinstance(source, (bytes, bytearray)) else "counts")
-    return CountData(counts, Domain(w, s, e, n), points_per_user=k or None,
-                     report=LoadReport("counts file", int(counts.sum()), int(counts.sum())),
-                     name=label)
+    total = int(np.asarray(counts).sum())
+    report = LoadReport("counts file", total, total)
+    if k:
+        report.notes.append(f"at most {k} points per user, as the file declares (bounded when the "
+                            "counts were made; not something a counts file lets us check)")
+    return CountData(counts, Domain(w, s, e, n, name=box_name, leaky=leaky), points_per_user=k or None,
+                     report=report, name=label, points_hash=key or None)
+
+
+def _read_npz(f, read):
+    """read(f), with what goes wrong reading a file said in words."""
+    try:
+        return read(f)
+    except FileNotFoundError:
+        raise DataError(f"no such file: {f}") from None
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
+        raise DataError("not a counts file: expected a .npz written by CountData.save (with "
+                        f"format {FORMAT!r}, counts, bounds and points_per_user)") from None
+
+
+def _arrays(f) -> tuple:
+    """(counts, bounds, points per user, box name, leaky, points' hash) of a saved .npz."""
+    with np.load(f, allow_pickle=False) as z:
+        if "format" not in z.files or str(z["format"]) != FORMAT:
+            raise ValueError
+        return (z["counts"], z["bounds"], int(z["points_per_user"]), str(z["box_name"]),
+                bool(z["leaky"]), z["points_hash"].tobytes())
+
+
+def _too_big(f) -> str | None:
+    """Why a .npz's arrays would unpack to more than a base histogram's worth of cells (or into
+    objects), read from their headers alone; None when they would not."""
+    with zipfile.ZipFile(f) as z:
+        for member in z.namelist():
+            with z.open(member) as fh:
+                version = np.lib.format.read_magic(fh)
+                read = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                        else np.lib.format.read_array_header_2_0)
+                shape, _, dtype = read(fh)
+                if dtype.hasobject or math.prod(shape) > MAX_CELLS:
+                    return (f"the counts file holds an array of shape {shape} and type {dtype}: "
+                            f"more than the {MAX_CELLS:,} cells a base histogram may have, or not "
+                            "numbers")
+    if isinstance(f, io.BytesIO):
+        f.seek(0)
+    return None
 
 
 def _centre_cells(base_edges: np.ndarray, edges: np.ndarray) -> np.ndarray:

@@ -246,6 +246,7 @@ class PointData:
 
     kind = "points"      # which mechanisms apply (MechanismSpec.data_kind)
     raw_points = True    # each point's coordinates are here (dp.CountData has only counts)
+    finest = None        # no resolution limit on the grids mechanisms read (dp.CountData has one)
 
     def __init__(self, x, y, user=None, report: LoadReport | None = None, name: str = "points",
                  *, copy: bool = True):

@@ -172,3 +172,32 @@ def test_which_points_a_user_keeps_depends_on_that_user_alone(tmp_path, monkeypa
             kw["client"].close()
     diff = b.counts - a.counts
     assert (diff >= 0).all() and diff.sum() == 4
+
+
+def test_dask_bounds_a_user_whose_id_is_spelled_with_spaces(tmp_path):
+    # " u1", "u1" and "u1 " are one user: one partition, at most k points, as in DuckDB
+    distributed = pytest.importorskip("distributed")
+    rng = np.random.default_rng(6)
+    for i, uid in enumerate(["u1", " u1", "u1 ", "u1", " u1 ", "u1", "u1  ", "  u1"]):
+        pd.DataFrame({"user_id": [uid] * 3, "lon": rng.uniform(BOX.west, BOX.east, 3),
+                      "lat": rng.uniform(BOX.south, BOX.north, 3)}).to_parquet(tmp_path / f"f{i}.parquet")
+    with distributed.Client(processes=False, n_workers=1, dashboard_address=None) as client:
+        c = dp.aggregate(str(tmp_path / "f*.parquet"), BOX, 64, engine="dask", client=client,
+                         max_points_per_user=2)
+    assert c.n == 2 == dp.aggregate(str(tmp_path / "f*.parquet"), BOX, 64, max_points_per_user=2).n
+
+
+def test_the_same_points_counted_twice_spend_from_one_budget(files):
+    folder, df = files
+    pts = dp.PointData(df.longitude.to_numpy(), df.latitude.to_numpy())
+    keys = {dp.aggregate(folder / "points.csv", BOX, cells).coordinates_fingerprint for cells in (64, 256)}
+    keys.add(dp.aggregate(str(folder / "part-*.parquet"), BOX, 128).coordinates_fingerprint)
+    assert keys == {pts.coordinates_fingerprint}
+
+
+def test_a_box_fitted_to_the_data_is_refused(files):
+    folder, df = files
+    with pytest.warns(dp.PrivacyLeakWarning):
+        fitted = dp.fit_to_data(df.longitude, df.latitude)
+    with pytest.raises(dp.ParameterError, match="needs a public box"):
+        dp.aggregate(folder / "points.csv", fitted)

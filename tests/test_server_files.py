@@ -22,8 +22,20 @@ def folder(tmp_path):
 
 def test_paths_and_globs_inside_the_folder_are_found(folder):
     assert [os.path.basename(f) for f in server_files.resolve(folder, "trips/*.parquet")] == ["a.parquet", "b.parquet"]
-    assert server_files.resolve(folder, " points.csv ") == [str(folder / "points.csv")]
-    assert server_files.resolve(folder, "c.npz") == [str(folder / "c.npz")]
+    assert server_files.resolve(folder, " points.csv ") == [str(folder.resolve() / "points.csv")]
+    assert server_files.resolve(folder, "c.npz") == [str(folder.resolve() / "c.npz")]
+
+
+def test_a_second_expansion_cannot_lead_out_of_the_folder(folder, tmp_path):
+    # a folder named "*" holding x.csv beside a symlink to a folder outside: the literal match
+    # must not be expanded again by the engines into the outside folder
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "x.csv").write_text("lon,lat\n0,0\n")
+    (folder / "*").mkdir()
+    (folder / "*" / "x.csv").write_text("lon,lat\n0,0\n")
+    os.symlink(tmp_path / "outside", folder / "linkdir")
+    with pytest.raises(dp.DataError, match="holds \\*, \\? or \\[: rename it"):
+        server_files.resolve(folder, "[*]/x.csv")
 
 
 @pytest.mark.parametrize("text,message", [
@@ -58,5 +70,10 @@ def test_a_count_job_reports_progress_in_thousandths(tmp_path):
     np.savetxt(tmp_path / "p.csv", np.random.default_rng(1).uniform(0, 1, (5000, 2)), delimiter=",",
                header="lon,lat", comments="")
     seen = []
-    counts = server_files.count([str(tmp_path / "p.csv")], box, 64, lambda d, t: seen.append((d, t)), lambda: False)
+    counts = server_files.count([str(tmp_path / "p.csv")], tmp_path, box, 64,
+                                lambda d, t: seen.append((d, t)), lambda: False)
     assert counts.n == 5000 and counts.counts.shape == (64, 64) and seen[-1] == (1000, 1000)
+    (tmp_path / "bad.parquet").write_bytes(b"not parquet")
+    with pytest.raises(dp.DataError) as exc:
+        server_files.count([str(tmp_path / "bad.parquet")], tmp_path, box, 64, lambda d, t: None, lambda: False)
+    assert "bad.parquet could not be read" in str(exc.value) and str(tmp_path) not in str(exc.value)

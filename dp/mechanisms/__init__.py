@@ -48,9 +48,9 @@ def release(name: str, data, domain: Domain, epsilon: float = 1.0, split=None, p
         raise ParameterError("domain must be a dp.Domain (a public box), not "
                              f"{type(domain).__name__}")
     epsilon = positive_finite("epsilon", epsilon)
-    _check_kind(spec, data, domain)
     split = spec.resolve_split(split)
     params = spec.resolve_params(params)
+    check_inputs(spec, data, domain, params)
     k = _points_per_user(spec, data, max_points_per_user)
     extra = _workload(spec, workload)
     rng = make_rng(seed)
@@ -71,9 +71,10 @@ def release(name: str, data, domain: Domain, epsilon: float = 1.0, split=None, p
     return rel
 
 
-def _check_kind(spec: MechanismSpec, data, domain: Domain):
-    """Refuse data of the wrong kind at the boundary, naming what the mechanism takes; counts
-    only for mechanisms that read histograms, and only over the box they were made on."""
+def check_inputs(spec: MechanismSpec, data, domain: Domain, params: dict) -> None:
+    """Refuse, before anything is charged or drawn, data of the wrong kind (naming what the
+    mechanism takes); counts only for mechanisms that read histograms, only over the box they
+    were made on, and only for public settings no finer than their cells."""
     kind = getattr(data, "kind", None)
     if kind != spec.data_kind:
         others = sorted(k for k, s in _REGISTRY.items() if s.data_kind == kind)
@@ -90,6 +91,12 @@ def _check_kind(spec: MechanismSpec, data, domain: Domain):
         if domain.bounds != data.domain.bounds:
             raise DataError(f"these counts were made over the box {data.domain.bounds}; release "
                             f"them over that same box, not {domain.bounds}")
+        finest = spec.finest_grid(domain, params) if spec.finest_grid else None
+        if finest is not None and (finest[0] > data.finest[0] or finest[1] > data.finest[1]):
+            raise ParameterError(f"{spec.label} with these settings reads a {finest[0]} x "
+                                 f"{finest[1]} grid, finer than the counts' {data.finest[0]} x "
+                                 f"{data.finest[1]} cells: choose a coarser setting, or count on "
+                                 "more cells (dp.aggregate(..., cells=...))")
 
 
 def _workload(spec: MechanismSpec, workload) -> dict:

@@ -129,6 +129,10 @@ class MechanismSpec:
     # True when the release reads each point's coordinates, so counts on a grid (dp.CountData,
     # from dp.aggregate) cannot feed it; False when it only reads histograms
     needs_points: bool = False
+    # optional (domain, params) -> (columns, rows) of the finest histogram a release reads with
+    # these public parameters, checked against counts before anything is charged or drawn;
+    # grids sized from the data (a noisy N̂) are capped at the counts' resolution instead
+    finest_grid: Callable | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self):
         if self.unit not in UNITS:

@@ -48,6 +48,17 @@ def heuristic_grid_size(n: int, epsilon: float, c: float = 10.0) -> int:
     return max(1, int(math.floor(math.sqrt(n * epsilon / c) + 0.5)))
 
 
+def capped(g: int, data) -> int:
+    """A grid size chosen from public values or a noisy size, no finer than the data's own
+    resolution (counts on a grid: public; points: no limit)."""
+    return g if data.finest is None else min(g, *data.finest)
+
+
+def square(g: int) -> tuple[int, int]:
+    """(columns, rows) of a g x g grid, for MechanismSpec.finest_grid."""
+    return int(g), int(g)
+
+
 def n_in_domain(data, domain) -> int:
     """N = |D| after the per-record 'drop points outside the domain' rule (spec 000 P12)."""
     return data.count_in(domain)
@@ -81,6 +92,7 @@ IDENTITY = MechanismSpec(
     guarantee=f"ε-differential privacy, {ADD_REMOVE}; integer counts with discrete Laplace noise.",
     params=(Param("grid_size", int, 128, "Cells per side",
                   "Fixed grid resolution; finer grids add noise from more cells.", min=1, max=1024),),
+    finest_grid=lambda domain, p: square(p["grid_size"]),
     release=release_identity)
 
 UNIFORM = MechanismSpec(
@@ -95,7 +107,7 @@ def release_ug(data, domain, epsilon, split, params, rng):
     """Qardaji et al.'s grid sized from a noisy N̂ (ε_size), then noisy counts (ε_counts)."""
     ledger = Ledger()
     n_hat = ledger.noisy_size(rng, n_in_domain(data, domain), epsilon * split[0], "sets the grid size")
-    g = heuristic_grid_size(max(n_hat, 0), epsilon, params["c"])
+    g = capped(heuristic_grid_size(max(n_hat, 0), epsilon, params["c"]), data)
     return _noisy_grid(UG, data, domain, epsilon, split, params, rng, g, epsilon * split[1],
                        ledger=ledger, noisy_n=n_hat)
 
@@ -219,7 +231,7 @@ def release_e2epriv(data, domain, epsilon, split, params, rng):
     else:                      # no size needed at all: its share goes to the counts
         n_hat, eps2 = None, eps2 + eps0
     if auto:
-        G = auto_grid_sizes(n_hat, epsilon)
+        G = auto_grid_sizes(n_hat, epsilon, max_grid=capped(AUTO_MAX_GRID, data))
         what = (f"auto candidates m0·2^(k/2), k = {AUTO_STEPS[0]}..{AUTO_STEPS[-1]}, around "
                 f"m0 = √(N̂·ε/10) = {math.sqrt(max(n_hat, 0) * epsilon / 10):.1f}, at most "
                 f"{AUTO_MAX_GRID}")
@@ -258,6 +270,7 @@ E2EPRIV = MechanismSpec(
                   "absolute-error bound (sensitivity 1; needs a dataset size only for auto candidates).",
                   choices=("rel", "abs"))),
     budget_parts=(SIZE_PART, "grid-size tuning", "counts"), default_split=(SIZE_SHARE, 0.15, 0.80),
+    finest_grid=lambda domain, p: None if p["candidates"] == "auto" else square(max(p["grid_sizes"])),
     release=release_e2epriv)
 
 
@@ -305,13 +318,15 @@ LEAKY = MechanismSpec(
     description="Adds noise to each candidate grid but picks the grid by comparing with true "
                 "answers; an experimental reference from paper 000.",
     guarantee="NOT differentially private: the grid is chosen on the true data.",
-    params=_REF_PARAMS, private=False, unit=NOT_PRIVATE, release=release_leaky)
+    params=_REF_PARAMS, private=False, unit=NOT_PRIVATE, release=release_leaky,
+    finest_grid=lambda domain, p: square(max(p["grid_sizes"])))
 
 BEST_NONPRIV = MechanismSpec(
     name="best_nonpriv", label="Best non-private grid (NOT private)",
     description="The exact histogram at the grid size with the lowest aggregation error: the "
                 "accuracy floor no private method can beat.",
     guarantee="NOT differentially private: exact counts, no noise.",
-    params=_REF_PARAMS, private=False, unit=NOT_PRIVATE, release=release_best_nonpriv)
+    params=_REF_PARAMS, private=False, unit=NOT_PRIVATE, release=release_best_nonpriv,
+    finest_grid=lambda domain, p: square(max(p["grid_sizes"])))
 
 SPECS = (IDENTITY, UNIFORM, UG, E2EPRIV, LEAKY, BEST_NONPRIV)

@@ -65,7 +65,7 @@ from ..errors import ParameterError
 from ..noise import discrete_laplace, discrete_laplace_variance, laplace_real, make_rng
 from ..summed_area import box_sums, summed_area
 from .base import ADD_REMOVE_POINT, MechanismSpec, Param
-from .leaves import LeafRelease, square_base_grid
+from .leaves import LeafRelease, base_shape, square_base_grid
 
 PAPER_EPS_HEIGHT = 1e-4          # [P] Sec. 5.2
 DEFAULT_SPLIT = (0.01, 0.15, 0.84)
@@ -1034,6 +1034,6 @@ HTF = MechanismSpec(
               "small."),
     ),
     budget_parts=("height", "partition", "counts"), default_split=DEFAULT_SPLIT,
-    release=release_htf)
+    finest_grid=base_shape, release=release_htf)
 
 SPECS = (HTF,)

@@ -25,6 +25,13 @@ def square_base_grid(domain: Domain, max_side: int = 1024) -> UniformGrid:
     return UniformGrid(domain, max(1, round(max_side * w / h)), max_side)
 
 
+def base_shape(domain: Domain, params: dict) -> tuple[int, int]:
+    """(columns, rows) of a tree's base grid (`base_cells` on the longer side), for
+    MechanismSpec.finest_grid."""
+    base = square_base_grid(domain, params["base_cells"])
+    return base.gx, base.gy
+
+
 def paint(shape, regions: np.ndarray, values: np.ndarray) -> np.ndarray:
     """Array of `shape` where each region [r0, r1) x [c0, c1) holds its value (regions disjoint).
 

@@ -45,7 +45,7 @@ from ..errors import ParameterError
 from ..noise import count_noise, discrete_laplace_variance, rational_scale
 from ..summed_area import box_sums, summed_area
 from .base import ADD_REMOVE_POINT, MechanismSpec, Param
-from .leaves import LeafRelease, square_base_grid
+from .leaves import LeafRelease, base_shape, square_base_grid
 
 SIZE_PART = "dataset size"
 GUARANTEE_UNIT = (f"ε-differential privacy, unit of privacy: {ADD_REMOVE_POINT} (neighbouring "
@@ -300,7 +300,7 @@ QUADTREE = MechanismSpec(
                   min=0, max=12),
             P_BUDGET),
     budget_parts=(SIZE_PART, "counts"), default_split=(0.05, 0.95),
-    release=release_quadtree)
+    finest_grid=base_shape, release=release_quadtree)
 
 
 # =================================================================================== kd-tree
@@ -412,7 +412,7 @@ KDTREE = MechanismSpec(
                   "rule on a noisy dataset size N̂.", min=0, max=24),
             P_BUDGET),
     budget_parts=(SIZE_PART, "medians", "counts"), default_split=(0.05, 0.15, 0.80),
-    release=release_kdtree)
+    finest_grid=base_shape, release=release_kdtree)
 
 
 # ========================================================================================= AG
@@ -543,7 +543,7 @@ AG = MechanismSpec(
             Param("m1_min", int, 10, "Smallest level-1 grid", "Lower bound on m1 (10 in the "
                   "AG paper).", min=1, max=1024)),
     budget_parts=(SIZE_PART, "level-1 counts", "level-2 counts"), default_split=(0.05, 0.475, 0.475),
-    release=release_ag)
+    finest_grid=base_shape, release=release_ag)
 
 
 # ================================================================================= PrivTree
@@ -633,7 +633,7 @@ PRIVTREE = MechanismSpec(
                   "numbers, so only ⌊θ⌋ matters); larger θ gives fewer, larger leaves. 0 as in "
                   "the PrivTree paper.", min=-1e6, max=1e9)),
     budget_parts=("tree", "counts"), default_split=(0.5, 0.5),
-    release=release_privtree)
+    finest_grid=base_shape, release=release_privtree)
 
 
 SPECS = (AG, QUADTREE, KDTREE, PRIVTREE)

@@ -197,7 +197,7 @@ DAWA = MechanismSpec(
                   "Seed of the public random workload (it never looks at the data).",
                   min=0, max=2**31 - 1)),
     budget_parts=("partition", "counts"), default_split=(0.25, 0.75), workload_aware=True,
-    release=release_dawa)
+    finest_grid=lambda domain, p: (p["base_cells"], p["base_cells"]), release=release_dawa)
 
 SPECS = (DAWA,)
 
