@@ -1,0 +1,92 @@
+"""The shared store: bounded in bytes, a quota per session, and state that crosses processes.
+
+Every test runs against both backends: a folder (FileStore) and Redis (RedisStore, on a
+redis-server this module starts on a free loopback port; skipped if the binary is absent).
+"""
+from __future__ import annotations
+
+import pickle
+import shutil
+import subprocess
+
+import pytest
+
+from components import store
+from helpers import free_port, wait_until
+
+REDIS = shutil.which("redis-server")
+
+
+@pytest.fixture(scope="module")
+def redis_url():
+    """A throwaway redis-server on a free loopback port, without persistence."""
+    if REDIS is None:
+        pytest.skip("redis-server is not installed (Debian: apt-get install redis-server)")
+    import redis
+    port = free_port()
+    proc = subprocess.Popen([REDIS, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                             "--appendonly", "no"], stdout=subprocess.DEVNULL)
+    url = f"redis://127.0.0.1:{port}/0"
+    client = redis.Redis.from_url(url)
+
+    def up():
+        try:
+            return client.ping()
+        except redis.ConnectionError:
+            return False
+    wait_until(up)
+    yield url
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+@pytest.fixture(params=["file", "redis"])
+def config(request, tmp_path):
+    """App settings for a store of each backend, fresh for every test."""
+    if request.param == "redis":
+        url = request.getfixturevalue("redis_url")
+        store.RedisStore(url, 1, 0).clear()
+        return {"redis_url": url}
+    return {"store_dir": str(tmp_path / "store")}
+
+
+def make_store(config: dict, max_bytes: int, front_bytes: int = 10**6) -> store.SessionQuota:
+    if "redis_url" in config:
+        return store.RedisStore(config["redis_url"], max_bytes, front_bytes)
+    return store.FileStore(config["store_dir"], max_bytes, front_bytes)
+
+
+def entry_size(value) -> int:
+    return len(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+
+
+def test_a_session_past_its_byte_quota_drops_its_own_oldest(config):
+    blob = bytes(1000)
+    s = make_store(config, max_bytes=4 * 3 * (entry_size(blob) + 4))   # a session holds 3
+    assert s.set("release:other:1", blob)
+    for i in range(10):
+        assert s.set(f"release:me:{i}", blob)
+    assert [s.get(f"release:me:{i}") is not None for i in range(10)] == [False] * 7 + [True] * 3
+    assert s.get("release:other:1") == blob
+    assert not s.set("dataset:me:huge", bytes(s.session_bytes))      # bigger than a quota: refused
+    assert s.get("release:me:9") == blob                              # and nothing dropped for it
+
+
+def test_the_store_never_holds_more_than_its_bound(config):
+    s = make_store(config, max_bytes=40_000)
+    stored = [i for i in range(100) if s.set(f"release:s{i}:1", bytes(2000))]
+    assert 0 < len(stored) < 100 and s._usage() <= s.max_bytes
+    assert all(s.get(f"release:s{i}:1") is not None for i in stored)   # refused, not evicted
+
+
+def test_the_front_cache_is_bounded_and_never_serves_a_changed_entry(config):
+    one, other = make_store(config, 10**7, front_bytes=5000), make_store(config, 10**7)
+    for i in range(10):
+        one.set(f"release:a:{i}", bytes(1000))
+    assert one.front.used <= 5000 and len(one.front._items) < 10
+    first = one.get("release:a:9")
+    assert one.get("release:a:9") is first                    # a copy kept, not unpickled again
+    other.set("release:a:9", b"changed")                      # another process replaces it
+    assert one.get("release:a:9") == b"changed"
+    other.delete("release:a:9")
+    assert one.get("release:a:9") is None
