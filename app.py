@@ -7,7 +7,7 @@ from pathlib import Path
 from dash import Dash, dcc, html
 
 import dp
-from components import (compare_panel, data_panel, evaluation_panel, export_panel, ids,
+from components import (compare_panel, data_panel, evaluation_panel, export_panel, heavy, ids,
                         interactive_panel, jobs, ledger_panel, map_panel, mechanism_panel,
                         queries_panel, share, state, tour_panel)
 
@@ -15,14 +15,19 @@ DEFAULT_CONFIG = {
     "max_upload_mb": 50.0,
     "tiles_url": "https://tile.openstreetmap.org/{z}/{x}/{y}.png",
     "tiles_attribution": "© OpenStreetMap contributors",
-    "cache_type": "components.state.ObjectCache",
+    "store_dir": None,         # the shared store's folder; None: a temporary one of this app's own
+    "redis_url": None,         # keep the store in Redis instead of a folder (redis://host:port/db)
+    "store_mb": state.DEFAULT_STORE_MB,     # bytes the store holds, its sessions' oldest dropped
+    "memory_mb": state.DEFAULT_MEMORY_MB,   # unpickled copies each process keeps in front of it
+    "heavy_workers": heavy.DEFAULT_WORKERS,  # releases built at once per process
     "accounts_dir": None,      # None: budget accounts in memory; a folder keeps them across restarts
     "default_budget": 10.0,    # total ε per dataset a new account starts with
     "secure_cookies": False,   # mark the session cookie Secure even over HTTP (behind a TLS proxy)
     "eval_workers": jobs.DEFAULT_WORKERS,   # evaluations run at once; more wait for a free worker
     "mechanism": None,         # the mechanism picked at start; None: the recommended one (dp.recommend)
 }
-ACCOUNTS_DIR = Path(__file__).resolve().parent / "instance" / "accounts"
+INSTANCE = Path(__file__).resolve().parent / "instance"
+ACCOUNTS_DIR, STORE_DIR = INSTANCE / "accounts", INSTANCE / "store"
 PANELS = (data_panel, mechanism_panel, map_panel, queries_panel, compare_panel, ledger_panel,
           export_panel, evaluation_panel, interactive_panel, share, tour_panel)
 
@@ -60,6 +65,7 @@ def create_app(config: dict | None = None) -> Dash:
     app = Dash(__name__, title="Private location statistics", suppress_callback_exceptions=True)
     state.init_cache(app.server, config)
     jobs.configure(config["eval_workers"])
+    heavy.configure(config["heavy_workers"])
     state.sample(state.DEFAULT_SAMPLE)   # generate the default sample before the first request
     app.layout = serve_layout(config)
     for panel in PANELS:
@@ -72,6 +78,15 @@ def main(argv=None):
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8050)
     p.add_argument("--debug", action="store_true", help="Dash debug mode (reloader, error pop-ups)")
+    p.add_argument("--heavy-workers", type=int, default=heavy.DEFAULT_WORKERS,
+                   help="releases built at once per worker process; more wait, cheap requests do not")
+    p.add_argument("--store-dir", default=str(STORE_DIR),
+                   help="folder of the store the workers share (ignored with --redis-url)")
+    p.add_argument("--redis-url", help="keep the shared store in Redis, e.g. redis://127.0.0.1:6379/0")
+    p.add_argument("--store-mb", type=float, default=DEFAULT_CONFIG["store_mb"],
+                   help="bytes the shared store holds at most; each session at most a quarter")
+    p.add_argument("--memory-mb", type=float, default=DEFAULT_CONFIG["memory_mb"],
+                   help="unpickled copies of stored objects each worker keeps in memory")
     p.add_argument("--max-upload-mb", type=float, default=DEFAULT_CONFIG["max_upload_mb"])
     p.add_argument("--tiles-url", default=DEFAULT_CONFIG["tiles_url"],
                    help="base map tile URL template; the app works without tiles (offline)")
@@ -87,12 +102,17 @@ def main(argv=None):
                    help="the mechanism picked at start (default: the recommended one, "
                         f"{dp.recommend('points').name})")
     a = p.parse_args(argv)
-    if a.eval_workers < 1:
-        p.error("--eval-workers must be at least 1")
+    for name in ("eval_workers", "heavy_workers"):
+        if getattr(a, name) < 1:
+            p.error(f"--{name.replace('_', '-')} must be at least 1")
+    if a.store_mb <= 0 or a.memory_mb < 0:
+        p.error("--store-mb must be positive and --memory-mb not negative")
     app = create_app({"max_upload_mb": a.max_upload_mb, "tiles_url": a.tiles_url,
                       "accounts_dir": a.accounts_dir, "default_budget": a.default_budget,
                       "secure_cookies": a.secure_cookies, "eval_workers": a.eval_workers,
-                      "mechanism": a.mechanism})
+                      "mechanism": a.mechanism, "heavy_workers": a.heavy_workers,
+                      "store_dir": a.store_dir, "redis_url": a.redis_url,
+                      "store_mb": a.store_mb, "memory_mb": a.memory_mb})
     try:
         app.run(host=a.host, port=a.port, debug=a.debug)
     finally:

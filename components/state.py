@@ -13,30 +13,34 @@ Every release is charged to the session's `dp.Accountant` for its dataset (see `
 
 Cached objects are never changed in place: a release derived from a cached one (an Euler
 release at another consistency stage) is cached under its own entry, next to its release's.
+Everything lives in a store all worker processes share (`components.store`: a folder or
+Redis, bounded in bytes, a quota per session); building a release runs in the bounded pool of
+`components.heavy`, so cheap callbacks are not stuck behind it.
 """
 from __future__ import annotations
 
+import atexit
 import hashlib
 import hmac
 import json
 import os
 import re
 import secrets
+import shutil
+import tempfile
 import threading
-import time
-from collections import OrderedDict
+from contextlib import contextmanager
 from pathlib import Path
 
 import flask
-from flask_caching import Cache
-from flask_caching.backends.simplecache import SimpleCache
 
 import dp
 from dp.samples import REGION_SAMPLES
 
+from . import heavy, store
 from .accounts import AccountStore
 
-cache = Cache()
+cache: store.SessionQuota      # the shared store, made by init_cache
 accounts = AccountStore()
 DEFAULT_SAMPLE = "city_200k"
 TIMEOUT = 4 * 3600
@@ -45,89 +49,40 @@ COOKIE_AGE = 365 * 24 * 3600
 TOKEN_SHAPE = re.compile(r"[A-Za-z0-9_-]{32}\.[0-9a-f]{32}")    # nonce.hmac, ASCII only
 _secret = secrets.token_bytes(32)      # replaced by init_cache
 _secure = False                        # Secure cookies even over plain HTTP (behind a TLS proxy)
-MAX_LIVE = 200               # interactive sessions kept in memory on the whole server
+DEFAULT_STORE_MB = 1024      # bytes the shared store holds (on disk or in Redis)
+DEFAULT_MEMORY_MB = 256      # unpickled copies each worker process keeps in front of it
 LIVE_PER_SESSION = 3         # interactive sessions one browser keeps; its oldest dropped first
 FULL = ("the server is holding as much as it can for other visitors right now; try again in a "
         "while (nothing was charged)")
 _samples: dict = {}          # name -> (PointData, Domain); public, shared by every session
 _sample_by_fp: dict = {}     # fingerprint -> PointData of a sample
-_live: OrderedDict = OrderedDict()   # (sid, token) -> (live object, its lock)
-_live_guard = threading.Lock()
-
-
-class _Passthrough:
-    """Serializer that keeps the object itself: no pickling of large arrays on every get."""
-
-    def dumps(self, value):
-        return value
-
-    def loads(self, value):
-        return value
-
-
-class ObjectCache(SimpleCache):
-    """flask-caching's in-memory SimpleCache holding references instead of pickles, so a 1e6-point
-    upload is not copied per request and keeps its memoised histograms between releases.
-    Cached objects are read-only: nothing is changed in place after it is stored.
-
-    Each session has its own quota (PER_SESSION entries, its oldest dropped first), so one
-    browser filling the cache evicts only its own entries and cannot watch or push out another's.
-    At the global threshold (CACHE_THRESHOLD, hundreds of busy sessions) a session with nothing
-    of its own to drop is refused (`room_for` is False) instead of anyone being evicted.
-    """
-
-    serializer = _Passthrough()
-    PER_SESSION = 64
-
-    def room_for(self, owner: str) -> bool:
-        """True if an entry of `owner` can be stored without evicting anyone else's."""
-        with self._lock:
-            return len(self._cache) < self._threshold or any(_owner(k) == owner for k in self._cache)
-
-    def set(self, key, value, timeout=None):
-        """Store, dropping the owner's own oldest entries past its quota or at the global
-        limit; refuse (False) rather than evict another session's entry."""
-        owner = _owner(key)
-        with self._lock:
-            mine = [k for k in self._cache if k != key and _owner(k) == owner]
-            drop = max(len(mine) - self.PER_SESSION + 1, 0)
-            if key not in self._cache and len(self._cache) - drop >= self._threshold:
-                self._remove_expired(time.time())
-                mine = [k for k in mine if k in self._cache]
-                if len(self._cache) - drop >= self._threshold:
-                    drop += 1
-            if drop > len(mine):
-                return False
-            for k in mine[:drop]:
-                del self._cache[k]
-            self._cache[key] = (self._normalize_timeout(timeout), self.serializer.dumps(value))
-            return True
-
-
-def _owner(key: str) -> str:
-    """The session a cache key belongs to ("kind:session:rest"), or "" for shared entries."""
-    parts = key.split(":", 2)
-    return parts[1] if len(parts) == 3 else ""
 
 
 def init_cache(server, config: dict):
-    """Configure the cache, the budget accounts' store and the session cookie on the server.
+    """Configure the shared store, the budget accounts' store and the session cookie on the server.
 
-    `cache_type` must name ObjectCache or a subclass: its per-session quota and `room_for`
-    are what keep sessions from evicting (or timing) each other's entries."""
-    global accounts, _secret, _secure
-    cache.init_app(server, config={
-        "CACHE_TYPE": config.get("cache_type", "components.state.ObjectCache"),
-        "CACHE_DEFAULT_TIMEOUT": TIMEOUT,
-        "CACHE_THRESHOLD": config.get("cache_threshold", 500 * ObjectCache.PER_SESSION),
-    })
-    if not isinstance(cache.cache, ObjectCache):
-        raise ValueError(f"cache_type must be components.state.ObjectCache or a subclass (it keeps "
-                         f"sessions apart), got {config.get('cache_type')!r}")
+    The store is Redis when `redis_url` is set, else a folder (`store_dir`; None: a temporary
+    folder of this app's own, removed at exit), bounded by `store_mb` on disk and `memory_mb` of
+    unpickled copies per process (see `components.store`)."""
+    global accounts, cache, _secret, _secure
+    max_bytes = int(float(config.get("store_mb", DEFAULT_STORE_MB)) * 2**20)
+    front_bytes = int(float(config.get("memory_mb", DEFAULT_MEMORY_MB)) * 2**20)
+    if config.get("redis_url"):
+        cache = store.RedisStore(config["redis_url"], max_bytes, front_bytes, default_timeout=TIMEOUT)
+    else:
+        folder = config.get("store_dir") or _temporary_folder()
+        cache = store.FileStore(folder, max_bytes, front_bytes, default_timeout=TIMEOUT)
     accounts = AccountStore(config.get("accounts_dir"), config.get("default_budget", 10.0))
     _secret = session_secret(config.get("accounts_dir"))
     _secure = bool(config.get("secure_cookies", False))
     server.after_request(_set_cookie)
+
+
+def _temporary_folder() -> str:
+    """A fresh folder for a store nobody configured (tests, the Python API), removed at exit."""
+    folder = tempfile.mkdtemp(prefix="dp-store-")
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    return folder
 
 
 def session_secret(folder) -> bytes:
@@ -290,9 +245,9 @@ def release(sid: str | None, key: str, create: bool = False):
             raise LookupError("this release is no longer on the server; release again "
                               "(a new draw spends ε again)")
         data = points(sid, fp)
-        if not cache.cache.room_for(sid):
+        if not cache.room_for(sid):
             raise LookupError(FULL)                  # refused before anything is charged
-        rel = accounts.update(sid, account_key(data), lambda acc: acc.release(
+        rel = heavy.run(accounts.update, sid, account_key(data), lambda acc: acc.release(
             mech, data, dp.Domain.from_dict(dom), epsilon=eps, split=split, params=params,
             seed=None if fresh else tag, ref=key, max_points_per_user=k))
         cache.set(ck, rel)
@@ -322,7 +277,7 @@ def staged_release(sid: str | None, key: str, stage: str | None):
         with lock:                            # a second reader waits for the first one's result
             derived = cache.get(entry)
             if derived is None:
-                derived = rel.with_stage(stage)
+                derived = heavy.run(rel.with_stage, stage)
                 cache.set(entry, derived)     # refused when the server is full: not kept, still shown
     finally:
         with _derive_guard:
@@ -349,37 +304,38 @@ def last_release_key(sid: str, info: dict) -> str | None:
 
 
 def check_live_room(sid: str):
-    """Refuse (LookupError) a new live object when the server holds MAX_LIVE of other sessions':
+    """Refuse (LookupError) a new live object when the store is full of other sessions' entries:
     nobody's session is pushed out by another's. A session's own oldest go first."""
-    with _live_guard:
-        if len(_live) >= MAX_LIVE and not any(owner == sid for owner, _ in _live):
-            raise LookupError(FULL)
+    if not cache.room_for(sid):
+        raise LookupError(FULL)
 
 
 def put_live(sid: str, obj) -> str:
     """Keep a mutable, session-owned object (an interactive session) and return its token.
 
-    Live objects are not cache entries: they change as they are used, each under its own lock
-    (see `live`). A session keeps at most LIVE_PER_SESSION; beyond that, or at the server's
-    MAX_LIVE, its own least recently used one is dropped, never another session's.
+    Live objects are store entries of their session, so any worker process can continue them
+    (see `live`). A session keeps at most LIVE_PER_SESSION; beyond that its own least recently
+    used one is dropped, never another session's; a full store refuses (LookupError).
     """
     token = secrets.token_hex(16)
-    with _live_guard:
-        mine = [k for k in _live if k[0] == sid]
-        if len(mine) >= LIVE_PER_SESSION or (len(_live) >= MAX_LIVE and mine):
-            del _live[mine[0]]
-        if len(_live) >= MAX_LIVE:
-            raise LookupError(FULL)
-        _live[(sid, token)] = (obj, threading.Lock())
+    cache.trim(sid, "live", LIVE_PER_SESSION - 1)
+    if not cache.set(f"live:{sid}:{token}", obj):
+        raise LookupError(FULL)
     return token
 
 
+@contextmanager
 def live(sid: str, token: str):
-    """(object, lock) of this session's live object, or LookupError; the caller holds the lock
-    while it changes the object."""
-    with _live_guard:
-        entry = _live.get((sid, token))
-        if entry is None:
+    """This session's live object, held under its lock across processes while the caller
+    changes it, then written back to the store (even after an error: whatever it spent stays
+    spent). LookupError if there is no such object for this session."""
+    key = f"live:{sid}:{token}"
+    with cache.lock(key):
+        obj = cache.get(key)
+        if obj is None:
             raise LookupError("the session expired on the server; start a new one")
-        _live.move_to_end((sid, token))
-    return entry
+        try:
+            yield obj
+        finally:
+            if not cache.set(key, obj):          # never left behind in an older state
+                cache.delete(key)

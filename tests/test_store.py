@@ -2,17 +2,21 @@
 
 Every test runs against both backends: a folder (FileStore) and Redis (RedisStore, on a
 redis-server this module starts on a free loopback port; skipped if the binary is absent).
+Two-process tests start a second app in a spawned process, as a second gunicorn worker would be.
 """
 from __future__ import annotations
 
+import multiprocessing
 import pickle
 import shutil
 import subprocess
+import time
 
 import pytest
 
+import dp
 from components import store
-from helpers import free_port, wait_until
+from helpers import free_port, new_sid, wait_until
 
 REDIS = shutil.which("redis-server")
 
@@ -90,3 +94,59 @@ def test_the_front_cache_is_bounded_and_never_serves_a_changed_entry(config):
     assert one.get("release:a:9") == b"changed"
     other.delete("release:a:9")
     assert one.get("release:a:9") is None
+
+
+def _second_worker(config, sid, commands, replies):
+    """Another worker process: it uploads, starts a job and an interactive object, then answers."""
+    from app import create_app
+    from components import jobs, state
+    create_app({"tiles_url": "http://127.0.0.1:9/{z}/{x}/{y}.png", **config})
+    data = dp.PointData([-0.12, -0.10, -0.11], [51.50, 51.51, 51.52], name="mine.csv")
+    info = state.put_upload(sid, data)
+
+    def job(progress, should_stop):
+        step = 0
+        while not should_stop():
+            step += 1
+            progress(step, 10**6)
+            time.sleep(0.02)
+        return step
+    replies.put((info["fingerprint"], jobs.start(job, owner=sid), state.put_live(sid, {"asked": 0})))
+    while (command := commands.get(timeout=120)) != "exit":
+        with state.live(sid, command) as obj:
+            replies.put(dict(obj))
+
+
+def test_state_crosses_worker_processes(config):
+    from app import create_app
+    from components import jobs, state
+    create_app({"tiles_url": "http://127.0.0.1:9/{z}/{x}/{y}.png", **config})
+    sid, stranger = new_sid(), new_sid()
+    ctx = multiprocessing.get_context("spawn")
+    commands, replies = ctx.Queue(), ctx.Queue()
+    worker = ctx.Process(target=_second_worker, args=(config, sid, commands, replies))
+    worker.start()
+    try:
+        fp, job, token = replies.get(timeout=120)
+        assert state.points(sid, fp).n == 3                       # its upload, read here
+        with pytest.raises(LookupError):
+            state.points(stranger, fp)
+        wait_until(lambda: (jobs.status(job, sid) or {}).get("done", 0) > 0)
+        assert not jobs.status(job, sid)["finished"] and jobs.status(job, stranger) is None
+        jobs.cancel(job, sid)                                     # cancelled from this process
+        wait_until(lambda: jobs.status(job, sid)["finished"])
+        st = jobs.status(job, sid)
+        assert st["finished"] and st["cancelled"] and st["result"] >= 1
+        with state.live(sid, token) as obj:                       # its live object, changed here
+            obj["asked"] += 1
+        with pytest.raises(LookupError):
+            with state.live(stranger, token):
+                pass
+        commands.put(token)
+        assert replies.get(timeout=60) == {"asked": 1}            # and seen there
+    finally:
+        commands.put("exit")
+        worker.join(timeout=60)
+        if worker.is_alive():
+            worker.terminate()
+    assert worker.exitcode == 0
