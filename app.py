@@ -1,8 +1,11 @@
-"""Dash app factory and command line: `python app.py` serves the dashboard on a built-in sample."""
+"""Dash app factory and command line: `python app.py` serves the dashboard on a built-in sample
+with gunicorn (several worker processes sharing one store); `--debug` uses Flask's dev server."""
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
+
+from gunicorn.app.base import BaseApplication
 
 from dash import Dash, dcc, html
 
@@ -28,6 +31,7 @@ DEFAULT_CONFIG = {
 }
 INSTANCE = Path(__file__).resolve().parent / "instance"
 ACCOUNTS_DIR, STORE_DIR = INSTANCE / "accounts", INSTANCE / "store"
+DEFAULT_WORKERS, DEFAULT_THREADS = 3, 8
 PANELS = (data_panel, mechanism_panel, map_panel, queries_panel, compare_panel, ledger_panel,
           export_panel, evaluation_panel, interactive_panel, share, tour_panel)
 
@@ -73,11 +77,42 @@ def create_app(config: dict | None = None) -> Dash:
     return app
 
 
+class Gunicorn(BaseApplication):
+    """gunicorn run from Python: the app is made once before the workers fork (samples, secret
+    and store settings shared), each worker serves it with a pool of request threads."""
+
+    def __init__(self, app, options: dict):
+        self.application, self.options = app, options
+        super().__init__()
+
+    def load_config(self):
+        for name, value in self.options.items():
+            self.cfg.set(name, value)
+
+    def load(self):
+        return self.application
+
+
+def serve(app: Dash, host: str, port: int, workers: int, threads: int):
+    """Serve with gunicorn: `workers` processes of `threads` request threads each."""
+    Gunicorn(app.server, {
+        "bind": f"{host}:{port}", "workers": workers, "threads": threads,
+        "worker_class": "gthread", "timeout": 300, "graceful_timeout": 10,
+        "control_socket_disable": True,
+        "worker_exit": lambda server, worker: jobs.cancel_all(),   # prompt exit of each worker
+    }).run()
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8050)
-    p.add_argument("--debug", action="store_true", help="Dash debug mode (reloader, error pop-ups)")
+    p.add_argument("--debug", action="store_true",
+                   help="Dash debug mode on Flask's dev server (one process, reloader, error pop-ups)")
+    p.add_argument("--workers", type=int, default=DEFAULT_WORKERS,
+                   help="gunicorn worker processes (they share the store)")
+    p.add_argument("--threads", type=int, default=DEFAULT_THREADS,
+                   help="request threads per worker process")
     p.add_argument("--heavy-workers", type=int, default=heavy.DEFAULT_WORKERS,
                    help="releases built at once per worker process; more wait, cheap requests do not")
     p.add_argument("--store-dir", default=str(STORE_DIR),
@@ -102,7 +137,7 @@ def main(argv=None):
                    help="the mechanism picked at start (default: the recommended one, "
                         f"{dp.recommend('points').name})")
     a = p.parse_args(argv)
-    for name in ("eval_workers", "heavy_workers"):
+    for name in ("eval_workers", "workers", "threads", "heavy_workers"):
         if getattr(a, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be at least 1")
     if a.store_mb <= 0 or a.memory_mb < 0:
@@ -114,7 +149,10 @@ def main(argv=None):
                       "store_dir": a.store_dir, "redis_url": a.redis_url,
                       "store_mb": a.store_mb, "memory_mb": a.memory_mb})
     try:
-        app.run(host=a.host, port=a.port, debug=a.debug)
+        if a.debug:
+            app.run(host=a.host, port=a.port, debug=True)
+        else:
+            serve(app, a.host, a.port, a.workers, a.threads)
     finally:
         jobs.cancel_all()          # running evaluations stop at their next step: a prompt exit
 
