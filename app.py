@@ -22,7 +22,7 @@ DEFAULT_CONFIG = {
     "redis_url": None,         # keep the store in Redis instead of a folder (redis://host:port/db)
     "store_mb": state.DEFAULT_STORE_MB,     # bytes the store holds, its sessions' oldest dropped
     "memory_mb": state.DEFAULT_MEMORY_MB,   # unpickled copies each process keeps in front of it
-    "heavy_workers": heavy.DEFAULT_WORKERS,  # releases built at once per process
+    "heavy_workers": heavy.DEFAULT_WORKERS,  # processes building releases; 0: in the request
     "accounts_dir": None,      # None: budget accounts in memory; a folder keeps them across restarts
     "default_budget": 10.0,    # total ε per dataset a new account starts with
     "secure_cookies": False,   # mark the session cookie Secure even over HTTP (behind a TLS proxy)
@@ -31,7 +31,7 @@ DEFAULT_CONFIG = {
 }
 INSTANCE = Path(__file__).resolve().parent / "instance"
 ACCOUNTS_DIR, STORE_DIR = INSTANCE / "accounts", INSTANCE / "store"
-DEFAULT_WORKERS, DEFAULT_THREADS = 3, 8
+DEFAULT_WORKERS, DEFAULT_THREADS, DEFAULT_HEAVY = 3, 8, 1   # gunicorn's defaults on the command line
 PANELS = (data_panel, mechanism_panel, map_panel, queries_panel, compare_panel, ledger_panel,
           export_panel, evaluation_panel, interactive_panel, share, tour_panel)
 
@@ -67,9 +67,12 @@ def create_app(config: dict | None = None) -> Dash:
         raise ValueError(f"unknown mechanism {config['mechanism']!r}; expected one of "
                          f"{', '.join(mechanism_panel.point_mechanisms())}")
     app = Dash(__name__, title="Private location statistics", suppress_callback_exceptions=True)
-    state.init_cache(app.server, config)
+    if config["heavy_workers"] and not config["accounts_dir"]:
+        raise ValueError("heavy_workers needs accounts_dir: budget accounts kept in one process's "
+                         "memory cannot be charged from another")
+    settings = state.init_cache(app.server, config)
     jobs.configure(config["eval_workers"])
-    heavy.configure(config["heavy_workers"])
+    heavy.configure(config["heavy_workers"], state.configure, (settings,))
     state.sample(state.DEFAULT_SAMPLE)   # generate the default sample before the first request
     app.layout = serve_layout(config)
     for panel in PANELS:
@@ -99,7 +102,8 @@ def serve(app: Dash, host: str, port: int, workers: int, threads: int):
         "bind": f"{host}:{port}", "workers": workers, "threads": threads,
         "worker_class": "gthread", "timeout": 300, "graceful_timeout": 10,
         "control_socket_disable": True,
-        "worker_exit": lambda server, worker: jobs.cancel_all(),   # prompt exit of each worker
+        "post_worker_init": lambda worker: heavy.warm(),
+        "worker_exit": lambda server, worker: (jobs.cancel_all(), heavy.shutdown()),   # prompt exit
     }).run()
 
 
@@ -113,8 +117,9 @@ def main(argv=None):
                    help="gunicorn worker processes (they share the store)")
     p.add_argument("--threads", type=int, default=DEFAULT_THREADS,
                    help="request threads per worker process")
-    p.add_argument("--heavy-workers", type=int, default=heavy.DEFAULT_WORKERS,
-                   help="releases built at once per worker process; more wait, cheap requests do not")
+    p.add_argument("--heavy-workers", type=int, default=DEFAULT_HEAVY,
+                   help="processes per worker building releases (more wait, cheap requests do "
+                        "not); 0 builds them in the request thread")
     p.add_argument("--store-dir", default=str(STORE_DIR),
                    help="folder of the store the workers share (ignored with --redis-url)")
     p.add_argument("--redis-url", help="keep the shared store in Redis, e.g. redis://127.0.0.1:6379/0")
@@ -137,9 +142,11 @@ def main(argv=None):
                    help="the mechanism picked at start (default: the recommended one, "
                         f"{dp.recommend('points').name})")
     a = p.parse_args(argv)
-    for name in ("eval_workers", "workers", "threads", "heavy_workers"):
+    for name in ("eval_workers", "workers", "threads"):
         if getattr(a, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be at least 1")
+    if a.heavy_workers < 0:
+        p.error("--heavy-workers must be 0 or more")
     if a.store_mb <= 0 or a.memory_mb < 0:
         p.error("--store-mb must be positive and --memory-mb not negative")
     app = create_app({"max_upload_mb": a.max_upload_mb, "tiles_url": a.tiles_url,

@@ -1,50 +1,76 @@
-"""A bounded pool per process for heavy work (building releases), so cheap callbacks stay fast.
+"""A bounded pool of processes for heavy work (building releases), so cheap callbacks stay fast.
 
-A request that builds a release waits here for one of `max_workers` threads; the other request
-threads of the worker stay free for cheap callbacks (answering a rectangle on a cached release).
-Pool threads run at a lower OS priority (nice), so on a busy machine the CPU goes to the cheap
-requests first and the heavy ones take what is left.
+A request that builds a release hands it to one of `max_workers` processes of its worker's own
+pool and waits; the worker's request threads stay free for cheap callbacks (answering a
+rectangle on a cached release), and the heavy processes, at a lower OS priority (nice), cannot
+hold the request threads' interpreter lock or get the CPU before them. The pool processes reach
+the same shared store and budget accounts as the workers (their `initializer`). With 0 workers
+heavy work runs in the calling thread (one process: tests, the Python API, the dev server).
 """
 from __future__ import annotations
 
+import multiprocessing
 import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor
 
-DEFAULT_WORKERS = 1
+DEFAULT_WORKERS = 0
 NICE = 10
 
 _lock = threading.Lock()
 _workers = DEFAULT_WORKERS
-_pool: ThreadPoolExecutor | None = None      # made on first use, so never before a fork
+_setup: tuple = (None, ())
+_pool: ProcessPoolExecutor | None = None      # made on first use, so never before a fork
 
 
-def lower_priority():
-    """Lower this thread's scheduling priority (Linux: a thread has its own nice value)."""
-    try:
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), NICE)
-    except (AttributeError, OSError):      # not Linux, or not allowed: run at normal priority
-        pass
+def _start(initializer, initargs):
+    """A pool process: a lower priority than the request threads, then the caller's set-up."""
+    os.nice(NICE)
+    if initializer is not None:
+        initializer(*initargs)
 
 
-def configure(max_workers: int = DEFAULT_WORKERS) -> None:
-    """Set how many heavy tasks run at once in this process; an earlier pool finishes its tasks."""
-    global _pool, _workers
-    if int(max_workers) < 1:
-        raise ValueError(f"heavy workers must be at least 1, got {max_workers!r}")
+def configure(max_workers: int = DEFAULT_WORKERS, initializer=None, initargs=()) -> None:
+    """Set how many heavy tasks run at once in this process's pool, and how a pool process
+    sets itself up; an earlier pool finishes the tasks it has."""
+    global _workers, _setup
+    if int(max_workers) < 0:
+        raise ValueError(f"heavy workers must be 0 or more, got {max_workers!r}")
+    shutdown()
     with _lock:
-        if _pool is not None:
-            _pool.shutdown(wait=False)
-            _pool = None
-        _workers = int(max_workers)
+        _workers, _setup = int(max_workers), (initializer, initargs)
 
 
-def run(fn, *args, **kwargs):
-    """fn(*args, **kwargs) on a pool thread; waits for its result (or its exception)."""
+def shutdown() -> None:
+    """Let this process's pool finish its running tasks and go (a new one is made when needed)."""
     global _pool
     with _lock:
-        if _pool is None:
-            _pool = ThreadPoolExecutor(max_workers=_workers, thread_name_prefix="heavy",
-                                       initializer=lower_priority)
-        future = _pool.submit(fn, *args, **kwargs)
-    return future.result()
+        if _pool is not None:
+            _pool.shutdown(wait=False, cancel_futures=True)
+            _pool = None
+
+
+def _current() -> ProcessPoolExecutor | None:
+    """This process's pool, made on first use (None with 0 workers)."""
+    global _pool
+    with _lock:
+        if _workers and _pool is None:
+            _pool = ProcessPoolExecutor(max_workers=_workers, initializer=_start, initargs=_setup,
+                                        mp_context=multiprocessing.get_context("spawn"))
+        return _pool
+
+
+def warm() -> None:
+    """Start the pool's processes now, without waiting (a worker just booted): the first
+    release then does not wait for them to start."""
+    pool = _current()
+    if pool is not None:
+        for _ in range(_workers):
+            pool.submit(os.getpid)
+
+
+def run(fn, *args):
+    """fn(*args) in a pool process (fn and args picklable), or inline with 0 workers; waits for
+    its result (or its exception)."""
+    pool = _current()
+    return fn(*args) if pool is None else pool.submit(fn, *args).result()

@@ -4,7 +4,7 @@ At most `max_workers` jobs run at once in each process (the app's `eval_workers`
 default); a job waiting for a free worker reports itself as queued, and the page says so. A job
 runs in the worker process that got its start request, but its state (queued, progress,
 result, a cancellation request) is an entry of the shared store (`state.cache`), so any worker
-can report or cancel it. Pool threads run at a lower OS priority, like `heavy`'s.
+can report or cancel it.
 
 A job belongs to the browser session that started it: its key names the session, so any other
 session asking for it gets nothing, as if it did not exist. Finished results also go to the
@@ -17,7 +17,7 @@ import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 
-from . import heavy, state
+from . import state
 
 DEFAULT_WORKERS = 2
 PROGRESS_EVERY = 0.5          # seconds between progress writes (and cancellation checks) of a job
@@ -49,8 +49,7 @@ def _executor() -> ThreadPoolExecutor:
     """The pool (call with _lock held)."""
     global _pool
     if _pool is None:
-        _pool = ThreadPoolExecutor(max_workers=_workers, thread_name_prefix="eval-job",
-                                   initializer=heavy.lower_priority)
+        _pool = ThreadPoolExecutor(max_workers=_workers, thread_name_prefix="eval-job")
     return _pool
 
 

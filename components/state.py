@@ -58,24 +58,32 @@ _samples: dict = {}          # name -> (PointData, Domain); public, shared by ev
 _sample_by_fp: dict = {}     # fingerprint -> PointData of a sample
 
 
-def init_cache(server, config: dict):
-    """Configure the shared store, the budget accounts' store and the session cookie on the server.
+def init_cache(server, config: dict) -> dict:
+    """Configure the shared store, the budget accounts and the session cookie on the server;
+    returns the settings a heavy-pool process needs to reach the same store (`configure`)."""
+    global _secret, _secure
+    settings = configure({**config, "store_dir": config.get("store_dir") or _temporary_folder()})
+    _secret = session_secret(config.get("accounts_dir"))
+    _secure = bool(config.get("secure_cookies", False))
+    server.after_request(_set_cookie)
+    return settings
 
-    The store is Redis when `redis_url` is set, else a folder (`store_dir`; None: a temporary
-    folder of this app's own, removed at exit), bounded by `store_mb` on disk and `memory_mb` of
-    unpickled copies per process (see `components.store`)."""
-    global accounts, cache, _secret, _secure
+
+def configure(config: dict) -> dict:
+    """Open the shared store and the budget accounts of these settings in this process.
+
+    The store is Redis when `redis_url` is set, else the folder `store_dir`, bounded by
+    `store_mb` and `memory_mb` of unpickled copies per process (see `components.store`)."""
+    global accounts, cache
     max_bytes = int(float(config.get("store_mb", DEFAULT_STORE_MB)) * 2**20)
     front_bytes = int(float(config.get("memory_mb", DEFAULT_MEMORY_MB)) * 2**20)
     if config.get("redis_url"):
         cache = store.RedisStore(config["redis_url"], max_bytes, front_bytes, default_timeout=TIMEOUT)
     else:
-        folder = config.get("store_dir") or _temporary_folder()
-        cache = store.FileStore(folder, max_bytes, front_bytes, default_timeout=TIMEOUT)
+        cache = store.FileStore(config["store_dir"], max_bytes, front_bytes, default_timeout=TIMEOUT)
     accounts = AccountStore(config.get("accounts_dir"), config.get("default_budget", 10.0))
-    _secret = session_secret(config.get("accounts_dir"))
-    _secure = bool(config.get("secure_cookies", False))
-    server.after_request(_set_cookie)
+    return {k: config.get(k) for k in ("redis_url", "store_dir", "store_mb", "memory_mb",
+                                       "accounts_dir", "default_budget") if k in config}
 
 
 def _temporary_folder() -> str:
@@ -239,19 +247,47 @@ def release(sid: str | None, key: str, create: bool = False):
     ck = _release_entry(sid, key)
     rel = cache.get(ck)
     if rel is None:
-        fp, dom, mech, params, split, eps, tag, k = json.loads(key)
-        fresh = isinstance(tag, str)
-        if fresh and not create:
+        fp, tag = json.loads(key)[0], json.loads(key)[6]
+        if isinstance(tag, str) and not create:
             raise LookupError("this release is no longer on the server; release again "
                               "(a new draw spends ε again)")
-        data = points(sid, fp)
+        points(sid, fp)
         if not cache.room_for(sid):
             raise LookupError(FULL)                  # refused before anything is charged
-        rel = heavy.run(accounts.update, sid, account_key(data), lambda acc: acc.release(
-            mech, data, dp.Domain.from_dict(dom), epsilon=eps, split=split, params=params,
-            seed=None if fresh else tag, ref=key, max_points_per_user=k))
-        cache.set(ck, rel)
+        rel = heavy_call(_build_release, sid, key) or cache.get(ck)
+        if rel is None:
+            raise LookupError(FULL)
     return rel
+
+
+def heavy_call(fn, *args):
+    """fn(*args) in the heavy pool (`components.heavy`), in a process that has made the same
+    built-in samples as this one (their fingerprints then name the same public data)."""
+    return heavy.run(_with_samples, sorted(_samples), fn, *args)
+
+
+def _with_samples(names: list, fn, *args):
+    for name in names:
+        sample(name)
+    return fn(*args)
+
+
+def _build_release(sid: str, key: str):
+    """Charge and build the release of a key and store it (in a heavy-pool process, or inline);
+    returns it only when the store refused it (else the caller reads it from the store)."""
+    fp, dom, mech, params, split, eps, tag, k = json.loads(key)
+    data = points(sid, fp)
+    rel = accounts.update(sid, account_key(data), lambda acc: acc.release(
+        mech, data, dp.Domain.from_dict(dom), epsilon=eps, split=split, params=params,
+        seed=None if isinstance(tag, str) else tag, ref=key, max_points_per_user=k))
+    return None if cache.set(_release_entry(sid, key), rel) else rel
+
+
+def _build_stage(sid: str, key: str, stage: str):
+    """Derive and store a release at another Euler stage (in a heavy-pool process, or inline);
+    returns it only when the store refused it."""
+    derived = release(sid, key).with_stage(stage)
+    return None if cache.set(f"{_release_entry(sid, key)}:stage={stage}", derived) else derived
 
 
 _derive_guard = threading.Lock()
@@ -276,9 +312,8 @@ def staged_release(sid: str | None, key: str, stage: str | None):
     try:
         with lock:                            # a second reader waits for the first one's result
             derived = cache.get(entry)
-            if derived is None:
-                derived = heavy.run(rel.with_stage, stage)
-                cache.set(entry, derived)     # refused when the server is full: not kept, still shown
+            if derived is None:               # refused when the server is full: not kept, still shown
+                derived = heavy_call(_build_stage, sid, key, stage) or cache.get(entry)
     finally:
         with _derive_guard:
             lock, readers = _deriving[entry]

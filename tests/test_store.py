@@ -7,6 +7,7 @@ Two-process tests start a second app in a spawned process, as a second gunicorn 
 from __future__ import annotations
 
 import multiprocessing
+import os
 import pickle
 import shutil
 import subprocess
@@ -150,3 +151,25 @@ def test_state_crosses_worker_processes(config):
         if worker.is_alive():
             worker.terminate()
     assert worker.exitcode == 0
+
+
+def test_releases_and_map_layers_are_built_in_a_heavy_pool_process(config, tmp_path):
+    from app import create_app
+    from components import heavy, map_panel, state
+    create_app({"tiles_url": "http://127.0.0.1:9/{z}/{x}/{y}.png", "heavy_workers": 1,
+                "accounts_dir": str(tmp_path / "accounts"), **config})
+    try:
+        sid = new_sid()
+        assert state.heavy_call(os.getpid) != os.getpid()           # another process
+        info = state.use_sample(sid, "small_city_5k")
+        domain = dp.load_sample("small_city_5k")[1]
+        key = state.release_key(info["fingerprint"], domain, "ug", {}, [0.05, 0.95], 0.5, None)
+        rel = state.release(sid, key, create=True)                  # charged there, stored, read here
+        assert state.release(sid, key) is rel and rel.private
+        assert state.account(sid, info["account"]).spent == pytest.approx(0.5)
+        children, _, _, box = state.heavy_call(map_panel.layers, sid, key, "private", None, None, 0, [], [])
+        assert children and box == rel.domain
+        with pytest.raises(LookupError):                            # another session: nothing
+            state.heavy_call(map_panel.layers, new_sid(), key, "private", None, None, 0, [], [])
+    finally:
+        heavy.configure(0)
