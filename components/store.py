@@ -6,12 +6,14 @@ the store's byte bound a session with too little of its own to drop is refused (
 False) instead of anyone else being evicted, so one browser can never push out, read or time
 another's entries. Two backends: a folder (flask-caching's FileSystemCache, one sub-folder per
 session) and Redis. In front of either sits a small per-process copy (`FrontCache`), so a
-release or a dataset is unpickled once per worker, not on every request.
+release is unpickled once per worker, not on every request; a dataset's point arrays are
+memory-mapped from the folder store (one copy in the page cache for every worker).
 """
 from __future__ import annotations
 
 import fcntl
 import hashlib
+import mmap
 import os
 import pickle
 import struct
@@ -28,6 +30,10 @@ SESSION_SHARE = 4        # a session may hold up to 1/SESSION_SHARE of the store
 PER_SESSION = 64         # and at most this many entries
 LOCK_STRIPES = 64        # per-key locks (jobs, interactive sessions) share this many lock files
 LOCK_TIMEOUT = 120       # seconds a Redis lock is held at most (a crashed worker's lock expires)
+OUT_OF_BAND_BYTES = 1 << 20   # a dataset's arrays this large are stored apart and memory-mapped
+ALIGN = 64
+HEAD = "IIQ"                  # a stored file starts with: expiry, buffer count, pickle length
+HEADER = struct.calcsize(HEAD)
 
 
 def owner(key: str) -> str:
@@ -82,8 +88,8 @@ class FrontCache:
 class SessionQuota:
     """The policy both backends share: per-session quotas, a byte bound, refusal, the front cache.
 
-    A backend supplies: `_version(key)`, `_load(key)` -> (bytes, version), `_write(key, blob,
-    timeout)` -> version, `_remove(key)`, `_own(owner)` -> [(handle, kind, bytes)] oldest first,
+    A backend supplies: `_version(key)`, `_load(key)` -> (value, bytes in memory, version),
+    `_write(key, (pickle, buffers), timeout)` -> version, `_remove(key)`, `_own(owner)` -> [(handle, kind, bytes)] oldest first,
     `_drop(handle)`, `_usage()` (bytes held), `_purge_expired()`, `_guard()` (a lock across
     processes around changes of sizes) and `lock(key)` (a lock across processes for one key).
     """
@@ -103,9 +109,8 @@ class SessionQuota:
             loaded = self._load(key)
             if loaded is None:
                 return None
-            blob, version = loaded
-            value = pickle.loads(blob)
-            self.front.put(key, version, value, len(blob))
+            value, nbytes, version = loaded
+            self.front.put(key, version, value, nbytes)
         return value
 
     def has(self, key: str) -> bool:
@@ -121,8 +126,8 @@ class SessionQuota:
     def set(self, key: str, value, timeout=None) -> bool:
         """Store, dropping the owner's own oldest entries past its quota or at the store's bound;
         refuse (False) rather than evict another session's entry."""
-        blob = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
-        who, n = owner(key), len(blob)
+        payload, n = self._dumps(key, value)
+        who = owner(key)
         if n > self.session_bytes:
             return False
         with self._guard():
@@ -147,9 +152,14 @@ class SessionQuota:
                     return False
             for handle, _, _ in mine[:drop]:
                 self._drop(handle)
-            version = self._write(key, blob, timeout)
-        self.front.put(key, version, value, n)
+            version = self._write(key, payload, timeout)
+        self.front.put(key, version, value, len(payload[0]))
         return True
+
+    def _dumps(self, key: str, value) -> tuple:
+        """((pickle, out-of-band buffers), bytes in all): everything in the pickle here."""
+        blob = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+        return (blob, []), len(blob)
 
     def delete(self, key: str) -> bool:
         self.front.drop(key)
@@ -216,24 +226,61 @@ class FileStore(SessionQuota, FileSystemCache):
         except (FileNotFoundError, struct.error):
             return None
 
+    def _dumps(self, key: str, value) -> tuple:
+        """A dataset's large arrays go out of band, after the pickle in the same file, so a
+        worker reads them memory-mapped (shared page cache, no copy) instead of unpickling them."""
+        buffers = []
+
+        def out_of_band(buf: pickle.PickleBuffer) -> bool:
+            try:
+                raw = buf.raw()
+            except BufferError:            # not contiguous: in the pickle
+                return True
+            if raw.nbytes < OUT_OF_BAND_BYTES or kind(key) != "dataset":
+                return True
+            buffers.append(raw)
+            return False
+        blob = pickle.dumps(value, protocol=5, buffer_callback=out_of_band)
+        size = HEADER + 8 * len(buffers) + len(blob) + sum(ALIGN + b.nbytes for b in buffers)
+        return (blob, buffers), size      # as much as the file takes, at most
+
     def _load(self, key: str):
+        """(value, bytes it holds in memory, version); out-of-band arrays are read-only views of
+        a memory map of the file (it stays valid even if the entry is replaced or dropped)."""
         try:
             with open(self._get_filename(key), "rb") as fh:
-                if self._read_header(fh) is None:
+                expires, n_buffers, n_pickle = struct.unpack(HEAD, fh.read(HEADER))
+                if expires != 0 and expires < time.time():
                     return None
                 st = os.fstat(fh.fileno())
-                return fh.read(), (st.st_ino, st.st_mtime_ns, st.st_size)
+                sizes = struct.unpack(f"{n_buffers}Q", fh.read(8 * n_buffers))
+                blob = fh.read(n_pickle)
+                buffers = []
+                if n_buffers:
+                    view, at = memoryview(mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)), fh.tell()
+                    for size in sizes:
+                        at += -at % ALIGN
+                        buffers.append(view[at:at + size])
+                        at += size
+                return (pickle.loads(blob, buffers=buffers), len(blob),
+                        (st.st_ino, st.st_mtime_ns, st.st_size))
         except (FileNotFoundError, struct.error):
             return None
 
-    def _write(self, key: str, blob: bytes, timeout):
-        """Written whole to a temporary file, then renamed: a reader never sees half an entry."""
+    def _write(self, key: str, payload: tuple, timeout):
+        """Written whole to a temporary file, then renamed: a reader never sees half an entry.
+        Layout: expiry, buffer count, pickle length, buffer lengths, pickle, aligned buffers."""
+        blob, buffers = payload
         path = Path(self._get_filename(key))
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(suffix=self._fs_transaction_suffix, dir=path.parent)
         with os.fdopen(fd, "wb") as fh:
-            fh.write(struct.pack("I", self._normalize_timeout(timeout)))
+            fh.write(struct.pack(HEAD, self._normalize_timeout(timeout), len(buffers), len(blob)))
+            fh.write(struct.pack(f"{len(buffers)}Q", *(b.nbytes for b in buffers)))
             fh.write(blob)
+            for b in buffers:
+                fh.write(bytes(-fh.tell() % ALIGN))
+                fh.write(b)
         os.replace(tmp, path)
         st = path.stat()
         return st.st_ino, st.st_mtime_ns, st.st_size
@@ -331,9 +378,10 @@ class RedisStore(SessionQuota):
 
     def _load(self, key: str):
         blob, version = self.r.hmget(self._entry(key), "b", "v")
-        return None if blob is None else (blob, version)
+        return None if blob is None else (pickle.loads(blob), len(blob), version)
 
-    def _write(self, key: str, blob: bytes, timeout):
+    def _write(self, key: str, payload: tuple, timeout):
+        blob = payload[0]
         version = os.urandom(8).hex().encode()
         ttl = self.default_timeout if timeout is None else int(timeout)
         who = owner(key)

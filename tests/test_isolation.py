@@ -15,6 +15,7 @@ import pytest
 import dp
 from app import create_app
 from components import evaluation_panel, ids, jobs, state, store
+from helpers import wait_until
 
 CSV = b"lon,lat\n-0.12,51.50\n-0.10,51.51\n-0.13,51.49\n-0.11,51.52\n"
 
@@ -97,6 +98,7 @@ def test_forged_keys_reach_only_the_forgers_own_entries(server, recorder):
     assert own.status_code == 200 and "This release" in own.get_data(as_text=True)
     assert "Done" in json.dumps(poll_request(client_a, {"id": job, "cache_key": cfg_key}).get_json())
 
+    wait_until(lambda: jobs.status(job, a)["finished"])   # A's job thread reads no more
     recorder.clear()
     unused = {"fresh": state.release_key(fp, domain, "ug", {}, [0.05, 0.95], 1.0, None),
               "demo": state.release_key(fp, domain, "ug", {}, [0.05, 0.95], 1.0, 8)}  # keys nobody used
@@ -117,7 +119,7 @@ def test_forged_keys_reach_only_the_forgers_own_entries(server, recorder):
     assert jobs.status(job, a) is not None
     assert state.account(b, fp).spent == 0 and state.account(a, fp).spent == pytest.approx(2.0)
     # every cache read B caused stayed in B's namespace: no hit, no miss, no timing on A's entries
-    assert b_reads and all(f":{a}:" not in key for key, _ in b_reads)
+    assert b_reads and all(f":{a}:" not in key for key, _ in b_reads), [k for k, _ in b_reads if f":{a}:" in k]
     assert not any(hit for _, hit in b_reads)
 
 
@@ -164,7 +166,7 @@ def test_one_session_filling_the_cache_evicts_only_its_own_entries(server):
 
 def test_a_full_cache_refuses_newcomers_instead_of_evicting_others(tmp_path):
     blob = bytes(900)
-    entry = len(pickle.dumps(blob, protocol=pickle.HIGHEST_PROTOCOL)) + 4   # with its header
+    entry = len(pickle.dumps(blob, protocol=pickle.HIGHEST_PROTOCOL)) + store.HEADER
     small = store.FileStore(tmp_path, max_bytes=4 * entry, front_bytes=10_000)   # 4 entries
     assert small.set("release:a:1", blob) and small.set("dataset:b:1", blob)
     assert small.set("release:c:1", blob) and small.set("release:d:1", blob)   # full now

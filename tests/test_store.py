@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-import pickle
 import shutil
 import subprocess
 import time
 
+import numpy as np
 import pytest
 
 import dp
@@ -61,13 +61,18 @@ def make_store(config: dict, max_bytes: int, front_bytes: int = 10**6) -> store.
     return store.FileStore(config["store_dir"], max_bytes, front_bytes)
 
 
-def entry_size(value) -> int:
-    return len(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+def entry_bytes(config, value) -> int:
+    """What one entry of this value takes in the store (its pickle and the backend's header)."""
+    probe = make_store(config, 10**9)
+    probe.set("release:probe:1", value)
+    n = probe._usage()
+    probe.delete("release:probe:1")
+    return n
 
 
 def test_a_session_past_its_byte_quota_drops_its_own_oldest(config):
     blob = bytes(1000)
-    s = make_store(config, max_bytes=4 * 3 * (entry_size(blob) + 4))   # a session holds 3
+    s = make_store(config, max_bytes=4 * 3 * entry_bytes(config, blob))   # a session holds 3
     assert s.set("release:other:1", blob)
     for i in range(10):
         assert s.set(f"release:me:{i}", blob)
@@ -95,6 +100,16 @@ def test_the_front_cache_is_bounded_and_never_serves_a_changed_entry(config):
     assert one.get("release:a:9") == b"changed"
     other.delete("release:a:9")
     assert one.get("release:a:9") is None
+
+
+def test_a_dataset_is_read_memory_mapped_by_another_process(tmp_path):
+    data = dp.PointData(np.linspace(0, 1, 300_000), np.linspace(1, 2, 300_000), name="big.csv")
+    store.FileStore(tmp_path, 10**9, 10**9).set("dataset:me:big", data)
+    other = store.FileStore(tmp_path, 10**9, 10**9).get("dataset:me:big")   # another worker
+    assert other.fingerprint == data.fingerprint and np.array_equal(other.x, data.x)
+    assert not other.x.flags.writeable and not other.x.flags.owndata      # a view of the map
+    rel = dp.release("ug", other, dp.Domain(0, 1, 1, 2), epsilon=1.0, seed=1)
+    assert rel.counts.sum() > 0
 
 
 def _second_worker(config, sid, commands, replies):
