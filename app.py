@@ -11,7 +11,7 @@ from dash import Dash, dcc, html
 
 import dp
 from components import (compare_panel, data_panel, evaluation_panel, export_panel, heavy, ids,
-                        interactive_panel, jobs, ledger_panel, map_panel, mechanism_panel,
+                        interactive_panel, jobs, ledger_panel, map_panel, mechanism_panel, memory,
                         queries_panel, share, state, tour_panel)
 
 DEFAULT_CONFIG = {
@@ -149,6 +149,7 @@ def main(argv=None):
         p.error("--heavy-workers must be 0 or more")
     if a.store_mb <= 0 or a.memory_mb < 0:
         p.error("--store-mb must be positive and --memory-mb not negative")
+    memory.keep_flat()
     app = create_app({"max_upload_mb": a.max_upload_mb, "tiles_url": a.tiles_url,
                       "accounts_dir": a.accounts_dir, "default_budget": a.default_budget,
                       "secure_cookies": a.secure_cookies, "eval_workers": a.eval_workers,

@@ -50,7 +50,7 @@ TOKEN_SHAPE = re.compile(r"[A-Za-z0-9_-]{32}\.[0-9a-f]{32}")    # nonce.hmac, AS
 _secret = secrets.token_bytes(32)      # replaced by init_cache
 _secure = False                        # Secure cookies even over plain HTTP (behind a TLS proxy)
 DEFAULT_STORE_MB = 1024      # bytes the shared store holds (on disk or in Redis)
-DEFAULT_MEMORY_MB = 256      # unpickled copies each worker process keeps in front of it
+DEFAULT_MEMORY_MB = 128      # unpickled copies each worker process keeps in front of it
 LIVE_PER_SESSION = 3         # interactive sessions one browser keeps; its oldest dropped first
 FULL = ("the server is holding as much as it can for other visitors right now; try again in a "
         "while (nothing was charged)")
