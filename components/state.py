@@ -20,10 +20,12 @@ Redis, bounded in bytes, a quota per session); building a release runs in the bo
 from __future__ import annotations
 
 import atexit
+import copyreg
 import hashlib
 import hmac
 import json
 import os
+import pickle
 import re
 import secrets
 import shutil
@@ -56,6 +58,21 @@ FULL = ("the server is holding as much as it can for other visitors right now; t
         "while (nothing was charged)")
 _samples: dict = {}          # name -> (PointData, Domain); public, shared by every session
 _sample_by_fp: dict = {}     # fingerprint -> PointData of a sample
+
+
+def _registered_spec(name: str):
+    return dp.mechanisms()[name]
+
+
+def _reduce_spec(spec):
+    """Pickle a registered mechanism spec as its name (releases refer to their spec, and a spec
+    holds functions that do not pickle); any other spec as usual."""
+    if dp.mechanisms().get(spec.name) is spec:
+        return _registered_spec, (spec.name,)
+    return spec.__reduce_ex__(pickle.HIGHEST_PROTOCOL)
+
+
+copyreg.pickle(dp.MechanismSpec, _reduce_spec)
 
 
 def init_cache(server, config: dict) -> dict:

@@ -188,3 +188,16 @@ def test_releases_and_map_layers_are_built_in_a_heavy_pool_process(config, tmp_p
             state.heavy_call(map_panel.layers, new_sid(), key, "private", None, None, 0, [], [])
     finally:
         heavy.configure(0)
+
+
+def test_every_mechanisms_release_goes_through_the_store(tmp_path):
+    from components import state  # noqa: F401  (registers how releases' specs pickle)
+    points, regions = dp.load_sample("small_city_5k"), dp.load_region_sample("home_ranges_3k")
+    one, other = store.FileStore(tmp_path, 10**9, 10**9), store.FileStore(tmp_path, 10**9, 0)
+    for name, spec in dp.mechanisms().items():
+        data, domain = regions if spec.data_kind == "regions" else points
+        rel = dp.release(name, data, domain, epsilon=1.0, seed=1)
+        assert one.set(f"release:me:{name}", rel), name
+        back = other.get(f"release:me:{name}")               # unpickled by another worker
+        rect = dp.Rect(*domain.bounds)
+        assert back.spec is rel.spec and back.answer(rect) == rel.answer(rect), name
