@@ -1,21 +1,28 @@
-"""Dash app factory and command line: `python app.py` serves the dashboard on a built-in sample."""
+"""Dash app factory and command line: `python app.py` serves the dashboard on a built-in sample
+with gunicorn (several worker processes sharing one store); `--debug` uses Flask's dev server."""
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
+from gunicorn.app.base import BaseApplication
+
 from dash import Dash, dcc, html
 
 import dp
-from components import (compare_panel, data_panel, evaluation_panel, export_panel, ids,
-                        interactive_panel, jobs, ledger_panel, map_panel, mechanism_panel,
+from components import (compare_panel, data_panel, evaluation_panel, export_panel, heavy, ids,
+                        interactive_panel, jobs, ledger_panel, map_panel, mechanism_panel, memory,
                         queries_panel, server_files, share, state, tour_panel)
 
 DEFAULT_CONFIG = {
     "max_upload_mb": 50.0,
     "tiles_url": "https://tile.openstreetmap.org/{z}/{x}/{y}.png",
     "tiles_attribution": "© OpenStreetMap contributors",
-    "cache_type": "components.state.ObjectCache",
+    "store_dir": None,         # the shared store's folder; None: a temporary one of this app's own
+    "redis_url": None,         # keep the store in Redis instead of a folder (redis://host:port/db)
+    "store_mb": state.DEFAULT_STORE_MB,     # bytes the store holds, its sessions' oldest dropped
+    "memory_mb": state.DEFAULT_MEMORY_MB,   # unpickled copies each process keeps in front of it
+    "heavy_workers": heavy.DEFAULT_WORKERS,  # processes building releases; 0: in the request
     "accounts_dir": None,      # None: budget accounts in memory; a folder keeps them across restarts
     "default_budget": 10.0,    # total ε per dataset a new account starts with
     "secure_cookies": False,   # mark the session cookie Secure even over HTTP (behind a TLS proxy)
@@ -23,7 +30,9 @@ DEFAULT_CONFIG = {
     "mechanism": None,         # the mechanism picked at start; None: the recommended one (dp.recommend)
     "data_dir": None,          # a folder of files on the server the owner may open by path or glob
 }
-ACCOUNTS_DIR = Path(__file__).resolve().parent / "instance" / "accounts"
+INSTANCE = Path(__file__).resolve().parent / "instance"
+ACCOUNTS_DIR, STORE_DIR = INSTANCE / "accounts", INSTANCE / "store"
+DEFAULT_WORKERS, DEFAULT_THREADS, DEFAULT_HEAVY = 3, 8, 1   # gunicorn's defaults on the command line
 PANELS = (data_panel, server_files, mechanism_panel, map_panel, queries_panel, compare_panel, ledger_panel,
           export_panel, evaluation_panel, interactive_panel, share, tour_panel)
 
@@ -61,8 +70,12 @@ def create_app(config: dict | None = None) -> Dash:
     if config["data_dir"] is not None and not Path(config["data_dir"]).is_dir():
         raise ValueError(f"the data folder {config['data_dir']!r} does not exist or is not a folder")
     app = Dash(__name__, title="Private location statistics", suppress_callback_exceptions=True)
-    state.init_cache(app.server, config)
+    if config["heavy_workers"] and not config["accounts_dir"]:
+        raise ValueError("heavy_workers needs accounts_dir: budget accounts kept in one process's "
+                         "memory cannot be charged from another")
+    settings = state.init_cache(app.server, config)
     jobs.configure(config["eval_workers"])
+    heavy.configure(config["heavy_workers"], state.configure, (settings,))
     state.sample(state.DEFAULT_SAMPLE)   # generate the default sample before the first request
     app.layout = serve_layout(config)
     for panel in PANELS:
@@ -70,11 +83,53 @@ def create_app(config: dict | None = None) -> Dash:
     return app
 
 
+class Gunicorn(BaseApplication):
+    """gunicorn run from Python: the app is made once before the workers fork (samples, secret
+    and store settings shared), each worker serves it with a pool of request threads."""
+
+    def __init__(self, app, options: dict):
+        self.application, self.options = app, options
+        super().__init__()
+
+    def load_config(self):
+        for name, value in self.options.items():
+            self.cfg.set(name, value)
+
+    def load(self):
+        return self.application
+
+
+def serve(app: Dash, host: str, port: int, workers: int, threads: int):
+    """Serve with gunicorn: `workers` processes of `threads` request threads each."""
+    Gunicorn(app.server, {
+        "bind": f"{host}:{port}", "workers": workers, "threads": threads,
+        "worker_class": "gthread", "timeout": 300, "graceful_timeout": 10,
+        "control_socket_disable": True,
+        "post_worker_init": lambda worker: heavy.warm(),
+        "worker_exit": lambda server, worker: (jobs.cancel_all(), heavy.shutdown()),   # prompt exit
+    }).run()
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8050)
-    p.add_argument("--debug", action="store_true", help="Dash debug mode (reloader, error pop-ups)")
+    p.add_argument("--debug", action="store_true",
+                   help="Dash debug mode on Flask's dev server (one process, reloader, error pop-ups)")
+    p.add_argument("--workers", type=int, default=DEFAULT_WORKERS,
+                   help="gunicorn worker processes (they share the store)")
+    p.add_argument("--threads", type=int, default=DEFAULT_THREADS,
+                   help="request threads per worker process")
+    p.add_argument("--heavy-workers", type=int, default=DEFAULT_HEAVY,
+                   help="processes per worker building releases (more wait, cheap requests do "
+                        "not); 0 builds them in the request thread")
+    p.add_argument("--store-dir", default=str(STORE_DIR),
+                   help="folder of the store the workers share (ignored with --redis-url)")
+    p.add_argument("--redis-url", help="keep the shared store in Redis, e.g. redis://127.0.0.1:6379/0")
+    p.add_argument("--store-mb", type=float, default=DEFAULT_CONFIG["store_mb"],
+                   help="bytes the shared store holds at most; each session at most a quarter")
+    p.add_argument("--memory-mb", type=float, default=DEFAULT_CONFIG["memory_mb"],
+                   help="unpickled copies of stored objects each worker keeps in memory")
     p.add_argument("--max-upload-mb", type=float, default=DEFAULT_CONFIG["max_upload_mb"])
     p.add_argument("--tiles-url", default=DEFAULT_CONFIG["tiles_url"],
                    help="base map tile URL template; the app works without tiles (offline)")
@@ -93,14 +148,25 @@ def main(argv=None):
                    help="the mechanism picked at start (default: the recommended one, "
                         f"{dp.recommend('points').name})")
     a = p.parse_args(argv)
-    if a.eval_workers < 1:
-        p.error("--eval-workers must be at least 1")
+    for name in ("eval_workers", "workers", "threads"):
+        if getattr(a, name) < 1:
+            p.error(f"--{name.replace('_', '-')} must be at least 1")
+    if a.heavy_workers < 0:
+        p.error("--heavy-workers must be 0 or more")
+    if a.store_mb <= 0 or a.memory_mb < 0:
+        p.error("--store-mb must be positive and --memory-mb not negative")
+    memory.keep_flat()
     app = create_app({"max_upload_mb": a.max_upload_mb, "tiles_url": a.tiles_url,
                       "accounts_dir": a.accounts_dir, "default_budget": a.default_budget,
                       "secure_cookies": a.secure_cookies, "eval_workers": a.eval_workers,
-                      "mechanism": a.mechanism, "data_dir": a.data_dir})
+                      "mechanism": a.mechanism, "heavy_workers": a.heavy_workers,
+                      "store_dir": a.store_dir, "redis_url": a.redis_url,
+                      "store_mb": a.store_mb, "memory_mb": a.memory_mb, "data_dir": a.data_dir})
     try:
-        app.run(host=a.host, port=a.port, debug=a.debug)
+        if a.debug:
+            app.run(host=a.host, port=a.port, debug=True)
+        else:
+            serve(app, a.host, a.port, a.workers, a.threads)
     finally:
         jobs.cancel_all()          # running evaluations stop at their next step: a prompt exit
 

@@ -307,9 +307,12 @@ def register_callbacks(app, config: dict):
         cache_key = eval_cache_key(sid, cfg)
         if state.cache.get(cache_key) is not None:
             return {"id": None, "cache_key": cache_key, "setup": setup}, True, "Loaded from cache.", True
-        job_id = jobs.start(evaluate.evaluate, owner=sid, data=data, domain=domain, mechanisms=setup["mechs"],
-                            epsilons=eps, area_fracs=setup["sizes"], n_queries=cfg["nq"],
-                            repetitions=cfg["reps"], seed=0, sanity=rho)
+        try:
+            job_id = jobs.start(evaluate.evaluate, owner=sid, data=data, domain=domain,
+                                mechanisms=setup["mechs"], epsilons=eps, area_fracs=setup["sizes"],
+                                n_queries=cfg["nq"], repetitions=cfg["reps"], seed=0, sanity=rho)
+        except LookupError as exc:          # the store is full: nothing started
+            return no_update, True, html.Div(str(exc), className="error"), True
         queued = jobs.status(job_id, sid)["queued"]
         return {"id": job_id, "cache_key": cache_key, "setup": setup}, False, QUEUED if queued else "Running…", False
 

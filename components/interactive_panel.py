@@ -202,10 +202,11 @@ def questions(trigger, info: dict, drawn: list, follow, typed) -> tuple[dict, li
     return info, [parse_typed(typed or "")]
 
 
-def ask(session, lock, rects: list):
+def ask(sid: str, token: str, rects: list):
     """Run step: answer the rectangles in turn, one question at a time per session (even from
-    two tabs); (the session's history, the last result). Refused past the planned queries."""
-    with lock:
+    two tabs on two worker processes); (the session's history, the last result). Refused past
+    the planned queries."""
+    with state.live(sid, token) as session:
         if session.k + len(rects) > session.planned_queries:
             raise dp.BudgetError(f"this session's {session.planned_queries} planned queries "
                                  "are used up (its charge covers no more); start a new "
@@ -271,11 +272,11 @@ def register_callbacks(app, config: dict):
                     return (no_update,) * 6
                 raise LookupError("start a session first (starting one is charged to this "
                                   "dataset's budget)")
-            session, lock = state.live(sid, info.get("token", ""))
+            token = info.get("token", "")
             info, rects = questions(trigger, info, drawn, follow, typed)
             if not rects:
                 return (info,) + (no_update,) * 5
-            history, result = ask(session, lock, rects)
+            history, result = ask(sid, token, rects)
         except (dp.ParameterError, dp.BudgetError, LookupError, TypeError) as exc:
             return error_view(exc)
         return answers_view(info, history, result)

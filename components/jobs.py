@@ -1,26 +1,32 @@
 """Background jobs for long evaluations: a bounded pool of worker threads, progress polled by the page.
 
-At most `max_workers` jobs run at once (the app's `eval_workers` setting, 2 by default); a job
-waiting for a free worker reports itself as queued, and the page says so. The workers are
-threads of this process rather than Dash's background callbacks (DiskcacheManager), because the
-session's datasets and releases live in this process's memory until a shared store exists.
+At most `max_workers` jobs run at once in each process (the app's `eval_workers` setting, 2 by
+default); a job waiting for a free worker reports itself as queued, and the page says so. A job
+runs in the worker process that got its start request, but its state (queued, progress,
+result, a cancellation request) is an entry of the shared store (`state.cache`), so any worker
+can report or cancel it.
 
-A job belongs to the browser session that started it: any other session asking for it gets
-nothing, as if it did not exist. Finished results also go to the owner's cache so the same
-evaluation on the same data is served instantly next time.
+A job belongs to the browser session that started it: its key names the session, so any other
+session asking for it gets nothing, as if it did not exist. Finished results also go to the
+owner's cache so the same evaluation on the same data is served instantly next time.
 """
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 
-DEFAULT_WORKERS = 2
+from . import state
 
-_jobs: dict[str, dict] = {}
+DEFAULT_WORKERS = 2
+PROGRESS_EVERY = 0.5          # seconds between progress writes (and cancellation checks) of a job
+
+_local: dict[str, tuple] = {}      # job id -> (its future, its store key): this process's jobs
 _lock = threading.Lock()
 _workers = DEFAULT_WORKERS
 _pool: ThreadPoolExecutor | None = None      # made on the first job, with _workers threads
+_stopping = threading.Event()
 
 
 def configure(max_workers: int = DEFAULT_WORKERS) -> None:
@@ -36,6 +42,7 @@ def configure(max_workers: int = DEFAULT_WORKERS) -> None:
             _pool.shutdown(wait=False)
             _pool = None
         _workers = n
+    _stopping.clear()
 
 
 def _executor() -> ThreadPoolExecutor:
@@ -46,56 +53,97 @@ def _executor() -> ThreadPoolExecutor:
     return _pool
 
 
+def _key(job_id: str, owner: str) -> str:
+    return f"job:{owner}:{job_id}"
+
+
+def _update(key: str, **changes) -> dict | None:
+    """Change a job's stored state under its lock (any process); None if it was forgotten."""
+    with state.cache.lock(key):
+        job = state.cache.get(key)
+        if job is not None:
+            job = {**job, **changes}
+            state.cache.set(key, job)
+        return job
+
+
 def start(fn, owner: str, **kwargs) -> str:
-    """Queue fn(progress=..., should_stop=..., **kwargs) in the pool for `owner`; returns the job id."""
+    """Queue fn(progress=..., should_stop=..., **kwargs) in the pool for `owner`; returns the job
+    id. LookupError (state.FULL) if the store has no room for the job's state."""
     job_id = uuid.uuid4().hex
-    job = {"owner": owner, "queued": True, "done": 0, "total": 1, "finished": False,
-           "cancelled": False, "result": None, "error": None, "future": None}
+    key = _key(job_id, owner)
+    if not state.cache.set(key, {"queued": True, "done": 0, "total": 1, "finished": False,
+                                 "cancelled": False, "result": None, "error": None}):
+        raise LookupError(state.FULL)
+    last = {"wrote": 0.0, "read": 0.0, "stop": False}
 
     def progress(done, total):
-        job["done"], job["total"] = done, total
+        if time.monotonic() - last["wrote"] >= PROGRESS_EVERY or done >= total:
+            last["wrote"] = last["read"] = time.monotonic()
+            job = _update(key, done=done, total=total)
+            last["stop"] = job is None or job["cancelled"]
+
+    def should_stop():
+        if time.monotonic() - last["read"] >= PROGRESS_EVERY:
+            last["read"] = time.monotonic()
+            job = state.cache.get(key)
+            last["stop"] = job is None or job["cancelled"]
+        return last["stop"] or _stopping.is_set()
 
     def run():
-        job["queued"] = False
+        job = _update(key, queued=False)
+        if job is None or job["cancelled"]:       # forgotten or cancelled as a worker picked it up
+            _update(key, finished=True)
+            return
+        result = error = None
         try:
-            if not job["cancelled"]:          # cancelled just as a worker picked it up
-                job["result"] = fn(progress=progress, should_stop=lambda: job["cancelled"], **kwargs)
+            result = fn(progress=progress, should_stop=should_stop, **kwargs)
         except Exception as exc:   # reported to the page; the app keeps running
-            job["error"] = f"{type(exc).__name__}: {exc}"
+            error = f"{type(exc).__name__}: {exc}"
         finally:
-            job["finished"] = True
+            _update(key, result=result, error=error, finished=True)
+            with _lock:
+                _local.pop(job_id, None)
 
     with _lock:
-        _jobs[job_id] = job
-        job["future"] = _executor().submit(run)
+        _local[job_id] = (_executor().submit(run), key)
     return job_id
 
 
 def status(job_id: str | None, owner: str) -> dict | None:
     """The job's progress and result, or None if there is no such job for this owner."""
-    job = _jobs.get(job_id) if job_id else None
-    return job if job is not None and job["owner"] == owner else None
+    return state.cache.get(_key(job_id, owner)) if job_id else None
 
 
 def cancel(job_id: str | None, owner: str):
-    """Ask a running job to stop after its current step; a queued one never starts."""
-    job = status(job_id, owner)
-    if job:
-        job["cancelled"] = True
-        if job["future"].cancel():            # still waiting for a worker
+    """Ask a running job to stop after its current step; a queued one never starts. Works from
+    any process: the flag is in the store; a job still queued is marked finished at once."""
+    if not job_id:
+        return
+    key = _key(job_id, owner)
+    with state.cache.lock(key):
+        job = state.cache.get(key)
+        if job is None or job["finished"]:
+            return
+        job = {**job, "cancelled": True}
+        if job["queued"]:
             job["queued"], job["finished"] = False, True
+        state.cache.set(key, job)
+    with _lock:
+        local = _local.get(job_id)
+    if local is not None:
+        local[0].cancel()
 
 
 def forget(job_id: str, owner: str):
-    with _lock:
-        if status(job_id, owner) is not None:
-            _jobs.pop(job_id, None)
+    if job_id:
+        state.cache.delete(_key(job_id, owner))
 
 
 def cancel_all() -> None:
-    """Stop every job (the server is shutting down): running ones stop after their current
-    step, so the process does not wait for long evaluations to finish before it exits."""
+    """Stop this process's jobs (the server is shutting down): running ones stop after their
+    current step, so the process does not wait for long evaluations to finish before it exits."""
+    _stopping.set()
     with _lock:
-        for job in list(_jobs.values()):
-            job["cancelled"] = True
-            job["future"].cancel()
+        for future, _ in _local.values():
+            future.cancel()

@@ -311,6 +311,21 @@ def current_release(sid, rinfo):
         return None
 
 
+def layers(sid: str, key: str, layer: str, stage, depth, series: int, extras, toggles):
+    """(map children, hover payload, legend, the release's domain) of a session's release: the
+    heavy part of drawing the map, run in the heavy pool (`state.heavy_call`)."""
+    rel = state.release(sid, key)
+    data = state.points(sid, state.key_fingerprint(key))
+    if rel.capabilities.stages:
+        rel, layer = staged(sid, key, rel, stage, layer)
+    children, hover, legend = cell_layers(rel, data, layer, depth, series)
+    if rel.capabilities.edges_layer and "edges" in (extras or []):
+        children += euler_extras(rel)
+    if "points" in (toggles or []):
+        children.append(points_layer(data))
+    return children, hover, legend, rel.domain
+
+
 def register_callbacks(app, config: dict):
     @app.callback(Output(ids.MAP_LAYERS, "children"), Output(ids.MAP_GRID_STORE, "data"),
                   Output(ids.MAP, "viewport"), Output(ids.MAP_LEGEND, "children"),
@@ -324,23 +339,14 @@ def register_callbacks(app, config: dict):
             return no_release_view(domain_info)
         if set(ctx.triggered_prop_ids) == {f"{ids.DOMAIN}.data"}:   # a new box alone: keep the release
             return no_update, no_update, no_update, no_update
+        fresh = ctx.triggered_id == ids.RELEASE
         try:
-            rel = state.release(sid, rinfo["key"])
-            data = state.points(sid, state.key_fingerprint(rinfo["key"]))
-            if rel.capabilities.stages:
-                rel, layer = staged(sid, rinfo["key"], rel, stage, layer)
+            children, hover, legend, d = state.heavy_call(
+                layers, sid, rinfo["key"], layer, stage, None if fresh else depth,
+                0 if fresh else int(series or 0), extras, toggles)
         except LookupError as exc:
             return [], None, no_update, legend_note(str(exc))
-        fresh = ctx.triggered_id == ids.RELEASE
-        children, hover, legend = cell_layers(rel, data, layer, None if fresh else depth,
-                                              0 if fresh else int(series or 0))
-        if rel.capabilities.edges_layer and "edges" in (extras or []):
-            children += euler_extras(rel)
-        if "points" in (toggles or []):
-            children.append(points_layer(data))
-        d = rel.domain
-        viewport = {"bounds": [[d.south, d.west], [d.north, d.east]]} \
-            if ctx.triggered_id == ids.RELEASE else no_update
+        viewport = {"bounds": [[d.south, d.west], [d.north, d.east]]} if fresh else no_update
         return children, hover, viewport, legend
 
     @app.callback(Output(ids.MAP, "viewport", allow_duplicate=True),

@@ -13,30 +13,36 @@ Every release is charged to the session's `dp.Accountant` for its dataset (see `
 
 Cached objects are never changed in place: a release derived from a cached one (an Euler
 release at another consistency stage) is cached under its own entry, next to its release's.
+Everything lives in a store all worker processes share (`components.store`: a folder or
+Redis, bounded in bytes, a quota per session); building a release runs in the bounded pool of
+`components.heavy`, so cheap callbacks are not stuck behind it.
 """
 from __future__ import annotations
 
+import atexit
+import copyreg
 import hashlib
 import hmac
 import json
 import os
+import pickle
 import re
 import secrets
+import shutil
+import tempfile
 import threading
-import time
-from collections import OrderedDict
+from contextlib import contextmanager
 from pathlib import Path
 
 import flask
-from flask_caching import Cache
-from flask_caching.backends.simplecache import SimpleCache
 
 import dp
 from dp.samples import REGION_SAMPLES
 
+from . import heavy, store
 from .accounts import AccountStore
 
-cache = Cache()
+cache: store.SessionQuota      # the shared store, made by init_cache
 accounts = AccountStore()
 DEFAULT_SAMPLE = "city_200k"
 TIMEOUT = 4 * 3600
@@ -45,89 +51,63 @@ COOKIE_AGE = 365 * 24 * 3600
 TOKEN_SHAPE = re.compile(r"[A-Za-z0-9_-]{32}\.[0-9a-f]{32}")    # nonce.hmac, ASCII only
 _secret = secrets.token_bytes(32)      # replaced by init_cache
 _secure = False                        # Secure cookies even over plain HTTP (behind a TLS proxy)
-MAX_LIVE = 200               # interactive sessions kept in memory on the whole server
+DEFAULT_STORE_MB = 1024      # bytes the shared store holds (on disk or in Redis)
+DEFAULT_MEMORY_MB = 128      # unpickled copies each worker process keeps in front of it
 LIVE_PER_SESSION = 3         # interactive sessions one browser keeps; its oldest dropped first
 FULL = ("the server is holding as much as it can for other visitors right now; try again in a "
         "while (nothing was charged)")
 _samples: dict = {}          # name -> (PointData, Domain); public, shared by every session
 _sample_by_fp: dict = {}     # fingerprint -> PointData of a sample
-_live: OrderedDict = OrderedDict()   # (sid, token) -> (live object, its lock)
-_live_guard = threading.Lock()
 
 
-class _Passthrough:
-    """Serializer that keeps the object itself: no pickling of large arrays on every get."""
-
-    def dumps(self, value):
-        return value
-
-    def loads(self, value):
-        return value
+def _registered_spec(name: str):
+    return dp.mechanisms()[name]
 
 
-class ObjectCache(SimpleCache):
-    """flask-caching's in-memory SimpleCache holding references instead of pickles, so a 1e6-point
-    upload is not copied per request and keeps its memoised histograms between releases.
-    Cached objects are read-only: nothing is changed in place after it is stored.
-
-    Each session has its own quota (PER_SESSION entries, its oldest dropped first), so one
-    browser filling the cache evicts only its own entries and cannot watch or push out another's.
-    At the global threshold (CACHE_THRESHOLD, hundreds of busy sessions) a session with nothing
-    of its own to drop is refused (`room_for` is False) instead of anyone being evicted.
-    """
-
-    serializer = _Passthrough()
-    PER_SESSION = 64
-
-    def room_for(self, owner: str) -> bool:
-        """True if an entry of `owner` can be stored without evicting anyone else's."""
-        with self._lock:
-            return len(self._cache) < self._threshold or any(_owner(k) == owner for k in self._cache)
-
-    def set(self, key, value, timeout=None):
-        """Store, dropping the owner's own oldest entries past its quota or at the global
-        limit; refuse (False) rather than evict another session's entry."""
-        owner = _owner(key)
-        with self._lock:
-            mine = [k for k in self._cache if k != key and _owner(k) == owner]
-            drop = max(len(mine) - self.PER_SESSION + 1, 0)
-            if key not in self._cache and len(self._cache) - drop >= self._threshold:
-                self._remove_expired(time.time())
-                mine = [k for k in mine if k in self._cache]
-                if len(self._cache) - drop >= self._threshold:
-                    drop += 1
-            if drop > len(mine):
-                return False
-            for k in mine[:drop]:
-                del self._cache[k]
-            self._cache[key] = (self._normalize_timeout(timeout), self.serializer.dumps(value))
-            return True
+def _reduce_spec(spec):
+    """Pickle a registered mechanism spec as its name (releases refer to their spec, and a spec
+    holds functions that do not pickle); any other spec as usual."""
+    if dp.mechanisms().get(spec.name) is spec:
+        return _registered_spec, (spec.name,)
+    return spec.__reduce_ex__(pickle.HIGHEST_PROTOCOL)
 
 
-def _owner(key: str) -> str:
-    """The session a cache key belongs to ("kind:session:rest"), or "" for shared entries."""
-    parts = key.split(":", 2)
-    return parts[1] if len(parts) == 3 else ""
+copyreg.pickle(dp.MechanismSpec, _reduce_spec)
 
 
-def init_cache(server, config: dict):
-    """Configure the cache, the budget accounts' store and the session cookie on the server.
-
-    `cache_type` must name ObjectCache or a subclass: its per-session quota and `room_for`
-    are what keep sessions from evicting (or timing) each other's entries."""
-    global accounts, _secret, _secure
-    cache.init_app(server, config={
-        "CACHE_TYPE": config.get("cache_type", "components.state.ObjectCache"),
-        "CACHE_DEFAULT_TIMEOUT": TIMEOUT,
-        "CACHE_THRESHOLD": config.get("cache_threshold", 500 * ObjectCache.PER_SESSION),
-    })
-    if not isinstance(cache.cache, ObjectCache):
-        raise ValueError(f"cache_type must be components.state.ObjectCache or a subclass (it keeps "
-                         f"sessions apart), got {config.get('cache_type')!r}")
-    accounts = AccountStore(config.get("accounts_dir"), config.get("default_budget", 10.0))
+def init_cache(server, config: dict) -> dict:
+    """Configure the shared store, the budget accounts and the session cookie on the server;
+    returns the settings a heavy-pool process needs to reach the same store (`configure`)."""
+    global _secret, _secure
+    settings = configure({**config, "store_dir": config.get("store_dir") or _temporary_folder()})
     _secret = session_secret(config.get("accounts_dir"))
     _secure = bool(config.get("secure_cookies", False))
     server.after_request(_set_cookie)
+    return settings
+
+
+def configure(config: dict) -> dict:
+    """Open the shared store and the budget accounts of these settings in this process.
+
+    The store is Redis when `redis_url` is set, else the folder `store_dir`, bounded by
+    `store_mb` and `memory_mb` of unpickled copies per process (see `components.store`)."""
+    global accounts, cache
+    max_bytes = int(float(config.get("store_mb", DEFAULT_STORE_MB)) * 2**20)
+    front_bytes = int(float(config.get("memory_mb", DEFAULT_MEMORY_MB)) * 2**20)
+    if config.get("redis_url"):
+        cache = store.RedisStore(config["redis_url"], max_bytes, front_bytes, default_timeout=TIMEOUT)
+    else:
+        cache = store.FileStore(config["store_dir"], max_bytes, front_bytes, default_timeout=TIMEOUT)
+    accounts = AccountStore(config.get("accounts_dir"), config.get("default_budget", 10.0))
+    return {k: config.get(k) for k in ("redis_url", "store_dir", "store_mb", "memory_mb",
+                                       "accounts_dir", "default_budget") if k in config}
+
+
+def _temporary_folder() -> str:
+    """A fresh folder for a store nobody configured (tests, the Python API), removed at exit."""
+    folder = tempfile.mkdtemp(prefix="dp-store-")
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    return folder
 
 
 def session_secret(folder) -> bytes:
@@ -289,19 +269,47 @@ def release(sid: str | None, key: str, create: bool = False):
     ck = _release_entry(sid, key)
     rel = cache.get(ck)
     if rel is None:
-        fp, dom, mech, params, split, eps, tag, k = json.loads(key)
-        fresh = isinstance(tag, str)
-        if fresh and not create:
+        fp, tag = json.loads(key)[0], json.loads(key)[6]
+        if isinstance(tag, str) and not create:
             raise LookupError("this release is no longer on the server; release again "
                               "(a new draw spends ε again)")
-        data = points(sid, fp)
-        if not cache.cache.room_for(sid):
+        points(sid, fp)
+        if not cache.room_for(sid):
             raise LookupError(FULL)                  # refused before anything is charged
-        rel = accounts.update(sid, account_key(data), lambda acc: acc.release(
-            mech, data, dp.Domain.from_dict(dom), epsilon=eps, split=split, params=params,
-            seed=None if fresh else tag, ref=key, max_points_per_user=k))
-        cache.set(ck, rel)
+        rel = heavy_call(_build_release, sid, key) or cache.get(ck)
+        if rel is None:
+            raise LookupError(FULL)
     return rel
+
+
+def heavy_call(fn, *args):
+    """fn(*args) in the heavy pool (`components.heavy`), in a process that has made the same
+    built-in samples as this one (their fingerprints then name the same public data)."""
+    return heavy.run(_with_samples, sorted(_samples), fn, *args)
+
+
+def _with_samples(names: list, fn, *args):
+    for name in names:
+        sample(name)
+    return fn(*args)
+
+
+def _build_release(sid: str, key: str):
+    """Charge and build the release of a key and store it (in a heavy-pool process, or inline);
+    returns it only when the store refused it (else the caller reads it from the store)."""
+    fp, dom, mech, params, split, eps, tag, k = json.loads(key)
+    data = points(sid, fp)
+    rel = accounts.update(sid, account_key(data), lambda acc: acc.release(
+        mech, data, dp.Domain.from_dict(dom), epsilon=eps, split=split, params=params,
+        seed=None if isinstance(tag, str) else tag, ref=key, max_points_per_user=k))
+    return None if cache.set(_release_entry(sid, key), rel) else rel
+
+
+def _build_stage(sid: str, key: str, stage: str):
+    """Derive and store a release at another Euler stage (in a heavy-pool process, or inline);
+    returns it only when the store refused it."""
+    derived = release(sid, key).with_stage(stage)
+    return None if cache.set(f"{_release_entry(sid, key)}:stage={stage}", derived) else derived
 
 
 _derive_guard = threading.Lock()
@@ -326,9 +334,8 @@ def staged_release(sid: str | None, key: str, stage: str | None):
     try:
         with lock:                            # a second reader waits for the first one's result
             derived = cache.get(entry)
-            if derived is None:
-                derived = rel.with_stage(stage)
-                cache.set(entry, derived)     # refused when the server is full: not kept, still shown
+            if derived is None:               # refused when the server is full: not kept, still shown
+                derived = heavy_call(_build_stage, sid, key, stage) or cache.get(entry)
     finally:
         with _derive_guard:
             lock, readers = _deriving[entry]
@@ -354,37 +361,38 @@ def last_release_key(sid: str, info: dict) -> str | None:
 
 
 def check_live_room(sid: str):
-    """Refuse (LookupError) a new live object when the server holds MAX_LIVE of other sessions':
+    """Refuse (LookupError) a new live object when the store is full of other sessions' entries:
     nobody's session is pushed out by another's. A session's own oldest go first."""
-    with _live_guard:
-        if len(_live) >= MAX_LIVE and not any(owner == sid for owner, _ in _live):
-            raise LookupError(FULL)
+    if not cache.room_for(sid):
+        raise LookupError(FULL)
 
 
 def put_live(sid: str, obj) -> str:
     """Keep a mutable, session-owned object (an interactive session) and return its token.
 
-    Live objects are not cache entries: they change as they are used, each under its own lock
-    (see `live`). A session keeps at most LIVE_PER_SESSION; beyond that, or at the server's
-    MAX_LIVE, its own least recently used one is dropped, never another session's.
+    Live objects are store entries of their session, so any worker process can continue them
+    (see `live`). A session keeps at most LIVE_PER_SESSION; beyond that its own least recently
+    used one is dropped, never another session's; a full store refuses (LookupError).
     """
     token = secrets.token_hex(16)
-    with _live_guard:
-        mine = [k for k in _live if k[0] == sid]
-        if len(mine) >= LIVE_PER_SESSION or (len(_live) >= MAX_LIVE and mine):
-            del _live[mine[0]]
-        if len(_live) >= MAX_LIVE:
-            raise LookupError(FULL)
-        _live[(sid, token)] = (obj, threading.Lock())
+    cache.trim(sid, "live", LIVE_PER_SESSION - 1)
+    if not cache.set(f"live:{sid}:{token}", obj):
+        raise LookupError(FULL)
     return token
 
 
+@contextmanager
 def live(sid: str, token: str):
-    """(object, lock) of this session's live object, or LookupError; the caller holds the lock
-    while it changes the object."""
-    with _live_guard:
-        entry = _live.get((sid, token))
-        if entry is None:
+    """This session's live object, held under its lock across processes while the caller
+    changes it, then written back to the store (even after an error: whatever it spent stays
+    spent). LookupError if there is no such object for this session."""
+    key = f"live:{sid}:{token}"
+    with cache.lock(key):
+        obj = cache.get(key)
+        if obj is None:
             raise LookupError("the session expired on the server; start a new one")
-        _live.move_to_end((sid, token))
-    return entry
+        try:
+            yield obj
+        finally:
+            if not cache.set(key, obj):          # never left behind in an older state
+                cache.delete(key)

@@ -1,0 +1,76 @@
+"""A bounded pool of processes for heavy work (building releases), so cheap callbacks stay fast.
+
+A request that builds a release hands it to one of `max_workers` processes of its worker's own
+pool and waits; the worker's request threads stay free for cheap callbacks (answering a
+rectangle on a cached release), and the heavy processes, at a lower OS priority (nice), cannot
+hold the request threads' interpreter lock or get the CPU before them. The pool processes reach
+the same shared store and budget accounts as the workers (their `initializer`). With 0 workers
+heavy work runs in the calling thread (one process: tests, the Python API, the dev server).
+"""
+from __future__ import annotations
+
+import multiprocessing
+import os
+import threading
+from concurrent.futures import ProcessPoolExecutor
+
+DEFAULT_WORKERS = 0
+NICE = 10
+
+_lock = threading.Lock()
+_workers = DEFAULT_WORKERS
+_setup: tuple = (None, ())
+_pool: ProcessPoolExecutor | None = None      # made on first use, so never before a fork
+
+
+def _start(initializer, initargs):
+    """A pool process: a lower priority than the request threads, then the caller's set-up."""
+    os.nice(NICE)
+    if initializer is not None:
+        initializer(*initargs)
+
+
+def configure(max_workers: int = DEFAULT_WORKERS, initializer=None, initargs=()) -> None:
+    """Set how many heavy tasks run at once in this process's pool, and how a pool process
+    sets itself up; an earlier pool finishes the tasks it has."""
+    global _workers, _setup
+    if int(max_workers) < 0:
+        raise ValueError(f"heavy workers must be 0 or more, got {max_workers!r}")
+    shutdown()
+    with _lock:
+        _workers, _setup = int(max_workers), (initializer, initargs)
+
+
+def shutdown() -> None:
+    """Let this process's pool finish its running tasks and go (a new one is made when needed)."""
+    global _pool
+    with _lock:
+        if _pool is not None:
+            _pool.shutdown(wait=False, cancel_futures=True)
+            _pool = None
+
+
+def _current() -> ProcessPoolExecutor | None:
+    """This process's pool, made on first use (None with 0 workers)."""
+    global _pool
+    with _lock:
+        if _workers and _pool is None:
+            _pool = ProcessPoolExecutor(max_workers=_workers, initializer=_start, initargs=_setup,
+                                        mp_context=multiprocessing.get_context("spawn"))
+        return _pool
+
+
+def warm() -> None:
+    """Start the pool's processes now, without waiting (a worker just booted): the first
+    release then does not wait for them to start."""
+    pool = _current()
+    if pool is not None:
+        for _ in range(_workers):
+            pool.submit(os.getpid)
+
+
+def run(fn, *args):
+    """fn(*args) in a pool process (fn and args picklable), or inline with 0 workers; waits for
+    its result (or its exception)."""
+    pool = _current()
+    return fn(*args) if pool is None else pool.submit(fn, *args).result()

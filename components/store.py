@@ -1,0 +1,435 @@
+"""The server-side store every worker process shares: bounded in bytes, split by session.
+
+Keys name their session ("kind:session:rest"); a session's entries count against its own
+quota (SESSION_SHARE of the store's bytes, PER_SESSION entries), its oldest dropped first. At
+the store's byte bound a session with too little of its own to drop is refused (`set` returns
+False) instead of anyone else being evicted, so one browser can never push out, read or time
+another's entries. Two backends: a folder (flask-caching's FileSystemCache, one sub-folder per
+session) and Redis. In front of either sits a small per-process copy (`FrontCache`), so a
+release is unpickled once per worker, not on every request; a dataset's point arrays are
+memory-mapped from the folder store (one copy in the page cache for every worker).
+"""
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import mmap
+import os
+import pickle
+import struct
+import tempfile
+import threading
+import time
+from collections import OrderedDict
+from contextlib import contextmanager
+from pathlib import Path
+
+from flask_caching.backends.filesystemcache import FileSystemCache
+
+SESSION_SHARE = 4        # a session may hold up to 1/SESSION_SHARE of the store's bytes
+PER_SESSION = 64         # and at most this many entries
+LOCK_STRIPES = 64        # per-key locks (jobs, interactive sessions) share this many lock files
+LOCK_TIMEOUT = 120       # seconds a Redis lock is held at most (a crashed worker's lock expires)
+OUT_OF_BAND_BYTES = 1 << 20   # a dataset's arrays this large are stored apart and memory-mapped
+ALIGN = 64
+HEAD = "IIQ"                  # a stored file starts with: expiry, buffer count, pickle length
+HEADER = struct.calcsize(HEAD)
+
+
+def owner(key: str) -> str:
+    """The session a key belongs to ("kind:session:rest"), or "" for shared entries."""
+    parts = key.split(":", 2)
+    return parts[1] if len(parts) == 3 else ""
+
+
+def kind(key: str) -> str:
+    """The kind of entry a key names (dataset, release, job, live, ...)."""
+    return key.split(":", 1)[0]
+
+
+class FrontCache:
+    """A per-process LRU of unpickled values, bounded by their pickled size. Each entry keeps the
+    stored version it was read at: a changed or deleted entry in the shared store is never served."""
+
+    def __init__(self, max_bytes: int):
+        self.max_bytes = int(max_bytes)
+        self.used = 0
+        self._items: OrderedDict = OrderedDict()      # key -> (version, value, nbytes)
+        self._lock = threading.Lock()
+
+    def get(self, key: str, version):
+        with self._lock:
+            item = self._items.get(key)
+            if item is None or item[0] != version:
+                return None
+            self._items.move_to_end(key)
+            return item[1]
+
+    def put(self, key: str, version, value, nbytes: int):
+        with self._lock:
+            self._drop(key)
+            if nbytes > self.max_bytes:
+                return
+            while self.used + nbytes > self.max_bytes:
+                self._drop(next(iter(self._items)))
+            self._items[key] = (version, value, nbytes)
+            self.used += nbytes
+
+    def drop(self, key: str):
+        with self._lock:
+            self._drop(key)
+
+    def _drop(self, key: str):
+        item = self._items.pop(key, None)
+        if item is not None:
+            self.used -= item[2]
+
+
+class SessionQuota:
+    """The policy both backends share: per-session quotas, a byte bound, refusal, the front cache.
+
+    A backend supplies: `_version(key)`, `_load(key)` -> (value, bytes in memory, version),
+    `_write(key, (pickle, buffers), timeout)` -> version, `_remove(key)`, `_own(owner)` -> [(handle, kind, bytes)] oldest first,
+    `_drop(handle)`, `_usage()` (bytes held), `_purge_expired()`, `_guard()` (a lock across
+    processes around changes of sizes) and `lock(key)` (a lock across processes for one key).
+    """
+
+    def _setup_quota(self, max_bytes: int, front_bytes: int):
+        self.max_bytes = int(max_bytes)
+        self.session_bytes = self.max_bytes // SESSION_SHARE
+        self.front = FrontCache(front_bytes)
+
+    def get(self, key: str):
+        version = self._version(key)
+        if version is None:
+            self.front.drop(key)
+            return None
+        value = self.front.get(key, version)
+        if value is None:
+            loaded = self._load(key)
+            if loaded is None:
+                return None
+            value, nbytes, version = loaded
+            self.front.put(key, version, value, nbytes)
+        return value
+
+    def has(self, key: str) -> bool:
+        return self._version(key) is not None
+
+    def room_for(self, who: str, nbytes: int | None = None) -> bool:
+        """True if an entry of `who` of `nbytes` (default: 1% of the store) can be stored
+        without evicting anyone else's: the store has room, or `who` has entries to drop."""
+        nbytes = self.max_bytes // 100 if nbytes is None else nbytes
+        with self._guard():
+            return self._usage() + nbytes <= self.max_bytes or bool(self._own(who))
+
+    def set(self, key: str, value, timeout=None) -> bool:
+        """Store, dropping the owner's own oldest entries past its quota or at the store's bound;
+        refuse (False) rather than evict another session's entry."""
+        payload, n = self._dumps(key, value)
+        who = owner(key)
+        if n > self.session_bytes:
+            return False
+        with self._guard():
+            entries, handle = self._own(who), self._handle(key)
+            mine = [e for e in entries if e[0] != handle]
+            replaced = sum(e[2] for e in entries if e[0] == handle)
+            mine_bytes = sum(e[2] for e in mine)
+            drop = 0
+            while drop < len(mine) and (len(mine) - drop + 1 > PER_SESSION
+                                        or mine_bytes + n > self.session_bytes):
+                mine_bytes -= mine[drop][2]
+                drop += 1
+            freed = replaced + sum(e[2] for e in mine[:drop])
+            if self._usage() - freed + n > self.max_bytes:
+                self._purge_expired()
+                mine = [e for e in self._own(who) if e[0] != handle]
+                freed = replaced + sum(e[2] for e in mine[:drop])
+                while drop < len(mine) and self._usage() - freed + n > self.max_bytes:
+                    freed += mine[drop][2]
+                    drop += 1
+                if self._usage() - freed + n > self.max_bytes:
+                    return False
+            for handle, _, _ in mine[:drop]:
+                self._drop(handle)
+            version = self._write(key, payload, timeout)
+        self.front.put(key, version, value, len(payload[0]))
+        return True
+
+    def _dumps(self, key: str, value) -> tuple:
+        """((pickle, out-of-band buffers), bytes in all): everything in the pickle here."""
+        blob = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+        return (blob, []), len(blob)
+
+    def delete(self, key: str) -> bool:
+        self.front.drop(key)
+        with self._guard():
+            self._remove(key)
+        return True
+
+    def trim(self, who: str, of_kind: str, keep: int):
+        """Drop `who`'s oldest entries of one kind until `keep` are left (its own, nobody else's)."""
+        with self._guard():
+            mine = [e for e in self._own(who) if e[1] == of_kind]
+            for handle, _, _ in mine[:max(len(mine) - keep, 0)]:
+                self._drop(handle)
+
+
+class FileStore(SessionQuota, FileSystemCache):
+    """The embedded store: a folder of pickles, one sub-folder per session, shared by every worker
+    through the file system; changes are serialised by a lock file across processes."""
+
+    def __init__(self, cache_dir, max_bytes: int, front_bytes: int, default_timeout: int = 3600):
+        FileSystemCache.__init__(self, str(cache_dir), threshold=0, default_timeout=default_timeout)
+        self._setup_quota(max_bytes, front_bytes)
+        self._root = Path(cache_dir)
+        (self._root / "locks").mkdir(exist_ok=True)
+
+    def _folder(self, who: str) -> Path:
+        """A session's sub-folder, named by a hash of its id (\"\" for shared entries)."""
+        return self._root / "data" / hashlib.sha256(f"session:{who}".encode()).hexdigest()[:32]
+
+    def _get_filename(self, key: str) -> str:
+        return str(self._folder(owner(key)) / f"{kind(key)}-{hashlib.sha256(key.encode()).hexdigest()}")
+
+    def _handle(self, key: str) -> str:
+        return self._get_filename(key)
+
+    @contextmanager
+    def _flock(self, name: str):
+        with open(self._root / "locks" / name, "a") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
+
+    def _guard(self):
+        return self._flock("store.lock")
+
+    def lock(self, key: str):
+        """A lock on one key across threads and processes (flock on one of LOCK_STRIPES files)."""
+        stripe = int(hashlib.sha256(key.encode()).hexdigest(), 16) % LOCK_STRIPES
+        return self._flock(f"key-{stripe}.lock")
+
+    def _read_header(self, fh) -> int | None:
+        expires = struct.unpack("I", fh.read(4))[0]
+        return None if expires != 0 and expires < time.time() else expires
+
+    def _version(self, key: str):
+        try:
+            with open(self._get_filename(key), "rb") as fh:
+                if self._read_header(fh) is None:
+                    return None
+                st = os.fstat(fh.fileno())
+                return st.st_ino, st.st_mtime_ns, st.st_size
+        except (FileNotFoundError, struct.error):
+            return None
+
+    def _dumps(self, key: str, value) -> tuple:
+        """A dataset's large arrays go out of band, after the pickle in the same file, so a
+        worker reads them memory-mapped (shared page cache, no copy) instead of unpickling them."""
+        buffers = []
+
+        def out_of_band(buf: pickle.PickleBuffer) -> bool:
+            try:
+                raw = buf.raw()
+            except BufferError:            # not contiguous: in the pickle
+                return True
+            if raw.nbytes < OUT_OF_BAND_BYTES or kind(key) != "dataset":
+                return True
+            buffers.append(raw)
+            return False
+        blob = pickle.dumps(value, protocol=5, buffer_callback=out_of_band)
+        size = HEADER + 8 * len(buffers) + len(blob) + sum(ALIGN + b.nbytes for b in buffers)
+        return (blob, buffers), size      # as much as the file takes, at most
+
+    def _load(self, key: str):
+        """(value, bytes it holds in memory, version); out-of-band arrays are read-only views of
+        a memory map of the file (it stays valid even if the entry is replaced or dropped)."""
+        try:
+            with open(self._get_filename(key), "rb") as fh:
+                expires, n_buffers, n_pickle = struct.unpack(HEAD, fh.read(HEADER))
+                if expires != 0 and expires < time.time():
+                    return None
+                st = os.fstat(fh.fileno())
+                sizes = struct.unpack(f"{n_buffers}Q", fh.read(8 * n_buffers))
+                blob = fh.read(n_pickle)
+                buffers = []
+                if n_buffers:
+                    view, at = memoryview(mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)), fh.tell()
+                    for size in sizes:
+                        at += -at % ALIGN
+                        buffers.append(view[at:at + size])
+                        at += size
+                return (pickle.loads(blob, buffers=buffers), len(blob),
+                        (st.st_ino, st.st_mtime_ns, st.st_size))
+        except (FileNotFoundError, struct.error):
+            return None
+
+    def _write(self, key: str, payload: tuple, timeout):
+        """Written whole to a temporary file, then renamed: a reader never sees half an entry.
+        Layout: expiry, buffer count, pickle length, buffer lengths, pickle, aligned buffers."""
+        blob, buffers = payload
+        path = Path(self._get_filename(key))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(suffix=self._fs_transaction_suffix, dir=path.parent)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(struct.pack(HEAD, self._normalize_timeout(timeout), len(buffers), len(blob)))
+            fh.write(struct.pack(f"{len(buffers)}Q", *(b.nbytes for b in buffers)))
+            fh.write(blob)
+            for b in buffers:
+                fh.write(bytes(-fh.tell() % ALIGN))
+                fh.write(b)
+        os.replace(tmp, path)
+        st = path.stat()
+        return st.st_ino, st.st_mtime_ns, st.st_size
+
+    def _remove(self, key: str):
+        self._drop(self._get_filename(key))
+
+    def _drop(self, handle: str):
+        try:
+            os.remove(handle)
+        except FileNotFoundError:
+            pass
+
+    def _files(self, folder: Path):
+        try:
+            return [e for e in os.scandir(folder)
+                    if e.is_file() and not e.name.endswith(self._fs_transaction_suffix)]
+        except FileNotFoundError:
+            return []
+
+    def _own(self, who: str):
+        out = []
+        for e in self._files(self._folder(who)):
+            try:
+                st = e.stat()
+            except FileNotFoundError:
+                continue
+            out.append((st.st_mtime_ns, e.path, e.name.split("-", 1)[0], st.st_size))
+        return [(path, k, size) for _, path, k, size in sorted(out)]
+
+    def _usage(self) -> int:
+        total = 0
+        for folder in self._folders():
+            for e in self._files(folder):
+                try:
+                    total += e.stat().st_size
+                except FileNotFoundError:
+                    pass
+        return total
+
+    def _folders(self):
+        data = self._root / "data"
+        return [Path(e.path) for e in os.scandir(data) if e.is_dir()] if data.is_dir() else []
+
+    def _purge_expired(self):
+        for folder in self._folders():
+            for e in self._files(folder):
+                try:
+                    with open(e.path, "rb") as fh:
+                        if self._read_header(fh) is None:
+                            os.remove(e.path)
+                except (FileNotFoundError, struct.error):
+                    pass
+
+    def clear(self) -> bool:
+        with self._guard():
+            for folder in self._folders():
+                for e in self._files(folder):
+                    self._drop(e.path)
+        return True
+
+
+class RedisStore(SessionQuota):
+    """The store in Redis: an entry is a hash (pickle, version) with a time to live; each session's
+    entries and their sizes are listed in a sorted set by write time, so quotas and the byte
+    bound are kept by this code, never by Redis evicting someone's entry."""
+
+    def __init__(self, url: str, max_bytes: int, front_bytes: int, default_timeout: int = 3600,
+                 prefix: str = "dpstore:"):
+        import redis
+        self.r = redis.Redis.from_url(url)
+        self.r.ping()
+        self.p = prefix
+        self.default_timeout = int(default_timeout)
+        self._setup_quota(max_bytes, front_bytes)
+
+    def _handle(self, key: str) -> str:
+        return key
+
+    def _entry(self, key: str) -> str:
+        return f"{self.p}e:{key}"
+
+    def _index(self, who: str) -> str:
+        return f"{self.p}own:{who}"
+
+    def _guard(self):
+        return self.r.lock(f"{self.p}guard", timeout=LOCK_TIMEOUT, blocking_timeout=LOCK_TIMEOUT)
+
+    def lock(self, key: str):
+        """A lock on one key across threads and processes (a Redis lock with a time limit)."""
+        return self.r.lock(f"{self.p}lock:{key}", timeout=LOCK_TIMEOUT, blocking_timeout=LOCK_TIMEOUT)
+
+    def _version(self, key: str):
+        return self.r.hget(self._entry(key), "v")
+
+    def _load(self, key: str):
+        blob, version = self.r.hmget(self._entry(key), "b", "v")
+        return None if blob is None else (pickle.loads(blob), len(blob), version)
+
+    def _write(self, key: str, payload: tuple, timeout):
+        blob = payload[0]
+        version = os.urandom(8).hex().encode()
+        ttl = self.default_timeout if timeout is None else int(timeout)
+        who = owner(key)
+        pipe = self.r.pipeline()
+        pipe.hset(self._entry(key), mapping={"b": blob, "v": version, "n": len(blob)})
+        if ttl:
+            pipe.expire(self._entry(key), ttl)
+        pipe.zadd(self._index(who), {key: time.time()})
+        pipe.hset(f"{self.p}sizes", key, len(blob))
+        pipe.sadd(f"{self.p}owners", who)
+        pipe.execute()
+        return version
+
+    def _remove(self, key: str):
+        self._drop(key)
+
+    def _drop(self, key: str):
+        pipe = self.r.pipeline()
+        pipe.delete(self._entry(key))
+        pipe.zrem(self._index(owner(key)), key)
+        pipe.hdel(f"{self.p}sizes", key)
+        pipe.execute()
+
+    def _own(self, who: str):
+        keys = [k.decode() for k in self.r.zrange(self._index(who), 0, -1)]
+        if not keys:
+            return []
+        sizes = self.r.hmget(f"{self.p}sizes", keys)
+        alive = self.r.pipeline()
+        for k in keys:
+            alive.exists(self._entry(k))
+        out = []
+        for k, n, live in zip(keys, sizes, alive.execute()):
+            if live:
+                out.append((k, kind(k), int(n or 0)))
+            else:                                  # expired in Redis: forget its size too
+                self._drop(k)
+        return out
+
+    def _usage(self) -> int:
+        return sum(int(n) for n in self.r.hvals(f"{self.p}sizes"))
+
+    def _purge_expired(self):
+        for who in self.r.smembers(f"{self.p}owners"):
+            if not self._own(who.decode()):
+                self.r.srem(f"{self.p}owners", who)
+
+    def clear(self) -> bool:
+        for k in self.r.scan_iter(f"{self.p}*"):
+            self.r.delete(k)
+        return True

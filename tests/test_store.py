@@ -1,0 +1,203 @@
+"""The shared store: bounded in bytes, a quota per session, and state that crosses processes.
+
+Every test runs against both backends: a folder (FileStore) and Redis (RedisStore, on a
+redis-server this module starts on a free loopback port; skipped if the binary is absent).
+Two-process tests start a second app in a spawned process, as a second gunicorn worker would be.
+"""
+from __future__ import annotations
+
+import multiprocessing
+import os
+import shutil
+import subprocess
+import time
+
+import numpy as np
+import pytest
+
+import dp
+from components import store
+from helpers import free_port, new_sid, wait_until
+
+REDIS = shutil.which("redis-server")
+
+
+@pytest.fixture(scope="module")
+def redis_url():
+    """A throwaway redis-server on a free loopback port, without persistence."""
+    if REDIS is None:
+        pytest.skip("redis-server is not installed (Debian: apt-get install redis-server)")
+    import redis
+    port = free_port()
+    proc = subprocess.Popen([REDIS, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                             "--appendonly", "no"], stdout=subprocess.DEVNULL)
+    url = f"redis://127.0.0.1:{port}/0"
+    client = redis.Redis.from_url(url)
+
+    def up():
+        try:
+            return client.ping()
+        except redis.ConnectionError:
+            return False
+    wait_until(up)
+    yield url
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+@pytest.fixture(params=["file", "redis"])
+def config(request, tmp_path):
+    """App settings for a store of each backend, fresh for every test."""
+    if request.param == "redis":
+        url = request.getfixturevalue("redis_url")
+        store.RedisStore(url, 1, 0).clear()
+        return {"redis_url": url}
+    return {"store_dir": str(tmp_path / "store")}
+
+
+def make_store(config: dict, max_bytes: int, front_bytes: int = 10**6) -> store.SessionQuota:
+    if "redis_url" in config:
+        return store.RedisStore(config["redis_url"], max_bytes, front_bytes)
+    return store.FileStore(config["store_dir"], max_bytes, front_bytes)
+
+
+def entry_bytes(config, value) -> int:
+    """What one entry of this value takes in the store (its pickle and the backend's header)."""
+    probe = make_store(config, 10**9)
+    probe.set("release:probe:1", value)
+    n = probe._usage()
+    probe.delete("release:probe:1")
+    return n
+
+
+def test_a_session_past_its_byte_quota_drops_its_own_oldest(config):
+    blob = bytes(1000)
+    s = make_store(config, max_bytes=4 * 3 * entry_bytes(config, blob))   # a session holds 3
+    assert s.set("release:other:1", blob)
+    for i in range(10):
+        assert s.set(f"release:me:{i}", blob)
+    assert [s.get(f"release:me:{i}") is not None for i in range(10)] == [False] * 7 + [True] * 3
+    assert s.get("release:other:1") == blob
+    assert not s.set("dataset:me:huge", bytes(s.session_bytes))      # bigger than a quota: refused
+    assert s.get("release:me:9") == blob                              # and nothing dropped for it
+
+
+def test_the_store_never_holds_more_than_its_bound(config):
+    s = make_store(config, max_bytes=40_000)
+    stored = [i for i in range(100) if s.set(f"release:s{i}:1", bytes(2000))]
+    assert 0 < len(stored) < 100 and s._usage() <= s.max_bytes
+    assert all(s.get(f"release:s{i}:1") is not None for i in stored)   # refused, not evicted
+
+
+def test_the_front_cache_is_bounded_and_never_serves_a_changed_entry(config):
+    one, other = make_store(config, 10**7, front_bytes=5000), make_store(config, 10**7)
+    for i in range(10):
+        one.set(f"release:a:{i}", bytes(1000))
+    assert one.front.used <= 5000 and len(one.front._items) < 10
+    first = one.get("release:a:9")
+    assert one.get("release:a:9") is first                    # a copy kept, not unpickled again
+    other.set("release:a:9", b"changed")                      # another process replaces it
+    assert one.get("release:a:9") == b"changed"
+    other.delete("release:a:9")
+    assert one.get("release:a:9") is None
+
+
+def test_a_dataset_is_read_memory_mapped_by_another_process(tmp_path):
+    data = dp.PointData(np.linspace(0, 1, 300_000), np.linspace(1, 2, 300_000), name="big.csv")
+    store.FileStore(tmp_path, 10**9, 10**9).set("dataset:me:big", data)
+    other = store.FileStore(tmp_path, 10**9, 10**9).get("dataset:me:big")   # another worker
+    assert other.fingerprint == data.fingerprint and np.array_equal(other.x, data.x)
+    assert not other.x.flags.writeable and not other.x.flags.owndata      # a view of the map
+    rel = dp.release("ug", other, dp.Domain(0, 1, 1, 2), epsilon=1.0, seed=1)
+    assert rel.counts.sum() > 0
+
+
+def _second_worker(config, sid, commands, replies):
+    """Another worker process: it uploads, starts a job and an interactive object, then answers."""
+    from app import create_app
+    from components import jobs, state
+    create_app({"tiles_url": "http://127.0.0.1:9/{z}/{x}/{y}.png", **config})
+    data = dp.PointData([-0.12, -0.10, -0.11], [51.50, 51.51, 51.52], name="mine.csv")
+    info = state.put_upload(sid, data)
+
+    def job(progress, should_stop):
+        step = 0
+        while not should_stop():
+            step += 1
+            progress(step, 10**6)
+            time.sleep(0.02)
+        return step
+    replies.put((info["fingerprint"], jobs.start(job, owner=sid), state.put_live(sid, {"asked": 0})))
+    while (command := commands.get(timeout=120)) != "exit":
+        with state.live(sid, command) as obj:
+            replies.put(dict(obj))
+
+
+def test_state_crosses_worker_processes(config):
+    from app import create_app
+    from components import jobs, state
+    create_app({"tiles_url": "http://127.0.0.1:9/{z}/{x}/{y}.png", **config})
+    sid, stranger = new_sid(), new_sid()
+    ctx = multiprocessing.get_context("spawn")
+    commands, replies = ctx.Queue(), ctx.Queue()
+    worker = ctx.Process(target=_second_worker, args=(config, sid, commands, replies))
+    worker.start()
+    try:
+        fp, job, token = replies.get(timeout=120)
+        assert state.points(sid, fp).n == 3                       # its upload, read here
+        with pytest.raises(LookupError):
+            state.points(stranger, fp)
+        wait_until(lambda: (jobs.status(job, sid) or {}).get("done", 0) > 0)
+        assert not jobs.status(job, sid)["finished"] and jobs.status(job, stranger) is None
+        jobs.cancel(job, sid)                                     # cancelled from this process
+        wait_until(lambda: jobs.status(job, sid)["finished"])
+        st = jobs.status(job, sid)
+        assert st["finished"] and st["cancelled"] and st["result"] >= 1
+        with state.live(sid, token) as obj:                       # its live object, changed here
+            obj["asked"] += 1
+        with pytest.raises(LookupError):
+            with state.live(stranger, token):
+                pass
+        commands.put(token)
+        assert replies.get(timeout=60) == {"asked": 1}            # and seen there
+    finally:
+        commands.put("exit")
+        worker.join(timeout=60)
+        if worker.is_alive():
+            worker.terminate()
+    assert worker.exitcode == 0
+
+
+def test_releases_and_map_layers_are_built_in_a_heavy_pool_process(config, tmp_path):
+    from app import create_app
+    from components import heavy, map_panel, state
+    create_app({"tiles_url": "http://127.0.0.1:9/{z}/{x}/{y}.png", "heavy_workers": 1,
+                "accounts_dir": str(tmp_path / "accounts"), **config})
+    try:
+        sid = new_sid()
+        assert state.heavy_call(os.getpid) != os.getpid()           # another process
+        info = state.use_sample(sid, "small_city_5k")
+        domain = dp.load_sample("small_city_5k")[1]
+        key = state.release_key(info["fingerprint"], domain, "ug", {}, [0.05, 0.95], 0.5, None)
+        rel = state.release(sid, key, create=True)                  # charged there, stored, read here
+        assert state.release(sid, key) is rel and rel.private
+        assert state.account(sid, info["account"]).spent == pytest.approx(0.5)
+        children, _, _, box = state.heavy_call(map_panel.layers, sid, key, "private", None, None, 0, [], [])
+        assert children and box == rel.domain
+        with pytest.raises(LookupError):                            # another session: nothing
+            state.heavy_call(map_panel.layers, new_sid(), key, "private", None, None, 0, [], [])
+    finally:
+        heavy.configure(0)
+
+
+def test_every_mechanisms_release_goes_through_the_store(tmp_path):
+    from components import state  # noqa: F401  (registers how releases' specs pickle)
+    points, regions = dp.load_sample("small_city_5k"), dp.load_region_sample("home_ranges_3k")
+    one, other = store.FileStore(tmp_path, 10**9, 10**9), store.FileStore(tmp_path, 10**9, 0)
+    for name, spec in dp.mechanisms().items():
+        data, domain = regions if spec.data_kind == "regions" else points
+        rel = dp.release(name, data, domain, epsilon=1.0, seed=1)
+        assert one.set(f"release:me:{name}", rel), name
+        back = other.get(f"release:me:{name}")               # unpickled by another worker
+        rect = dp.Rect(*domain.bounds)
+        assert back.spec is rel.spec and back.answer(rect) == rel.answer(rect), name
