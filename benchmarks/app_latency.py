@@ -72,14 +72,14 @@ class Browser:
         return r, dt
 
     def open(self, sid: str) -> float:
-        """GET /, the layout and the dependencies; the session store is set to `sid`."""
+        """GET /, the layout and the dependencies; the server's session cookie (kept by the test
+        client) names the session, so `sid` only labels the run."""
         _, t_index = self._time(self.client.get, "/")
         r, t_layout = self._time(self.client.get, "/_dash-layout")
         self.tree = r.get_json()
         r, t_deps = self._time(self.client.get, "/_dash-dependencies")
         self.deps = [d for d in r.get_json() if not d.get("clientside_function")]
         self.index()
-        self.comps[ids.SESSION]["data"] = sid
         return t_index + t_layout + t_deps
 
     def index(self):
