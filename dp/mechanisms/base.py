@@ -14,7 +14,7 @@ from ..budget import Ledger
 from ..contributions import USER_LEVEL_GUARANTEE
 from ..domain import Domain, UniformGrid
 from ..errors import ParameterError
-from ..noise import discrete_laplace, discrete_laplace_variance, make_rng
+from ..noise import discrete_laplace_variance, make_rng
 from ..queries import Rect, as_rect_array, grid_answers, overlap_vectors
 
 
@@ -341,7 +341,9 @@ def noise_half_width(variance: float, terms=None, level: float = 0.95, n_sim: in
     """Half-width h with P(|noise| <= h) ~ level: the one interval rule of every release.
 
     With `terms` = (weights, scales) of at most MC_MAX_TERMS independent discrete Laplace draws,
-    Monte Carlo of Σ w_i Z_i with a fixed seed (no data is read, nothing is released);
+    Monte Carlo of Σ w_i Z_i with a fixed seed (no data is read, nothing is released, so the
+    draws are numpy's difference of two geometric variables, the same distribution as the exact
+    sampler's at a twentieth of its time: an interval is on the path of every answered query);
     otherwise a normal approximation with the exact `variance` (CLT).
     """
     if terms is not None:
@@ -349,9 +351,15 @@ def noise_half_width(variance: float, terms=None, level: float = 0.95, n_sim: in
         keep = w != 0
         if 0 < keep.sum() <= MC_MAX_TERMS:
             sc = np.broadcast_to(np.asarray(terms[1], dtype=np.float64), w.shape)[keep]
-            z = discrete_laplace(make_rng(seed), np.broadcast_to(sc, (n_sim, sc.size)))
-            return float(np.quantile(np.abs(z @ w[keep]), level))
+            return float(np.quantile(np.abs(_laplace_sim(make_rng(seed), sc, n_sim) @ w[keep]), level))
     return float(stats.norm.ppf(0.5 + level / 2) * math.sqrt(variance))
+
+
+def _laplace_sim(rng, scales: np.ndarray, n: int) -> np.ndarray:
+    """(n, len(scales)) discrete Laplace draws, P(z) ∝ exp(-|z| / scale), for simulation only:
+    G1 - G2 with G geometric of success probability 1 - exp(-1/scale)."""
+    p = -np.expm1(-1.0 / scales)
+    return rng.geometric(p, size=(n, scales.size)) - rng.geometric(p, size=(n, scales.size))
 
 
 def _json_default(o):
