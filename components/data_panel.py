@@ -296,10 +296,11 @@ def register_callbacks(app, config: dict):
         if info.get("counts") and list(domain.bounds) != info["box"]:
             notes.insert(0, counts_box_alert(info["box"]))
             return store, notes, disabled
-        inside = controls.share_inside(data, domain)
+        counted = data.count_in(domain)          # one pass over the data for both notes
+        inside = counted / max(data.n, 1)
         if inside < controls.MOSTLY_OUTSIDE:
             notes.insert(0, outside_alert(data, domain, inside))
-        outside = data.n - data.count_in(domain)
+        outside = data.n - counted
         if outside:
             notes.append(html.Div(f"Owner only: {outside:,} of {data.n:,} points lie outside this "
                                   "box and are not counted.", className="warning"))

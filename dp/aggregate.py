@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .contributions import DEFAULT_POINTS_PER_USER, NO_USER_ID, check_points_per_user
+from .contributions import DEFAULT_POINTS_PER_USER, NO_USER_ID, check_points_per_user, rank_in_group
 from .counts import DEFAULT_CELLS, CountData
 from .domain import Domain, UniformGrid
 from .errors import DataError, ParameterError
@@ -301,10 +301,7 @@ def _count_partition(frame, grid: UniformGrid, names, k, salt: str):
         known = ~(uid.isna() | uid.str.lower().isin(MISSING_IDS)).to_numpy(bool)
         pick = pd.util.hash_pandas_object(pd.DataFrame({"u": uid, "x": x, "y": y}), index=False,
                                           hash_key=salt).to_numpy()
-        codes = pd.factorize(uid)[0]
-        order = np.lexsort((pick, codes))
-        rank = np.empty(x.size, np.int64)
-        rank[order] = np.arange(x.size) - np.searchsorted(codes[order], codes[order])
+        rank = rank_in_group(pd.factorize(uid)[0], pick)
         why = np.where(~known, NO_ID, np.where(rank >= k, BEYOND_K, KEEP))
     tally = _Tally(grid, k)
     for s in range(0, x.size, BATCH_ROWS):      # small temporaries, as for DuckDB's batches

@@ -39,6 +39,16 @@ def check_points_per_user(k) -> int:
     return int(k)
 
 
+def rank_in_group(codes: np.ndarray, tiebreak: np.ndarray) -> np.ndarray:
+    """Each element's position (0, 1, ...) among the elements with its code, ordered by
+    `tiebreak`: the k kept per user are those ranked below k."""
+    order = np.lexsort((tiebreak, codes))
+    grouped = codes[order]
+    rank = np.empty(codes.size, np.int64)
+    rank[order] = np.arange(codes.size) - np.searchsorted(grouped, grouped)
+    return rank
+
+
 def bound_contributions(data: PointData, k: int, rng=None) -> PointData:
     """At most k points per user, chosen uniformly at random among that user's points.
 
@@ -51,12 +61,7 @@ def bound_contributions(data: PointData, k: int, rng=None) -> PointData:
     k = check_points_per_user(k)
     if data.users is None:
         return data
-    codes = data.users.codes                          # ranks of the sorted canonical ids
-    order = np.lexsort((make_rng(rng).permutation(data.n), codes))   # by user, random within
-    grouped = codes[order]
-    rank = np.arange(data.n) - np.searchsorted(grouped, grouped)      # position in its user
-    keep = np.empty(data.n, bool)
-    keep[order] = rank < k
+    keep = rank_in_group(data.users.codes, make_rng(rng).permutation(data.n)) < k   # random within a user
     known = ~data.users.missing()
     beyond = int(np.count_nonzero(known & ~keep))
     keep &= known
