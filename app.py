@@ -10,9 +10,10 @@ from gunicorn.app.base import BaseApplication
 from dash import Dash, dcc, html
 
 import dp
-from components import (compare_panel, data_panel, evaluation_panel, export_panel, heavy, ids,
-                        interactive_panel, jobs, ledger_panel, map_panel, mechanism_panel, memory,
-                        queries_panel, server_files, share, state, tour_panel)
+from components import (compare_panel, data_panel, evaluation_panel, export_panel, ids,
+                        interactive_panel, ledger_panel, map_panel, mechanism_panel, queries_panel,
+                        server_files, share, tour_panel)
+from server import heavy, jobs, memory, state
 
 DEFAULT_CONFIG = {
     "max_upload_mb": 50.0,

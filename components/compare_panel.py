@@ -10,7 +10,8 @@ from dash import ClientsideFunction, Input, Output, State, ctx, dash_table, dcc,
 
 import dp
 
-from . import ids, render, state
+from . import ids, render
+from server import state
 from .controls import labelled_rects, mechanism_options
 from .help import help_box
 

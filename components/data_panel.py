@@ -12,7 +12,8 @@ from dash import ALL, Input, Output, State, ctx, dcc, html, no_update
 import dp
 from dp.samples import REGION_SAMPLES
 
-from . import controls, ids, server_files, share, state
+from . import controls, ids, server_files, share
+from server import state
 from .help import help_box
 
 SIDES = ("west", "south", "east", "north")

@@ -12,7 +12,8 @@ from dash import Input, Output, State, ctx, dash_table, dcc, html, no_update
 import dp
 from dp import evaluate, metrics
 
-from . import ids, jobs, state
+from . import ids
+from server import jobs, state
 from .controls import domain_from_store
 from .help import help_box
 

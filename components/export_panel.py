@@ -5,7 +5,8 @@ import json
 
 from dash import Input, Output, State, dcc, html, no_update
 
-from . import ids, state
+from . import ids
+from server import state
 from .help import help_box
 
 

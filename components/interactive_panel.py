@@ -10,7 +10,8 @@ from plotly.subplots import make_subplots
 
 import dp
 
-from . import ids, state
+from . import ids
+from server import state
 from .controls import domain_from_store, parse_typed, rects_from_geojson
 from .help import help_box
 

@@ -8,7 +8,8 @@ from dash import ALL, Input, Output, State, dash_table, dcc, html, no_update
 
 import dp
 
-from . import ids, state
+from . import ids
+from server import state
 from .controls import next_cost
 from .help import help_box
 

@@ -11,7 +11,8 @@ import dp
 from dp.mechanisms.euler import STAGE_LABELS, STAGES
 from dp.summed_area import box_sums, summed_area
 
-from . import ids, render, state
+from . import ids, render
+from server import state
 from .controls import EXACT_STAGE, domain_from_store
 from .help import help_box
 

@@ -8,7 +8,8 @@ from dash import ALL, Input, Output, State, ctx, dcc, html, no_update
 
 import dp
 
-from . import ids, share, state
+from . import ids, share
+from server import state
 from .controls import (EPS_MAX, EPS_MIN, MOSTLY_OUTSIDE, domain_from_store, epsilon_from_slider,
                        epsilon_value, mechanism_options, read_params, read_split, share_inside,
                        split_from_weights, usable)

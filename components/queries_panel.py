@@ -15,7 +15,8 @@ from dash import Input, Output, State, ctx, dash_table, dcc, html, no_update
 
 import dp
 
-from . import ids, state
+from . import ids
+from server import state
 from .controls import EXACT_STAGE, fit_to_domain, labelled_rects, parse_typed
 from .help import help_box
 

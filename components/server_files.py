@@ -11,7 +11,8 @@ from dash import Input, Output, State, dcc, html, no_update
 
 import dp
 
-from . import controls, ids, jobs, state
+from . import controls, ids
+from server import jobs, state
 
 COUNTS_EXT = ".npz"
 DATA_EXT = (".csv", ".txt", ".tsv", ".parquet")

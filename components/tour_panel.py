@@ -18,7 +18,8 @@ from dash import ALL, ClientsideFunction, Input, Output, State, ctx, dcc, html, 
 
 import dp
 
-from . import ids, state
+from . import ids
+from server import state
 from .controls import EPS_MAX, EPS_MIN, next_cost
 from .help import help_box
 

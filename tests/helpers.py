@@ -16,7 +16,7 @@ def all_keys(obj):
 
 
 def new_sid() -> str:
-    """A random server-side session id, as `components.state.session_id` makes from a cookie."""
+    """A random server-side session id, as `server.state.session_id` makes from a cookie."""
     return secrets.token_hex(16)
 
 

@@ -9,7 +9,7 @@ import pytest
 
 import dp
 from dp.accountant import epsilon_from_rho
-from components.accounts import AccountStore
+from server.accounts import AccountStore
 
 
 def test_basic_composition_and_zcdp_conversion_in_separate_lines():

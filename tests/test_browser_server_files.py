@@ -10,7 +10,8 @@ import pytest
 from test_browser import draw_rect, ledger_steps, poll_until, start, table_rows   # skips without a browser
 
 import dp
-from components import ids, state
+from components import ids
+from server import state
 from dp.mechanisms.leaves import square_base_grid
 
 pytestmark = pytest.mark.browser

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 import dp
-from components import compare_panel, controls, ids, render, state
+from components import compare_panel, controls, ids, render
+from server import state
 from helpers import new_sid
 
 E2E, PRIVTREE = dp.mechanisms()["e2epriv"].label, dp.mechanisms()["privtree"].label

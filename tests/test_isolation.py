@@ -14,7 +14,8 @@ import pytest
 
 import dp
 from app import create_app
-from components import evaluation_panel, ids, jobs, state, store
+from components import evaluation_panel, ids
+from server import jobs, state, store
 from helpers import wait_until
 
 CSV = b"lon,lat\n-0.12,51.50\n-0.10,51.51\n-0.13,51.49\n-0.11,51.52\n"

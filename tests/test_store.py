@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import dp
-from components import store
+from server import store
 from helpers import free_port, new_sid, wait_until
 
 REDIS = shutil.which("redis-server")
@@ -115,7 +115,7 @@ def test_a_dataset_is_read_memory_mapped_by_another_process(tmp_path):
 def _second_worker(config, sid, commands, replies):
     """Another worker process: it uploads, starts a job and an interactive object, then answers."""
     from app import create_app
-    from components import jobs, state
+    from server import jobs, state
     create_app({"tiles_url": "http://127.0.0.1:9/{z}/{x}/{y}.png", **config})
     data = dp.PointData([-0.12, -0.10, -0.11], [51.50, 51.51, 51.52], name="mine.csv")
     info = state.put_upload(sid, data)
@@ -135,7 +135,7 @@ def _second_worker(config, sid, commands, replies):
 
 def test_state_crosses_worker_processes(config):
     from app import create_app
-    from components import jobs, state
+    from server import jobs, state
     create_app({"tiles_url": "http://127.0.0.1:9/{z}/{x}/{y}.png", **config})
     sid, stranger = new_sid(), new_sid()
     ctx = multiprocessing.get_context("spawn")
@@ -170,7 +170,8 @@ def test_state_crosses_worker_processes(config):
 
 def test_releases_and_map_layers_are_built_in_a_heavy_pool_process(config, tmp_path):
     from app import create_app
-    from components import heavy, map_panel, state
+    from components import map_panel
+    from server import heavy, state
     create_app({"tiles_url": "http://127.0.0.1:9/{z}/{x}/{y}.png", "heavy_workers": 1,
                 "accounts_dir": str(tmp_path / "accounts"), **config})
     try:
@@ -191,7 +192,7 @@ def test_releases_and_map_layers_are_built_in_a_heavy_pool_process(config, tmp_p
 
 
 def test_every_mechanisms_release_goes_through_the_store(tmp_path):
-    from components import state  # noqa: F401  (registers how releases' specs pickle)
+    from server import state  # noqa: F401  (registers how releases' specs pickle)
     points, regions = dp.load_sample("small_city_5k"), dp.load_region_sample("home_ranges_3k")
     one, other = store.FileStore(tmp_path, 10**9, 10**9), store.FileStore(tmp_path, 10**9, 0)
     for name, spec in dp.mechanisms().items():

@@ -13,9 +13,9 @@ Every release is charged to the session's `dp.Accountant` for its dataset (see `
 
 Cached objects are never changed in place: a release derived from a cached one (an Euler
 release at another consistency stage) is cached under its own entry, next to its release's.
-Everything lives in a store all worker processes share (`components.store`: a folder or
+Everything lives in a store all worker processes share (`server.store`: a folder or
 Redis, bounded in bytes, a quota per session); building a release runs in the bounded pool of
-`components.heavy`, so cheap callbacks are not stuck behind it.
+`server.heavy`, so cheap callbacks are not stuck behind it.
 """
 from __future__ import annotations
 
@@ -90,7 +90,7 @@ def configure(config: dict) -> dict:
     """Open the shared store and the budget accounts of these settings in this process.
 
     The store is Redis when `redis_url` is set, else the folder `store_dir`, bounded by
-    `store_mb` and `memory_mb` of unpickled copies per process (see `components.store`)."""
+    `store_mb` and `memory_mb` of unpickled copies per process (see `server.store`)."""
     global accounts, cache
     max_bytes = int(float(config.get("store_mb", DEFAULT_STORE_MB)) * 2**20)
     front_bytes = int(float(config.get("memory_mb", DEFAULT_MEMORY_MB)) * 2**20)
@@ -283,7 +283,7 @@ def release(sid: str | None, key: str, create: bool = False):
 
 
 def heavy_call(fn, *args):
-    """fn(*args) in the heavy pool (`components.heavy`), in a process that has made the same
+    """fn(*args) in the heavy pool (`server.heavy`), in a process that has made the same
     built-in samples as this one (their fingerprints then name the same public data)."""
     return heavy.run(_with_samples, sorted(_samples), fn, *args)
 
