@@ -13,7 +13,7 @@ import dp
 from components import (compare_panel, data_panel, evaluation_panel, export_panel, ids,
                         interactive_panel, ledger_panel, map_panel, mechanism_panel, queries_panel,
                         server_files, share, tour_panel)
-from server import heavy, jobs, memory, state
+from server import heavy, jobs, memory, state, workspace
 
 DEFAULT_CONFIG = {
     "max_upload_mb": 50.0,
@@ -39,9 +39,16 @@ PANELS = (data_panel, server_files, mechanism_panel, map_panel, queries_panel, c
 
 
 def serve_layout(config: dict):
-    """A fresh layout per page load; the browser's session id lives in a cookie (see state)."""
-    return lambda: html.Div(className="page", children=[
-        dcc.Store(id=ids.DATASET), dcc.Store(id=ids.DOMAIN), dcc.Store(id=ids.RELEASE),
+    """A fresh layout per page load, rendered from the browser's workspace on the server (its
+    dataset, domain and shown release: `server.workspace.page`); the browser's session id lives
+    in a cookie (see `server.state`)."""
+    return lambda: page_layout({**config, "page": workspace.page(state.session_id(), state.DEFAULT_SAMPLE)})
+
+
+def page_layout(config: dict):
+    return html.Div(className="page", children=[
+        dcc.Store(id=ids.DATASET, data=config["page"]["dataset"]), dcc.Store(id=ids.DOMAIN),
+        dcc.Store(id=ids.RELEASE), dcc.Store(id=ids.RELEASE_REQUEST),
         dcc.Store(id=ids.ACCOUNT_TICK), dcc.Location(id=ids.URL, refresh=False),
         html.Header(className="top", children=[
             tour_panel.header_button(),
@@ -77,11 +84,23 @@ def create_app(config: dict | None = None) -> Dash:
     settings = state.init_cache(app.server, config)
     jobs.configure(config["eval_workers"])
     heavy.configure(config["heavy_workers"], state.configure, (settings,))
-    state.sample(state.DEFAULT_SAMPLE)   # generate the default sample before the first request
+    state.load_samples()       # every sample made once, before the fork: the same in every worker
     app.layout = serve_layout(config)
     for panel in PANELS:
         panel.register_callbacks(app, config)
+    prepare_before_fork(app)
     return app
+
+
+def prepare_before_fork(app: Dash) -> None:
+    """Do Dash's once-per-process setup now, before gunicorn forks its workers.
+
+    Dash registers the script paths it may serve (dash_leaflet's among them) in its first
+    request's `before_request` hook, and marks the setup done before doing it: a second request
+    thread arriving meanwhile skips it, and its script request fails with HTTP 500 ("not a
+    registered library"). Run once here, every worker starts with the paths registered."""
+    with app.server.test_request_context("/"):
+        app._setup_server()
 
 
 class Gunicorn(BaseApplication):

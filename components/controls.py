@@ -8,6 +8,7 @@ by importing another panel.
 from __future__ import annotations
 
 import numpy as np
+from dash import Input, Output
 
 import dp
 
@@ -168,3 +169,16 @@ def fit_to_domain(rect: dp.Rect, domain: dp.Domain) -> tuple[dp.Rect, bool]:
             f"the rectangle lies wholly outside the public domain ({domain.west:g}, "
             f"{domain.south:g}, {domain.east:g}, {domain.north:g}), where nothing is counted")
     return inside, inside != rect
+
+
+def request_ids(app, button: str, store: str) -> None:
+    """Give each click of `button` a fresh random request id in `store` (made in the browser),
+    so the server can tell one click from a callback that fired twice: a spend keyed by it is
+    done once (`server.workspace.once`)."""
+    app.clientside_callback(
+        """function(n) {
+            if (!n) { return window.dash_clientside.no_update; }
+            var b = crypto.getRandomValues(new Uint8Array(16));   // works over plain HTTP too
+            var id = Array.from(b, function (x) { return (x + 256).toString(16).slice(1); }).join("");
+            return {id: id, n: n};
+        }""", Output(store, "data"), Input(button, "n_clicks"), prevent_initial_call=True)

@@ -12,8 +12,8 @@ from dash import ALL, Input, Output, State, ctx, dcc, html, no_update
 import dp
 from dp.samples import REGION_SAMPLES
 
-from . import controls, ids, server_files, share
-from server import state
+from . import controls, ids, server_files
+from server import state, workspace
 from .help import help_box
 
 SIDES = ("west", "south", "east", "north")
@@ -21,12 +21,19 @@ DOMAINS, CUSTOM, FIT = controls.DOMAINS, controls.CUSTOM, controls.FIT
 
 
 def layout(config: dict) -> html.Div:
+    """The panel as the workspace left it (`config["page"]`): its dataset, domain and box."""
     limit_mb = config["max_upload_mb"]
+    page = config["page"]
+    origin = page["dataset"]["origin"]
+    domain = page["domain"] or {"preset": state.sample(origin.split(":", 1)[1])[1].name
+                                if origin.startswith("sample:") else state.sample(state.DEFAULT_SAMPLE)[1].name,
+                                "box": [None] * len(SIDES)}
     return html.Div(className="card", children=[
         html.H3("1 · Data"),
         help_box("data"),
         html.Label("Built-in sample", htmlFor=ids.SAMPLE_PICK),
-        dcc.Dropdown(id=ids.SAMPLE_PICK, clearable=False, value=state.DEFAULT_SAMPLE,
+        dcc.Dropdown(id=ids.SAMPLE_PICK, clearable=False,
+                     value=origin.split(":", 1)[1] if origin.startswith("sample:") else None,
                      placeholder="Your upload is loaded: pick a sample to go back to it",
                      options=[{"label": f"Points: {s.label}", "value": k} for k, s in dp.SAMPLES.items()]
                      + [{"label": f"Regions: {s.label}", "value": k} for k, s in REGION_SAMPLES.items()]),
@@ -49,24 +56,35 @@ def layout(config: dict) -> html.Div:
                      "user_id/userid/user/uid.", className="hint"),
         ]),
         server_files.layout(config),
-        html.Div(id=ids.UPLOAD_STATUS, role="status"),
+        html.Div(id=ids.UPLOAD_STATUS, role="status", children=gone_note(page["gone"])),
         html.Div(id=ids.DATA_SUMMARY, className="summary"),
         html.Div(id=ids.PRIVACY_LEVEL, className="guarantee"),
         html.Div(id=ids.POINTS_PER_USER_BOX, hidden=True, className="param", children=[
             html.Label("Points kept per person (k)", htmlFor=ids.POINTS_PER_USER),
             dcc.Input(id=ids.POINTS_PER_USER, type="number", min=1, max=1000, step=1,
-                      value=dp.DEFAULT_POINTS_PER_USER, debounce=True),
+                      value=(page["release"] or {}).get("k") or dp.DEFAULT_POINTS_PER_USER,
+                      debounce=True),
             html.Div("Each person keeps at most k of their points, chosen at random; the noise "
                      "grows in proportion to k. Small k: less noise, more of each busy person's "
                      "points left out.", className="hint")]),
         html.Label("Domain (public bounding box)", htmlFor=ids.DOMAIN_PRESET),
-        dcc.Dropdown(id=ids.DOMAIN_PRESET, clearable=False,
-                     value=state.sample(state.DEFAULT_SAMPLE)[1].name, options=domain_options()),
+        dcc.Dropdown(id=ids.DOMAIN_PRESET, clearable=False, value=domain["preset"],
+                     options=domain_options()),
         html.Div(className="box-inputs", children=[
             dcc.Input(id={"type": ids.DOMAIN_BOX, "side": s}, type="number", placeholder=s,
-                      debounce=True, step="any") for s in SIDES]),
+                      debounce=True, step="any", value=v) for s, v in zip(SIDES, domain["box"])]),
         html.Div(id=ids.DOMAIN_WARNING, role="alert"),
     ])
+
+
+def gone_note(name: str | None):
+    """Why the page opened on the sample: the workspace's upload is no longer on the server."""
+    if name is None:
+        return None
+    return html.Div(f"Your upload {name} is no longer on the server (uploads are kept for "
+                    f"{state.TIMEOUT // 3600} hours after their last use, and not across a restart "
+                    "of the server without its store folder); the built-in sample is loaded instead. "
+                    "Upload it again to go on: its budget account is kept.", className="warning")
 
 
 def domain_options() -> list[dict]:
@@ -109,13 +127,6 @@ def counts_box_alert(box: list) -> html.Div:
         f"north {n:g}).",
         html.Div(html.Button("Use the counts' box", id=ids.COUNTS_BOX, n_clicks=0,
                              className="suggest"), className="suggestions")])
-
-
-def first_domain(search: str | None) -> str:
-    """The domain picker's value when the page opens: the link's domain, else the default
-    sample's box."""
-    link = share.valid_link(search)
-    return link.preset if link is not None else state.sample(state.DEFAULT_SAMPLE)[1].name
 
 
 def decode_upload(contents: str, filename: str | None, max_bytes: int) -> bytes:
@@ -207,15 +218,21 @@ def summary_view(info: dict | None):
 def register_callbacks(app, config: dict):
     max_bytes = int(config["max_upload_mb"] * 1e6)
 
+    # The page opens on the workspace's dataset (the layout holds it): only a pick or an upload
+    # loads another, and it becomes the workspace's. The upload's contents are emptied after
+    # each file, so choosing the same file again loads it again.
     @app.callback(Output(ids.DATASET, "data"), Output(ids.UPLOAD_STATUS, "children"),
                   Output(ids.DOMAIN_PRESET, "value"), Output(ids.SAMPLE_PICK, "value"),
+                  Output(ids.UPLOAD, "contents"),
                   Input(ids.UPLOAD, "contents"), Input(ids.SAMPLE_PICK, "value"),
                   State(ids.UPLOAD, "filename"), State(ids.LON_COL, "value"),
                   State(ids.LAT_COL, "value"), State(ids.USER_COL, "value"), State(ids.UPLOAD_KIND, "value"),
-                  State(ids.URL, "search"))
-    def load(contents, sample_name, filename, lon, lat, user, kind, search):
+                  State(ids.DATASET, "data"), prevent_initial_call=True)
+    def load(contents, sample_name, filename, lon, lat, user, kind, current):
         sid = state.session_id()
-        if ctx.triggered_id == ids.UPLOAD and contents:
+        if ctx.triggered_id == ids.UPLOAD:
+            if not contents:
+                return (no_update,) * 5
             try:
                 raw = decode_upload(contents, filename, max_bytes)
                 if (filename or "").lower().endswith(server_files.COUNTS_EXT):
@@ -229,16 +246,17 @@ def register_callbacks(app, config: dict):
                 msg = html.Div(className="error", children=[
                     html.B(f"Could not load {filename or 'the file'}: "), str(exc),
                     html.Div("The previously loaded data is still in use.", className="hint")])
-                return no_update, msg, no_update, no_update
+                return no_update, msg, no_update, no_update, None
+            workspace.use_dataset(sid, info)
             what = "regions" if data.kind == "regions" else "points"
             ok = html.Div(f"Loaded {filename}: {data.n:,} {what}"
                           f"{' counted on a grid' if info['counts'] else ''}.", className="ok")
-            return info, ok, no_update, None      # the sample picker empties: any pick goes back
-        if sample_name is None:
-            return no_update, no_update, no_update, no_update
+            return info, ok, no_update, None, None     # the sample picker empties: any pick goes back
+        if sample_name is None or (current or {}).get("origin") == f"sample:{sample_name}":
+            return (no_update,) * 5
         info = state.use_sample(sid, sample_name)
-        return info, "", first_domain(search) if ctx.triggered_id is None else \
-            state.sample(sample_name)[1].name, no_update
+        workspace.use_dataset(sid, info)
+        return info, "", state.sample(sample_name)[1].name, no_update, no_update
 
     @app.callback(Output(ids.DOMAIN_PRESET, "value", allow_duplicate=True),
                   Input({"type": ids.DOMAIN_SUGGEST, "preset": ALL}, "n_clicks"),
@@ -280,8 +298,10 @@ def register_callbacks(app, config: dict):
                   Input(ids.DOMAIN_PRESET, "value"), Input({"type": ids.DOMAIN_BOX, "side": ALL}, "value"),
                   Input(ids.DATASET, "data"))
     def check_domain(preset, box, info):
-        """Publish the chosen domain to the `ids.DOMAIN` store and warn about it (owner only)."""
+        """Publish the chosen domain to the `ids.DOMAIN` store and warn about it (owner only);
+        the workspace keeps the choice for the next page load."""
         sid = state.session_id()
+        workspace.use_domain(sid, preset, box)
         disabled = [preset != CUSTOM] * len(SIDES)
         store = domain_store(preset, box, sid, info)
         try:

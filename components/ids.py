@@ -42,6 +42,7 @@ SEED_MODE = "seed-mode"
 SEED = "seed"
 RELEASE_BUTTON = "release-button"
 RELEASE_STATUS = "release-status"
+RELEASE_REQUEST = "release-request"   # store: the request id of the latest Release click
 
 MAP = "map"
 MAP_LAYERS = "map-layers"          # layer group filled by callbacks
@@ -158,6 +159,7 @@ SHARE_COPY = "share-copy"
 # maps on one colour scale, and one table of both answers per query rectangle
 COMPARE_PICK = "compare-pick"
 COMPARE_BUTTON = "compare-button"
+COMPARE_REQUEST = "compare-request"   # store: the request id of the latest comparison click
 COMPARE_COST = "compare-cost"            # what the comparison release spends, or why none is offered
 COMPARE_STATUS = "compare-status"
 COMPARE_RELEASE = "compare-release"      # store: the comparison's key and label, and the release it sits beside

@@ -38,8 +38,17 @@ def stage_options(stages=STAGES) -> list[dict]:
         [{"label": f" {STAGE_LABELS.get(s, s)}", "value": s} for s in stages]
 
 
+def opening_box(page: dict) -> dp.Domain:
+    """Where the map opens: the shown release's box, else the loaded sample's, else the default
+    sample's (the callbacks then fit it to the domain chosen)."""
+    if page["release"] is not None:
+        return state.key_domain(page["release"]["key"])
+    origin = page["dataset"]["origin"]
+    return state.sample(origin.split(":", 1)[1] if origin.startswith("sample:") else state.DEFAULT_SAMPLE)[1]
+
+
 def layout(config: dict) -> html.Div:
-    d = state.sample(state.DEFAULT_SAMPLE)[1]
+    d = opening_box(config["page"])
     return html.Div(className="card map-card", children=[
         html.Div(className="map-head", children=[
             html.H3("3 · Map"),
@@ -340,7 +349,7 @@ def register_callbacks(app, config: dict):
             return no_release_view(domain_info)
         if set(ctx.triggered_prop_ids) == {f"{ids.DOMAIN}.data"}:   # a new box alone: keep the release
             return no_update, no_update, no_update, no_update
-        fresh = ctx.triggered_id == ids.RELEASE
+        fresh = f"{ids.RELEASE}.data" in ctx.triggered_prop_ids     # a new release: fit the map to it
         try:
             children, hover, legend, d = state.heavy_call(
                 layers, sid, rinfo["key"], layer, stage, None if fresh else depth,
@@ -417,6 +426,7 @@ def register_callbacks(app, config: dict):
         m = rel.capabilities.grids if rel is not None else 0
         return (False, m, 0) if m > 1 else (True, 1, 0)
 
-    app.clientside_callback(
-        "function(data){ window.dpGrid = data; return window.dash_clientside.no_update; }",
-        Output(ids.MAP_HOVER, "title"), Input(ids.MAP_GRID_STORE, "data"))
+    app.clientside_callback(     # a new map: the readout no longer shows a cell of the old one
+        """function(data){ window.dpGrid = data;
+            return data ? "Hover over a cell to read its counts." : "No release on the map to read."; }""",
+        Output(ids.MAP_HOVER, "children"), Input(ids.MAP_GRID_STORE, "data"))

@@ -1,46 +1,54 @@
 """Mechanism panel: picker, total epsilon (log scale), budget split, parameters, seed, release."""
 from __future__ import annotations
 
-import json
 import math
 
 from dash import ALL, Input, Output, State, ctx, dcc, html, no_update
+from dash.exceptions import PreventUpdate
 
 import dp
 
 from . import ids, share
-from server import state
+from server import state, workspace
 from .controls import (EPS_MAX, EPS_MIN, MOSTLY_OUTSIDE, domain_from_store, epsilon_from_slider,
-                       epsilon_value, mechanism_options, read_params, read_split, share_inside,
-                       split_from_weights, usable)
+                       epsilon_value, mechanism_options, read_params, read_split, request_ids,
+                       share_inside, split_from_weights, usable)
 from .help import help_box
 
 EPS_MARKS = {-2: "0.01", -1: "0.1", 0: "1", 1: "10"}
 
 
 def layout(config: dict) -> html.Div:
+    """The panel at the settings of the release the workspace shows (`config["page"]`), else at
+    the defaults for the loaded data."""
+    info, rec = config["page"]["dataset"], config["page"]["release"]
+    kind = info.get("kind", "points")
+    opts = mechanism_options(kind, info.get("counts", False))
+    start = config.get("mechanism") if config.get("mechanism") in usable(opts) else dp.recommend(kind).name
+    rec = rec or {"mechanism": start, "epsilon": 1, "seed": None}
     return html.Div(className="card", children=[
         html.H3("2 · Mechanism"),
         help_box("mechanism"),
-        dcc.Dropdown(id=ids.MECHANISM, clearable=False,
-                     value=config.get("mechanism") or dp.recommend("points").name,
-                     options=mechanism_options("points")),
-        html.Div(recommendation_line("points"), id=ids.MECH_RECOMMENDATION, className="hint"),
+        dcc.Dropdown(id=ids.MECHANISM, clearable=False, value=rec["mechanism"], options=opts),
+        html.Div(recommendation_line(kind), id=ids.MECH_RECOMMENDATION, className="hint"),
         html.Div(id=ids.MECH_DESCRIPTION, className="mech-description"),
         html.Label("Total privacy budget ε (type it, or drag the log-scale slider)",
                    htmlFor=ids.EPSILON_VALUE),
         html.Div(className="epsilon-row", children=[
-            dcc.Input(id=ids.EPSILON_VALUE, type="number", value=1, min=EPS_MIN, max=EPS_MAX,
-                      step="any", debounce=True, className="epsilon-input"),
-            dcc.Slider(id=ids.EPSILON, min=-2, max=1, step=0.01, value=0, marks=EPS_MARKS,
+            dcc.Input(id=ids.EPSILON_VALUE, type="number", value=rec["epsilon"], min=EPS_MIN,
+                      max=EPS_MAX, step="any", debounce=True, className="epsilon-input"),
+            dcc.Slider(id=ids.EPSILON, min=-2, max=1, step=0.01, value=math.log10(rec["epsilon"]),
+                       marks=EPS_MARKS,
                        allow_direct_input=False, className="epsilon-slider")]),
         html.Div(id=ids.EPSILON_READOUT, className="readout"),
         html.Div(id=ids.PARAMS_BOX),
         html.Div(className="seed-row", children=[
-            dcc.RadioItems(id=ids.SEED_MODE, value="fresh", inline=True, options=[
+            dcc.RadioItems(id=ids.SEED_MODE, value="fresh" if rec["seed"] is None else "fixed",
+                           inline=True, options=[
                 {"label": " fresh randomness (private)", "value": "fresh"},
                 {"label": " fixed seed: reproducible demo, NOT private ", "value": "fixed"}]),
-            dcc.Input(id=ids.SEED, type="number", value=1, min=0, step=1, debounce=True,
+            dcc.Input(id=ids.SEED, type="number", value=1 if rec["seed"] is None else rec["seed"],
+                      min=0, step=1, debounce=True,
                       className="seed-input"),
         ]),
         html.Button("Release (spends ε)", id=ids.RELEASE_BUTTON, className="primary", n_clicks=0),
@@ -102,28 +110,24 @@ def describe(rel: dp.Release) -> str:
 
 
 def register_callbacks(app, config: dict):
-    @app.callback(Output(ids.MECHANISM, "options"), Output(ids.MECHANISM, "value"),
-                  Output(ids.MECH_RECOMMENDATION, "children"),
-                  Input(ids.DATASET, "data"), State(ids.MECHANISM, "value"))
-    def offer_mechanisms(info, current):
+    @app.callback(Output(ids.MECHANISM, "options"), Output(ids.MECH_RECOMMENDATION, "children"),
+                  Input(ids.DATASET, "data"))
+    def offer_mechanisms(info):
+        """The mechanisms for the loaded data (the release callback moves the picker)."""
         kind = (info or {}).get("kind", "points")
-        opts = mechanism_options(kind, (info or {}).get("counts", False))
-        value = no_update if current in usable(opts) else dp.recommend(kind).name
-        return opts, value, recommendation_line(kind)
+        return mechanism_options(kind, (info or {}).get("counts", False)), recommendation_line(kind)
 
     @app.callback(Output(ids.MECH_DESCRIPTION, "children"), Output(ids.PARAMS_BOX, "children"),
                   Input(ids.MECHANISM, "value"), State(ids.URL, "search"))
     def show_mechanism(name, search):
         """The mechanism's description, split sliders and parameter controls: at the values of
-        the link the page was opened with when it names this mechanism, else the defaults."""
+        the link the page was opened with when it names this mechanism, else at those of the
+        release shown when it is of this mechanism, else the defaults."""
+        if name not in dp.mechanisms():       # the picker empties while it switches to new data
+            raise PreventUpdate
         spec = dp.mechanisms()[name]
-        link = link_settings(search, spec.data_kind)
-        split, values = (link.split, link.params) if link and link.mechanism == name \
-            else (spec.default_split, {})
         desc = [html.Div(spec.description), html.Div(["Guarantee: ", spec.guarantee], className="guarantee")]
-        params = split_controls(spec, split) + [param_control(p, values.get(p.name, p.default))
-                                                for p in spec.params]
-        return desc, params
+        return desc, settings_controls(spec, *shown_settings(state.session_id(), name, search, spec))
 
     @app.callback(Output(ids.EPSILON_VALUE, "value"), Output(ids.EPSILON, "value"),
                   Input(ids.EPSILON_VALUE, "value"), Input(ids.EPSILON, "value"),
@@ -160,18 +164,25 @@ def register_callbacks(app, config: dict):
                   Input({"type": ids.SPLIT, "part": ALL}, "value"), Input(ids.EPSILON_VALUE, "value"),
                   State(ids.MECHANISM, "value"))
     def show_split(weights, typed, name):
-        spec = dp.mechanisms()[name]
-        if len(weights) != len(spec.budget_parts):
+        spec = dp.mechanisms().get(name)
+        if spec is None or len(weights) != len(spec.budget_parts):
             return no_update
         try:
             return split_readout(spec, split_from_weights(weights), epsilon_value(typed))
         except dp.ParameterError as exc:
             return html.Div(str(exc), className="error")
 
-    # The domain is an Input only so that a release for newly loaded data waits for the data
-    # panel to publish the domain that comes with it; a change of domain alone releases nothing.
+    request_ids(app, ids.RELEASE_BUTTON, ids.RELEASE_REQUEST)
+
+    # One click, one spend: the click's request id keys the spend (`workspace.once`), so a
+    # callback fired twice charges once. New data, a new domain or a page load spends nothing: it
+    # shows the workspace's release of that data on that box, if there is one, and sets the
+    # controls to its settings (a link's settings, filled in by `share`, win on the first load).
     @app.callback(Output(ids.RELEASE, "data"), Output(ids.RELEASE_STATUS, "children"),
-                  Input(ids.RELEASE_BUTTON, "n_clicks"), Input(ids.DATASET, "data"),
+                  Output(ids.MECHANISM, "value"), Output(ids.EPSILON_VALUE, "value", allow_duplicate=True),
+                  Output(ids.SEED_MODE, "value"), Output(ids.SEED, "value"),
+                  Output(ids.PARAMS_BOX, "children", allow_duplicate=True),
+                  Input(ids.RELEASE_REQUEST, "data"), Input(ids.DATASET, "data"),
                   Input(ids.DOMAIN, "data"),
                   State(ids.MECHANISM, "value"), State(ids.EPSILON_VALUE, "value"),
                   State({"type": ids.SPLIT, "part": ALL}, "value"),
@@ -179,62 +190,139 @@ def register_callbacks(app, config: dict):
                   State({"type": ids.PARAM, "name": ALL}, "id"),
                   State(ids.SEED_MODE, "value"), State(ids.SEED, "value"),
                   State(ids.POINTS_PER_USER, "value"), State(ids.URL, "search"),
-                  State(ids.RELEASE, "data"))
-    def run_release(_, info, domain_info, name, eps_v, weights, pvals, pids, seed_mode, seed, k,
-                    search, current):
-        triggers = {prop.rsplit(".", 1)[0] for prop in ctx.triggered_prop_ids}
-        if not info or not triggers & {ids.RELEASE_BUTTON, ids.DATASET}:
-            return no_update, no_update
+                  State(ids.RELEASE, "data"), prevent_initial_call="initial_duplicate")
+    def run_release(request, info, domain_info, name, eps_v, weights, pvals, pids, seed_mode, seed,
+                    k, search, current):
+        keep = (no_update,) * 5
+        if not info:
+            return (None, "") + keep
         sid = state.session_id()
+        if f"{ids.RELEASE_REQUEST}.data" in ctx.triggered_prop_ids:
+            result = workspace.once(sid, (request or {}).get("id"), lambda: spend(
+                sid, info, domain_info, name, eps_v, weights, pvals, pids, seed_mode, seed, k))
+            return release_view(result, current) + keep
         kind = info.get("kind", "points")
-        # a link sets the page's first release of the built-in sample; an upload is released with
-        # the settings on screen (a link must never spend the owner's budget on their own data)
-        first_sample = ids.DATASET in triggers and current is None and info["origin"].startswith("sample:")
-        link = link_settings(search, kind) if first_sample else None
-        if ids.DATASET in triggers:   # a reload or a re-load of data: show what was paid for
-            restored = restore(sid, info, link)
-            if restored is not None:
-                return restored
-            if link is None and any(state.key_fingerprint(c.ref) == info["fingerprint"]   # paid for, but gone
-                                    for c in state.account(sid, info["account"]).charges if c.ref):
-                return None, html.Div("Your last release of this data is no longer on the server. "
-                                      "Press Release for a new one (it spends ε again).",
-                                      className="warning")
+        link = link_settings(search, kind) if current is None else None
+        rec, status = paid_release(sid, info, domain_info, link)
+        if rec is None or link is not None:    # data of another kind: the picker moves with it
+            offered = usable(mechanism_options(kind, info.get("counts", False)))
+            return (None, status, no_update if name in offered else dp.recommend(kind).name) + keep[1:]
+        return (rec, status) + control_values(rec, name, eps_v, seed_mode, seed)
+
+
+def spend(sid: str, info: dict, domain_info, name, eps_v, weights, pvals, pids, seed_mode, seed,
+          k) -> dict:
+    """Release the loaded data with the panel's settings (charged to its account) and record it
+    in the workspace as the release shown: {"summary": …}, or {"error": why nothing was spent}."""
+    kind = info.get("kind", "points")
+    try:
+        spec = dp.mechanisms()[name]
         if name not in usable(mechanism_options(kind, info.get("counts", False))):
-            name = dp.recommend(kind).name   # new data of another kind: the picker is switching too
-        try:
-            if link is not None:          # the page's first release follows the link it was opened with
-                name, epsilon, split, params, domain = (link.mechanism, link.epsilon, list(link.split),
-                                                        link.params, link.domain)
-            else:
-                spec = dp.mechanisms()[name]
-                epsilon = epsilon_value(eps_v)
-                split = read_split(spec, weights)
-                params = spec.resolve_params(read_params(spec, pvals, pids))
-                domain = domain_from_store(domain_info)
-            spec = dp.mechanisms()[name]
-            seed = None if seed_mode == "fresh" else int(seed if seed is not None else 0)
-            k = points_per_user(info, k)
-            check_coverage(state.points(sid, info["fingerprint"]), domain)
-            key = state.release_key(info["fingerprint"], domain, name, params, split, epsilon, seed, k)
-            rel = state.release(sid, key, create=True)
-        except (dp.ParameterError, dp.DataError, dp.BudgetError, LookupError) as exc:
-            if ids.DATASET in triggers:       # new data: no panel may keep showing the old release
-                return None, html.Div(["No release of this data yet: ", str(exc)], className="error")
-            return no_update, html.Div(["Not released: ", str(exc), html.Div(
-                "The map and tables still show your previous release of this data.",
-                className="hint")], className="error")
+            raise dp.ParameterError(f"{spec.label} does not apply to this data; pick one of the "
+                                    "mechanisms offered")
+        epsilon = epsilon_value(eps_v)
+        split = read_split(spec, weights)
+        params = spec.resolve_params(read_params(spec, pvals, pids))
+        domain = domain_from_store(domain_info)
+        seed = None if seed_mode == "fresh" else int(seed if seed is not None else 0)
+        k = points_per_user(info, k)
+        check_coverage(state.points(sid, info["fingerprint"]), domain)
+        key = state.release_key(info["fingerprint"], domain, name, params, split, epsilon, seed, k)
+        rel = state.release(sid, key, create=True)
         summary = {"key": key, "mechanism": name, "label": spec.label, "epsilon": epsilon,
-                   "split": split, "private": rel.private}
-        if rel.reproducible_demo:
-            status = html.Div([f"Released {spec.label} at ε = {epsilon:g}, {describe(rel)}. ",
-                               html.Strong(f"Reproducible demo (seed {seed}): NOT private, the noise "
-                                           "can be removed by anyone who knows the seed.")],
-                              className="warning demo-release")
-        else:
-            status = html.Div(f"Released {spec.label} at ε = {epsilon:g}, {describe(rel)} "
-                              "(fresh randomness).", className="ok")
-        return summary, status
+                   "split": split, "params": params, "seed": seed, "k": k,
+                   "private": rel.private, "description": describe(rel), "domain": domain.name}
+        workspace.add_release(sid, summary)
+    except (dp.ParameterError, dp.DataError, dp.BudgetError, LookupError) as exc:
+        return {"error": str(exc)}
+    return {"summary": summary}
+
+
+def release_view(result: dict, current) -> tuple:
+    """(release store, status line) for the result of a Release click."""
+    if "error" in result:
+        still = html.Div("The map and tables still show your previous release.", className="hint") \
+            if current else None
+        return no_update, html.Div(["Not released: ", result["error"], still], className="error")
+    s = result["summary"]
+    if s["seed"] is not None:
+        return s, html.Div([f"Released {s['label']} at ε = {s['epsilon']:g}, {s['description']}. ",
+                            html.Strong(f"Reproducible demo (seed {s['seed']}): NOT private, the "
+                                        "noise can be removed by anyone who knows the seed.")],
+                           className="warning demo-release")
+    return s, html.Div(f"Released {s['label']} at ε = {s['epsilon']:g}, {s['description']} "
+                       "(fresh randomness).", className="ok")
+
+
+def paid_release(sid: str, info: dict, domain_info, link=None) -> tuple:
+    """(release record or None, status) for data and a domain newly shown: the workspace's latest
+    release of them, already paid for, when it is still on the server (with a link, only one
+    made with the link's settings); the workspace then shows it. Nothing is spent here."""
+    rec, gone = None, False
+    try:
+        domain = domain_from_store(domain_info)
+        rec = workspace.latest(sid, info["fingerprint"], domain)
+        if rec is not None and link is not None and not link.matches(
+                rec["mechanism"], rec["epsilon"], rec["split"], rec["params"], domain):
+            rec = None
+        if rec is not None:
+            state.release(sid, rec["key"])
+    except (dp.ParameterError, LookupError) as exc:
+        gone = rec is not None
+        if not gone:
+            workspace.show(sid, None)
+            return None, html.Div(["No release: ", str(exc)], className="error")
+    workspace.show(sid, None if gone or rec is None else rec["key"])
+    if rec is not None and not gone:
+        demo = f" Reproducible demo (seed {rec['seed']}): NOT private." if rec["seed"] is not None else ""
+        return rec, html.Div(f"Showing your release of this data on “{domain.name}”: {rec['label']} "
+                             f"at ε = {rec['epsilon']:g}, {rec['description']} (already paid for; "
+                             f"no new spend).{demo}", className="warning" if demo else "ok")
+    if gone:
+        return None, html.Div("Your last release of this data on this box is no longer on the "
+                              "server. Press Release for a new one (it spends ε again).",
+                              className="warning")
+    try:
+        check_coverage(state.points(sid, info["fingerprint"]), domain)
+    except (dp.DataError, LookupError) as exc:
+        return None, html.Div(["No release of this data yet: ", str(exc)], className="error")
+    if link is not None:
+        return None, html.Div(f"The link's settings are filled in: {dp.mechanisms()[link.mechanism].label} "
+                              f"at ε = {link.epsilon:g} on “{link.domain.name}”. Press Release to "
+                              "publish them (it spends ε); opening a link spends nothing.",
+                              className="hint")
+    return None, html.Div("Nothing released on this data and box yet: press Release to publish "
+                          "(it spends ε).", className="hint")
+
+
+def control_values(rec: dict, name, eps_v, seed_mode, seed) -> tuple:
+    """(mechanism, ε, seed mode, seed, parameter controls) set to a release record's settings;
+    no_update where they already agree (the mechanism's own callback draws its controls then)."""
+    spec = dp.mechanisms()[rec["mechanism"]]
+    mode = "fresh" if rec["seed"] is None else "fixed"
+    return (rec["mechanism"] if rec["mechanism"] != name else no_update,
+            rec["epsilon"] if eps_v != rec["epsilon"] else no_update,
+            mode if mode != seed_mode else no_update,
+            rec["seed"] if rec["seed"] is not None and rec["seed"] != seed else no_update,
+            settings_controls(spec, rec["split"], rec["params"]) if rec["mechanism"] == name else no_update)
+
+
+def settings_controls(spec: dp.MechanismSpec, split, values: dict) -> list:
+    """The split sliders and parameter controls of a mechanism at these settings."""
+    return split_controls(spec, split) + [param_control(p, values.get(p.name, p.default))
+                                          for p in spec.params]
+
+
+def shown_settings(sid: str, name: str, search, spec: dp.MechanismSpec) -> tuple:
+    """(split, parameters) a mechanism's controls open at: the link's when it names it, else
+    those of the release shown when it is of this mechanism, else the defaults."""
+    link = link_settings(search, spec.data_kind)
+    if link is not None and link.mechanism == name:
+        return link.split, link.params
+    rec = workspace.shown(sid)
+    if rec is not None and rec["mechanism"] == name:
+        return rec["split"], rec["params"]
+    return spec.default_split, {}
 
 
 def check_coverage(data, domain: dp.Domain) -> None:
@@ -257,24 +345,3 @@ def link_settings(search: str | None, kind: str):
     broken link is reported by the share module and ignored here)."""
     link = share.valid_link(search)
     return link if link is not None and dp.mechanisms()[link.mechanism].data_kind == kind else None
-
-
-def restore(sid: str, info: dict, link=None):
-    """(release summary, status) of this session's latest release of the data still on the
-    server, or None: reloading the page shows it again instead of spending ε on a new draw. With
-    a link's settings, only a release made with those settings is shown again."""
-    key = state.last_release_key(sid, info)
-    try:
-        rel = state.release(sid, key) if key else None
-    except LookupError:      # dropped between the two reads
-        return None
-    if rel is None:
-        return None
-    _, dom, name, params, split, epsilon, _, _ = json.loads(key)
-    if link is not None and not link.matches(name, epsilon, split, params, dp.Domain.from_dict(dom)):
-        return None
-    summary = {"key": key, "mechanism": name, "label": rel.spec.label, "epsilon": epsilon,
-               "split": split, "private": rel.private}
-    return summary, html.Div(f"Showing your last release of this data: {rel.spec.label} at "
-                             f"ε = {epsilon:g}, {describe(rel)} (already paid for; no new spend).",
-                             className="ok")

@@ -7,6 +7,7 @@ import functools
 import io
 import json
 import math
+import time
 from typing import NamedTuple
 
 import dash_leaflet as dl
@@ -306,6 +307,15 @@ def register_callbacks(app, config: dict):
         note = html.Div(f"R{len(extra) + 1} reaches outside the public domain: it is answered "
                         f"clipped to {_fmt(inside)}.", className="warning") if clipped else ""
         return extra + [list(rect.as_array())], note, ""
+
+    @app.callback(Output(ids.QUERY_EXTRA, "data", allow_duplicate=True),
+                  Output(ids.QUERY_MESSAGE, "children", allow_duplicate=True),
+                  Output(ids.EDIT, "editToolbar"),
+                  Input(ids.DATASET, "data"), prevent_initial_call=True)
+    def clear_for_new_data(info):
+        """New data: the rectangles drawn, typed or drawn at random for the old data go (they
+        were asked of another dataset, often in another place)."""
+        return [], "", {"mode": "remove", "action": "clear all", "n_clicks": time.time()}
 
     @app.callback(Output(ids.QUERY_RANDOM_NOUN, "children"), Input(ids.RANDOM_N, "value"))
     def random_noun(n):

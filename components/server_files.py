@@ -12,7 +12,7 @@ from dash import Input, Output, State, dcc, html, no_update
 import dp
 
 from . import controls, ids
-from server import jobs, state
+from server import jobs, state, workspace
 
 COUNTS_EXT = ".npz"
 DATA_EXT = (".csv", ".txt", ".tsv", ".parquet")
@@ -101,6 +101,7 @@ def register_callbacks(app, config: dict):
             if files[0].lower().endswith(COUNTS_EXT):
                 data = dp.load_counts(Path(files[0]).read_bytes(), name=Path(text).stem)
                 info = state.put_upload(sid, data)
+                workspace.use_dataset(sid, info)
                 return info, loaded(text, data), None, no_update, True, True
             domain = controls.domain_from_store(domain_info)
             if domain.leaky:
@@ -138,6 +139,7 @@ def register_callbacks(app, config: dict):
                 "0", True, True
         try:
             info = state.put_upload(sid, st["result"])
+            workspace.use_dataset(sid, info)
         except LookupError as exc:
             return no_update, failed(job["text"], exc), no_update, "0", True, True
         return info, loaded(job["text"], st["result"]), None, "1", True, True

@@ -170,8 +170,16 @@ def session_id() -> str:
     return hashlib.blake2b(token.encode(), digest_size=16).hexdigest()
 
 
+def load_samples() -> None:
+    """Make every built-in sample now (the app does this before gunicorn forks, so every worker
+    and heavy-pool process starts with them: about a second, from their fixed seeds)."""
+    for name in [*dp.SAMPLES, *REGION_SAMPLES]:
+        sample(name)
+
+
 def sample(name: str):
-    """(data, domain) of a built-in point or region sample, generated once per process."""
+    """(data, domain) of a built-in point or region sample, generated once per process from its
+    fixed seed, so every process makes the same data with the same fingerprint."""
     if name not in _samples:
         data, domain = dp.load_region_sample(name) if name in REGION_SAMPLES else dp.load_sample(name)
         _samples[name] = (data, domain)
@@ -217,6 +225,9 @@ def points(sid: str | None, fingerprint: str):
     if fingerprint in _sample_by_fp:
         return _sample_by_fp[fingerprint]
     data = cache.get(f"dataset:{sid}:{fingerprint}") if sid else None
+    if data is None and len(_samples) < len(dp.SAMPLES) + len(REGION_SAMPLES):
+        load_samples()                      # a process that has not made them all yet
+        data = _sample_by_fp.get(fingerprint)
     if data is None:
         raise LookupError("this session's dataset is no longer on the server (it expired or the "
                           "server restarted); upload it again or pick a sample")
@@ -349,15 +360,6 @@ def staged_release(sid: str | None, key: str, stage: str | None):
 def account(sid: str, fingerprint: str) -> dp.Accountant:
     """A copy of this session's budget account for a dataset."""
     return accounts.get(sid, fingerprint)
-
-
-def last_release_key(sid: str, info: dict) -> str | None:
-    """The key of this session's latest release of the loaded dataset still on the server."""
-    for c in reversed(account(sid, info["account"]).charges):
-        if c.ref and key_fingerprint(c.ref) == info["fingerprint"] \
-                and cache.get(_release_entry(sid, c.ref)) is not None:
-            return c.ref
-    return None
 
 
 def check_live_room(sid: str):

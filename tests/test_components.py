@@ -12,7 +12,8 @@ import pytest
 import dp
 from helpers import new_sid
 from components import (controls, data_panel, evaluation_panel, export_panel, ids, ledger_panel,
-                        map_panel, mechanism_panel, queries_panel, render, state)
+                        map_panel, mechanism_panel, queries_panel, render)
+from server import state
 
 
 def test_every_panel_registers_its_callbacks(app):

@@ -22,7 +22,8 @@ TITLES = ["The data", "What is published", "What privacy costs: a release at ε 
 @pytest.fixture(scope="module")
 def layout_json():
     app = create_app({"tiles_url": "http://127.0.0.1:9/{z}/{x}/{y}.png"})
-    return app, json.dumps(app.layout(), cls=plotly.utils.PlotlyJSONEncoder)
+    with app.server.test_request_context("/"):        # a page load: a new visitor's workspace
+        return app, json.dumps(app.layout(), cls=plotly.utils.PlotlyJSONEncoder)
 
 
 def test_steps_come_in_order_with_text_for_every_step():

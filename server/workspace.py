@@ -1,0 +1,153 @@
+"""Each browser's workspace on the server: the one source of truth of what its page shows.
+
+A workspace is a small record in the shared store, keyed by the session (so every worker reads
+the same one): the dataset loaded, the domain chosen, the releases made (as records: key,
+mechanism, label, ε, split, parameters, seed, points per user, private or not, time) and which
+of them is shown. The page's controls, map and panels are rendered from it, so a reload, a
+second tab or another worker shows the same thing.
+
+Every spend is one idempotent action: the click makes a request id, `once(sid, rid, action)`
+runs the action under a lock across processes and records its result; the same id again (a
+callback fired twice, a retried request) returns the recorded result and charges nothing.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from contextlib import contextmanager
+
+from . import state
+
+KEPT_REQUESTS = 64        # request ids remembered per workspace (a click is retried within seconds)
+KEPT_RELEASES = 32        # release records kept per workspace (the accounts keep every charge)
+REQUEST_ID_CHARS = 64     # a request id is a short random string made by the page
+
+
+_held = threading.local()   # workspaces whose lock this thread holds (the lock is not re-entrant)
+
+
+def _key(sid: str) -> str:
+    return f"workspace:{sid}"
+
+
+@contextmanager
+def _locked(sid: str):
+    """The workspace's lock across processes, re-entered freely by the thread holding it."""
+    held = _held.__dict__.setdefault("sids", set())
+    if sid in held:
+        yield
+        return
+    with state.cache.lock(_key(sid)):
+        held.add(sid)
+        try:
+            yield
+        finally:
+            held.discard(sid)
+
+
+def _save(sid: str, ws: dict) -> dict:
+    if not state.cache.set(_key(sid), ws):
+        raise LookupError(state.FULL)
+    return ws
+
+
+def get(sid: str) -> dict:
+    """A copy of this session's workspace ({} for a new one)."""
+    return dict(state.cache.get(_key(sid)) or {})
+
+
+def update(sid: str, **changes) -> dict:
+    """Change fields of the workspace under its lock (across processes) and return it."""
+    with _locked(sid):
+        return _save(sid, {**get(sid), **changes})
+
+
+def record(summary: dict) -> dict:
+    """A release record: the page's release summary with the time it was made."""
+    return {**summary, "time": time.time()}
+
+
+def add_release(sid: str, summary: dict, shown: bool = True) -> None:
+    """Keep a release record (the newest KEPT_RELEASES) and, if `shown`, make it the current one."""
+    with _locked(sid):
+        ws = get(sid)
+        releases = [r for r in ws.get("releases", []) if r["key"] != summary["key"]]
+        ws["releases"] = (releases + [record(summary)])[-KEPT_RELEASES:]
+        if shown:
+            ws["shown"] = summary["key"]
+        _save(sid, ws)
+
+
+def shown(sid: str) -> dict | None:
+    """The release record the page shows, if any."""
+    ws = get(sid)
+    return next((r for r in ws.get("releases", []) if r["key"] == ws.get("shown")), None)
+
+
+def latest(sid: str, fingerprint: str, domain) -> dict | None:
+    """The newest release record of this dataset on this domain (its release may be gone)."""
+    for r in reversed(get(sid).get("releases", [])):
+        if state.key_fingerprint(r["key"]) == fingerprint and state.key_domain(r["key"]) == domain:
+            return r
+    return None
+
+
+def show(sid: str, key: str | None) -> None:
+    """Make the release with this key the one the page shows (None: nothing)."""
+    update(sid, shown=key)
+
+
+def valid_request(rid) -> bool:
+    return isinstance(rid, str) and 8 <= len(rid) <= REQUEST_ID_CHARS and rid.isascii() \
+        and all(c.isalnum() or c == "-" for c in rid)
+
+
+def once(sid: str, rid, action: Callable[[], dict]) -> dict:
+    """Run `action` (which may spend) once per request id: a repeated id returns the first
+    result. The result must be a small JSON-like dict (a release summary or an error)."""
+    if not valid_request(rid):
+        raise LookupError("the request carried no valid request id; press the button again")
+    with _locked(sid):               # one spend of a workspace at a time, on every worker
+        done = get(sid).get("requests", {})
+        if rid in done:
+            return done[rid]
+        result = action()
+        ws = get(sid)
+        ws["requests"] = dict(list({**ws.get("requests", {}), rid: result}.items())[-KEPT_REQUESTS:])
+        _save(sid, ws)
+        return result
+
+
+def use_dataset(sid: str, info: dict) -> None:
+    """Make this dataset (its summary, `state.dataset_summary`) the workspace's current one."""
+    update(sid, dataset=info)
+
+
+def use_domain(sid: str, preset: str, box: list) -> None:
+    """Remember the domain control's choice (a preset's name, or CUSTOM with the typed sides);
+    on a full store the choice is not kept (the next page load then opens on the dataset's box)."""
+    try:
+        update(sid, domain={"preset": preset, "box": list(box)})
+    except LookupError:
+        pass
+
+
+def page(sid: str, default_sample: str) -> dict:
+    """What a page load shows, from the workspace: the current dataset (the default sample for a
+    new workspace, or when an upload is no longer on the server: `gone` names it), the domain
+    chosen, and the release record shown if it is of that dataset."""
+    ws = get(sid)
+    info, gone = ws.get("dataset"), None
+    if info is not None:
+        try:
+            state.points(sid, info["fingerprint"])
+        except LookupError:
+            info, gone = None, ws["dataset"]["name"]
+    if info is None:
+        return {"dataset": state.use_sample(sid, default_sample), "domain": None, "release": None,
+                "gone": gone}
+    rec = shown(sid)
+    if rec is not None and state.key_fingerprint(rec["key"]) != info["fingerprint"]:
+        rec = None
+    return {"dataset": info, "domain": ws.get("domain"), "release": rec, "gone": None}

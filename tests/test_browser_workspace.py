@@ -1,0 +1,260 @@
+"""One source of truth on the server a user actually runs: each test drives headless Chromium
+against `python app.py` (gunicorn, 3 workers, started here) and against Flask's dev server.
+
+What the page shows, what its controls say and what was charged must agree: one click charges
+once (the ledger and the account file both), a page load or a link spends nothing, a reload
+restores the same dataset (an upload included), release and controls, the region sample is
+known to every worker, and a fresh start serves every script on the first visit.
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import re
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import pytest
+from selenium.webdriver.common.keys import Keys
+
+from test_browser import poll_until, press_release, table_rows   # skips without a browser
+from test_browser_session import sf_csv, upload
+
+from app import create_app
+from components import ids
+from helpers import free_port, wait_until
+
+pytestmark = pytest.mark.browser
+ROOT = Path(__file__).resolve().parents[1]
+OFFLINE_TILES = "http://127.0.0.1:9/{z}/{x}/{y}.png"
+SERVERS = ["gunicorn", "dev"]
+REGIONS = "Regions: City home ranges, 3k users"
+
+
+def http_get(url: str):
+    try:
+        with urllib.request.urlopen(url, timeout=30) as r:
+            return r.status, r.read().decode(errors="replace")
+    except urllib.error.HTTPError as exc:
+        return exc.code, ""
+    except (urllib.error.URLError, ConnectionError, TimeoutError):
+        return None, ""
+
+
+class Gunicorn:
+    """`python app.py` with 3 gunicorn workers on a free port, a store and accounts of its own."""
+
+    def __init__(self, folder: Path, *extra: str):
+        self.port, self.folder = free_port(), folder
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.proc = subprocess.Popen(
+            [sys.executable, "app.py", "--port", str(self.port), "--workers", "3",
+             "--store-dir", str(folder / "store"), "--accounts-dir", str(folder / "accounts"),
+             "--tiles-url", OFFLINE_TILES, *extra],
+            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+    def wait_listening(self):
+        wait_until(lambda: http_get(self.url + "/_dash-layout")[0] is not None
+                   or self.proc.poll() is not None, timeout=90)
+        assert self.proc.poll() is None, self.proc.stdout.read()
+
+    def stop(self) -> str:
+        self.proc.send_signal(signal.SIGTERM)
+        out, _ = self.proc.communicate(timeout=60)
+        return out
+
+
+@pytest.fixture(scope="module")
+def gunicorn(tmp_path_factory):
+    server = Gunicorn(tmp_path_factory.mktemp("gunicorn"))
+    server.wait_listening()
+    yield server
+    out = server.stop()
+    assert "Traceback" not in out, out[-3000:]
+
+
+@pytest.fixture(params=SERVERS)
+def page(request, dash_duo, tmp_path):
+    """(dash_duo, accounts folder) with the browser on a fresh session of one kind of server."""
+    if request.param == "gunicorn":
+        server = request.getfixturevalue("gunicorn")
+        dash_duo.server_url = server.url
+        accounts = server.folder / "accounts"
+    else:
+        accounts = tmp_path / "accounts"
+        dash_duo.start_server(create_app({"tiles_url": OFFLINE_TILES, "accounts_dir": str(accounts)}))
+    dash_duo.driver.set_window_size(1280, 1000)
+    dash_duo.wait_for_element(f"#{ids.UPLOAD} input[type=file]", timeout=30)
+    return dash_duo, accounts
+
+
+def charges(accounts: Path) -> list:
+    """Every charge in every budget account file of the server."""
+    out = []
+    for path in accounts.glob("*.json"):
+        out += json.loads(path.read_text())["charges"]
+    return out
+
+
+def status(dash_duo) -> str:
+    return dash_duo.find_element(f"#{ids.RELEASE_STATUS}").text
+
+
+def value(dash_duo, element_id: str) -> str:
+    return dash_duo.driver.execute_script(
+        f"var e = document.querySelector('#{element_id} input, input#{element_id}');"
+        " return e ? e.value : null;")
+
+
+def choose(dash_duo, dropdown_id: str, label: str) -> None:
+    """Pick a dropdown's option by typing its label into the search box (a click on an option
+    can land on the search box at narrow widths)."""
+    dash_duo.find_element(f"#{dropdown_id}").click()
+    search = dash_duo.find_element(f"#{dropdown_id} input, .dash-dropdown-search")
+    search.send_keys(label)
+    poll_until(lambda: dash_duo.find_elements(".dash-dropdown-option"), 5)
+    dash_duo.find_element(".dash-dropdown-search").send_keys(Keys.ENTER)
+    poll_until(lambda: picked(dash_duo, dropdown_id).startswith(label), 5)
+
+
+def picked(dash_duo, dropdown_id: str) -> str:
+    return dash_duo.find_element(f"#{dropdown_id}").text.split("\n")[0]
+
+
+def severe_errors(dash_duo) -> list[str]:
+    """Console errors other than the offline base map's tiles."""
+    return [e["message"] for e in dash_duo.get_logs() or []
+            if e.get("level") == "SEVERE" and "127.0.0.1:9" not in e["message"]]
+
+
+def test_one_click_charges_once_and_a_page_load_nothing(page):
+    dash_duo, accounts = page
+    before = len(charges(accounts))
+    dash_duo.wait_for_contains_text(f"#{ids.RELEASE_STATUS}", "Nothing released", timeout=60)
+    time.sleep(2)                                             # callbacks settle: still nothing spent
+    assert len(charges(accounts)) == before
+    for n in (1, 2):
+        press_release(dash_duo)
+        time.sleep(3)                                         # a second firing would charge by now
+        assert len(charges(accounts)) == before + n, status(dash_duo)
+        poll_until(lambda: len(table_rows(dash_duo, ids.ACCOUNT_TABLE)) == n, 10)
+        assert len(table_rows(dash_duo, ids.ACCOUNT_TABLE)) == n   # the page's ledger agrees
+    assert not severe_errors(dash_duo)
+
+
+def test_upload_release_reload_restores_data_release_and_controls(page, tmp_path):
+    dash_duo, accounts = page
+    n = sf_csv(tmp_path / "sf.csv")
+    upload(dash_duo, tmp_path / "sf.csv")
+    dash_duo.wait_for_contains_text(f"#{ids.UPLOAD_STATUS}", f"Loaded sf.csv: {n:,} points", timeout=60)
+    dash_duo.wait_for_contains_text(f"#{ids.RELEASE_STATUS}", "No release of this data yet", timeout=30)
+    dash_duo.find_element(f"#{ids.DOMAIN_WARNING} .suggest").click()          # Use San Francisco
+    dash_duo.wait_for_contains_text(f"#{ids.RELEASE_STATUS}", "Nothing released", timeout=30)
+    assert "error" not in dash_duo.find_element(f"#{ids.RELEASE_STATUS} > div").get_attribute("class")
+    choose(dash_duo, ids.MECHANISM, "Uniform grid (Heuristic UG)")
+    mechanism = "Uniform grid (Heuristic UG)"
+    eps = dash_duo.find_element(f"#{ids.EPSILON_VALUE}")
+    eps.clear()
+    eps.send_keys("0.5\n")
+    poll_until(lambda: value(dash_duo, ids.EPSILON_VALUE) == "0.5", 10)
+    press_release(dash_duo)
+    assert f"at ε = 0.5" in status(dash_duo)
+    spent = len(charges(accounts))
+    dash_duo.driver.refresh()
+    dash_duo.wait_for_contains_text(f"#{ids.RELEASE_STATUS}", "Showing your release of this data", timeout=60)
+    text = status(dash_duo)
+    assert "San Francisco" in text and "ε = 0.5" in text and mechanism in text
+    assert f"{n:,} points" in dash_duo.find_element(f"#{ids.DATA_SUMMARY}").text   # the upload, not the sample
+    assert picked(dash_duo, ids.MECHANISM).startswith(mechanism)               # controls = the map
+    assert value(dash_duo, ids.EPSILON_VALUE) == "0.5"
+    assert picked(dash_duo, ids.DOMAIN_PRESET).endswith("San Francisco")
+    dash_duo.wait_for_element("img.grid-raster, .leaflet-overlay-pane path", timeout=30)
+    time.sleep(2)
+    assert len(charges(accounts)) == spent                                     # a reload spends nothing
+    # the same file again loads again (and says so), finding the same release
+    dash_duo.driver.execute_script(f"document.getElementById('{ids.UPLOAD_STATUS}').innerText = ''")
+    upload(dash_duo, tmp_path / "sf.csv")
+    dash_duo.wait_for_contains_text(f"#{ids.UPLOAD_STATUS}", f"Loaded sf.csv: {n:,} points", timeout=60)
+    assert not severe_errors(dash_duo)
+
+
+def test_a_link_fills_the_controls_and_spends_nothing(page):
+    dash_duo, accounts = page
+    before = len(charges(accounts))
+    base = dash_duo.server_url.rstrip("/")
+    link = "?" + urllib.parse.urlencode({"mechanism": "ug", "epsilon": 0.25,
+                                         "domain": "New York (Manhattan & Brooklyn)"})
+    dash_duo.wait_for_page(f"{base}/{link}", timeout=30)
+    dash_duo.wait_for_contains_text(f"#{ids.RELEASE_STATUS}", "The link's settings are filled in", timeout=60)
+    poll_until(lambda: value(dash_duo, ids.EPSILON_VALUE) == "0.25", 10)
+    assert value(dash_duo, ids.EPSILON_VALUE) == "0.25"
+    assert picked(dash_duo, ids.MECHANISM) == "Uniform grid (Heuristic UG)"
+    time.sleep(3)
+    assert len(charges(accounts)) == before                 # opening a link spends nothing
+    press_release(dash_duo)
+    assert "ε = 0.25" in status(dash_duo)
+    assert len(charges(accounts)) == before + 1
+
+
+def test_region_sample_stage_toggles_never_expire(page):
+    dash_duo, _ = page
+    dash_duo.wait_for_contains_text(f"#{ids.RELEASE_STATUS}", "Nothing released", timeout=60)
+    choose(dash_duo, ids.SAMPLE_PICK, REGIONS)
+    dash_duo.wait_for_contains_text(f"#{ids.DATA_SUMMARY}", "regions", timeout=30)
+    dash_duo.wait_for_contains_text(f"#{ids.RELEASE_STATUS}", "Nothing released", timeout=30)
+    press_release(dash_duo)
+    dash_duo.wait_for_element(f"#{ids.EULER_STAGE} input", timeout=30)
+    stages = dash_duo.find_elements(f"#{ids.EULER_STAGE} input")
+    for i in range(20):
+        stages[i % len(stages)].click()
+        time.sleep(0.3)
+        stages = dash_duo.find_elements(f"#{ids.EULER_STAGE} input")
+    poll_until(lambda: "Loading" not in dash_duo.find_element(f"#{ids.EULER_STATUS}").text, 10)
+    page_text = dash_duo.find_element("body").text
+    assert "no longer on the server" not in page_text and "expired" not in page_text
+    assert "Released" in status(dash_duo)
+    assert not severe_errors(dash_duo)
+
+
+def test_new_data_clears_old_rectangles_and_messages(page):
+    dash_duo, _ = page
+    dash_duo.wait_for_contains_text(f"#{ids.RELEASE_STATUS}", "Nothing released", timeout=60)
+    press_release(dash_duo)
+    box = dash_duo.find_element(f"#{ids.QUERY_TYPED}")
+    box.send_keys("-74.0, 40.7, -73.95, 40.75\n")
+    poll_until(lambda: len(table_rows(dash_duo)) == 1, 20)
+    assert len(table_rows(dash_duo)) == 1
+    choose(dash_duo, ids.SAMPLE_PICK, REGIONS)
+    dash_duo.wait_for_contains_text(f"#{ids.RELEASE_STATUS}", "Nothing released", timeout=30)
+    poll_until(lambda: not table_rows(dash_duo), 10)
+    assert not table_rows(dash_duo)                          # the old data's rectangles are gone
+    assert "Released" not in status(dash_duo)
+    assert "No release" in dash_duo.find_element(f"#{ids.MAP_HOVER}").text
+
+
+@pytest.mark.parametrize("start", range(3))
+def test_a_fresh_start_serves_the_page_and_every_script_on_the_first_visit(dash_duo, tmp_path, start):
+    """Right after `python app.py` starts, the first visit loads (the map and the upload box),
+    and 30 concurrent fetches of the page's scripts all succeed."""
+    server = Gunicorn(tmp_path)
+    try:
+        wait_until(lambda: http_get(server.url + "/")[0] == 200 or server.proc.poll() is not None, 90)
+        index = http_get(server.url + "/")[1]
+        scripts = [server.url + s for s in re.findall(r'src="(/_dash-component-suites/[^"]+)"', index)]
+        assert any("dash_leaflet" in s for s in scripts)
+        with concurrent.futures.ThreadPoolExecutor(24) as pool:
+            codes = list(pool.map(lambda u: http_get(u)[0], (scripts * 3)[:30]))
+        assert codes == [200] * len(codes)
+        dash_duo.server_url = server.url
+        dash_duo.wait_for_element(f"#{ids.MAP} .leaflet-container, #{ids.MAP}.leaflet-container", timeout=30)
+        dash_duo.wait_for_element(f"#{ids.UPLOAD} input[type=file]", timeout=10)
+        assert not severe_errors(dash_duo)
+    finally:
+        out = server.stop()
+    assert "not a registered library" not in out
