@@ -11,8 +11,8 @@ from dash import ClientsideFunction, Input, Output, State, ctx, dash_table, dcc,
 import dp
 
 from . import ids, render
-from server import state
-from .controls import labelled_rects, mechanism_options
+from server import state, workspace
+from .controls import labelled_rects, mechanism_options, request_ids
 from .help import help_box
 
 MAP_HEIGHT = "420px"
@@ -47,7 +47,7 @@ def layout(config: dict) -> html.Div:
                                       "backgroundColor": "#e7f5ea", "fontWeight": "600"}
                                      for w, col in CLOSER.items()]),
         ]),
-        dcc.Store(id=ids.COMPARE_RELEASE),
+        dcc.Store(id=ids.COMPARE_RELEASE), dcc.Store(id=ids.COMPARE_REQUEST),
     ])
 
 
@@ -223,6 +223,20 @@ def pair(sid: str, rinfo: dict, cinfo: dict) -> tuple:
             state.points(sid, state.key_fingerprint(rinfo["key"])))
 
 
+def comparison(sid: str, rinfo: dict, name: str) -> dict:
+    """Release `name` beside panel 2's release (charged): {"cinfo", "status", "class"} or
+    {"error"}, small enough to be kept as the click's result."""
+    key = state.comparison_key(rinfo["key"], name)
+    label = dp.mechanisms()[name].label
+    try:
+        rel = state.release(sid, key, create=True)
+    except (dp.ParameterError, dp.DataError, dp.BudgetError, LookupError) as exc:
+        return {"error": str(exc)}
+    line = release_status(label, rinfo["epsilon"], rel)
+    return {"cinfo": {"key": key, "base": rinfo["key"], "mechanism": name, "label": label},
+            "status": line.children, "class": line.className}
+
+
 def register_callbacks(app, config: dict):
     @app.callback(Output(ids.COMPARE_PICK, "options"), Output(ids.COMPARE_PICK, "value"),
                   Output(ids.COMPARE_BUTTON, "disabled"),
@@ -247,25 +261,28 @@ def register_callbacks(app, config: dict):
         cost = dp.accountant.release_cost(name, state.key_domain(rinfo["key"]), rinfo["epsilon"])
         return cost_line(cost, acc.spent, acc.total)
 
+    request_ids(app, ids.COMPARE_BUTTON, ids.COMPARE_REQUEST)
+
     # A new release in panel 2 (or new data) ends the comparison: it was made beside the old one.
+    # One click spends once: the click's request id keys the spend (`workspace.once`).
     @app.callback(Output(ids.COMPARE_RELEASE, "data"), Output(ids.COMPARE_STATUS, "children"),
                   Output(ids.ACCOUNT_TICK, "data", allow_duplicate=True),
-                  Input(ids.COMPARE_BUTTON, "n_clicks"), Input(ids.RELEASE, "data"),
+                  Input(ids.COMPARE_REQUEST, "data"), Input(ids.RELEASE, "data"),
                   Input(ids.DATASET, "data"), State(ids.COMPARE_PICK, "value"), prevent_initial_call=True)
-    def release_comparison(_, rinfo, _info, name):
-        if ctx.triggered_id != ids.COMPARE_BUTTON:
+    def release_comparison(request, rinfo, _info, name):
+        if ctx.triggered_id != ids.COMPARE_REQUEST:
             return None, "", no_update
         if not rinfo or not name:
             return no_update, html.Div("Release the data in panel 2 first, then pick a second "
                                        "mechanism.", className="error"), no_update
-        key = state.comparison_key(rinfo["key"], name)
-        label = dp.mechanisms()[name].label
+        sid = state.session_id()
         try:
-            rel = state.release(state.session_id(), key, create=True)
-        except (dp.ParameterError, dp.DataError, dp.BudgetError, LookupError) as exc:
-            return no_update, html.Div(["Not released: ", str(exc)], className="error"), time.time()
-        return {"key": key, "base": rinfo["key"], "mechanism": name, "label": label}, \
-            release_status(label, rinfo["epsilon"], rel), time.time()
+            result = workspace.once(sid, (request or {}).get("id"), lambda: comparison(sid, rinfo, name))
+        except LookupError as exc:
+            result = {"error": str(exc)}
+        if "error" in result:
+            return no_update, html.Div(["Not released: ", result["error"]], className="error"), time.time()
+        return result["cinfo"], html.Div(result["status"], className=result["class"]), time.time()
 
     @app.callback(Output(ids.COMPARE_RESULTS, "hidden"), Output(ids.COMPARE_MAPS, "children"),
                   Output(ids.COMPARE_SCALE, "children"), Output(ids.COMPARE_MESSAGE, "children"),

@@ -130,6 +130,7 @@ IA_PLANNED = "ia-planned"
 IA_STRATEGY = "ia-strategy"
 IA_METHOD = "ia-method"
 IA_START = "ia-start"
+IA_REQUEST = "ia-request"             # store: the request id of the latest Start click
 IA_STATUS = "ia-status"
 IA_GUARANTEE = "ia-guarantee"
 IA_FOLLOW = "ia-follow-drawn"

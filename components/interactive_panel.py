@@ -11,8 +11,8 @@ from plotly.subplots import make_subplots
 import dp
 
 from . import ids
-from server import state
-from .controls import domain_from_store, parse_typed, rects_from_geojson
+from server import state, workspace
+from .controls import domain_from_store, parse_typed, rects_from_geojson, request_ids
 from .help import help_box
 
 # labels of the values dp.interactive accepts (dp.interactive.STRATEGIES and METHODS)
@@ -77,7 +77,7 @@ def layout(config: dict) -> html.Div:
         html.Div(className="eval-figs", children=[
             dcc.Graph(id=ids.IA_PLOT, style={"height": "320px"}),
             dcc.Graph(id=ids.IA_HIST, style={"height": "320px"})]),
-        dcc.Store(id=ids.IA_INFO),
+        dcc.Store(id=ids.IA_INFO), dcc.Store(id=ids.IA_REQUEST),
     ])
 
 
@@ -188,6 +188,14 @@ def start_session(sid, dinfo, domain_info, sigma_m, planned, strategy, method, n
     return {"token": token, "asked_drawn": n_drawn, "fingerprint": dinfo["fingerprint"], "rho": rho}
 
 
+def refusal_or(start, *args) -> dict:
+    """start(*args), or {"error": why} for a refusal, kept as the click's result either way."""
+    try:
+        return start(*args)
+    except (dp.ParameterError, dp.BudgetError, LookupError, TypeError) as exc:
+        return {"error": str(exc)}
+
+
 def session_settings(sigma, planned) -> tuple[float, int]:
     """Parse step for a new session: σ in metres and the planned queries, with their defaults."""
     return float(sigma or DEFAULT_SIGMA), int(planned or DEFAULT_PLANNED)
@@ -246,11 +254,13 @@ def register_callbacks(app, config: dict):
             return html.Div("Give σ in metres (> 0).", className="error")
         return guarantee_text(float(sigma), int(planned or DEFAULT_PLANNED), method or DEFAULT_METHOD)
 
+    request_ids(app, ids.IA_START, ids.IA_REQUEST)
+
     @app.callback(Output(ids.IA_INFO, "data"), Output(ids.IA_STATUS, "children"),
                   Output(ids.IA_TABLE, "data"), Output(ids.IA_PLOT, "figure"),
                   Output(ids.IA_HIST, "figure"),
                   Output(ids.ACCOUNT_TICK, "data", allow_duplicate=True),
-                  Input(ids.IA_START, "n_clicks"), Input(ids.IA_ASK, "n_clicks"),
+                  Input(ids.IA_REQUEST, "data"), Input(ids.IA_ASK, "n_clicks"),
                   Input(ids.IA_TYPED, "n_submit"), Input(ids.EDIT, "geojson"),
                   State(ids.IA_SIGMA, "value"), State(ids.IA_PLANNED, "value"),
                   State(ids.IA_STRATEGY, "value"), State(ids.IA_METHOD, "value"),
@@ -264,10 +274,13 @@ def register_callbacks(app, config: dict):
         trigger = ctx.triggered_id
         drawn = rects_from_geojson(geojson)
         try:
-            if trigger == ids.IA_START:
+            if trigger == ids.IA_REQUEST:        # one click, one charge (`workspace.once`)
                 sigma_m, m = session_settings(sigma, planned)
-                info = start_session(sid, dinfo, domain_info, sigma_m, m, strategy, method, len(drawn))
-                return started_view(info, m, strategy, method)
+                result = workspace.once(sid, (_start or {}).get("id"), lambda: refusal_or(
+                    start_session, sid, dinfo, domain_info, sigma_m, m, strategy, method, len(drawn)))
+                if "error" in result:
+                    raise dp.ParameterError(result["error"])
+                return started_view(result, m, strategy, method)
             if info is None:
                 if trigger == ids.EDIT:           # drawing on the map before any session: ignored
                     return (no_update,) * 6

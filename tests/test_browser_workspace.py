@@ -164,7 +164,7 @@ def test_upload_release_reload_restores_data_release_and_controls(page, tmp_path
     eps.send_keys("0.5\n")
     poll_until(lambda: value(dash_duo, ids.EPSILON_VALUE) == "0.5", 10)
     press_release(dash_duo)
-    assert f"at ε = 0.5" in status(dash_duo)
+    assert "at ε = 0.5" in status(dash_duo)
     spent = len(charges(accounts))
     dash_duo.driver.refresh()
     dash_duo.wait_for_contains_text(f"#{ids.RELEASE_STATUS}", "Showing your release of this data", timeout=60)

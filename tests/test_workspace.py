@@ -1,0 +1,116 @@
+"""The workspace on the server (`server.workspace`): one record per browser of what its page
+shows, and spends that happen once per click whatever the number of requests carrying it.
+
+Both store backends (the folder and Redis, as in test_store); the races use threads of this
+process and a second process, as two gunicorn workers would race.
+"""
+from __future__ import annotations
+
+import multiprocessing
+import threading
+
+import pytest
+
+import dp
+from helpers import new_sid
+from server import state, workspace
+from test_store import config, redis_url  # noqa: F401  (fixtures: a store of each backend)
+
+TILES = "http://127.0.0.1:9/{z}/{x}/{y}.png"
+
+
+@pytest.fixture
+def app_on(config, tmp_path):  # noqa: F811
+    from app import create_app
+    create_app({"tiles_url": TILES, "accounts_dir": str(tmp_path / "accounts"), **config})
+    return {**config, "accounts_dir": str(tmp_path / "accounts")}
+
+
+def release_once(sid: str, rid: str, info: dict, domain: dp.Domain) -> dict:
+    """What the Release button's callback does with a click: one charged release per id."""
+    def spend():
+        key = state.release_key(info["fingerprint"], domain, "ug", {}, [0.05, 0.95], 0.5, None)
+        state.release(sid, key, create=True)
+        workspace.add_release(sid, {"key": key, "mechanism": "ug"})
+        return {"key": key}
+    return workspace.once(sid, rid, spend)
+
+
+def test_the_same_request_id_charges_once_and_returns_the_first_result(app_on):
+    sid = new_sid()
+    info = state.use_sample(sid, "small_city_5k")
+    domain = state.sample("small_city_5k")[1]
+    results = []
+    threads = [threading.Thread(target=lambda: results.append(release_once(sid, "a" * 32, info, domain)))
+               for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len({r["key"] for r in results}) == 1                  # four requests, one release
+    assert len(state.account(sid, info["account"]).charges) == 1
+    assert workspace.shown(sid)["key"] == results[0]["key"]
+    other = release_once(sid, "b" * 32, info, domain)             # a new click: a new draw
+    assert other["key"] != results[0]["key"]
+    assert len(state.account(sid, info["account"]).charges) == 2
+    assert workspace.latest(sid, info["fingerprint"], domain)["key"] == other["key"]
+
+
+def _click_in_another_worker(config, sid, rid, replies):
+    from app import create_app
+    create_app({"tiles_url": TILES, **config})
+    info = state.use_sample(sid, "small_city_5k")
+    replies.put(release_once(sid, rid, info, state.sample("small_city_5k")[1]))
+
+
+def test_two_workers_given_the_same_click_charge_once(app_on):
+    sid, rid = new_sid(), "c" * 32
+    ctx = multiprocessing.get_context("spawn")
+    replies = ctx.Queue()
+    worker = ctx.Process(target=_click_in_another_worker, args=(app_on, sid, rid, replies))
+    worker.start()
+    info = state.use_sample(sid, "small_city_5k")
+    here = release_once(sid, rid, info, state.sample("small_city_5k")[1])
+    there = replies.get(timeout=120)
+    worker.join(timeout=60)
+    assert here == there
+    assert len(state.account(sid, info["account"]).charges) == 1
+
+
+@pytest.mark.parametrize("rid", [None, "", "short", "x" * 65, "a b c d e f g h", "ü" * 10, 12345678])
+def test_a_request_without_a_valid_id_spends_nothing(app_on, rid):
+    called = []
+    with pytest.raises(LookupError, match="no valid request id"):
+        workspace.once(new_sid(), rid, lambda: called.append(1) or {})
+    assert not called
+
+
+def test_a_page_load_shows_the_workspace_and_falls_back_when_an_upload_is_gone(app_on):
+    sid = new_sid()
+    fresh = workspace.page(sid, "small_city_5k")
+    assert fresh["dataset"]["origin"] == "sample:small_city_5k" and fresh["release"] is None
+    data = dp.PointData([-73.99, -73.98], [40.72, 40.73], name="mine.csv")
+    info = state.put_upload(sid, data)
+    workspace.use_dataset(sid, info)
+    workspace.use_domain(sid, "__custom__", [-74.1, 40.6, -73.8, 40.9])
+    workspace.add_release(sid, {"key": state.release_key(info["fingerprint"], dp.Domain(-74.1, 40.6, -73.8, 40.9),
+                                                         "ug", {}, [0.05, 0.95], 1.0, 1)})
+    page = workspace.page(sid, "small_city_5k")
+    assert page["dataset"]["name"] == "mine.csv" and page["release"] is not None
+    assert page["domain"] == {"preset": "__custom__", "box": [-74.1, 40.6, -73.8, 40.9]}
+    assert workspace.page(new_sid(), "small_city_5k")["dataset"]["origin"].startswith("sample:")  # not another's
+    state.cache.delete(f"dataset:{sid}:{info['fingerprint']}")    # the upload expired
+    gone = workspace.page(sid, "small_city_5k")
+    assert gone["gone"] == "mine.csv" and gone["dataset"]["origin"] == "sample:small_city_5k"
+    assert gone["release"] is None
+
+
+def test_every_sample_is_known_to_a_process_that_never_made_it(app_on):
+    """A worker asked for a sample's data by fingerprint makes the samples it lacks (they are
+    built from fixed seeds, so their fingerprints agree in every process)."""
+    from dp.samples import REGION_SAMPLES
+    name = next(iter(REGION_SAMPLES))
+    fingerprint = state.sample(name)[0].fingerprint
+    state._samples.pop(name)
+    state._sample_by_fp.pop(fingerprint)
+    assert state.points(new_sid(), fingerprint).fingerprint == fingerprint
