@@ -48,7 +48,7 @@ def serve_layout(config: dict):
 def page_layout(config: dict):
     return html.Div(className="page", children=[
         dcc.Store(id=ids.DATASET, data=config["page"]["dataset"]), dcc.Store(id=ids.DOMAIN),
-        dcc.Store(id=ids.RELEASE), dcc.Store(id=ids.RELEASE_REQUEST),
+        dcc.Store(id=ids.RELEASE), dcc.Store(id=ids.RELEASE_REQUEST), dcc.Store(id=ids.LINK_OVER),
         dcc.Store(id=ids.ACCOUNT_TICK), dcc.Location(id=ids.URL, refresh=False),
         html.Header(className="top", children=[
             tour_panel.header_button(),

@@ -43,6 +43,7 @@ SEED = "seed"
 RELEASE_BUTTON = "release-button"
 RELEASE_STATUS = "release-status"
 RELEASE_REQUEST = "release-request"   # store: the request id of the latest Release click
+LINK_OVER = "link-over"               # store: True once new data or a release moved the page past its link
 
 MAP = "map"
 MAP_LAYERS = "map-layers"          # layer group filled by callbacks

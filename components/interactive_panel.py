@@ -256,6 +256,19 @@ def register_callbacks(app, config: dict):
 
     request_ids(app, ids.IA_START, ids.IA_REQUEST)
 
+    @app.callback(Output(ids.IA_INFO, "data", allow_duplicate=True),
+                  Output(ids.IA_STATUS, "children", allow_duplicate=True),
+                  Output(ids.IA_TABLE, "data", allow_duplicate=True),
+                  Output(ids.IA_PLOT, "figure", allow_duplicate=True),
+                  Output(ids.IA_HIST, "figure", allow_duplicate=True),
+                  Input(ids.DATASET, "data"), State(ids.IA_INFO, "data"), prevent_initial_call=True)
+    def end_for_new_data(info, session):
+        """New data ends the session on the old data: its answers no longer apply."""
+        if not session or (info or {}).get("fingerprint") == session.get("fingerprint"):
+            return (no_update,) * 5
+        return None, html.Div("New data is loaded: start a new session to ask about it.",
+                              className="hint"), [], go.Figure(), go.Figure()
+
     @app.callback(Output(ids.IA_INFO, "data"), Output(ids.IA_STATUS, "children"),
                   Output(ids.IA_TABLE, "data"), Output(ids.IA_PLOT, "figure"),
                   Output(ids.IA_HIST, "figure"),

@@ -181,7 +181,7 @@ def register_callbacks(app, config: dict):
     @app.callback(Output(ids.RELEASE, "data"), Output(ids.RELEASE_STATUS, "children"),
                   Output(ids.MECHANISM, "value"), Output(ids.EPSILON_VALUE, "value", allow_duplicate=True),
                   Output(ids.SEED_MODE, "value"), Output(ids.SEED, "value"),
-                  Output(ids.PARAMS_BOX, "children", allow_duplicate=True),
+                  Output(ids.PARAMS_BOX, "children", allow_duplicate=True), Output(ids.LINK_OVER, "data"),
                   Input(ids.RELEASE_REQUEST, "data"), Input(ids.DATASET, "data"),
                   Input(ids.DOMAIN, "data"),
                   State(ids.MECHANISM, "value"), State(ids.EPSILON_VALUE, "value"),
@@ -190,24 +190,28 @@ def register_callbacks(app, config: dict):
                   State({"type": ids.PARAM, "name": ALL}, "id"),
                   State(ids.SEED_MODE, "value"), State(ids.SEED, "value"),
                   State(ids.POINTS_PER_USER, "value"), State(ids.URL, "search"),
-                  State(ids.RELEASE, "data"), prevent_initial_call="initial_duplicate")
+                  State(ids.RELEASE, "data"), State(ids.LINK_OVER, "data"),
+                  prevent_initial_call="initial_duplicate")
     def run_release(request, info, domain_info, name, eps_v, weights, pvals, pids, seed_mode, seed,
-                    k, search, current):
+                    k, search, current, link_over):
         keep = (no_update,) * 5
         if not info:
-            return (None, "") + keep
+            return (None, "") + keep + (no_update,)
         sid = state.session_id()
         if f"{ids.RELEASE_REQUEST}.data" in ctx.triggered_prop_ids:
             result = workspace.once(sid, (request or {}).get("id"), lambda: spend(
                 sid, info, domain_info, name, eps_v, weights, pvals, pids, seed_mode, seed, k))
-            return release_view(result, current) + keep
+            return release_view(result, current) + keep + (True,)
+        # a link shapes the page's first view only: new data or a release moves past it
+        link_over = link_over or f"{ids.DATASET}.data" in ctx.triggered_prop_ids
         kind = info.get("kind", "points")
-        link = link_settings(search, kind) if current is None else None
+        link = link_settings(search, kind) if not link_over else None
         rec, status = paid_release(sid, info, domain_info, link)
         if rec is None or link is not None:    # data of another kind: the picker moves with it
             offered = usable(mechanism_options(kind, info.get("counts", False)))
-            return (None, status, no_update if name in offered else dp.recommend(kind).name) + keep[1:]
-        return (rec, status) + control_values(rec, name, eps_v, seed_mode, seed)
+            return (None, status, no_update if name in offered else dp.recommend(kind).name) \
+                + keep[1:] + (link_over,)
+        return (rec, status) + control_values(rec, name, eps_v, seed_mode, seed) + (link_over,)
 
 
 def spend(sid: str, info: dict, domain_info, name, eps_v, weights, pvals, pids, seed_mode, seed,

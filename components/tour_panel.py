@@ -329,7 +329,7 @@ def register_callbacks(app, config: dict):
     @app.callback(Output(ids.TOUR_TITLE, "children"), Output(ids.TOUR_COUNTER, "children"),
                   Output(ids.TOUR_BODY, "children"), Output(ids.TOUR_CHART, "figure"),
                   Output(ids.TOUR_CHART, "style"), Output(ids.TOUR_BACK, "disabled"),
-                  Output(ids.TOUR_NEXT, "disabled"),
+                  Output(ids.TOUR_NEXT, "disabled"), Output(ids.TOUR_NEXT, "children"),
                   Input(ids.TOUR_STEP, "data"), Input(ids.TOUR_MARGINS, "data"),
                   Input(ids.RELEASE, "data"), Input(ids.DATASET, "data"), Input(ids.ACCOUNT_TICK, "data"),
                   State(ids.MECHANISM, "value"), State({"type": ids.PARAM, "name": ALL}, "value"),
@@ -337,7 +337,7 @@ def register_callbacks(app, config: dict):
     def show_step(step, store, rinfo, info, _tick, name, pvals, pids, domain_info):
         """Render the step with what this session's releases and account say."""
         if step is None:
-            return (no_update,) * 7
+            return (no_update,) * 8
         upcoming = STEPS[step + 1].release_at if step + 1 < len(STEPS) else None
         acc = state.account(state.session_id(), info["account"]) if info else None
         points = (store or {}).get("points", [])
@@ -350,7 +350,8 @@ def register_callbacks(app, config: dict):
         return (STEPS[step].title, f"Step {step + 1} of {len(STEPS)}", step_view(step, f),
                 margin_figure(points) if chart else no_update,
                 CHART_STYLE if chart else {"display": "none"},
-                step == 0, step == len(STEPS) - 1)
+                step == 0, step == len(STEPS) - 1,
+                f"Next: release at ε = {upcoming:g} (spends ε)" if upcoming else "Next")
 
     app.clientside_callback(ClientsideFunction("tour", "focus"), Output(ids.TOUR_CARD, "hidden"),
                             Input(ids.TOUR_STEP, "data"), State(ids.TOUR_TARGETS, "data"))

@@ -42,11 +42,13 @@ def configure(max_workers: int = DEFAULT_WORKERS, initializer=None, initargs=())
 
 
 def shutdown() -> None:
-    """Let this process's pool finish its running tasks and go (a new one is made when needed)."""
+    """Let this process's pool finish its running tasks and go (a new one is made when needed).
+    It waits for the pool's processes to end: a worker leaves none behind, and Python's own exit
+    hook does not then wake a pool whose pipe is already closed (a traceback at every exit)."""
     global _pool
     with _lock:
         if _pool is not None:
-            _pool.shutdown(wait=False, cancel_futures=True)
+            _pool.shutdown(wait=True, cancel_futures=True)
             _pool = None
 
 

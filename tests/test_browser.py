@@ -398,21 +398,30 @@ def test_two_browsers_have_separate_data_accounts_and_releases(dash_duo, tmp_pat
     good.write_text("lat,lon\n40.75,-73.98\n40.71,-73.95\n40.72,-73.99\n")
     upload(dash_duo.driver, good)
     dash_duo.wait_for_contains_text(f"#{ids.DATA_SUMMARY}", "3 points", timeout=20)
+    dash_duo.wait_for_contains_text(f"#{ids.RELEASE_STATUS}", "Nothing released", timeout=20)
+    press_release(dash_duo)
     dash_duo.wait_for_contains_text(f"#{ids.ACCOUNT_SUMMARY}", "Spent ε = 1 of 10", timeout=20)
     other = second_browser(dash_duo.server_url)
     try:
         assert "200,000 points" in wait_text(other, f"#{ids.DATA_SUMMARY}", "200,000 points")
         upload(other, good)                                           # the very same file
         assert "3 points" in wait_text(other, f"#{ids.DATA_SUMMARY}", "3 points")
-        status = wait_text(other, f"#{ids.RELEASE_STATUS}", "Released")
-        assert "Showing your release of this data" not in status              # A's release is not B's
+        status = wait_text(other, f"#{ids.RELEASE_STATUS}", "Nothing released")
+        assert "Nothing released" in status                           # A's release is not B's
+        other.find_element(By.ID, ids.RELEASE_BUTTON).click()
+        assert "Released" in wait_text(other, f"#{ids.RELEASE_STATUS}", "Released")
         assert "Spent ε = 1 of 10" in wait_text(other, f"#{ids.ACCOUNT_SUMMARY}", "Spent ε = 1 of 10")
     finally:
         other.quit()
-    # A reloads (back to the sample) and re-uploads its file: the same account continues
+    # A reloads: its upload and release are still what the page shows
     dash_duo.driver.refresh()
+    dash_duo.wait_for_contains_text(f"#{ids.DATA_SUMMARY}", "3 points", timeout=30)
+    dash_duo.wait_for_contains_text(f"#{ids.RELEASE_STATUS}", "Showing your release of this data", timeout=30)
+    # back to the sample, then the same file again: the same account and release continue
+    dash_duo.select_dcc_dropdown(f"#{ids.SAMPLE_PICK}", value="Points: Clustered city, 200k points")
     dash_duo.wait_for_contains_text(f"#{ids.DATA_SUMMARY}", "200,000 points", timeout=30)
     upload(dash_duo.driver, good)
+    dash_duo.wait_for_contains_text(f"#{ids.DATA_SUMMARY}", "3 points", timeout=30)
     dash_duo.wait_for_contains_text(f"#{ids.RELEASE_STATUS}", "Showing your release of this data", timeout=30)
     dash_duo.wait_for_contains_text(f"#{ids.ACCOUNT_SUMMARY}", "Spent ε = 1 of 10", timeout=20)
 
@@ -429,6 +438,8 @@ def test_user_id_column_gives_user_level_releases_with_k_points(dash_duo, tmp_pa
                                     timeout=20)
     # the user with 50 points is cut to 5: 45 left out (owner-only information)
     assert "k = 5 leaves out 45 of 110 points" in dash_duo.find_element(f"#{ids.PRIVACY_LEVEL}").text
+    dash_duo.wait_for_contains_text(f"#{ids.RELEASE_STATUS}", "Nothing released", timeout=20)
+    press_release(dash_duo)
     dash_duo.wait_for_contains_text(f"#{ids.RELEASE_STATUS}", "at most 5 points per user", timeout=20)
     k = dash_duo.find_element(f"#{ids.POINTS_PER_USER}")
     k.send_keys(Keys.CONTROL, "a")
@@ -520,6 +531,8 @@ def test_region_sample_euler_stages_and_snapped_queries(dash_duo):
     start(dash_duo)
     use_demo_seed(dash_duo, release=False)
     dash_duo.select_dcc_dropdown(f"#{ids.SAMPLE_PICK}", value="Regions: City home ranges, 3k users")
+    dash_duo.wait_for_contains_text(f"#{ids.RELEASE_STATUS}", "Nothing released", timeout=30)
+    press_release(dash_duo)
     dash_duo.wait_for_contains_text(f"#{ids.RELEASE_STATUS}", "Euler grid", timeout=30)
     # k and the sensitivity are shown before any release (spec 004: k = ceil(B/d), Δ = (2k+1)²)
     assert "k = ⌈B/d⌉ = 2; sensitivity Δ = 25" in dash_duo.find_element(f"#{ids.EPSILON_READOUT}").text

@@ -14,7 +14,7 @@ import pytest
 
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
-from test_browser import ledger_steps, poll_until, start, table_rows   # skips without a browser
+from test_browser import ledger_steps, poll_until, press_release, start, table_rows   # skips without a browser
 
 import dp
 from components import ids, share
@@ -86,7 +86,7 @@ def test_a_built_in_sample_can_be_picked_again_after_an_upload(dash_duo, tmp_pat
     assert "Your upload is loaded" in dash_duo.find_element(f"#{ids.SAMPLE_PICK}").text
     dash_duo.select_dcc_dropdown(f"#{ids.SAMPLE_PICK}", value="Points: Clustered city, 200k points")
     dash_duo.wait_for_contains_text(f"#{ids.DATA_SUMMARY}", "200,000 points", timeout=30)
-    dash_duo.wait_for_contains_text(f"#{ids.RELEASE_STATUS}", "Showing your release of this data of this data",
+    dash_duo.wait_for_contains_text(f"#{ids.RELEASE_STATUS}", "Showing your release of this data",
                                     timeout=30)      # the sample's release, already paid for
 
 
@@ -141,8 +141,10 @@ def test_a_link_opens_with_its_settings_and_the_page_makes_such_links(dash_duo):
     start(dash_duo)
     ny = "New+York+%28Manhattan+%26+Brooklyn%29"
     dash_duo.driver.get(f"{dash_duo.server_url}/?mechanism=ug&epsilon=0.5&split=0.1,0.9&domain={ny}")
-    dash_duo.wait_for_contains_text(f"#{ids.RELEASE_STATUS}", "Released Uniform grid (Heuristic UG) at ε = 0.5",
-                                    timeout=30)
+    dash_duo.wait_for_contains_text(f"#{ids.RELEASE_STATUS}", "The link's settings are filled in",
+                                    timeout=30)       # opening a link spends nothing
+    dash_duo.wait_for_contains_text(f"#{ids.ACCOUNT_SUMMARY}", "Spent ε = 1 of 10", timeout=10)
+    press_release(dash_duo, "Released Uniform grid (Heuristic UG) at ε = 0.5")
     assert "Settings from the link: Uniform grid (Heuristic UG), ε = 0.5" in \
         dash_duo.find_element(f"#{ids.SHARE_NOTE}").text
     poll_until(lambda: ledger_epsilons(dash_duo) == ["0.05", "0.45"], 10)
@@ -204,5 +206,5 @@ def test_a_link_never_releases_an_upload_with_settings_not_on_screen(dash_duo, t
     dash_duo.wait_for_text_to_equal(f"#{ids.EPSILON_READOUT}", "ε = 0.2", timeout=10)
     sf_csv(tmp_path / "sf.csv", n=20_000)
     upload(dash_duo, tmp_path / "sf.csv")
-    dash_duo.wait_for_contains_text(f"#{ids.RELEASE_STATUS}", "Released Uniform grid (Heuristic UG) at ε = 0.2",
-                                    timeout=60)     # the screen's ε, not the link's 0.5
+    dash_duo.wait_for_contains_text(f"#{ids.RELEASE_STATUS}", "Nothing released", timeout=60)
+    press_release(dash_duo, "Released Uniform grid (Heuristic UG) at ε = 0.2")   # the screen's ε

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from selenium.webdriver.common.keys import Keys
 
-from test_browser import poll_until, press_release, table_rows   # skips without a browser
+from test_browser import poll_until, press_release, raster_src, table_rows   # skips without a browser
 from test_browser_session import sf_csv, upload
 
 from app import create_app
@@ -166,6 +166,9 @@ def test_upload_release_reload_restores_data_release_and_controls(page, tmp_path
     press_release(dash_duo)
     assert "at ε = 0.5" in status(dash_duo)
     spent = len(charges(accounts))
+    poll_until(lambda: raster_src(dash_duo), 30)
+    shown = raster_src(dash_duo)
+    assert shown
     dash_duo.driver.refresh()
     dash_duo.wait_for_contains_text(f"#{ids.RELEASE_STATUS}", "Showing your release of this data", timeout=60)
     text = status(dash_duo)
@@ -174,7 +177,8 @@ def test_upload_release_reload_restores_data_release_and_controls(page, tmp_path
     assert picked(dash_duo, ids.MECHANISM).startswith(mechanism)               # controls = the map
     assert value(dash_duo, ids.EPSILON_VALUE) == "0.5"
     assert picked(dash_duo, ids.DOMAIN_PRESET).endswith("San Francisco")
-    dash_duo.wait_for_element("img.grid-raster, .leaflet-overlay-pane path", timeout=30)
+    poll_until(lambda: raster_src(dash_duo) == shown, 30)
+    assert raster_src(dash_duo) == shown                                       # the same map, not a new draw
     time.sleep(2)
     assert len(charges(accounts)) == spent                                     # a reload spends nothing
     # the same file again loads again (and says so), finding the same release
@@ -236,6 +240,20 @@ def test_new_data_clears_old_rectangles_and_messages(page):
     assert not table_rows(dash_duo)                          # the old data's rectangles are gone
     assert "Released" not in status(dash_duo)
     assert "No release" in dash_duo.find_element(f"#{ids.MAP_HOVER}").text
+    poll_until(lambda: fitted(dash_duo), 10)                 # the map moved to the new data's box
+    assert fitted(dash_duo)
+
+
+def fitted(dash_duo) -> bool:
+    """Whether the map shows the whole domain outline, filling much of its width or height."""
+    return dash_duo.driver.execute_script(f"""
+        var m = document.getElementById('{ids.MAP}').getBoundingClientRect();
+        var p = Array.from(document.querySelectorAll('#{ids.MAP} path')).filter(
+            function (x) {{ return x.getAttribute('stroke-dasharray') === '6 4'; }})[0];
+        if (!p) {{ return false; }}
+        var r = p.getBoundingClientRect();
+        return r.left >= m.left - 2 && r.right <= m.right + 2 && r.top >= m.top - 2
+            && r.bottom <= m.bottom + 2 && (r.width > 0.4 * m.width || r.height > 0.4 * m.height);""")
 
 
 @pytest.mark.parametrize("start", range(3))
