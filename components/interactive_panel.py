@@ -64,7 +64,7 @@ def layout(config: dict) -> html.Div:
                              options=choice_options(dp.interactive.METHODS, METHOD_LABELS)),
             ]),
         ]),
-        html.Button("Start a new session", id=ids.IA_START, n_clicks=0, className="primary"),
+        html.Button("Start a new session (spends budget)", id=ids.IA_START, n_clicks=0, className="primary"),
         dcc.Checklist(id=ids.IA_FOLLOW, value=["on"], inline=True, options=[
             {"label": " answer every rectangle I draw on the map with this session", "value": "on"}]),
         html.Div(className="query-tools", children=[
