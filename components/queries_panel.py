@@ -17,7 +17,7 @@ from dash import Input, Output, State, ctx, dash_table, dcc, html, no_update
 import dp
 
 from . import ids
-from server import state
+from server import state, workspace
 from .controls import EXACT_STAGE, fit_to_domain, labelled_rects, parse_typed
 from .help import help_box
 
@@ -99,7 +99,7 @@ def layout(config: dict) -> html.Div:
                              options=[{"label": f"{n:,} points", "value": n} for n in ASSUMED_SIZES]),
             ]),
         ]),
-        dcc.Store(id=ids.QUERY_EXTRA, data=[]),
+        dcc.Store(id=ids.QUERY_EXTRA, data=config["page"]["queries"]),
         dcc.Store(id=ids.QUERY_TYPICAL),
     ])
 
@@ -316,6 +316,11 @@ def register_callbacks(app, config: dict):
         """New data: the rectangles drawn, typed or drawn at random for the old data go (they
         were asked of another dataset, often in another place)."""
         return [], "", {"mode": "remove", "action": "clear all", "n_clicks": time.time()}
+
+    @app.callback(Input(ids.QUERY_EXTRA, "data"), prevent_initial_call=True)
+    def keep_rects(extra):
+        """The workspace keeps the typed and random rectangles: a reload shows them again."""
+        workspace.set_queries(state.session_id(), extra or [])
 
     @app.callback(Output(ids.QUERY_RANDOM_NOUN, "children"), Input(ids.RANDOM_N, "value"))
     def random_noun(n):

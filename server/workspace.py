@@ -22,6 +22,7 @@ from . import state
 KEPT_REQUESTS = 64        # request ids remembered per workspace (a click is retried within seconds)
 KEPT_RELEASES = 32        # release records kept per workspace (the accounts keep every charge)
 REQUEST_ID_CHARS = 64     # a request id is a short random string made by the page
+MAX_QUERIES = 1000        # typed and random rectangles kept per workspace
 
 
 _held = threading.local()   # workspaces whose lock this thread holds (the lock is not re-entrant)
@@ -133,10 +134,20 @@ def use_domain(sid: str, preset: str, box: list) -> None:
         pass
 
 
+def set_queries(sid: str, rects: list) -> None:
+    """Remember the typed and random rectangles ([west, south, east, north] each) of the data
+    loaded; on a full store they are not kept (a reload then shows none)."""
+    try:
+        update(sid, queries=[list(map(float, r)) for r in rects][:MAX_QUERIES])
+    except LookupError:
+        pass
+
+
 def page(sid: str, default_sample: str) -> dict:
     """What a page load shows, from the workspace: the current dataset (the default sample for a
     new workspace, or when an upload is no longer on the server: `gone` names it), the domain
-    chosen, and the release record shown if it is of that dataset."""
+    chosen, the release record shown if it is of that dataset, and the typed and random
+    rectangles asked of it."""
     ws = get(sid)
     info, gone = ws.get("dataset"), None
     if info is not None:
@@ -146,8 +157,9 @@ def page(sid: str, default_sample: str) -> dict:
             info, gone = None, ws["dataset"]["name"]
     if info is None:
         return {"dataset": state.use_sample(sid, default_sample), "domain": None, "release": None,
-                "gone": gone}
+                "queries": [], "gone": gone}
     rec = shown(sid)
     if rec is not None and state.key_fingerprint(rec["key"]) != info["fingerprint"]:
         rec = None
-    return {"dataset": info, "domain": ws.get("domain"), "release": rec, "gone": None}
+    return {"dataset": info, "domain": ws.get("domain"), "release": rec,
+            "queries": ws.get("queries", []), "gone": None}

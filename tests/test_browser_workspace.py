@@ -165,6 +165,10 @@ def test_upload_release_reload_restores_data_release_and_controls(page, tmp_path
     poll_until(lambda: value(dash_duo, ids.EPSILON_VALUE) == "0.5", 10)
     press_release(dash_duo)
     assert "at ε = 0.5" in status(dash_duo)
+    dash_duo.find_element(f"#{ids.QUERY_TYPED}").send_keys("-122.45, 37.75, -122.40, 37.79\n")
+    poll_until(lambda: len(table_rows(dash_duo)) == 1, 20)
+    asked = table_rows(dash_duo)
+    assert len(asked) == 1
     spent = len(charges(accounts))
     poll_until(lambda: raster_src(dash_duo), 30)
     shown = raster_src(dash_duo)
@@ -179,6 +183,8 @@ def test_upload_release_reload_restores_data_release_and_controls(page, tmp_path
     assert picked(dash_duo, ids.DOMAIN_PRESET).endswith("San Francisco")
     poll_until(lambda: raster_src(dash_duo) == shown, 30)
     assert raster_src(dash_duo) == shown                                       # the same map, not a new draw
+    poll_until(lambda: table_rows(dash_duo) == asked, 20)
+    assert table_rows(dash_duo) == asked                                       # the same query, same answer
     time.sleep(2)
     assert len(charges(accounts)) == spent                                     # a reload spends nothing
     # the same file again loads again (and says so), finding the same release

@@ -95,14 +95,16 @@ def test_a_page_load_shows_the_workspace_and_falls_back_when_an_upload_is_gone(a
     workspace.use_domain(sid, "__custom__", [-74.1, 40.6, -73.8, 40.9])
     workspace.add_release(sid, {"key": state.release_key(info["fingerprint"], dp.Domain(-74.1, 40.6, -73.8, 40.9),
                                                          "ug", {}, [0.05, 0.95], 1.0, 1)})
+    workspace.set_queries(sid, [[-74.0, 40.7, -73.9, 40.8]])
     page = workspace.page(sid, "small_city_5k")
     assert page["dataset"]["name"] == "mine.csv" and page["release"] is not None
+    assert page["queries"] == [[-74.0, 40.7, -73.9, 40.8]]
     assert page["domain"] == {"preset": "__custom__", "box": [-74.1, 40.6, -73.8, 40.9]}
     assert workspace.page(new_sid(), "small_city_5k")["dataset"]["origin"].startswith("sample:")  # not another's
     state.cache.delete(f"dataset:{sid}:{info['fingerprint']}")    # the upload expired
     gone = workspace.page(sid, "small_city_5k")
     assert gone["gone"] == "mine.csv" and gone["dataset"]["origin"] == "sample:small_city_5k"
-    assert gone["release"] is None
+    assert gone["release"] is None and gone["queries"] == []
 
 
 def test_every_sample_is_known_to_a_process_that_never_made_it(app_on):
