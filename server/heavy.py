@@ -13,6 +13,7 @@ import multiprocessing
 import os
 import threading
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 
 DEFAULT_WORKERS = 0
 NICE = 10
@@ -71,8 +72,29 @@ def warm() -> None:
             pool.submit(os.getpid)
 
 
+BROKEN = ("a process building releases on the server stopped before it finished; a new one has "
+          "been started, so try again (the budget ledger shows whether the step was charged)")
+
+
 def run(fn, *args):
     """fn(*args) in a pool process (fn and args picklable), or inline with 0 workers; waits for
-    its result (or its exception)."""
+    its result (or its exception). A pool whose process died (killed, out of memory) is
+    replaced and the call refused with LookupError(BROKEN), never retried: the task may have
+    charged a budget before it died, and a retry would draw twice."""
     pool = _current()
-    return fn(*args) if pool is None else pool.submit(fn, *args).result()
+    if pool is None:
+        return fn(*args)
+    try:
+        return pool.submit(fn, *args).result()
+    except BrokenProcessPool:
+        _discard(pool)
+        raise LookupError(BROKEN) from None
+
+
+def _discard(pool: ProcessPoolExecutor) -> None:
+    """Forget a broken pool (the next call makes a new one) and let its processes go."""
+    global _pool
+    with _lock:
+        if _pool is pool:
+            _pool = None
+    pool.shutdown(wait=False, cancel_futures=True)
