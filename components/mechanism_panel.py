@@ -207,10 +207,12 @@ def register_callbacks(app, config: dict):
         kind = info.get("kind", "points")
         link = link_settings(search, kind) if not link_over else None
         rec, status = paid_release(sid, info, domain_info, link)
-        if rec is None or link is not None:    # data of another kind: the picker moves with it
+        if rec is None:                        # data of another kind: the picker moves with it
             offered = usable(mechanism_options(kind, info.get("counts", False)))
             return (None, status, no_update if name in offered else dp.recommend(kind).name) \
                 + keep[1:] + (link_over,)
+        if link is not None:                   # made with the link's settings: its controls stay
+            return (rec, status) + keep + (link_over,)
         return (rec, status) + control_values(rec, name, eps_v, seed_mode, seed) + (link_over,)
 
 
@@ -233,12 +235,15 @@ def spend(sid: str, info: dict, domain_info, name, eps_v, weights, pvals, pids, 
         check_coverage(state.points(sid, info["fingerprint"]), domain)
         key = state.release_key(info["fingerprint"], domain, name, params, split, epsilon, seed, k)
         rel = state.release(sid, key, create=True)
-        summary = {"key": key, "mechanism": name, "label": spec.label, "epsilon": epsilon,
-                   "split": split, "params": params, "seed": seed, "k": k,
-                   "private": rel.private, "description": describe(rel), "domain": domain.name}
-        workspace.add_release(sid, summary)
     except (dp.ParameterError, dp.DataError, dp.BudgetError, LookupError) as exc:
         return {"error": str(exc)}
+    summary = {"key": key, "mechanism": name, "label": spec.label, "epsilon": epsilon,
+               "split": split, "params": params, "seed": seed, "k": k,
+               "private": rel.private, "description": describe(rel), "domain": domain.name}
+    try:
+        workspace.add_release(sid, summary)
+    except LookupError:       # released and charged, but a full store keeps no record of it
+        return {"summary": summary, "unkept": True}
     return {"summary": summary}
 
 
@@ -249,6 +254,10 @@ def release_view(result: dict, current) -> tuple:
             if current else None
         return no_update, html.Div(["Not released: ", result["error"], still], className="error")
     s = result["summary"]
+    if result.get("unkept"):
+        return s, html.Div([f"Released {s['label']} at ε = {s['epsilon']:g}, {s['description']} "
+                            "(charged). ", html.Strong("The server is full: a reload will not show "
+                                                       "this release again.")], className="warning")
     if s["seed"] is not None:
         return s, html.Div([f"Released {s['label']} at ε = {s['epsilon']:g}, {s['description']}. ",
                             html.Strong(f"Reproducible demo (seed {s['seed']}): NOT private, the "

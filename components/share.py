@@ -112,14 +112,16 @@ def register_callbacks(app, config: dict):
                   Output(ids.EPSILON_VALUE, "value", allow_duplicate=True),
                   Output(ids.DOMAIN_PRESET, "value", allow_duplicate=True),
                   Output({"type": ids.DOMAIN_BOX, "side": ALL}, "value", allow_duplicate=True),
+                  Output(ids.SEED_MODE, "value", allow_duplicate=True),
                   Input(ids.URL, "search"), prevent_initial_call="initial_duplicate")
     def apply_link(search):
-        """Set the controls a link carries (the first release uses the same settings)."""
+        """Fill in the controls a link carries, with fresh randomness (a link carries no seed);
+        nothing is released until Release is pressed."""
         s = valid_link(search)
         if s is None:
             raise PreventUpdate
         box = list(s.domain.bounds) if s.preset == CUSTOM else [None] * len(SIDES)
-        return s.mechanism, s.epsilon, s.preset, box
+        return s.mechanism, s.epsilon, s.preset, box, "fresh"
 
     @app.callback(Output(ids.SHARE_NOTE, "children"), Input(ids.URL, "search"))
     def say_link(search):

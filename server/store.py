@@ -28,7 +28,7 @@ from flask_caching.backends.filesystemcache import FileSystemCache
 
 SESSION_SHARE = 4        # a session may hold up to 1/SESSION_SHARE of the store's bytes
 PER_SESSION = 64         # and at most this many entries
-LOCK_STRIPES = 64        # per-key locks (jobs, interactive sessions) share this many lock files
+LOCK_STRIPES = 64        # per-key locks (jobs, interactive sessions, workspaces: each held briefly) share these files
 LOCK_TIMEOUT = 120       # seconds a Redis lock is held at most (a crashed worker's lock expires)
 OUT_OF_BAND_BYTES = 1 << 20   # a dataset's arrays this large are stored apart and memory-mapped
 ALIGN = 64

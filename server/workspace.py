@@ -1,14 +1,16 @@
 """Each browser's workspace on the server: the one source of truth of what its page shows.
 
 A workspace is a small record in the shared store, keyed by the session (so every worker reads
-the same one): the dataset loaded, the domain chosen, the releases made (as records: key,
-mechanism, label, ε, split, parameters, seed, points per user, private or not, time) and which
-of them is shown. The page's controls, map and panels are rendered from it, so a reload, a
-second tab or another worker shows the same thing.
+the same one): the dataset loaded, the domain chosen, the typed and random query rectangles,
+the releases made (as records: key, mechanism, label, ε, split, parameters, seed, points per
+user, private or not, description, box name, time) and which of them is shown. The page's
+controls, map and panels are rendered from it, so a reload, a second tab or another worker
+shows the same thing.
 
-Every spend is one idempotent action: the click makes a request id, `once(sid, rid, action)`
-runs the action under a lock across processes and records its result; the same id again (a
-callback fired twice, a retried request) returns the recorded result and charges nothing.
+Every spend is one idempotent action: the click makes a request id; `once(sid, rid, action)`
+marks the id pending under a lock across processes, runs the action and records its result
+(any picklable value); the same id again (a callback fired twice, a retried request, another
+worker) gets the first run's result and charges nothing.
 """
 from __future__ import annotations
 
@@ -17,11 +19,15 @@ import time
 from collections.abc import Callable
 from contextlib import contextmanager
 
+from redis.exceptions import LockError
+
 from . import state
 
 KEPT_REQUESTS = 64        # request ids remembered per workspace (a click is retried within seconds)
 KEPT_RELEASES = 32        # release records kept per workspace (the accounts keep every charge)
 REQUEST_ID_CHARS = 64     # a request id is a short random string made by the page
+PENDING = "pending"       # a request's mark while its first run goes on
+PENDING_WAIT = 120        # seconds a repeated request waits for the first run's result
 MAX_QUERIES = 1000        # typed and random rectangles kept per workspace
 
 
@@ -39,12 +45,16 @@ def _locked(sid: str):
     if sid in held:
         yield
         return
-    with state.cache.lock(_key(sid)):
-        held.add(sid)
-        try:
-            yield
-        finally:
-            held.discard(sid)
+    try:
+        with state.cache.lock(_key(sid)):
+            held.add(sid)
+            try:
+                yield
+            finally:
+                held.discard(sid)
+    except LockError:              # Redis: not acquired in time, or expired while held
+        raise LookupError("the server is busy with this page's previous action; try again in a "
+                          "moment") from None
 
 
 def _save(sid: str, ws: dict) -> dict:
@@ -105,24 +115,58 @@ def valid_request(rid) -> bool:
 
 
 def once(sid: str, rid, action: Callable[[], dict]) -> dict:
-    """Run `action` (which may spend) once per request id: a repeated id returns the first
-    result. The result must be a small JSON-like dict (a release summary or an error)."""
+    """Run `action` (which may spend) once per request id: the id is marked pending under the
+    workspace's lock before the action runs, so a repeat (a callback fired twice, another
+    worker) waits for the first one's result instead of running again, and a first run that
+    failed half-way is never run again either. The lock is not held while the action runs."""
     if not valid_request(rid):
         raise LookupError("the request carried no valid request id; press the button again")
-    with _locked(sid):               # one spend of a workspace at a time, on every worker
-        done = get(sid).get("requests", {})
-        if rid in done:
-            return done[rid]
-        result = action()
+    with _locked(sid):
         ws = get(sid)
-        ws["requests"] = dict(list({**ws.get("requests", {}), rid: result}.items())[-KEPT_REQUESTS:])
-        _save(sid, ws)
-        return result
+        first = rid not in ws.get("requests", {})
+        if first:
+            _remember(ws, rid, PENDING)
+            _save(sid, ws)
+    if not first:
+        return _wait_for(sid, rid)
+    result = {"error": "the server failed while doing this; the budget ledger shows whether it "
+                       "was charged"}
+    try:
+        result = action()
+    finally:
+        try:
+            with _locked(sid):
+                ws = get(sid)
+                _remember(ws, rid, result)
+                _save(sid, ws)
+        except LookupError:          # not kept (a full store): a repeat then finds it pending
+            pass
+    return result
+
+
+def _remember(ws: dict, rid: str, result) -> None:
+    ws["requests"] = dict(list({**ws.get("requests", {}), rid: result}.items())[-KEPT_REQUESTS:])
+
+
+def _wait_for(sid: str, rid: str) -> dict:
+    """The result of a request another thread or worker is running (or has run)."""
+    end = time.monotonic() + PENDING_WAIT
+    while time.monotonic() < end:
+        result = get(sid).get("requests", {}).get(rid, PENDING)
+        if result != PENDING:
+            return result
+        time.sleep(0.1)
+    return {"error": "this click is still being answered on the server; reload the page in a "
+                     "while to see its result (it was not run twice)"}
 
 
 def use_dataset(sid: str, info: dict) -> None:
-    """Make this dataset (its summary, `state.dataset_summary`) the workspace's current one."""
-    update(sid, dataset=info)
+    """Make this dataset (its summary, `state.dataset_summary`) the workspace's current one; on
+    a full store it is not kept (the next page load then opens on the last one kept)."""
+    try:
+        update(sid, dataset=info)
+    except LookupError:
+        pass
 
 
 def use_domain(sid: str, preset: str, box: list) -> None:

@@ -116,3 +116,17 @@ def test_every_sample_is_known_to_a_process_that_never_made_it(app_on):
     state._samples.pop(name)
     state._sample_by_fp.pop(fingerprint)
     assert state.points(new_sid(), fingerprint).fingerprint == fingerprint
+
+
+def test_a_request_whose_first_run_failed_half_way_is_never_run_again(app_on):
+    """A first run that died after it may have charged leaves its mark: the same click again
+    gets an error, not a second draw."""
+    sid, runs = new_sid(), []
+
+    def dies_after_charging():
+        runs.append("first")
+        raise RuntimeError("the process died after charging")
+    with pytest.raises(RuntimeError):
+        workspace.once(sid, "d" * 32, dies_after_charging)
+    again = workspace.once(sid, "d" * 32, lambda: runs.append("second") or {"summary": {}})
+    assert runs == ["first"] and "ledger shows whether it was charged" in again["error"]
