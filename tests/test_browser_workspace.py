@@ -33,7 +33,7 @@ from helpers import free_port, wait_until
 pytestmark = pytest.mark.browser
 ROOT = Path(__file__).resolve().parents[1]
 OFFLINE_TILES = "http://127.0.0.1:9/{z}/{x}/{y}.png"
-SERVERS = ["gunicorn", "dev"]
+SERVERS = [("gunicorn", 1280), ("dev", 1600)]    # both servers, both widths, in two runs
 REGIONS = "Regions: City home ranges, 3k users"
 
 
@@ -79,17 +79,19 @@ def gunicorn(tmp_path_factory):
     assert "Traceback" not in out, out[-3000:]
 
 
-@pytest.fixture(params=SERVERS)
+@pytest.fixture(params=SERVERS, ids=lambda p: f"{p[0]}-{p[1]}px")
 def page(request, dash_duo, tmp_path):
-    """(dash_duo, accounts folder) with the browser on a fresh session of one kind of server."""
-    if request.param == "gunicorn":
+    """(dash_duo, accounts folder) with the browser on a fresh session of one kind of server,
+    in a window of one of the two widths the page is checked at."""
+    server_kind, width = request.param
+    if server_kind == "gunicorn":
         server = request.getfixturevalue("gunicorn")
         dash_duo.server_url = server.url
         accounts = server.folder / "accounts"
     else:
         accounts = tmp_path / "accounts"
         dash_duo.start_server(create_app({"tiles_url": OFFLINE_TILES, "accounts_dir": str(accounts)}))
-    dash_duo.driver.set_window_size(1280, 1000)
+    dash_duo.driver.set_window_size(width, 1000)
     dash_duo.wait_for_element(f"#{ids.UPLOAD} input[type=file]", timeout=30)
     return dash_duo, accounts
 
