@@ -24,16 +24,15 @@ def layout(config: dict) -> html.Div:
     """The panel as the workspace left it (`config["page"]`): its dataset, domain and box."""
     limit_mb = config["max_upload_mb"]
     page = config["page"]
-    origin = page["dataset"]["origin"]
-    domain = page["domain"] or {"preset": state.sample(origin.split(":", 1)[1])[1].name
-                                if origin.startswith("sample:") else state.sample(state.DEFAULT_SAMPLE)[1].name,
+    picked = state.sample_name(page["dataset"])
+    domain = page["domain"] or {"preset": state.sample(picked or state.DEFAULT_SAMPLE)[1].name,
                                 "box": [None] * len(SIDES)}
     return html.Div(className="card", children=[
         html.H3("1 · Data"),
         help_box("data"),
         html.Label("Built-in sample", htmlFor=ids.SAMPLE_PICK),
         dcc.Dropdown(id=ids.SAMPLE_PICK, clearable=False,
-                     value=origin.split(":", 1)[1] if origin.startswith("sample:") else None,
+                     value=picked,
                      placeholder="Your upload is loaded: pick a sample to go back to it",
                      options=[{"label": f"Points: {s.label}", "value": k} for k, s in dp.SAMPLES.items()]
                      + [{"label": f"Regions: {s.label}", "value": k} for k, s in REGION_SAMPLES.items()]),
@@ -252,7 +251,7 @@ def register_callbacks(app, config: dict):
             ok = html.Div(f"Loaded {filename}: {data.n:,} {what}"
                           f"{' counted on a grid' if info['counts'] else ''}.", className="ok")
             return info, ok, no_update, None, None     # the sample picker empties: any pick goes back
-        if sample_name is None or (current or {}).get("origin") == f"sample:{sample_name}":
+        if sample_name is None or state.sample_name(current or {}) == sample_name:
             return (no_update,) * 5
         info = state.use_sample(sid, sample_name)
         workspace.use_dataset(sid, info)

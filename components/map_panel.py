@@ -43,8 +43,7 @@ def opening_box(page: dict) -> dp.Domain:
     sample's (the callbacks then fit it to the domain chosen)."""
     if page["release"] is not None:
         return state.key_domain(page["release"]["key"])
-    origin = page["dataset"]["origin"]
-    return state.sample(origin.split(":", 1)[1] if origin.startswith("sample:") else state.DEFAULT_SAMPLE)[1]
+    return state.sample(state.sample_name(page["dataset"]) or state.DEFAULT_SAMPLE)[1]
 
 
 def layout(config: dict) -> html.Div:

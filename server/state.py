@@ -208,6 +208,12 @@ def account_key(data) -> str:
     return data.coordinates_fingerprint
 
 
+def sample_name(info: dict) -> str | None:
+    """The built-in sample a dataset summary names (its origin "sample:NAME"), else None."""
+    origin = info.get("origin", "")
+    return origin.split(":", 1)[1] if origin.startswith("sample:") else None
+
+
 def use_sample(sid: str, name: str) -> dict:
     data, _ = sample(name)
     return dataset_summary(data, f"sample:{name}")

@@ -14,7 +14,6 @@ worker) gets the first run's result and charges nothing.
 """
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable
 from contextlib import contextmanager
@@ -31,27 +30,17 @@ PENDING_WAIT = 120        # seconds a repeated request waits for the first run's
 MAX_QUERIES = 1000        # typed and random rectangles kept per workspace
 
 
-_held = threading.local()   # workspaces whose lock this thread holds (the lock is not re-entrant)
-
-
 def _key(sid: str) -> str:
     return f"workspace:{sid}"
 
 
 @contextmanager
 def _locked(sid: str):
-    """The workspace's lock across processes, re-entered freely by the thread holding it."""
-    held = _held.__dict__.setdefault("sids", set())
-    if sid in held:
-        yield
-        return
+    """The workspace's lock across processes (held only around a read and a write; never taken
+    twice by one thread, as the store's locks are not re-entrant)."""
     try:
         with state.cache.lock(_key(sid)):
-            held.add(sid)
-            try:
-                yield
-            finally:
-                held.discard(sid)
+            yield
     except LockError:              # Redis: not acquired in time, or expired while held
         raise LookupError("the server is busy with this page's previous action; try again in a "
                           "moment") from None
@@ -69,24 +58,23 @@ def get(sid: str) -> dict:
 
 
 def update(sid: str, **changes) -> dict:
-    """Change fields of the workspace under its lock (across processes) and return it."""
+    """Change fields of the workspace under its lock (across processes) and return it; a change
+    to what it already holds writes nothing (page loads repeat the domain and what is shown)."""
     with _locked(sid):
-        return _save(sid, {**get(sid), **changes})
+        ws = get(sid)
+        if all(k in ws and ws[k] == v for k, v in changes.items()):
+            return ws
+        return _save(sid, {**ws, **changes})
 
 
-def record(summary: dict) -> dict:
-    """A release record: the page's release summary with the time it was made."""
-    return {**summary, "time": time.time()}
-
-
-def add_release(sid: str, summary: dict, shown: bool = True) -> None:
-    """Keep a release record (the newest KEPT_RELEASES) and, if `shown`, make it the current one."""
+def add_release(sid: str, summary: dict) -> None:
+    """Keep a release record (the page's release summary and the time it was made; the newest
+    KEPT_RELEASES) and make it the one the page shows."""
     with _locked(sid):
         ws = get(sid)
         releases = [r for r in ws.get("releases", []) if r["key"] != summary["key"]]
-        ws["releases"] = (releases + [record(summary)])[-KEPT_RELEASES:]
-        if shown:
-            ws["shown"] = summary["key"]
+        ws["releases"] = (releases + [{**summary, "time": time.time()}])[-KEPT_RELEASES:]
+        ws["shown"] = summary["key"]
         _save(sid, ws)
 
 
