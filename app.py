@@ -10,10 +10,12 @@ from gunicorn.app.base import BaseApplication
 from dash import Dash, dcc, html
 
 import dp
-from components import (compare_panel, data_panel, evaluation_panel, export_panel, ids,
+from components import (alerts, compare_panel, data_panel, evaluation_panel, export_panel, ids, inputs,
                         interactive_panel, ledger_panel, map_panel, mechanism_panel, queries_panel,
                         server_files, share, tour_panel)
 from server import heavy, jobs, memory, state, workspace
+from server.faults import Unavailable
+from server.store import FileStore
 
 DEFAULT_CONFIG = {
     "max_upload_mb": 50.0,
@@ -34,15 +36,22 @@ DEFAULT_CONFIG = {
 INSTANCE = Path(__file__).resolve().parent / "instance"
 ACCOUNTS_DIR, STORE_DIR = INSTANCE / "accounts", INSTANCE / "store"
 DEFAULT_WORKERS, DEFAULT_THREADS, DEFAULT_HEAVY = 3, 8, 1   # gunicorn's defaults on the command line
-PANELS = (data_panel, server_files, mechanism_panel, map_panel, queries_panel, compare_panel, ledger_panel,
+PANELS = (alerts, data_panel, server_files, mechanism_panel, map_panel, queries_panel, compare_panel, ledger_panel,
           export_panel, evaluation_panel, interactive_panel, share, tour_panel)
 
 
 def serve_layout(config: dict):
     """A fresh layout per page load, rendered from the browser's workspace on the server (its
     dataset, domain and shown release: `server.workspace.page`); the browser's session id lives
-    in a cookie (see `server.state`)."""
-    return lambda: page_layout({**config, "page": workspace.page(state.session_id(), state.DEFAULT_SAMPLE)})
+    in a cookie (see `server.state`). When the store cannot be read (Redis down, a failing
+    disk) the page says so instead of opening on state it cannot keep."""
+    def layout():
+        try:
+            return page_layout({**config, "page": workspace.page(state.session_id(),
+                                                                  state.DEFAULT_SAMPLE)})
+        except Unavailable as exc:
+            return alerts.unavailable(str(exc))
+    return layout
 
 
 def page_layout(config: dict):
@@ -55,7 +64,7 @@ def page_layout(config: dict):
             html.H1("Private location statistics"),
             html.P("Upload points, publish counts with differential privacy, and see what the "
                    "privacy costs in accuracy."),
-            html.Div(id=ids.SHARE_NOTE, role="status"),
+            html.Div(id=ids.SHARE_NOTE, role="status"), alerts.layout(),
         ]),
         html.Div(className="layout", children=[
             html.Div(className="sidebar", children=[
@@ -77,7 +86,8 @@ def create_app(config: dict | None = None) -> Dash:
                          f"{', '.join(mechanism_panel.point_mechanisms())}")
     if config["data_dir"] is not None and not Path(config["data_dir"]).is_dir():
         raise ValueError(f"the data folder {config['data_dir']!r} does not exist or is not a folder")
-    app = Dash(__name__, title="Private location statistics", suppress_callback_exceptions=True)
+    app = Dash(__name__, title="Private location statistics", suppress_callback_exceptions=True,
+               on_error=alerts.speak)
     if config["heavy_workers"] and not config["accounts_dir"]:
         raise ValueError("heavy_workers needs accounts_dir: budget accounts kept in one process's "
                          "memory cannot be charged from another")
@@ -88,6 +98,7 @@ def create_app(config: dict | None = None) -> Dash:
     app.layout = serve_layout(config)
     for panel in PANELS:
         panel.register_callbacks(app, config)
+    inputs.register(app)
     prepare_before_fork(app)
     return app
 
@@ -120,7 +131,17 @@ class Gunicorn(BaseApplication):
 
 
 def serve(app: Dash, host: str, port: int, workers: int, threads: int):
-    """Serve with gunicorn: `workers` processes of `threads` request threads each."""
+    """Serve with gunicorn: `workers` processes of `threads` request threads each.
+
+    pandas (when installed) is imported here, before the workers fork. Otherwise pyarrow
+    imports it in a worker's first upload (`Array.to_numpy`, 0.3 s), and meanwhile plotly's
+    JSON encoder, answering in another request thread, finds it half imported in sys.modules
+    and fails that answer with HTTP 500 (`benchmarks/load.py --uploads 5`: 4 to 12 failed
+    cheap answers a run); imported once here, its pages are also shared by every worker."""
+    try:
+        __import__("pandas")
+    except ImportError:          # not installed: neither pyarrow nor plotly needs it
+        pass
     Gunicorn(app.server, {
         "bind": f"{host}:{port}", "workers": workers, "threads": threads,
         "worker_class": "gthread", "timeout": 300, "graceful_timeout": 10,
@@ -182,6 +203,8 @@ def main(argv=None):
                       "mechanism": a.mechanism, "heavy_workers": a.heavy_workers,
                       "store_dir": a.store_dir, "redis_url": a.redis_url,
                       "store_mb": a.store_mb, "memory_mb": a.memory_mb, "data_dir": a.data_dir})
+    if isinstance(state.cache, FileStore):
+        state.cache.remove_temporaries()     # half-written files of a server that was killed
     try:
         if a.debug:
             app.run(host=a.host, port=a.port, debug=True)

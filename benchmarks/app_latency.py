@@ -123,7 +123,13 @@ class Browser:
         r, dt = self._time(self.client.post, "/_dash-update-component", data=body,
                            content_type="application/json")
         self.times.append((dep["output"], dt))
-        return {} if r.status_code == 204 else r.get_json()["response"]
+        if r.status_code == 204:
+            return {}
+        out = r.get_json()
+        resp = out.get("response", {})
+        for k, props in out.get("sideUpdate", {}).items():     # set_props (the server alert)
+            resp.setdefault(key(k) if isinstance(k, dict) else k, {}).update(props)
+        return resp
 
     def trigger(self, pending: dict, changed, added):
         """Queue callbacks with a changed input, or (initial call) touching an added component."""

@@ -4,6 +4,9 @@ DATASET = "dataset-info"          # small public summary of the loaded dataset (
 RELEASE = "release-info"          # cache key + summary of the current release
 ACCOUNT_TICK = "account-tick"     # changed by anything that changes the budget account
 DOMAIN = "domain-info"            # the public domain chosen in the data panel (see controls)
+SERVER_ALERT = "server-alert"     # a banner for failures no panel answers for (see alerts)
+SERVER_ALERT_TEXT = "server-alert-text"
+SERVER_ALERT_CLOSE = "server-alert-close"
 
 UPLOAD = "upload"
 UPLOAD_KIND = "upload-kind"        # points or regions: how an upload is read

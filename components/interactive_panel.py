@@ -184,7 +184,12 @@ def start_session(sid, dinfo, domain_info, sigma_m, planned, strategy, method, n
     session = dp.interactive.QuerySession(     # fresh OS entropy
         data, domain, sigma_m=sigma_m, planned_queries=planned, strategy=strategy, method=method,
         rounds=ROUNDS, seed=None, before_data=pay)
-    token = state.put_live(sid, session)
+    try:
+        token = state.put_live(sid, session)
+    except LookupError:                     # paid for above: say so, never "nothing was charged"
+        raise LookupError("the session was charged (see the budget ledger) but the server could "
+                          "not keep it: it is full or its store failed; start a new session once "
+                          "it has room") from None
     return {"token": token, "asked_drawn": n_drawn, "fingerprint": dinfo["fingerprint"], "rho": rho}
 
 

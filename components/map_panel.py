@@ -352,7 +352,7 @@ def register_callbacks(app, config: dict):
         try:
             children, hover, legend, d = state.heavy_call(
                 layers, sid, rinfo["key"], layer, stage, None if fresh else depth,
-                0 if fresh else int(series or 0), extras, toggles)
+                0 if fresh else int(series or 0), extras, toggles, idempotent=True)
         except LookupError as exc:
             return [], None, no_update, legend_note(str(exc))
         viewport = {"bounds": [[d.south, d.west], [d.north, d.east]]} if fresh else no_update

@@ -10,6 +10,7 @@ import dp
 
 from . import ids, share
 from server import state, workspace
+from server.faults import Unavailable
 from .controls import (EPS_MAX, EPS_MIN, MOSTLY_OUTSIDE, domain_from_store, epsilon_from_slider,
                        epsilon_value, mechanism_options, read_params, read_split, request_ids,
                        share_inside, split_from_weights, usable)
@@ -199,8 +200,11 @@ def register_callbacks(app, config: dict):
             return (None, "") + keep + (no_update,)
         sid = state.session_id()
         if f"{ids.RELEASE_REQUEST}.data" in ctx.triggered_prop_ids:
-            result = workspace.once(sid, (request or {}).get("id"), lambda: spend(
-                sid, info, domain_info, name, eps_v, weights, pvals, pids, seed_mode, seed, k))
+            try:
+                result = workspace.once(sid, (request or {}).get("id"), lambda: spend(
+                    sid, info, domain_info, name, eps_v, weights, pvals, pids, seed_mode, seed, k))
+            except LookupError as exc:         # the click could not be recorded: nothing ran
+                result = {"error": str(exc)}
             return release_view(result, current) + keep + (True,)
         # a link shapes the page's first view only: new data or a release moves past it
         link_over = link_over or f"{ids.DATASET}.data" in ctx.triggered_prop_ids
@@ -242,8 +246,8 @@ def spend(sid: str, info: dict, domain_info, name, eps_v, weights, pvals, pids, 
                "private": rel.private, "description": describe(rel), "domain": domain.name}
     try:
         workspace.add_release(sid, summary)
-    except LookupError:       # released and charged, but a full store keeps no record of it
-        return {"summary": summary, "unkept": True}
+    except LookupError as exc:   # released and charged, but the store keeps no record of it
+        return {"summary": summary, "unkept": str(exc)}
     return {"summary": summary}
 
 
@@ -256,8 +260,8 @@ def release_view(result: dict, current) -> tuple:
     s = result["summary"]
     if result.get("unkept"):
         return s, html.Div([f"Released {s['label']} at ε = {s['epsilon']:g}, {s['description']} "
-                            "(charged). ", html.Strong("The server is full: a reload will not show "
-                                                       "this release again.")], className="warning")
+                            "(charged). ", html.Strong("The server could not record it, so a reload "
+                                                       "will not show it again.")], className="warning")
     if s["seed"] is not None:
         return s, html.Div([f"Released {s['label']} at ε = {s['epsilon']:g}, {s['description']}. ",
                             html.Strong(f"Reproducible demo (seed {s['seed']}): NOT private, the "
@@ -280,6 +284,8 @@ def paid_release(sid: str, info: dict, domain_info, link=None) -> tuple:
             rec = None
         if rec is not None:
             state.release(sid, rec["key"])
+    except Unavailable as exc:                 # the store or the accounts failed: say so
+        return None, html.Div(["Cannot show your releases: ", str(exc)], className="error")
     except (dp.ParameterError, LookupError) as exc:
         gone = rec is not None
         if not gone:

@@ -144,7 +144,9 @@ def register_callbacks(app, config: dict):
                   prevent_initial_call=True)
     def make_link(_, href, name, eps, weights, pvals, pids, domain_info):
         """A link to the panel's current settings (checked as a release would check them)."""
-        spec = dp.mechanisms()[name]
+        spec = dp.mechanisms().get(name)
+        if spec is None:                     # the picker empties while it switches to new data
+            return "No link: pick a mechanism in panel 2 first"
         try:
             query = to_query(name, epsilon_value(eps), read_split(spec, weights),
                              spec.resolve_params(read_params(spec, pvals, pids)),

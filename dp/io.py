@@ -30,6 +30,7 @@ PARQUET_MAGIC = b"PAR1"
 HEAD_BYTES = 1 << 16      # read for the format, encoding and header checks
 CHUNK_BYTES = 1 << 24     # pieces in which a file is scanned for newlines and UTF-8
 BLOCK_BYTES = 1 << 20     # pyarrow's CSV block: its buffers stay small beside the output
+IN_MEMORY = (bytes, bytearray)   # a source held in memory (else a Path of a file)
 
 _BINARY_MAGIC = {
     b"PK\x03\x04": "a ZIP archive (an .xlsx workbook or zipped shapefile?)",
@@ -42,8 +43,12 @@ _BINARY_MAGIC = {
 
 def _locate(source, filename):
     """(the bytes, or the Path of an existing file, and the filename): a file is not read here,
-    so that a large CSV can be streamed by the parser instead of held in memory whole."""
-    if isinstance(source, (bytes, bytearray, memoryview)):
+    so that a large CSV can be streamed by the parser instead of held in memory whole. Bytes
+    and a bytearray (a decoded upload) are used as they are, never copied; a memoryview is
+    copied to bytes."""
+    if isinstance(source, IN_MEMORY):
+        return source, filename
+    if isinstance(source, memoryview):
         return bytes(source), filename
     if isinstance(source, (str, os.PathLike)):
         path = Path(source)
@@ -63,7 +68,7 @@ def _read_source(source, filename):
 def _chunks(src, start: int = 0):
     """The bytes from `start` in pieces of about CHUNK_BYTES that end at a newline, so that a
     file is scanned without being held in memory whole and no line is split."""
-    if isinstance(src, bytes):
+    if isinstance(src, IN_MEMORY):
         while start < len(src):
             end = src.find(b"\n", start + CHUNK_BYTES)
             end = len(src) if end < 0 else end + 1
@@ -78,7 +83,7 @@ def _chunks(src, start: int = 0):
 
 def _head(src) -> bytes:
     """The first HEAD_BYTES bytes: enough for the format, encoding and header checks."""
-    if isinstance(src, bytes):
+    if isinstance(src, IN_MEMORY):
         return src[:HEAD_BYTES]
     with open(src, "rb") as f:
         return f.read(HEAD_BYTES)
@@ -110,7 +115,7 @@ def _scan(src) -> tuple[int, bool, bool]:
 def _pieces(src):
     """The bytes in pieces of CHUNK_BYTES, split anywhere (for counts and incremental decoding);
     a file is read through one reused buffer, so that scanning it allocates nothing more."""
-    if isinstance(src, bytes):
+    if isinstance(src, IN_MEMORY):
         for start in range(0, len(src), CHUNK_BYTES):
             yield src[start:start + CHUNK_BYTES] if len(src) > CHUNK_BYTES else src
         return
@@ -424,7 +429,7 @@ class _CsvBody:
 
     def _reader(self, coord_type):
         """A pyarrow CSV stream over the body, with this object's handler for uneven rows."""
-        if isinstance(self.src, bytes):
+        if isinstance(self.src, IN_MEMORY):
             stream = pa.BufferReader(pa.py_buffer(self.src)[self.start:])
         else:
             stream = pa.OSFile(str(self.src))
@@ -466,8 +471,8 @@ class _CsvBody:
             if floats:
                 if batch.column(0).null_count or batch.column(1).null_count:
                     return None
-                x[n:n + m] = batch.column(0).to_numpy()
-                y[n:n + m] = batch.column(1).to_numpy()
+                x[n:n + m] = _float_values(batch.column(0))
+                y[n:n + m] = _float_values(batch.column(1))
             else:
                 sx.append(batch.column(0))
                 sy.append(batch.column(1))
@@ -475,23 +480,26 @@ class _CsvBody:
                 users.append(batch.column(2))
             n += m
         extra = list(csv.reader(self.uneven, delimiter=self.delim))
-        for texts, i in ((sx, self.ilon), (sy, self.ilat)):
-            texts.append(pa.array([r[i] for r in extra], pa.string()))
+        if extra or not floats:     # a clean file has no text to convert (and imports nothing)
+            for texts, i in ((sx, self.ilon), (sy, self.ilat)):
+                texts.append(pa.array([r[i] for r in extra], pa.string()))
         dropped, first_bad = {}, {}
         if self.short:
             dropped["rows with too few fields"] = self.short
             first_bad["rows with too few fields"] = self.first_short
-        if floats:
+        if floats and not extra:
+            x, y, bad = x[:n], y[:n], np.zeros(n, bool)
+        elif floats:
             ex, ey, bad = _coords_from_texts(sx, sy, self._field_order, dropped, first_bad)
-            x, y = (x[:n], y[:n]) if not extra else (np.concatenate([x[:n], ex]),
-                                                     np.concatenate([y[:n], ey]))
-            bad = np.concatenate([np.zeros(n, bool), bad]) if extra else np.zeros(n, bool)
+            x, y = np.concatenate([x[:n], ex]), np.concatenate([y[:n], ey])
+            bad = np.concatenate([np.zeros(n, bool), bad])
         else:
             x, y, bad = _coords_from_texts(sx, sy, self._field_order, dropped, first_bad)
         uid = None
         if self.iuser is not None:
-            users.append(pa.array([r[self.iuser] if len(r) > self.iuser else "" for r in extra],
-                                  pa.string()))
+            if extra or not users:
+                users.append(pa.array([r[self.iuser] if len(r) > self.iuser else "" for r in extra],
+                                      pa.string()))
             uid = pa.chunked_array(users, pa.string())
         return x, y, uid, dropped, first_bad, bad
 
@@ -499,6 +507,14 @@ class _CsvBody:
         """A bad row's coordinate fields, in the file's column order, for the error message."""
         pair = (lon_text, lat_text) if self.ilon < self.ilat else (lat_text, lon_text)
         return self.delim.join(pair)
+
+
+def _float_values(arr: pa.Array) -> np.ndarray:
+    """The values of a float64 Arrow array without nulls, as a numpy view of its data buffer
+    (no copy). Why not `to_numpy`: pyarrow's conversion imports pandas when it is installed
+    (0.3 s and 50 MB in each process that reads a first file), which a server process reading
+    uploads then pays in the middle of a request."""
+    return np.frombuffer(arr.buffers()[1], np.float64, len(arr), arr.offset * 8)
 
 
 _FLOAT = r"(?i)^\s*[+-]?(?:(?:\d+\.?\d*|\.\d+)(?:e[+-]?\d+)?|inf|infinity|nan)\s*$"   # float()
@@ -582,7 +598,7 @@ def _parse_parquet(src, lon, lat, user, max_rows):
     """Points from a Parquet file: columns found as in a CSV, the row limit from the file's
     metadata (before reading any data), numeric columns read as float64, text ones parsed."""
     try:
-        pf = pq.ParquetFile(pa.BufferReader(src) if isinstance(src, bytes) else str(src))
+        pf = pq.ParquetFile(pa.BufferReader(src) if isinstance(src, IN_MEMORY) else str(src))
     except (pa.ArrowException, OSError):
         raise DataError("the file is not a readable Parquet file; expected a Parquet file with "
                         "longitude and latitude columns, or a CSV or GeoJSON file") from None

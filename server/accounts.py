@@ -4,7 +4,9 @@ Accounts outlive page reloads and cache evictions: they are never evicted, and w
 configured each is a JSON file (written atomically, locked across processes), so a server
 restart does not hand out a fresh budget either. Every change is read, copied, changed and
 written back under the account's lock, so two tabs cannot overspend by racing, and no stored
-object is ever changed in place.
+object is ever changed in place. A folder that cannot be written and a damaged account file
+are refused with `faults.Unavailable` (a message): an unreadable account is never silently
+replaced by a fresh budget.
 """
 from __future__ import annotations
 
@@ -17,6 +19,12 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import dp
+
+from .faults import Unavailable, speaking
+
+DAMAGED = ("this dataset's budget account on the server is damaged and cannot be read. Its budget "
+           "is not reset: nothing can be charged to it until the server's operator restores it "
+           "from a backup (nothing was charged)")
 
 
 class AccountStore:
@@ -44,7 +52,9 @@ class AccountStore:
             if self.folder is None:
                 yield
                 return
-            with open(self.folder / f"{name}.lock", "w") as fh:
+            with speaking("budget accounts folder"):
+                fh = open(self.folder / f"{name}.lock", "w")
+            with fh:
                 fcntl.flock(fh, fcntl.LOCK_EX)
                 try:
                     yield
@@ -56,7 +66,13 @@ class AccountStore:
             d = self._memory.get(name)
         else:
             path = self.folder / f"{name}.json"
-            d = json.loads(path.read_text()) if path.exists() else None
+            with speaking("budget accounts folder"):
+                text = path.read_text() if path.exists() else None
+            try:
+                d = json.loads(text) if text is not None else None
+                return dp.Accountant.from_dict(d) if d is not None else dp.Accountant(self.default_total)
+            except (ValueError, TypeError, KeyError, AttributeError):
+                raise Unavailable(DAMAGED) from None
         return dp.Accountant.from_dict(d) if d else dp.Accountant(self.default_total)
 
     def _write(self, name: str, acc: dp.Accountant):
@@ -65,8 +81,13 @@ class AccountStore:
             self._memory[name] = d
             return
         tmp = self.folder / f"{name}.json.tmp"
-        tmp.write_text(json.dumps(d))
-        os.replace(tmp, self.folder / f"{name}.json")
+        try:
+            with speaking("budget accounts folder"):
+                tmp.write_text(json.dumps(d))
+                os.replace(tmp, self.folder / f"{name}.json")
+        except Unavailable:             # the charge is not kept: the account is as it was
+            tmp.unlink(missing_ok=True)
+            raise
 
     def get(self, sid: str, fingerprint: str) -> dp.Accountant:
         """A copy of the account (a fresh one at the default total if none exists yet)."""
@@ -79,7 +100,10 @@ class AccountStore:
 
         A BudgetError or ParameterError raised before anything was charged leaves the account
         as it was; a charge made before a later failure is kept (the failure may depend on the
-        data), so the copy is stored whenever it gained charges.
+        data), so the copy is stored whenever it gained charges, except after `Unavailable`: the
+        server failed to keep the output (a full disk, Redis down), which no data decides, and
+        the output is never shown, so the charge is dropped with it. Writing the account is
+        the commit point of everything `change` did.
         """
         name = self._name(sid, fingerprint)
         with self._locked(name):
@@ -87,6 +111,8 @@ class AccountStore:
             before = len(acc.charges)
             try:
                 result = change(acc)
+            except Unavailable:
+                raise
             except Exception:
                 if len(acc.charges) > before:
                     self._write(name, acc)

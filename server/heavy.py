@@ -6,17 +6,20 @@ rectangle on a cached release), and the heavy processes, at a lower OS priority 
 hold the request threads' interpreter lock or get the CPU before them. The pool processes reach
 the same shared store and budget accounts as the workers (their `initializer`). With 0 workers
 heavy work runs in the calling thread (one process: tests, the Python API, the dev server).
+A pool whose process died is replaced at once, and a pool process ends when its worker does.
 """
 from __future__ import annotations
 
 import multiprocessing
 import os
 import threading
+import time
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
 DEFAULT_WORKERS = 0
 NICE = 10
+PARENT_CHECK = 0.5        # seconds between a pool process's checks that its worker is alive
 
 _lock = threading.Lock()
 _workers = DEFAULT_WORKERS
@@ -25,10 +28,20 @@ _pool: ProcessPoolExecutor | None = None      # made on first use, so never befo
 
 
 def _start(initializer, initargs):
-    """A pool process: a lower priority than the request threads, then the caller's set-up."""
+    """A pool process: a lower priority than the request threads, a watch on its worker, then
+    the caller's set-up."""
     os.nice(NICE)
+    threading.Thread(target=_end_with_parent, args=(os.getppid(),), daemon=True).start()
     if initializer is not None:
         initializer(*initargs)
+
+
+def _end_with_parent(parent: int) -> None:
+    """End this pool process when the worker that made it is gone (killed, even by SIGKILL,
+    which runs no clean-up): its parent then changes, and nobody would collect its results."""
+    while os.getppid() == parent:
+        time.sleep(PARENT_CHECK)
+    os._exit(1)
 
 
 def configure(max_workers: int = DEFAULT_WORKERS, initializer=None, initargs=()) -> None:
@@ -73,22 +86,29 @@ def warm() -> None:
 
 
 BROKEN = ("a process building releases on the server stopped before it finished; a new one has "
-          "been started, so try again (the budget ledger shows whether the step was charged)")
+          "been started, so try again")
 
 
-def run(fn, *args):
+class Broken(LookupError):
+    """The pool process running a task died (killed, out of memory); the pool was replaced."""
+
+
+def run(fn, *args, idempotent: bool = False):
     """fn(*args) in a pool process (fn and args picklable), or inline with 0 workers; waits for
     its result (or its exception). A pool whose process died (killed, out of memory) is
-    replaced and the call refused with LookupError(BROKEN), never retried: the task may have
-    charged a budget before it died, and a retry would draw twice."""
-    pool = _current()
-    if pool is None:
-        return fn(*args)
-    try:
-        return pool.submit(fn, *args).result()
-    except BrokenProcessPool:
-        _discard(pool)
-        raise LookupError(BROKEN) from None
+    replaced; an `idempotent` task (one that charges nothing) is then run once more in the new
+    pool, any other is refused with Broken(BROKEN): it may have charged a budget before it
+    died, and only its caller can tell (see `state.release`)."""
+    for attempt in (1, 2):
+        pool = _current()
+        if pool is None:
+            return fn(*args)
+        try:
+            return pool.submit(fn, *args).result()
+        except BrokenProcessPool:
+            _discard(pool)
+            if not idempotent or attempt == 2:
+                raise Broken(BROKEN) from None
 
 
 def _discard(pool: ProcessPoolExecutor) -> None:

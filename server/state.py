@@ -10,6 +10,10 @@ Releases are cached by (session, data, domain, mechanism, params, epsilon split,
 release (OS entropy, the default) has a random token in place of the seed and exists only as
 its one cached copy; a fixed-seed demo release can be rebuilt identically, at no new cost.
 Every release is charged to the session's `dp.Accountant` for its dataset (see `accounts`).
+A release and its charge commit together: the release is stored first and the charge written
+after (the commit point); a stored release that no charge names (its builder was killed, or the
+accounts could not be written) is discarded when read, so a crash or a full disk at any point
+leaves both or neither.
 
 Cached objects are never changed in place: a release derived from a cached one (an Euler
 release at another consistency stage) is cached under its own entry, next to its release's.
@@ -41,6 +45,7 @@ from dp.samples import REGION_SAMPLES
 
 from . import heavy, store
 from .accounts import AccountStore
+from .faults import Unavailable
 
 cache: store.SessionQuota      # the shared store, made by init_cache
 accounts = AccountStore()
@@ -285,6 +290,9 @@ def release(sid: str | None, key: str, create: bool = False):
     """
     ck = _release_entry(sid, key)
     rel = cache.get(ck)
+    if rel is not None and not committed(sid, key):
+        cache.delete(ck)                             # its builder died before charging it
+        rel = None
     if rel is None:
         fp, tag = json.loads(key)[0], json.loads(key)[6]
         if isinstance(tag, str) and not create:
@@ -293,16 +301,62 @@ def release(sid: str | None, key: str, create: bool = False):
         points(sid, fp)
         if not cache.room_for(sid):
             raise LookupError(FULL)                  # refused before anything is charged
-        rel = heavy_call(_build_release, sid, key) or cache.get(ck)
-        if rel is None:
-            raise LookupError(FULL)
+        rel = _build_or_settle(sid, key)
     return rel
 
 
-def heavy_call(fn, *args):
+def _build_or_settle(sid: str, key: str):
+    """Build a release in the heavy pool. If the process building it died, settle what it left:
+    a release stored and charged is the answer; otherwise nothing was charged (an uncharged
+    release is dropped) and the build is tried once more in a new process."""
+    for attempt in (1, 2):
+        try:
+            return heavy_call(_build_release, sid, key) or _settled(sid, key)
+        except heavy.Broken:
+            rel = _settled(sid, key)
+            if rel is not None:
+                return rel
+            if attempt == 2:
+                raise LookupError(heavy.BROKEN + " (nothing was charged)") from None
+
+
+def _settled(sid: str, key: str):
+    """The stored release of a key if its charge was committed, else None (an uncommitted one
+    is removed); LookupError, saying so, if it was charged but is not in the store."""
+    ck = _release_entry(sid, key)
+    rel = cache.get(ck)
+    if committed(sid, key):
+        if rel is None:
+            raise LookupError("this release was charged (see the budget ledger) but the server "
+                              "could not keep it: it is full or its store failed")
+        return rel
+    if rel is not None:
+        cache.delete(ck)
+    return None
+
+
+_committed_keys: set = set()      # release keys this process has seen committed (charges stay)
+
+
+def committed(sid: str, key: str) -> bool:
+    """True if the session's account for the key's data holds a charge naming this release
+    (the charge is the commit point of a release; charges are never removed)."""
+    if (sid, key) in _committed_keys:
+        return True
+    data = points(sid, key_fingerprint(key))
+    if not any(c.ref == key for c in accounts.get(sid, account_key(data)).charges):
+        return False
+    if len(_committed_keys) > 100_000:
+        _committed_keys.clear()
+    _committed_keys.add((sid, key))
+    return True
+
+
+def heavy_call(fn, *args, idempotent: bool = False):
     """fn(*args) in the heavy pool (`server.heavy`), in a process that has made the same
-    built-in samples as this one (their fingerprints then name the same public data)."""
-    return heavy.run(_with_samples, sorted(_samples), fn, *args)
+    built-in samples as this one (their fingerprints then name the same public data); an
+    `idempotent` task (it charges nothing) is run again if its process died."""
+    return heavy.run(_with_samples, sorted(_samples), fn, *args, idempotent=idempotent)
 
 
 def _with_samples(names: list, fn, *args):
@@ -312,14 +366,31 @@ def _with_samples(names: list, fn, *args):
 
 
 def _build_release(sid: str, key: str):
-    """Charge and build the release of a key and store it (in a heavy-pool process, or inline);
-    returns it only when the store refused it (else the caller reads it from the store)."""
+    """Charge and build the release of a key and store it (in a heavy-pool process, or inline):
+    under the account's lock the release is drawn on a copy of the account, stored, and only
+    then is the account written (`accounts.update`'s commit). A store that fails (full disk,
+    Redis down) or accounts that cannot be written leave neither the charge nor the release.
+    Returns the release only when the store refused it for room (charged, shown once, not kept)."""
     fp, dom, mech, params, split, eps, tag, k = json.loads(key)
     data = points(sid, fp)
-    rel = accounts.update(sid, account_key(data), lambda acc: acc.release(
-        mech, data, dp.Domain.from_dict(dom), epsilon=eps, split=split, params=params,
-        seed=None if isinstance(tag, str) else tag, ref=key, max_points_per_user=k))
-    return None if cache.set(_release_entry(sid, key), rel) else rel
+    entry, stored = _release_entry(sid, key), []
+
+    def draw_and_keep(acc):
+        rel = acc.release(mech, data, dp.Domain.from_dict(dom), epsilon=eps, split=split,
+                          params=params, seed=None if isinstance(tag, str) else tag, ref=key,
+                          max_points_per_user=k)
+        stored.append(cache.set(entry, rel))
+        return rel
+    try:
+        rel = accounts.update(sid, account_key(data), draw_and_keep)
+    except Unavailable:
+        if stored and stored[0]:
+            try:
+                cache.delete(entry)          # stored, but its charge could not be written
+            except Unavailable:
+                pass                         # discarded when read: no charge names it
+        raise
+    return None if stored[0] else rel
 
 
 def _build_stage(sid: str, key: str, stage: str):
@@ -352,7 +423,7 @@ def staged_release(sid: str | None, key: str, stage: str | None):
         with lock:                            # a second reader waits for the first one's result
             derived = cache.get(entry)
             if derived is None:               # refused when the server is full: not kept, still shown
-                derived = heavy_call(_build_stage, sid, key, stage) or cache.get(entry)
+                derived = heavy_call(_build_stage, sid, key, stage, idempotent=True) or cache.get(entry)
     finally:
         with _derive_guard:
             lock, readers = _deriving[entry]

@@ -26,6 +26,8 @@ from pathlib import Path
 
 from flask_caching.backends.filesystemcache import FileSystemCache
 
+from .faults import speaking
+
 SESSION_SHARE = 4        # a session may hold up to 1/SESSION_SHARE of the store's bytes
 PER_SESSION = 64         # and at most this many entries
 LOCK_STRIPES = 64        # per-key locks (jobs, interactive sessions, workspaces: each held briefly) share these files
@@ -34,6 +36,8 @@ OUT_OF_BAND_BYTES = 1 << 20   # a dataset's arrays this large are stored apart a
 ALIGN = 64
 HEAD = "IIQ"                  # a stored file starts with: expiry, buffer count, pickle length
 HEADER = struct.calcsize(HEAD)
+REDIS_TIMEOUT = 10            # seconds a Redis call waits before the store reports it unreachable
+STALE_TEMPORARY = 600         # seconds after which a half-written file (its writer died) is removed
 
 
 def owner(key: str) -> str:
@@ -91,7 +95,9 @@ class SessionQuota:
     A backend supplies: `_version(key)`, `_load(key)` -> (value, bytes in memory, version),
     `_write(key, (pickle, buffers), timeout)` -> version, `_remove(key)`, `_own(owner)` -> [(handle, kind, bytes)] oldest first,
     `_drop(handle)`, `_usage()` (bytes held), `_purge_expired()`, `_guard()` (a lock across
-    processes around changes of sizes) and `lock(key)` (a lock across processes for one key).
+    processes around changes of sizes) and `_lock(key)` (a lock across processes for one key).
+    Every public method turns the backend's failures (a full or read-only disk, Redis down)
+    into `faults.Unavailable`, a message saying so.
     """
 
     def _setup_quota(self, max_bytes: int, front_bytes: int):
@@ -100,6 +106,10 @@ class SessionQuota:
         self.front = FrontCache(front_bytes)
 
     def get(self, key: str):
+        with speaking("store"):
+            return self._get(key)
+
+    def _get(self, key: str):
         version = self._version(key)
         if version is None:
             self.front.drop(key)
@@ -114,18 +124,36 @@ class SessionQuota:
         return value
 
     def has(self, key: str) -> bool:
-        return self._version(key) is not None
+        with speaking("store"):
+            return self._version(key) is not None
+
+    @contextmanager
+    def lock(self, key: str):
+        """A lock on one key across threads and processes (see the backend's `_lock`)."""
+        held = self._lock(key)
+        with speaking("store"):
+            held.__enter__()
+        try:
+            yield
+        finally:
+            with speaking("store"):
+                held.__exit__(None, None, None)
 
     def room_for(self, who: str, nbytes: int | None = None) -> bool:
         """True if an entry of `who` of `nbytes` (default: 1% of the store) can be stored
         without evicting anyone else's: the store has room, or `who` has entries to drop."""
         nbytes = self.max_bytes // 100 if nbytes is None else nbytes
-        with self._guard():
+        with speaking("store"), self._guard():
             return self._usage() + nbytes <= self.max_bytes or bool(self._own(who))
 
     def set(self, key: str, value, timeout=None) -> bool:
         """Store, dropping the owner's own oldest entries past its quota or at the store's bound;
-        refuse (False) rather than evict another session's entry."""
+        refuse (False) rather than evict another session's entry. A failed write (a full disk,
+        Redis down) raises `faults.Unavailable` and leaves no part of the entry behind."""
+        with speaking("store"):
+            return self._set(key, value, timeout)
+
+    def _set(self, key: str, value, timeout) -> bool:
         payload, n = self._dumps(key, value)
         who = owner(key)
         if n > self.session_bytes:
@@ -163,13 +191,13 @@ class SessionQuota:
 
     def delete(self, key: str) -> bool:
         self.front.drop(key)
-        with self._guard():
+        with speaking("store"), self._guard():
             self._remove(key)
         return True
 
     def trim(self, who: str, of_kind: str, keep: int):
         """Drop `who`'s oldest entries of one kind until `keep` are left (its own, nobody else's)."""
-        with self._guard():
+        with speaking("store"), self._guard():
             mine = [e for e in self._own(who) if e[1] == of_kind]
             for handle, _, _ in mine[:max(len(mine) - keep, 0)]:
                 self._drop(handle)
@@ -207,7 +235,7 @@ class FileStore(SessionQuota, FileSystemCache):
     def _guard(self):
         return self._flock("store.lock")
 
-    def lock(self, key: str):
+    def _lock(self, key: str):
         """A lock on one key across threads and processes (flock on one of LOCK_STRIPES files)."""
         stripe = int(hashlib.sha256(key.encode()).hexdigest(), 16) % LOCK_STRIPES
         return self._flock(f"key-{stripe}.lock")
@@ -274,14 +302,18 @@ class FileStore(SessionQuota, FileSystemCache):
         path = Path(self._get_filename(key))
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(suffix=self._fs_transaction_suffix, dir=path.parent)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(struct.pack(HEAD, self._normalize_timeout(timeout), len(buffers), len(blob)))
-            fh.write(struct.pack(f"{len(buffers)}Q", *(b.nbytes for b in buffers)))
-            fh.write(blob)
-            for b in buffers:
-                fh.write(bytes(-fh.tell() % ALIGN))
-                fh.write(b)
-        os.replace(tmp, path)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(struct.pack(HEAD, self._normalize_timeout(timeout), len(buffers), len(blob)))
+                fh.write(struct.pack(f"{len(buffers)}Q", *(b.nbytes for b in buffers)))
+                fh.write(blob)
+                for b in buffers:
+                    fh.write(bytes(-fh.tell() % ALIGN))
+                    fh.write(b)
+            os.replace(tmp, path)
+        except BaseException:           # a full disk, or stopped: no half-written file stays
+            Path(tmp).unlink(missing_ok=True)
+            raise
         st = path.stat()
         return st.st_ino, st.st_mtime_ns, st.st_size
 
@@ -326,6 +358,7 @@ class FileStore(SessionQuota, FileSystemCache):
         return [Path(e.path) for e in os.scandir(data) if e.is_dir()] if data.is_dir() else []
 
     def _purge_expired(self):
+        self.remove_temporaries(STALE_TEMPORARY)
         for folder in self._folders():
             for e in self._files(folder):
                 try:
@@ -333,6 +366,18 @@ class FileStore(SessionQuota, FileSystemCache):
                         if self._read_header(fh) is None:
                             os.remove(e.path)
                 except (FileNotFoundError, struct.error):
+                    pass
+
+    def remove_temporaries(self, older_than: float = 0) -> None:
+        """Remove half-written files older than this many seconds (their writer was killed
+        mid-write; 0, at a server's start when nothing is being written: all of them)."""
+        cutoff = time.time() - older_than
+        for folder in self._folders():
+            for e in os.scandir(folder):
+                try:
+                    if e.name.endswith(self._fs_transaction_suffix) and e.stat().st_mtime <= cutoff:
+                        os.remove(e.path)
+                except FileNotFoundError:
                     pass
 
     def clear(self) -> bool:
@@ -351,7 +396,8 @@ class RedisStore(SessionQuota):
     def __init__(self, url: str, max_bytes: int, front_bytes: int, default_timeout: int = 3600,
                  prefix: str = "dpstore:"):
         import redis
-        self.r = redis.Redis.from_url(url)
+        self.r = redis.Redis.from_url(url, socket_timeout=REDIS_TIMEOUT,
+                                      socket_connect_timeout=REDIS_TIMEOUT)
         self.r.ping()
         self.p = prefix
         self.default_timeout = int(default_timeout)
@@ -369,7 +415,7 @@ class RedisStore(SessionQuota):
     def _guard(self):
         return self.r.lock(f"{self.p}guard", timeout=LOCK_TIMEOUT, blocking_timeout=LOCK_TIMEOUT)
 
-    def lock(self, key: str):
+    def _lock(self, key: str):
         """A lock on one key across threads and processes (a Redis lock with a time limit)."""
         return self.r.lock(f"{self.p}lock:{key}", timeout=LOCK_TIMEOUT, blocking_timeout=LOCK_TIMEOUT)
 

@@ -284,3 +284,26 @@ def test_a_fresh_start_serves_the_page_and_every_script_on_the_first_visit(dash_
     finally:
         out = server.stop()
     assert "not a registered library" not in out
+
+
+def test_a_damaged_account_speaks_on_the_page_and_recovers_when_restored(page):
+    """A failure no panel answers for shows in the page's alert (never an HTTP 500 alone), the
+    alert can be dismissed, and a restored account file works again with its charges."""
+    dash_duo, accounts = page
+    press_release(dash_duo)
+    path = max(accounts.glob("*.json"), key=lambda p: p.stat().st_mtime_ns)
+    good = path.read_bytes()
+    path.write_bytes(good[: len(good) // 2])
+    try:
+        dash_duo.driver.refresh()
+        dash_duo.wait_for_contains_text(f"#{ids.SERVER_ALERT_TEXT}", "damaged", timeout=60)
+        assert dash_duo.find_element(f"#{ids.SERVER_ALERT}").is_displayed()
+        press_release(dash_duo, expect="Not released")
+        assert "not reset" in status(dash_duo)
+        dash_duo.find_element(f"#{ids.SERVER_ALERT_CLOSE}").click()
+        poll_until(lambda: not dash_duo.find_element(f"#{ids.SERVER_ALERT}").is_displayed(), 10)
+        assert not dash_duo.find_element(f"#{ids.SERVER_ALERT}").is_displayed()
+    finally:
+        path.write_bytes(good)                      # the operator restores it from a backup
+    press_release(dash_duo)
+    assert len(json.loads(path.read_text())["charges"]) == len(json.loads(good)["charges"]) + 1

@@ -1,10 +1,14 @@
 """The pool of processes that builds releases (`server.heavy`): a pool whose process was killed
-heals, the call it broke is refused in words (never retried, it may have charged), and the next
-call runs in a new process."""
+heals, the call it broke is refused in words (never retried, it may have charged) unless it is
+idempotent (then run again in the new process), and a pool process ends with its worker."""
 from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
+import textwrap
+import time
 
 import pytest
 
@@ -29,6 +33,40 @@ def test_a_killed_pool_process_is_replaced_and_its_call_refused_in_words(pool):
     second = heavy.run(os.getpid)                 # healed: a new process answers
     assert second not in (first, os.getpid())
     assert heavy.run(os.getpid) == second
+
+
+def _kill_self_once(marker: str) -> int:
+    """Die (SIGKILL) the first time, as a process killed mid-task; answer the second time."""
+    if not os.path.exists(marker):
+        open(marker, "w").close()
+        os.kill(os.getpid(), signal.SIGKILL)
+    return os.getpid()
+
+
+def test_an_idempotent_call_is_run_again_in_the_new_process(pool, tmp_path):
+    marker = str(tmp_path / "died-once")
+    pid = heavy.run(_kill_self_once, marker, idempotent=True)
+    assert os.path.exists(marker) and pid != os.getpid()
+    os.remove(marker)
+    with pytest.raises(heavy.Broken):                     # not idempotent: refused, not rerun
+        heavy.run(_kill_self_once, marker)
+
+
+def test_a_pool_process_ends_when_its_worker_is_killed(tmp_path):
+    worker = subprocess.Popen([sys.executable, "-c", textwrap.dedent("""
+        import os, sys, time
+        from server import heavy
+        heavy.configure(1)
+        print(heavy.run(os.getpid), flush=True)
+        heavy.run(time.sleep, 600)                       # killed mid-task
+    """)], stdout=subprocess.PIPE, text=True, cwd=os.path.dirname(os.path.dirname(__file__)))
+    child = int(worker.stdout.readline())
+    assert _alive(child)
+    time.sleep(0.5)                                        # the task has started
+    worker.kill()                                          # SIGKILL: no clean-up runs
+    worker.wait()
+    wait_until(lambda: not _alive(child), timeout=10)
+    assert not _alive(child)
 
 
 def _alive(pid: int) -> bool:

@@ -1,0 +1,40 @@
+"""Infrastructure failures in words: the store's disk, Redis and the budget accounts.
+
+A failing disk, a read-only folder, a damaged account file or Redis going away raise
+`Unavailable` (a LookupError, which every panel already shows as a message) saying what failed
+and that nothing was charged, instead of an OSError reaching the user as a bare HTTP 500.
+Messages name no file or path.
+"""
+from __future__ import annotations
+
+import errno
+from contextlib import contextmanager
+
+from redis.exceptions import LockError, RedisError
+
+NOTHING_CHARGED = "nothing was charged; try again once it is fixed"
+
+
+class Unavailable(LookupError):
+    """A part of the server's infrastructure failed; the message says which, in plain words."""
+
+
+def _why(exc: BaseException) -> str:
+    if isinstance(exc, RedisError):
+        return "is not answering (Redis is down or unreachable)"
+    if getattr(exc, "errno", None) == errno.ENOSPC or getattr(exc, "errno", None) == errno.EDQUOT:
+        return "is full (no space left on its disk)"
+    if getattr(exc, "errno", None) in (errno.EROFS, errno.EACCES, errno.EPERM):
+        return "cannot be written (its folder is read-only or not permitted)"
+    return f"failed ({getattr(exc, 'strerror', None) or type(exc).__name__})"
+
+
+@contextmanager
+def speaking(what: str):
+    """Turn an OSError or Redis error inside the block into `Unavailable("<what> …")`."""
+    try:
+        yield
+    except LockError:             # a lock not acquired in time: the caller says so itself
+        raise
+    except (OSError, RedisError) as exc:
+        raise Unavailable(f"the server's {what} {_why(exc)}: {NOTHING_CHARGED}") from exc

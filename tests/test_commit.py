@@ -1,0 +1,115 @@
+"""A release and its charge commit together (`server.state`): the release is stored first and
+the charge written after; a store or accounts that fail leave neither, a stored release that
+no charge names is never served, and a damaged account file is refused, never reset.
+
+In one process, with the store's and the accounts' writes made to fail as a full disk or a
+read-only folder would (tests/test_faults.py does the same to the running multi-worker server).
+"""
+from __future__ import annotations
+
+import errno
+
+import pytest
+
+import dp
+from helpers import new_sid
+from server import state
+from server.faults import Unavailable
+
+TILES = "http://127.0.0.1:9/{z}/{x}/{y}.png"
+
+
+@pytest.fixture
+def app_on(tmp_path):
+    from app import create_app
+    create_app({"tiles_url": TILES, "accounts_dir": str(tmp_path / "accounts"),
+                "store_dir": str(tmp_path / "store")})
+    return tmp_path
+
+
+def fresh_key(sid: str, seed=None) -> tuple[dict, str]:
+    info = state.use_sample(sid, "small_city_5k")
+    domain = state.sample("small_city_5k")[1]
+    return info, state.release_key(info["fingerprint"], domain, "ug", {}, [0.05, 0.95], 0.5, seed)
+
+
+def failing(exc: OSError):
+    def fail(*args, **kwargs):
+        raise exc
+    return fail
+
+
+def test_a_full_disk_at_the_release_write_charges_nothing_and_leaves_no_file(app_on, monkeypatch):
+    sid = new_sid()
+    info, key = fresh_key(sid)
+    monkeypatch.setattr(state.cache, "_write", failing(OSError(errno.ENOSPC, "No space left")))
+    with pytest.raises(Unavailable, match="store is full .*nothing was charged"):
+        state.release(sid, key, create=True)
+    assert state.account(sid, info["account"]).charges == []
+    monkeypatch.undo()
+    assert state.release(sid, key, create=True) is not None          # space is back
+    assert len(state.account(sid, info["account"]).charges) == 1
+
+
+def test_accounts_that_cannot_be_written_keep_no_charge_and_no_release(app_on, monkeypatch):
+    sid = new_sid()
+    info, key = fresh_key(sid)
+    monkeypatch.setattr(state.accounts, "_write", failing(Unavailable("accounts read-only")))
+    with pytest.raises(Unavailable):
+        state.release(sid, key, create=True)
+    monkeypatch.undo()
+    assert state.account(sid, info["account"]).charges == []
+    assert not state.cache.has(state._release_entry(sid, key))       # removed with its charge
+
+
+def test_a_stored_release_that_no_charge_names_is_never_served(app_on):
+    """As left by a builder killed between the store's write and the account's."""
+    sid = new_sid()
+    info, key = fresh_key(sid)
+    data, domain = state.sample("small_city_5k")
+    uncharged = dp.release("ug", data, domain, epsilon=0.5)
+    assert state.cache.set(state._release_entry(sid, key), uncharged)
+    with pytest.raises(LookupError, match="no longer on the server"):
+        state.release(sid, key)
+    assert not state.cache.has(state._release_entry(sid, key))
+    _, seeded = fresh_key(sid, seed=7)                # a demo's key: rebuilt, and charged
+    assert state.cache.set(state._release_entry(sid, seeded), uncharged)
+    rebuilt = state.release(sid, seeded)
+    same = dp.release("ug", data, domain, epsilon=0.5, split=[0.05, 0.95], seed=7)
+    whole = dp.Rect(domain.west, domain.south, domain.east, domain.north)
+    assert rebuilt.answer(whole) == same.answer(whole)
+    assert [c.ref for c in state.account(sid, info["account"]).charges] == [seeded]
+
+
+def test_a_damaged_account_file_is_refused_and_never_reset(app_on):
+    sid = new_sid()
+    info, key = fresh_key(sid)
+    state.release(sid, key, create=True)
+    path = next((app_on / "accounts").glob("*.json"))
+    damaged = path.read_bytes()[:20]
+    path.write_bytes(damaged)
+    with pytest.raises(Unavailable, match="damaged.*not reset"):
+        state.account(sid, info["account"])
+    _, other = fresh_key(sid)
+    with pytest.raises(Unavailable, match="damaged"):
+        state.release(sid, other, create=True)
+    assert path.read_bytes() == damaged
+
+
+def test_half_written_files_of_a_killed_writer_are_removed(tmp_path):
+    import os
+    import time
+
+    from server.store import STALE_TEMPORARY, FileStore
+    cache = FileStore(tmp_path, 2**24, 2**20)
+    assert cache.set("release:someone:k", {"a": 1})
+    folder = next((tmp_path / "data").iterdir())
+    old, new = folder / "a.__wz_cache", folder / "b.__wz_cache"
+    old.write_bytes(b"half")
+    new.write_bytes(b"being written")
+    long_ago = time.time() - STALE_TEMPORARY - 1
+    os.utime(old, (long_ago, long_ago))
+    cache._purge_expired()                          # runs when the store needs room
+    assert not old.exists() and new.exists()
+    cache.remove_temporaries()                      # a server's start: nothing is being written
+    assert not new.exists() and cache.get("release:someone:k") == {"a": 1}

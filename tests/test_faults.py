@@ -1,0 +1,318 @@
+"""Faults injected into the server a user runs (`python app.py`: 3 gunicorn workers, one heavy
+process each), driven through the page's own callbacks over HTTP, with the account files and
+the store checked after each fault: a charge stands only with its stored release, a killed
+heavy process heals, and every failure reaches the page in words (never an HTTP 500).
+
+The faults are planted by a `sitecustomize` module this file writes and puts on the server's
+PYTHONPATH, so they act in every process of it (master, workers, heavy processes): a heavy
+process kills itself just before or just after the account's write (the charge's commit), the
+store's disk fills up (ENOSPC while writing), the accounts folder turns read-only (EROFS at
+the write). Each fault is armed by a file in a folder the test owns, and disarmed by removing it.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from components import ids
+from helpers import free_port, wait_until
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+from app_latency import Browser  # noqa: E402
+from load import Http, open_page  # noqa: E402
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[1]
+OFFLINE_TILES = "http://127.0.0.1:9/{z}/{x}/{y}.png"
+
+FAULTS = '''
+"""Test-only faults, armed by files in $DP_TEST_FAULTS (see tests/test_faults.py)."""
+import errno, multiprocessing, os, signal, types
+
+FOLDER = os.environ.get("DP_TEST_FAULTS")
+
+
+def _take(name):
+    """True once per arming: the file is removed by whoever acts on it first."""
+    try:
+        os.remove(os.path.join(FOLDER, name))
+        return True
+    except FileNotFoundError:
+        return False
+
+
+def _armed(name):
+    return os.path.exists(os.path.join(FOLDER, name))
+
+
+if FOLDER:
+    from server import accounts, store
+
+    _account_write = accounts.AccountStore._write
+
+    def _write(self, name, acc):
+        heavy = multiprocessing.parent_process() is not None
+        if heavy and _take("kill-before-charge"):
+            os.kill(os.getpid(), signal.SIGKILL)
+        _account_write(self, name, acc)
+        if heavy and _take("kill-after-charge"):
+            os.kill(os.getpid(), signal.SIGKILL)
+    accounts.AccountStore._write = _write
+
+    def _replace(src, dst):
+        if _armed("accounts-read-only"):
+            raise OSError(errno.EROFS, "Read-only file system")
+        return os.replace(src, dst)
+    accounts.os = types.SimpleNamespace(**{**vars(os), "replace": _replace})
+
+    class _FillingFile:
+        """A file that takes half of what is written to it, then finds the disk full."""
+        def __init__(self, fh):
+            self.fh = fh
+        def write(self, data):
+            self.fh.write(bytes(data)[: len(data) // 2])
+            raise OSError(errno.ENOSPC, "No space left on device")
+        def __getattr__(self, name):
+            return getattr(self.fh, name)
+        def __enter__(self):
+            return self
+        def __exit__(self, *exc):
+            self.fh.close()
+
+    _store_write = store.FileStore._write
+
+    def _store_write_filling(self, key, payload, timeout):
+        full = _armed("disk-full") and store.kind(key) in open(os.path.join(FOLDER, "disk-full")).read()
+        store.os = types.SimpleNamespace(**{**vars(os), "fdopen": lambda fd, mode: _FillingFile(
+            os.fdopen(fd, mode))}) if full else os
+        try:
+            return _store_write(self, key, payload, timeout)
+        finally:
+            store.os = os
+    store.FileStore._write = _store_write_filling
+'''
+
+
+class Server:
+    """`python app.py --workers 3` on a free port, its store and accounts in `folder`, the
+    faults of this file planted (armed by files in folder/faults)."""
+
+    def __init__(self, folder: Path, *extra: str):
+        self.folder, self.port = folder, free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.faults = folder / "faults"
+        self.faults.mkdir(parents=True)
+        (folder / "site").mkdir()
+        (folder / "site" / "sitecustomize.py").write_text(textwrap.dedent(FAULTS))
+        env = {**os.environ, "DP_TEST_FAULTS": str(self.faults),
+               "PYTHONPATH": os.pathsep.join([str(folder / "site"), str(ROOT)])}
+        self.proc = subprocess.Popen(
+            [sys.executable, "app.py", "--port", str(self.port), "--workers", "3",
+             "--store-dir", str(folder / "store"), "--accounts-dir", str(folder / "accounts"),
+             "--tiles-url", OFFLINE_TILES, *extra],
+            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        wait_until(lambda: self.up() or self.proc.poll() is not None, timeout=90)
+        assert self.proc.poll() is None, self.proc.stdout.read()
+
+    def up(self) -> bool:
+        try:
+            with urllib.request.urlopen(self.url + "/_dash-layout", timeout=10):
+                return True
+        except OSError:
+            return False
+
+    def arm(self, fault: str, text: str = "") -> None:
+        (self.faults / fault).write_text(text)
+
+    def disarm(self, fault: str) -> None:
+        (self.faults / fault).unlink(missing_ok=True)
+
+    def stop(self) -> str:
+        self.proc.send_signal(signal.SIGTERM)
+        return self.proc.communicate(timeout=60)[0]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    s = Server(tmp_path_factory.mktemp("faults"))
+    yield s
+    log = s.stop()
+    assert "Traceback" not in log, log[-3000:]
+
+
+def visitor(server: Server) -> Browser:
+    """A new browser session with the page open (on the built-in sample)."""
+    b = Browser(Http(server.url, timeout=120))
+    open_page(b)
+    return b
+
+
+def text(node) -> str:
+    """The visible text of a component tree as a Dash response holds it."""
+    if node is None or isinstance(node, bool):
+        return ""
+    if isinstance(node, (str, int, float)):
+        return str(node)
+    if isinstance(node, list):
+        return "".join(text(n) for n in node)
+    return text(node.get("props", {}).get("children"))
+
+
+def release(b: Browser) -> str:
+    """Press Release (a click with a fresh request id, as the page makes one); the status line."""
+    b.click(ids.RELEASE_BUTTON, ids.RELEASE_REQUEST)
+    return text(b.comps[ids.RELEASE_STATUS].get("children"))
+
+
+def alert(b: Browser) -> str:
+    """The server alert's text if it is shown."""
+    return "" if b.comps[ids.SERVER_ALERT].get("hidden", True) else \
+        text(b.comps[ids.SERVER_ALERT_TEXT].get("children"))
+
+
+def charges(server: Server) -> list:
+    """Every charge in every account file (a damaged file is skipped here, read by its test)."""
+    out = []
+    for path in (server.folder / "accounts").glob("*.json"):
+        try:
+            out += json.loads(path.read_text())["charges"]
+        except ValueError:
+            pass
+    return out
+
+
+def stored_releases(server: Server) -> int:
+    return len(list((server.folder / "store" / "data").glob("*/release-*")))
+
+
+def temporaries(server: Server) -> list:
+    return [p for p in (server.folder / "store").rglob("*") if p.name.endswith(".__wz_cache")] + \
+        list((server.folder / "accounts").glob("*.tmp"))
+
+
+def test_a_heavy_process_killed_before_its_charge_leaves_neither_and_the_click_is_answered(server):
+    b = visitor(server)
+    before, kept = len(charges(server)), stored_releases(server)
+    server.arm("kill-before-charge")
+    status = release(b)
+    assert not (server.faults / "kill-before-charge").exists()      # the fault did fire
+    assert status.startswith("Released"), status                   # retried in a new process
+    assert len(charges(server)) == before + 1 and stored_releases(server) == kept + 1
+    assert release(b).startswith("Released")                        # the worker serves again
+    assert len(charges(server)) == before + 2 and stored_releases(server) == kept + 2
+
+
+def test_a_heavy_process_killed_right_after_its_charge_keeps_both_once(server):
+    b = visitor(server)
+    before, kept = len(charges(server)), stored_releases(server)
+    server.arm("kill-after-charge")
+    status = release(b)
+    assert not (server.faults / "kill-after-charge").exists()
+    assert status.startswith("Released"), status                   # settled: charged and stored
+    assert len(charges(server)) == before + 1 and stored_releases(server) == kept + 1
+
+
+def test_a_full_disk_charges_nothing_says_so_and_recovers_when_space_returns(server):
+    b = visitor(server)
+    before, kept = len(charges(server)), stored_releases(server)
+    server.arm("disk-full", "release")                # only the release's own write fails
+    status = release(b)
+    assert status.startswith("Not released") and "is full" in status, status
+    assert "nothing was charged" in status
+    assert len(charges(server)) == before and stored_releases(server) == kept
+    assert temporaries(server) == []                  # the half-written file was removed
+    server.arm("disk-full", "release workspace dataset job live")    # every write fails
+    status = release(b)
+    assert status.startswith("Not released") and "is full" in status, status
+    assert len(charges(server)) == before
+    server.disarm("disk-full")
+    assert release(b).startswith("Released")
+    assert len(charges(server)) == before + 1 and stored_releases(server) == kept + 1
+
+
+def test_a_read_only_accounts_folder_charges_nothing_and_keeps_no_release(server):
+    b = visitor(server)
+    before, kept = len(charges(server)), stored_releases(server)
+    server.arm("accounts-read-only")
+    status = release(b)
+    assert status.startswith("Not released") and "accounts folder cannot be written" in status, status
+    assert "nothing was charged" in status
+    assert len(charges(server)) == before and stored_releases(server) == kept
+    assert temporaries(server) == []
+    server.disarm("accounts-read-only")
+    assert release(b).startswith("Released")
+    assert len(charges(server)) == before + 1 and stored_releases(server) == kept + 1
+
+
+def test_a_truncated_account_file_is_refused_in_words_and_its_budget_never_reset(server):
+    b = visitor(server)
+    assert release(b).startswith("Released")
+    path = max((server.folder / "accounts").glob("*.json"), key=lambda p: p.stat().st_mtime_ns)
+    damaged = path.read_bytes()[: path.stat().st_size // 2]
+    path.write_bytes(damaged)
+    open_page(b)                                      # a reload: no HTTP 500, a message
+    said = text(b.comps[ids.RELEASE_STATUS].get("children")) + alert(b)
+    assert "damaged" in said and "not reset" in said, said
+    status = release(b)
+    assert status.startswith("Not released") and "damaged" in status, status
+    assert path.read_bytes() == damaged               # never replaced by a fresh budget
+
+
+def redis_server(port: int, folder: Path) -> subprocess.Popen:
+    proc = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1",
+                             "--dir", str(folder), "--save", "", "--appendonly", "no"],
+                            stdout=subprocess.DEVNULL)
+    import redis
+    client = redis.Redis(port=port)
+    wait_until(lambda: _pings(client), timeout=20)
+    return proc
+
+
+def _pings(client) -> bool:
+    import redis
+    try:
+        return client.ping()
+    except redis.exceptions.ConnectionError:
+        return False
+
+
+@pytest.mark.skipif(not any(os.access(os.path.join(p, "redis-server"), os.X_OK)
+                            for p in os.environ.get("PATH", "").split(os.pathsep)),
+                    reason="redis-server is not installed (the README's test command installs it)")
+def test_redis_going_down_speaks_and_the_page_works_again_after(tmp_path):
+    import redis
+    port = free_port()
+    db = redis_server(port, tmp_path)
+    server = Server(tmp_path / "app", "--redis-url", f"redis://127.0.0.1:{port}/0")
+    try:
+        b = visitor(server)
+        assert release(b).startswith("Released")
+        before = len(charges(server))
+        redis.Redis(port=port).shutdown(save=True)       # Redis stops (its data saved)
+        db.wait(timeout=30)
+        status = release(b)                              # on the open page: words, no HTTP 500
+        assert status.startswith("Not released") and "Redis" in status, status
+        assert len(charges(server)) == before
+        fresh = Browser(Http(server.url, timeout=120))
+        open_page(fresh)                                 # a new visit: the page says why
+        assert "Redis" in text(fresh.tree["props"]["children"]), fresh.tree
+        db = redis_server(port, tmp_path)                # back, with what it saved
+        time.sleep(0.5)
+        assert release(b).startswith("Released")
+        assert len(charges(server)) == before + 1
+        open_page(fresh)
+        assert ids.RELEASE_STATUS in fresh.comps
+    finally:
+        log = server.stop()
+        db.terminate()
+        db.wait(timeout=30)
+    assert "Traceback" not in log, log[-3000:]
