@@ -168,16 +168,18 @@ def upload_client(base: str, files: list, timeout: float, go, results):
     """One browser uploading: warm up, then for each round wait for "go" on its queue, upload
     that round's file through dcc.Upload (chain followed) and put (round, started, ended, load
     callback s, chain s, error or None) on `results`."""
-    b = Browser(Http(base, timeout))
+    b, failed = Browser(Http(base, timeout)), None
     try:
         open_page(b)
-    except Exception as exc:
-        results.put((-1, 0.0, 0.0, 0.0, 0.0, f"warm-up: {type(exc).__name__}: {exc}"[:200]))
-        return
+    except Exception as exc:          # still one result a round, so that the rounds go on
+        failed = f"warm-up: {type(exc).__name__}: {exc}"[:200]
     for r, path in enumerate(files):
-        url = data_url(path)                  # made before the round starts: client time only
+        url = data_url(path) if failed is None else ""   # made before the round: client time only
         go.get()
         began, error = time.time(), None
+        if failed:
+            results.put((r, began, began, 0.0, 0.0, failed))
+            continue
         try:
             secs = b.act(ids.UPLOAD, "contents", url, {(ids.UPLOAD, "filename"): path.name})
             status = str(b.comps[ids.UPLOAD_STATUS].get("children"))
@@ -415,7 +417,7 @@ def report_uploads(a, records: list, uploads: list, mem: list, start_at: float):
                 for r, (lo, hi) in enumerate(rounds)]
     windows += [(f"after uploads ({a.settle:g} s after each round)",
                  [cheap(hi, hi + a.settle) for _, hi in rounds])]
-    during = [dt for _, (lo, hi) in enumerate(rounds) for dt in cheap(lo, hi)]
+    during = [dt for lo, hi in rounds for dt in cheap(lo, hi)]
     print(f"\nupload run: {a.uploads} browsers each uploading a {a.upload_mb:g} MB CSV at the same "
           f"moment, {a.upload_rounds} round(s), beside {a.clients} clients")
     print(f"{'cheap rectangle answers':<44} {'count':>6} {'p50 s':>7} {'p95 s':>7} {'max s':>7}")
@@ -429,8 +431,7 @@ def report_uploads(a, records: list, uploads: list, mem: list, start_at: float):
           f"whole chain p50 {percentile([u[4] for u in ok], .5):.2f} s, max "
           f"{max((u[4] for u in ok), default=float('nan')):.2f} s"
           + (f"; first error: {next(u[5] for u in uploads if u[5])}" if len(ok) < len(uploads) else ""))
-    errors = [r for r in records if r[2] is not None]
-    print(f"cheap clients' errors: {len(errors)}" + (f" (first: {errors[0][0]}: {errors[0][2]})" if errors else ""))
+    print(f"cheap clients' errors, whole run: {error_summary(records)}")
     start, peak = mem[0][1], max(m for _, m in mem)
     after = [next((m for t, m in mem if t >= hi + a.settle - 0.75), mem[-1][1]) for _, hi in rounds]
     print(f"server memory (PSS), MB: start {start:.0f}, peak {peak:.0f} (x{peak / start:.2f}), "
@@ -440,6 +441,17 @@ def report_uploads(a, records: list, uploads: list, mem: list, start_at: float):
     print(f"goals (printed, not asserted): cheap p95 during uploads {p95:.3f} s <= 0.2 s: "
           f"{'met' if p95 <= 0.2 else 'NOT met'}; memory {a.settle:g} s after the uploads within 20% "
           f"of the start (x{after[-1] / start:.2f} <= 1.20): {'met' if after[-1] <= 1.2 * start else 'NOT met'}")
+
+
+def error_summary(records: list) -> str:
+    """How many requests failed, and how many of each kind (the message's first line: an HTTP
+    status and its page title, or the exception)."""
+    kinds: dict = {}
+    for _, _, err, _ in records:
+        if err is not None:
+            what = " ".join(err.replace("<", " <").split("\n")[0].split())[:70]
+            kinds[what] = kinds.get(what, 0) + 1
+    return f"{sum(kinds.values())}" + "".join(f"; {n} x {what}" for what, n in kinds.items())
 
 
 def report(a, n_rel: int, records: list, mem: list, store: tuple):
@@ -462,8 +474,7 @@ def report(a, n_rel: int, records: list, mem: list, store: tuple):
         print(f"{label:<36} {len(xs):>6} {len(xs) / a.duration:>7.1f} {percentile(xs, .5):>7.3f} "
               f"{percentile(xs, .95):>7.3f} {max(xs, default=float('nan')):>7.3f}")
     print(f"{'all requests':<36} {len(timed):>6} {len(timed) / a.duration:>7.1f}")
-    errors = [r for r in records if r[2] is not None]
-    print(f"errors: {len(errors)}" + (f" (first: {errors[0][0]}: {errors[0][2]})" if errors else ""))
+    print(f"errors: {error_summary(records)}")
     print("server memory (PSS of master, workers and pool processes), MB, at 0/25/50/75/100% of "
           "the run: " + " ".join(f"{m:.0f}" for m in mem) + f" (end/start x{mem[-1] / mem[0]:.2f}); "
           f"store on disk {store[0]:.1f} -> {store[1]:.1f} MB")
