@@ -3,6 +3,8 @@ with gunicorn (several worker processes sharing one store); `--debug` uses Flask
 from __future__ import annotations
 
 import argparse
+import os
+import secrets
 from pathlib import Path
 
 from gunicorn.app.base import BaseApplication
@@ -11,8 +13,8 @@ from dash import Dash, dcc, html
 
 import dp
 from components import (alerts, compare_panel, data_panel, evaluation_panel, export_panel, ids, inputs,
-                        interactive_panel, ledger_panel, map_panel, mechanism_panel, queries_panel,
-                        server_files, share, tour_panel)
+                        interactive_panel, ledger_panel, map_panel, mechanism_panel, public_page,
+                        queries_panel, server_files, share, tour_panel)
 from server import heavy, jobs, memory, state, workspace
 from server.faults import Unavailable
 from server.store import FileStore
@@ -32,9 +34,13 @@ DEFAULT_CONFIG = {
     "eval_workers": jobs.DEFAULT_WORKERS,   # evaluations run at once; more wait for a free worker
     "mechanism": None,         # the mechanism picked at start; None: the recommended one (dp.recommend)
     "data_dir": None,          # a folder of files on the server the owner may open by path or glob
+    "owner_token": None,       # the secret of the owner link; None: a random one nobody is told
+    "public_uploads": True,    # visitors (not owners) may upload files of their own
+    "published_dir": None,     # published releases (kept across restarts); None: a temporary folder
 }
+OWNER_TOKEN_ENV = "DP_OWNER_TOKEN"
 INSTANCE = Path(__file__).resolve().parent / "instance"
-ACCOUNTS_DIR, STORE_DIR = INSTANCE / "accounts", INSTANCE / "store"
+ACCOUNTS_DIR, STORE_DIR, PUBLISHED_DIR = INSTANCE / "accounts", INSTANCE / "store", INSTANCE / "published"
 DEFAULT_WORKERS, DEFAULT_THREADS, DEFAULT_HEAVY = 3, 8, 1   # gunicorn's defaults on the command line
 PANELS = (alerts, data_panel, server_files, mechanism_panel, map_panel, queries_panel, compare_panel, ledger_panel,
           export_panel, evaluation_panel, interactive_panel, share, tour_panel)
@@ -64,6 +70,7 @@ def page_layout(config: dict):
             html.H1("Private location statistics"),
             html.P("Upload points, publish counts with differential privacy, and see what the "
                    "privacy costs in accuracy."),
+            role_note(config["page"]["owner"]),
             html.Div(id=ids.SHARE_NOTE, role="status"), alerts.layout(),
         ]),
         html.Div(className="layout", children=[
@@ -78,9 +85,25 @@ def page_layout(config: dict):
     ])
 
 
+def role_note(owner: bool) -> html.Div:
+    """One line under the title: whether this browser is the data owner, and where the
+    published releases are."""
+    if owner:
+        text = ("You are the data owner on this server: you open its files, see true counts and "
+                "spend and publish its budget. ")
+    else:
+        text = ("You are a visitor: you can try the mechanisms on the samples (and on files of "
+                "your own where this server allows it); the owner's data is never shown here. ")
+    return html.Div(id=ids.ROLE_NOTE, className="role-note owner" if owner else "role-note", children=[
+        text, html.A("Published releases", href="/r/")])
+
+
 def create_app(config: dict | None = None) -> Dash:
-    """Build the Dash app; `config` overrides DEFAULT_CONFIG (upload limit, tiles, cache, workers)."""
+    """Build the Dash app; `config` overrides DEFAULT_CONFIG (upload limit, tiles, cache, workers).
+    The owner token is hashed at once and only its hash kept (`state.owner_hash`)."""
     config = {**DEFAULT_CONFIG, **(config or {})}
+    token = config.pop("owner_token") or secrets.token_urlsafe(32)
+    config["owner_token_hash"] = state.owner_hash(token)
     if config["mechanism"] not in (None, *mechanism_panel.point_mechanisms()):
         raise ValueError(f"unknown mechanism {config['mechanism']!r}; expected one of "
                          f"{', '.join(mechanism_panel.point_mechanisms())}")
@@ -99,7 +122,9 @@ def create_app(config: dict | None = None) -> Dash:
     for panel in PANELS:
         panel.register_callbacks(app, config)
     inputs.register(app)
+    public = public_page.mount(app.server, config)
     prepare_before_fork(app)
+    prepare_before_fork(public)
     return app
 
 
@@ -185,6 +210,15 @@ def main(argv=None):
     p.add_argument("--data-dir", help="a folder of CSV or Parquet files (or saved counts) that the "
                    "page may open by path or glob and count on the server, for data too big to "
                    "upload; nothing outside it can be opened")
+    p.add_argument("--owner-token", default=os.environ.get(OWNER_TOKEN_ENV),
+                   help="the secret of the owner link (default: the environment variable "
+                        f"{OWNER_TOKEN_ENV}, else a new random one printed at start); the server "
+                        "keeps only its hash")
+    p.add_argument("--public-uploads", action=argparse.BooleanOptionalAction, default=True,
+                   help="let visitors (not owners) upload files of their own into their own "
+                        "workspace; --no-public-uploads leaves them the samples and published pages")
+    p.add_argument("--published-dir", default=str(PUBLISHED_DIR),
+                   help="folder keeping published releases (the public pages at /r/) across restarts")
     p.add_argument("--mechanism", choices=mechanism_panel.point_mechanisms(),
                    help="the mechanism picked at start (default: the recommended one, "
                         f"{dp.recommend('points').name})")
@@ -197,12 +231,20 @@ def main(argv=None):
     if a.store_mb <= 0 or a.memory_mb < 0:
         p.error("--store-mb must be positive and --memory-mb not negative")
     memory.keep_flat()
+    token = a.owner_token or secrets.token_urlsafe(32)
     app = create_app({"max_upload_mb": a.max_upload_mb, "tiles_url": a.tiles_url,
                       "accounts_dir": a.accounts_dir, "default_budget": a.default_budget,
                       "secure_cookies": a.secure_cookies, "eval_workers": a.eval_workers,
                       "mechanism": a.mechanism, "heavy_workers": a.heavy_workers,
                       "store_dir": a.store_dir, "redis_url": a.redis_url,
-                      "store_mb": a.store_mb, "memory_mb": a.memory_mb, "data_dir": a.data_dir})
+                      "store_mb": a.store_mb, "memory_mb": a.memory_mb, "data_dir": a.data_dir,
+                      "owner_token": token, "public_uploads": a.public_uploads,
+                      "published_dir": a.published_dir})
+    shown_host = "127.0.0.1" if a.host in ("0.0.0.0", "::") else a.host
+    print(f"\nOwner link (keep it secret: it lets a browser open the server's files, see true "
+          f"counts, spend and publish):\n    http://{shown_host}:{a.port}/owner?token={token}\n"
+          f"Everyone else: http://{shown_host}:{a.port}/ (published releases at /r/)\n", flush=True)
+    del token
     if isinstance(state.cache, FileStore):
         state.cache.remove_temporaries()     # half-written files of a server that was killed
     try:

@@ -257,7 +257,7 @@ def register_callbacks(app, config: dict):
             return no_options_reason(dp.mechanisms()[rinfo["mechanism"]])
         if not name:
             return ""
-        acc = state.account(state.session_id(), info["account"])
+        acc = state.account(state.session_id(), info["fingerprint"])
         cost = dp.accountant.release_cost(name, state.key_domain(rinfo["key"]), rinfo["epsilon"])
         return cost_line(cost, acc.spent, acc.total)
 

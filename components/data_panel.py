@@ -40,11 +40,15 @@ def layout(config: dict) -> html.Div:
         dcc.RadioItems(id=ids.UPLOAD_KIND, value="points", inline=True, options=[
             {"label": " points (one record each)", "value": "points"},
             {"label": " regions (one per user)", "value": "regions"}]),
-        dcc.Upload(id=ids.UPLOAD, multiple=False, className="upload", children=html.Div([
-            "Drop a CSV or GeoJSON here, or ", html.A("choose a file"),
-            html.Div(f"points: longitude/latitude columns or Point features; regions: one Polygon "
-                     f"per user, or points with a user id column; up to {limit_mb:g} MB",
-                     className="hint")])),
+        dcc.Upload(id=ids.UPLOAD, multiple=False, className="upload", disabled=not page["uploads"],
+                   children=html.Div([
+                       "Drop a CSV or GeoJSON here, or ", html.A("choose a file"),
+                       html.Div(f"points: longitude/latitude columns or Point features; regions: one "
+                                f"Polygon per user, or points with a user id column; up to {limit_mb:g} MB",
+                                className="hint")] if page["uploads"] else [
+                       "Uploads on this server are for its data owner.",
+                       html.Div("Explore the samples, or the published releases in the gallery.",
+                                className="hint")])),
         html.Details([
             html.Summary("Column names (optional)"),
             html.Div(className="row2", children=[
@@ -272,6 +276,8 @@ def register_callbacks(app, config: dict):
             if not contents:
                 return (no_update,) * 5
             try:
+                if not state.public_uploads():       # before reading a byte of it
+                    raise LookupError(state.UPLOADS_OFF)
                 data = heavy.run(parse_upload, contents, filename, kind, lon, lat, user,
                                  max_bytes, idempotent=True)   # not beside cheap answers' threads
                 info = state.put_upload(sid, data)

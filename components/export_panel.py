@@ -6,7 +6,7 @@ import json
 from dash import Input, Output, State, dcc, html, no_update
 
 from . import ids
-from server import state
+from server import published, state
 from .help import help_box
 
 
@@ -18,6 +18,8 @@ def layout(config: dict) -> html.Div:
         html.Button("Download metadata (JSON)", id=ids.EXPORT_META_BUTTON, n_clicks=0),
         dcc.Download(id=ids.EXPORT_DOWNLOAD), dcc.Download(id=ids.EXPORT_META_DOWNLOAD),
         html.Div(id=ids.EXPORT_STATUS, role="status"),
+        html.H4("Publish"),
+        *publish_controls(config["page"]["owner"]),
         html.H4("Share these settings"),
         html.Div("A link that opens the dashboard with this mechanism, ε, split, parameters and "
                  "domain; it carries no data and no seed.", className="hint"),
@@ -26,6 +28,38 @@ def layout(config: dict) -> html.Div:
             dcc.Input(id=ids.SHARE_LINK, readOnly=True, placeholder="the link appears here"),
             dcc.Clipboard(id=ids.SHARE_COPY, target_id=ids.SHARE_LINK, title="copy the link")]),
     ])
+
+
+def publish_controls(owner: bool) -> list:
+    """The owner's Publish controls; a visitor reads who may publish instead."""
+    if not owner:
+        return [html.Div("The data owner publishes releases as public pages; see them in the "
+                         "gallery of published releases.", className="hint")]
+    return [html.Div("A public page of the release shown: its map, legend, guarantee and ledger, "
+                     "rectangles answered from the release, and downloads. Nothing else: no true "
+                     "count, no data. Free: it spends nothing.", className="hint"),
+            dcc.Input(id=ids.PUBLISH_TITLE, maxLength=published.MAX_TITLE, debounce=False,
+                      placeholder="title (optional), e.g. Taxi pick-ups in 2024"),
+            html.Button("Publish", id=ids.PUBLISH_BUTTON, n_clicks=0),
+            html.Div(id=ids.PUBLISH_STATUS, role="status")]
+
+
+def publish(sid: str, rinfo, title) -> html.Div:
+    """Publish the session's current release (owners only, private releases only); the new
+    page's address, or why not, in words."""
+    if not state.is_owner():                     # checked here, whatever the page shows
+        raise LookupError(state.OWNERS_ONLY)
+    rel, why_not = _current(rinfo, sid)
+    if rel is None:
+        return why_not
+    if not rel.private:
+        return html.Div("Not published: this release is not private (a fixed seed or a box fitted "
+                        "to the data). Release it again with fresh randomness over a public box.",
+                        className="warning")
+    pid = published.publish(rel, title or "")
+    return html.Div(["Published at ", html.A(f"/r/{pid}", href=f"/r/{pid}", target="_blank"),
+                     ": anyone with the address can open it; unpublish it from that page."],
+                    className="ok")
 
 
 def export_files(rel) -> tuple[str, str]:
@@ -54,6 +88,13 @@ def register_callbacks(app, config: dict):
         if rel is None:
             return no_update, why_not
         return dict(content=export_files(rel)[1], filename=f"release_{rel.mechanism}_metadata.json"), ""
+
+
+    @app.callback(Output(ids.PUBLISH_STATUS, "children"), Input(ids.PUBLISH_BUTTON, "n_clicks"),
+                  State(ids.RELEASE, "data"), State(ids.PUBLISH_TITLE, "value"),
+                  prevent_initial_call=True)
+    def publish_current(_, rinfo, title):
+        return publish(state.session_id(), rinfo, title)
 
 
 def _current(rinfo, sid):

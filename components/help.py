@@ -104,8 +104,10 @@ TEXTS = {
         "counts can be averaged, so together they reveal more than either alone.",
         "The account lives on the server, tied to this browser and to the file's contents: "
         "reloading the page, opening a second tab or uploading the same file again continues the "
-        "same account. Raising the total needs a confirmation, because it weakens the promise to "
-        "everyone in the data; it can never be lowered.",
+        "same account. Data opened from the server's folder has one account on the server, "
+        "whichever owner's browser spends it; visitors can neither open nor spend it. Raising the "
+        "total needs a confirmation, because it weakens the promise to everyone in the data; it "
+        "can never be lowered.",
         "The step table lists what the current release looked at and the part of ε each step "
         "spent; its total equals the ε you chose.",
     ],

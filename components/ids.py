@@ -30,6 +30,8 @@ SERVER_CELLS = "server-cells"            # the counting grid's longer side
 SERVER_PROGRESS = "server-progress"
 SERVER_POLL = "server-poll"
 SERVER_JOB = "server-job"
+SERVER_OWNERS_ONLY = "server-owners-only"  # a visitor's note in place of the server files' controls
+ROLE_NOTE = "role-note"                  # the header's line saying owner or visitor
 
 MECHANISM = "mechanism"
 MECH_DESCRIPTION = "mechanism-description"
@@ -128,6 +130,9 @@ EXPORT_META_BUTTON = "export-meta-button"
 EXPORT_DOWNLOAD = "export-download"
 EXPORT_META_DOWNLOAD = "export-meta-download"
 EXPORT_STATUS = "export-status"
+PUBLISH_TITLE = "publish-title"          # the owner's title for a public page
+PUBLISH_BUTTON = "publish-button"
+PUBLISH_STATUS = "publish-status"        # the new page's address, or why not
 
 IA_SIGMA = "ia-sigma"              # interactive queries with per-user budgets
 IA_PLANNED = "ia-planned"

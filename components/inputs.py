@@ -69,9 +69,10 @@ class Row:
 @dataclass(frozen=True)
 class Record:
     """An object with the `required` keys and maybe the `optional` ones, each of its shape;
-    other keys hold any JSON."""
+    other keys hold any JSON, unless the record is `closed` (then they are refused)."""
     required: dict
     optional: dict = field(default_factory=dict)
+    closed: bool = False
 
 
 @dataclass(frozen=True)
@@ -112,15 +113,15 @@ EVAL_ROW = Record({"mechanism": TEXT, "epsilon": NUMBER, "area_frac": NUMBER, "r
                       for q in ("median", "q25", "q75")}})
 
 BOX = Row((NUMBER,) * 4)
-SUMMARY = {"fingerprint": TEXT, "name": TEXT, "n": COUNT, "account": TEXT, "summary": TEXT}
+SUMMARY = {"fingerprint": TEXT, "name": TEXT, "n": COUNT, "summary": TEXT}
 DETAILS = {"origin": TEXT, "kind": OneOf(("points", "regions")), "users": BOOL,
            "per_user": Either((None, COUNT)), "dropped": MapOf(COUNT), "warnings": ListOf(TEXT)}
 
 # (shape, what it is in words) of each store's `data` a server callback reads
 STORES = {
-    ids.DATASET: (Either((Record({**SUMMARY, "counts": OneOf((True,)), "box": BOX}, DETAILS),  # counted on it
-                          Record({**SUMMARY, "box": Either((None, BOX))},
-                                 {**DETAILS, "counts": OneOf((False,))}))),
+    ids.DATASET: (Either((Record({**SUMMARY, "counts": OneOf((True,)), "box": BOX}, DETAILS, closed=True),
+                          Record({**SUMMARY, "box": Either((None, BOX))},     # closed: no account
+                                 {**DETAILS, "counts": OneOf((False,))}, closed=True))),   # name
                   "the summary of the dataset loaded"),
     ids.DOMAIN: (Either((None, Record({"domain": DOMAIN}), Record({"error": TEXT}, {"reason": TEXT}))),
                  "a domain box, or why there is none"),
@@ -218,6 +219,7 @@ def fits(value, shape, depth: int = 0) -> bool:
     if isinstance(shape, Record):
         shapes = {**shape.optional, **shape.required}
         return isinstance(value, dict) and len(value) <= MAX_ITEMS and shape.required.keys() <= value.keys() \
+            and (not shape.closed or value.keys() <= shapes.keys()) \
             and all(fits(v, shapes.get(k, ANY), depth + 1) for k, v in value.items())
     if isinstance(shape, Json):
         try:

@@ -176,7 +176,7 @@ def start_session(sid, dinfo, domain_info, sigma_m, planned, strategy, method, n
     rho = session_charge(sigma_m, planned, method)
 
     def pay():
-        state.accounts.update(sid, dinfo["account"], lambda acc: acc.charge(
+        state.charge(sid, dinfo["fingerprint"], lambda acc: acc.charge(
             f"interactive session (σ = {sigma_m:g} m, {planned} queries)", rho=rho,
             private=not domain.leaky,
             note=f"ρ_B·(r + s)² at r = {CHARGE_RADIUS_M:g} m, s = rounding allowance, for the "

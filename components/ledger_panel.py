@@ -103,8 +103,11 @@ def account_summary(acc: dp.Accountant, next_epsilon: float | None) -> list:
                          "every interactive session. Not charged: answering rectangles from a "
                          "release, exports, reloading the page (your last release is shown "
                          "again), and evaluation runs, which show you, the owner, errors against "
-                         "your own data and publish nothing. The account belongs to this browser: "
-                         "clearing its cookies starts a new one."])]))
+                         "your own data and publish nothing. Publishing a release is free too. The "
+                         "account of data opened from the server's folder belongs to the server: "
+                         "one budget, spent by its owners only, whichever browser. Samples and "
+                         "uploads have an account of this browser's: clearing its cookies starts "
+                         "a new one."])]))
     return out
 
 
@@ -139,7 +142,7 @@ def register_callbacks(app, config: dict):
     def show_account(info, _rinfo, _tick, eps_v, name, pvals, domain_info, pids):
         if not info:
             return no_update, no_update, no_update
-        acc = state.account(state.session_id(), info["account"])
+        acc = state.account(state.session_id(), info["fingerprint"])
         return account_summary(acc, next_cost(eps_v, name, pvals, pids, domain_info)), \
             account_rows(acc), acc.total
 
@@ -148,7 +151,7 @@ def register_callbacks(app, config: dict):
                   Input(ids.ACCOUNT_RAISE, "n_clicks"), State(ids.ACCOUNT_RAISE_VALUE, "value"),
                   State(ids.DATASET, "data"), prevent_initial_call=True)
     def ask_raise(_, value, info):
-        acc = state.account(state.session_id(), info["account"])
+        acc = state.account(state.session_id(), info["fingerprint"])
         if value is None or not value > acc.total:
             return False, no_update, html.Div(f"Type a total above the current {acc.total:g} first: "
                                               "the budget can only be raised.", className="error")
@@ -161,8 +164,8 @@ def register_callbacks(app, config: dict):
                   State(ids.DATASET, "data"), prevent_initial_call=True)
     def do_raise(_, value, info):
         try:
-            state.accounts.update(state.session_id(), info["account"],
-                                  lambda acc: acc.raise_total(value, confirm=True))
-        except dp.ParameterError as exc:
+            state.charge(state.session_id(), info["fingerprint"],
+                         lambda acc: acc.raise_total(value, confirm=True))
+        except (dp.ParameterError, LookupError) as exc:
             return no_update, html.Div(str(exc), className="error")
         return time.time(), html.Div(f"Total budget raised to ε = {value:g}.", className="warning")

@@ -169,15 +169,18 @@ def legend_note(text: str):
 
 
 def cell_layers(rel, data, layer: str, depth: int | None = None, series: int = 0):
-    """(map children, hover payload, legend contents) for the chosen layer of a release."""
+    """(map children, hover payload, legend contents) for the chosen layer of a release.
+    `data` None (a published page) reads no truth: the private layer alone, no true counts."""
+    if data is None and layer in ("true", "error"):
+        raise ValueError(f"the {layer} layer needs the data")
     grid, regions, counts, eps = structure(rel, depth, series)
     d = rel.domain
     bounds = (d.west, d.south, d.east, d.north)
     n = len(regions)
     is_cells = n == grid.n_cells
     area = render.region_km2(grid, regions)
-    need_truth = layer in ("true", "error") or (is_cells and n <= MAX_HOVER_CELLS) or \
-        (not is_cells and n <= MAX_HOVER_REGIONS)
+    need_truth = data is not None and (layer in ("true", "error") or (is_cells and n <= MAX_HOVER_CELLS)
+                                       or (not is_cells and n <= MAX_HOVER_REGIONS))
     truth = region_truth(data, grid, regions) if need_truth else None
     children = [render.domain_outline(d)]
     legend = []
@@ -195,7 +198,8 @@ def cell_layers(rel, data, layer: str, depth: int | None = None, series: int = 0
                                         opacity=0.85, className=ids.MAP_RASTER, id=ids.MAP_RASTER))
         if n <= MAX_OUTLINED:
             children.append(outlines(grid, regions))
-        unit = UNITS[layer] if data.kind == "points" else UNITS[layer].replace("points", "users' regions")
+        kind = rel.spec.data_kind if data is None else data.kind
+        unit = UNITS[layer] if kind == "points" else UNITS[layer].replace("points", "users' regions")
         legend = legend_box(scale, colours, unit)
     return children, hover_payload(grid, regions, counts, truth, eps, area, is_cells), legend
 

@@ -23,6 +23,10 @@ def layout(config: dict) -> html.Details:
     if not folder:
         body = [html.Div("Start the app with --data-dir FOLDER to open CSV or Parquet files, "
                          "or saved counts, that are already on the server.", className="hint")]
+    elif not config["page"]["owner"]:
+        body = [html.Div("Files on the server are opened by the data owner only: the person who "
+                         "started the server opens the owner link it printed.", className="hint",
+                         id=ids.SERVER_OWNERS_ONLY)]
     else:
         body = [
             html.Div(className="row2", children=[
@@ -40,7 +44,7 @@ def layout(config: dict) -> html.Details:
             html.Progress(id=ids.SERVER_PROGRESS, value="0", max="1", hidden=True),
             dcc.Interval(id=ids.SERVER_POLL, interval=400, disabled=True),
             dcc.Store(id=ids.SERVER_JOB)]
-    return html.Details(open=bool(folder), className="server-files", children=[
+    return html.Details(open=bool(folder) and config["page"]["owner"], className="server-files", children=[
         html.Summary("Files on the server (too big to upload)"), *body])
 
 
@@ -97,10 +101,12 @@ def register_callbacks(app, config: dict):
         """Read saved counts at once; start counting data files in the background."""
         sid = state.session_id()
         try:
+            if not state.is_owner():              # checked here, whatever the page shows
+                raise LookupError(state.OWNERS_ONLY)
             files = resolve(folder, text)
             if files[0].lower().endswith(COUNTS_EXT):
                 data = dp.load_counts(Path(files[0]).read_bytes(), name=Path(text).stem)
-                info = state.put_upload(sid, data)
+                info = state.put_server_data(sid, data)
                 workspace.use_dataset(sid, info)
                 return info, loaded(text, data), None, no_update, True, True
             domain = controls.domain_from_store(domain_info)
@@ -138,7 +144,7 @@ def register_callbacks(app, config: dict):
             return no_update, failed(job["text"], st["error"].split(": ", 1)[-1]), no_update, \
                 "0", True, True
         try:
-            info = state.put_upload(sid, st["result"])
+            info = state.put_server_data(sid, st["result"])
             workspace.use_dataset(sid, info)
         except LookupError as exc:
             return no_update, failed(job["text"], exc), no_update, "0", True, True

@@ -339,7 +339,7 @@ def register_callbacks(app, config: dict):
         if step is None:
             return (no_update,) * 8
         upcoming = STEPS[step + 1].release_at if step + 1 < len(STEPS) else None
-        acc = state.account(state.session_id(), info["account"]) if info else None
+        acc = state.account(state.session_id(), info["fingerprint"]) if info else None
         points = (store or {}).get("points", [])
         f = Facts(info=info or {}, mechanism=(rinfo or {}).get("label", ""),
                   released=(rinfo or {}).get("epsilon"),

@@ -1,111 +1,259 @@
-"""Server-side budget accounts: one `dp.Accountant` per (browser session, dataset fingerprint).
+"""Server-side budget accounts: one `dp.Accountant` per (scope, dataset fingerprint).
 
-Accounts outlive page reloads and cache evictions: they are never evicted, and with a folder
-configured each is a JSON file (written atomically, locked across processes), so a server
-restart does not hand out a fresh budget either. Every change is read, copied, changed and
-written back under the account's lock, so two tabs cannot overspend by racing, and no stored
-object is ever changed in place. A folder that cannot be written and a damaged account file
-are refused with `faults.Unavailable` (a message): an unreadable account is never silently
+A scope is a browser session id, or `SERVER` for data that lives on the server and belongs to
+its owner (one account per dataset, whatever the browser). With a folder configured each account
+is a JSON file signed with the server's key (HMAC over the account and its file name), written
+atomically and locked across processes, so a server restart does not hand out a fresh budget and
+a file changed or copied by hand is refused. Every change is read, copied, changed and written
+back under the account's lock, so two tabs cannot overspend by racing, and no stored object is
+ever changed in place. The store holds at most `max_accounts` accounts: a new one may push out
+session accounts idle longer than the store keeps a session's upload, never server accounts.
+A folder that cannot be written, a damaged or unsigned account file and a full store are
+refused with `faults.Unavailable` (a message): an unreadable account is never silently
 replaced by a fresh budget.
 """
 from __future__ import annotations
 
 import fcntl
 import hashlib
+import hmac
 import json
 import os
+import secrets
 import threading
-from contextlib import contextmanager
+import time
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import dp
 
 from .faults import Unavailable, speaking
 
+SERVER = "server"               # the scope of the server's own data: one account per dataset
+MAX_ACCOUNTS = 10_000
+IDLE_SECONDS = 4 * 3600         # the store's entry lifetime (`state.TIMEOUT`): the upload is gone
+FOLDER = "budget accounts folder"
+
 DAMAGED = ("this dataset's budget account on the server is damaged and cannot be read. Its budget "
            "is not reset: nothing can be charged to it until the server's operator restores it "
            "from a backup (nothing was charged)")
+TAMPERED = ("this dataset's budget account on the server does not carry the server's signature: "
+            "it was changed outside the app (or copied from another account) and is refused. Its "
+            "budget is not reset: nothing can be charged to it until the server's operator "
+            "restores it from a backup (nothing was charged)")
+FULL_ACCOUNTS = ("the server keeps as many budget accounts as it can right now; try again later "
+                 "(nothing was charged)")
+
+
+def _canonical(account: dict) -> bytes:
+    return json.dumps(account, sort_keys=True, separators=(",", ":")).encode()
 
 
 class AccountStore:
-    """Accountants keyed by (session id, dataset fingerprint); in memory or in a folder."""
+    """Accountants keyed by (scope, dataset fingerprint); in memory or in a folder.
+
+    `key` signs the account files: every process sharing a folder must pass the same key (the
+    server's), or each refuses the others' files. None: a random key of this process, which
+    suits accounts kept in memory only."""
 
     def __init__(self, folder: str | os.PathLike | None = None,
-                 default_total: float = dp.accountant.DEFAULT_TOTAL):
+                 default_total: float = dp.accountant.DEFAULT_TOTAL,
+                 key: bytes | None = None, max_accounts: int = MAX_ACCOUNTS):
         self.folder = Path(folder) if folder else None
         if self.folder:
             self.folder.mkdir(parents=True, exist_ok=True)
         self.default_total = float(default_total)
-        self._memory: dict[str, dict] = {}
-        self._locks: dict[str, threading.Lock] = {}
-        self._guard = threading.Lock()
+        self.max_accounts = int(max_accounts)
+        self._key = key if key is not None else secrets.token_bytes(32)
+        self._memory: dict[str, tuple[float, dict]] = {}     # name -> (last written, account)
+        self._stripes = [threading.Lock() for _ in range(64)]  # a bounded set of per-name locks
+        self._guard = threading.Lock()                          # the in-memory store's own lock
 
     @staticmethod
-    def _name(sid: str, fingerprint: str) -> str:
-        return hashlib.blake2b(f"{sid}:{fingerprint}".encode(), digest_size=16).hexdigest()
+    def _name(scope: str, fingerprint: str) -> str:
+        digest = hashlib.blake2b(f"{scope}:{fingerprint}".encode(), digest_size=16).hexdigest()
+        return f"server-{digest}" if scope == SERVER else digest
+
+    def _mac(self, name: str, account: dict) -> str:
+        """The signature of an account under its file name: a file copied over another is refused."""
+        return hmac.new(self._key, f"{name}.json\n".encode() + _canonical(account),
+                        hashlib.sha256).hexdigest()
+
+    def _stripe(self, name: str) -> threading.Lock:
+        return self._stripes[hash(name) % len(self._stripes)]
+
+    @staticmethod
+    def _open_locked(path: Path, block: bool = True):
+        """The open file `path` holding its exclusive flock, or None when `block` is False and it
+        is held. A lock file removed while waiting for it is opened again (its remover held it)."""
+        while True:
+            with speaking(FOLDER):
+                fh = open(path, "a")
+                try:
+                    fcntl.flock(fh, fcntl.LOCK_EX | (0 if block else fcntl.LOCK_NB))
+                    same = os.fstat(fh.fileno()).st_ino == os.stat(path).st_ino
+                except BlockingIOError:         # held elsewhere (only when not blocking)
+                    fh.close()
+                    return None
+                except FileNotFoundError:       # removed by its last holder: lock the new one
+                    same = False
+                except BaseException:
+                    fh.close()
+                    raise
+            if same:
+                return fh
+            fh.close()
 
     @contextmanager
     def _locked(self, name: str):
-        with self._guard:
-            lock = self._locks.setdefault(name, threading.Lock())
-        with lock:
+        """The account's lock, across threads and processes; its lock file goes with the account."""
+        with self._stripe(name):
             if self.folder is None:
                 yield
                 return
-            with speaking("budget accounts folder"):
-                fh = open(self.folder / f"{name}.lock", "w")
-            with fh:
-                fcntl.flock(fh, fcntl.LOCK_EX)
+            lock = self.folder / f"{name}.lock"
+            with self._open_locked(lock):
                 try:
                     yield
-                finally:
-                    fcntl.flock(fh, fcntl.LOCK_UN)
+                finally:                 # an account never written leaves no lock file behind
+                    with suppress(OSError):
+                        if not (self.folder / f"{name}.json").exists():
+                            lock.unlink()
+
+    @contextmanager
+    def _store_locked(self):
+        """The whole store's lock, held only to count, make room for and write a new account."""
+        if self.folder is None:
+            with self._guard:
+                yield
+            return
+        with self._open_locked(self.folder / ".accounts.lock"):
+            yield
 
     def _read(self, name: str) -> dp.Accountant:
         if self.folder is None:
-            d = self._memory.get(name)
-        else:
-            path = self.folder / f"{name}.json"
-            with speaking("budget accounts folder"):
-                text = path.read_text() if path.exists() else None
+            _, d = self._memory.get(name, (0.0, None))
+            return dp.Accountant.from_dict(d) if d else dp.Accountant(self.default_total)
+        with speaking(FOLDER):
             try:
-                d = json.loads(text) if text is not None else None
-                return dp.Accountant.from_dict(d) if d is not None else dp.Accountant(self.default_total)
-            except (ValueError, TypeError, KeyError, AttributeError):
-                raise Unavailable(DAMAGED) from None
-        return dp.Accountant.from_dict(d) if d else dp.Accountant(self.default_total)
+                raw = (self.folder / f"{name}.json").read_bytes()
+            except FileNotFoundError:
+                return dp.Accountant(self.default_total)
+        try:
+            stored = json.loads(raw)
+        except ValueError:
+            raise Unavailable(DAMAGED) from None
+        if not (isinstance(stored, dict) and isinstance(stored.get("account"), dict)
+                and isinstance(stored.get("mac"), str)
+                and hmac.compare_digest(stored["mac"].encode(),
+                                        self._mac(name, stored["account"]).encode())):
+            raise Unavailable(TAMPERED)
+        try:
+            return dp.Accountant.from_dict(stored["account"])
+        except (ValueError, TypeError, KeyError, AttributeError):
+            raise Unavailable(DAMAGED) from None
 
     def _write(self, name: str, acc: dp.Accountant):
+        """Store the account (the commit point); a new one only if the store has room for it."""
         d = acc.to_dict()
         if self.folder is None:
-            self._memory[name] = d
+            if name in self._memory:
+                self._memory[name] = (time.time(), d)
+                return
+            with self._store_locked():
+                self._make_room()
+                self._memory[name] = (time.time(), d)
             return
+        path = self.folder / f"{name}.json"
+        with speaking(FOLDER):
+            new = not path.exists()
+        if not new:
+            self._replace(name, d)
+            return
+        with self._store_locked():
+            self._make_room()
+            self._replace(name, d)
+
+    def _replace(self, name: str, d: dict):
+        text = json.dumps({"account": d, "mac": self._mac(name, d)})
         tmp = self.folder / f"{name}.json.tmp"
         try:
-            with speaking("budget accounts folder"):
-                tmp.write_text(json.dumps(d))
+            with speaking(FOLDER):
+                tmp.write_text(text)
                 os.replace(tmp, self.folder / f"{name}.json")
         except Unavailable:             # the charge is not kept: the account is as it was
             tmp.unlink(missing_ok=True)
             raise
 
-    def get(self, sid: str, fingerprint: str) -> dp.Accountant:
-        """A copy of the account (a fresh one at the default total if none exists yet)."""
-        name = self._name(sid, fingerprint)
-        with self._locked(name):
-            return self._read(name)
+    def _make_room(self):
+        """Under the store's lock, before a new account: at the bound, remove enough session
+        accounts idle for `IDLE_SECONDS`, oldest first, or refuse with FULL_ACCOUNTS."""
+        if self.folder is None:
+            written = {name: t for name, (t, _) in self._memory.items()}
+        else:
+            with speaking(FOLDER), os.scandir(self.folder) as entries:
+                files = [e for e in entries if e.name.endswith(".json")]
+            if len(files) < self.max_accounts:
+                return
+            with speaking(FOLDER):
+                written = {e.name[:-len(".json")]: e.stat().st_mtime for e in files}
+        excess = len(written) - self.max_accounts + 1
+        if excess <= 0:
+            return
+        cutoff = time.time() - IDLE_SECONDS
+        idle = sorted((t, name) for name, t in written.items()
+                      if t < cutoff and not name.startswith("server-"))
+        for _, name in idle:
+            if self._remove_idle(name, cutoff):
+                excess -= 1
+                if not excess:
+                    return
+        raise Unavailable(FULL_ACCOUNTS)
 
-    def update(self, sid: str, fingerprint: str, change):
+    def _remove_idle(self, name: str, cutoff: float) -> bool:
+        """Remove an account unless it is in use or was written since `cutoff`; True if gone."""
+        if self.folder is None:
+            stripe = self._stripe(name)
+            if not stripe.acquire(blocking=False):
+                return False
+            try:
+                if self._memory.get(name, (0.0, None))[0] >= cutoff:
+                    return False
+                self._memory.pop(name, None)
+                return True
+            finally:
+                stripe.release()
+        lock = self.folder / f"{name}.lock"
+        fh = self._open_locked(lock, block=False)
+        if fh is None:
+            return False
+        with fh, speaking(FOLDER):
+            path = self.folder / f"{name}.json"
+            try:
+                if path.stat().st_mtime >= cutoff:
+                    return False
+                path.unlink()
+            except FileNotFoundError:
+                pass
+            lock.unlink(missing_ok=True)
+            return True
+
+    def get(self, scope: str, fingerprint: str) -> dp.Accountant:
+        """A copy of the account (a fresh one at the default total if none exists yet). It takes
+        no lock and creates no file: accounts are replaced whole, never written in place."""
+        return self._read(self._name(scope, fingerprint))
+
+    def update(self, scope: str, fingerprint: str, change):
         """Run change(accountant) on a copy under the account's lock; store it unless it raised.
 
         A BudgetError or ParameterError raised before anything was charged leaves the account
         as it was; a charge made before a later failure is kept (the failure may depend on the
         data), so the copy is stored whenever it gained charges, except after `Unavailable`: the
-        server failed to keep the output (a full disk, Redis down), which no data decides, and
-        the output is never shown, so the charge is dropped with it. Writing the account is
-        the commit point of everything `change` did.
+        server failed to keep the output (a full disk, Redis down, no room for a new account),
+        which no data decides, and the output is never shown, so the charge is dropped with it.
+        Writing the account is the commit point of everything `change` did.
         """
-        name = self._name(sid, fingerprint)
+        name = self._name(scope, fingerprint)
         with self._locked(name):
             acc = self._read(name)
             before = len(acc.charges)

@@ -43,8 +43,8 @@ import flask
 import dp
 from dp.samples import REGION_SAMPLES
 
-from . import heavy, store
-from .accounts import AccountStore
+from . import heavy, published, store
+from .accounts import SERVER, AccountStore
 from .faults import Unavailable
 
 cache: store.SessionQuota      # the shared store, made by init_cache
@@ -52,13 +52,20 @@ accounts = AccountStore()
 DEFAULT_SAMPLE = "city_200k"
 TIMEOUT = 4 * 3600
 COOKIE = "dp_session"
+OWNER_COOKIE = "dp_owner"            # marks a browser that opened the owner link (see is_owner)
 COOKIE_AGE = 365 * 24 * 3600
 TOKEN_SHAPE = re.compile(r"[A-Za-z0-9_-]{32}\.[0-9a-f]{32}")    # nonce.hmac, ASCII only
-_secret = secrets.token_bytes(32)      # replaced by init_cache
+_secret = secrets.token_bytes(32)      # replaced by configure: the server's key
+_owner_hash: str | None = None         # SHA-256 of the owner token (the token itself is not kept)
+_public_uploads = True                 # visitors may upload their own files
 _secure = False                        # Secure cookies even over plain HTTP (behind a TLS proxy)
 DEFAULT_STORE_MB = 1024      # bytes the shared store holds (on disk or in Redis)
 DEFAULT_MEMORY_MB = 128      # unpickled copies each worker process keeps in front of it
 LIVE_PER_SESSION = 3         # interactive sessions one browser keeps; its oldest dropped first
+OWNERS_ONLY = ("only the data owner can do this on this server: the person who started it opens "
+               "the owner link it printed")
+UPLOADS_OFF = ("uploads on this server are for its data owner only; explore the samples and the "
+               "published releases (the gallery at /r/)")
 FULL = ("the server is holding as much as it can for other visitors right now; try again in a "
         "while (nothing was charged)")
 _samples: dict = {}          # name -> (PointData, Domain); public, shared by every session
@@ -83,11 +90,14 @@ copyreg.pickle(dp.MechanismSpec, _reduce_spec)
 def init_cache(server, config: dict) -> dict:
     """Configure the shared store, the budget accounts and the session cookie on the server;
     returns the settings a heavy-pool process needs to reach the same store (`configure`)."""
-    global _secret, _secure
-    settings = configure({**config, "store_dir": config.get("store_dir") or _temporary_folder()})
-    _secret = session_secret(config.get("accounts_dir"))
+    global _secure, _owner_hash, _public_uploads
+    settings = configure({**config, "store_dir": config.get("store_dir") or _temporary_folder(),
+                          "published_dir": config.get("published_dir") or _temporary_folder()})
     _secure = bool(config.get("secure_cookies", False))
+    _owner_hash = config.get("owner_token_hash")
+    _public_uploads = bool(config.get("public_uploads", True))
     server.after_request(_set_cookie)
+    server.add_url_rule("/owner", "owner_link", _owner_link)
     return settings
 
 
@@ -96,16 +106,21 @@ def configure(config: dict) -> dict:
 
     The store is Redis when `redis_url` is set, else the folder `store_dir`, bounded by
     `store_mb` and `memory_mb` of unpickled copies per process (see `server.store`)."""
-    global accounts, cache
+    global accounts, cache, _secret
+    _secret = session_secret(config.get("accounts_dir"))
     max_bytes = int(float(config.get("store_mb", DEFAULT_STORE_MB)) * 2**20)
     front_bytes = int(float(config.get("memory_mb", DEFAULT_MEMORY_MB)) * 2**20)
     if config.get("redis_url"):
         cache = store.RedisStore(config["redis_url"], max_bytes, front_bytes, default_timeout=TIMEOUT)
     else:
         cache = store.FileStore(config["store_dir"], max_bytes, front_bytes, default_timeout=TIMEOUT)
-    accounts = AccountStore(config.get("accounts_dir"), config.get("default_budget", 10.0))
+    accounts = AccountStore(config.get("accounts_dir"), config.get("default_budget", 10.0),
+                            key=server_key("accounts"))
+    if config.get("published_dir"):
+        published.configure(config["published_dir"], server_key("published"))
     return {k: config.get(k) for k in ("redis_url", "store_dir", "store_mb", "memory_mb",
-                                       "accounts_dir", "default_budget") if k in config}
+                                       "accounts_dir", "default_budget", "published_dir")
+            if k in config}
 
 
 def _temporary_folder() -> str:
@@ -137,6 +152,52 @@ def session_secret(folder) -> bytes:
     if len(key) < 32:
         raise RuntimeError(f"{path} holds a signing key shorter than 32 bytes; delete it to make a new one")
     return key
+
+
+def server_key(purpose: str) -> bytes:
+    """A key of this server for one purpose (signing accounts, published releases), derived from
+    the key kept beside the accounts: the same in every process, and across restarts."""
+    return hmac.new(_secret, f"key:{purpose}".encode(), hashlib.sha256).digest()
+
+
+def owner_hash(token: str) -> str:
+    """What the server keeps of the owner token: its SHA-256 (the token is never stored)."""
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def _owner_mark(sid: str) -> str:
+    """The owner cookie's value for a session: bound to the session and to this owner token, so
+    a new token (a restart without --owner-token) ends every earlier owner's role."""
+    return hmac.new(_secret, f"owner:{_owner_hash}:{sid}".encode(), hashlib.sha256).hexdigest()
+
+
+def is_owner() -> bool:
+    """True when this browser opened the server's owner link (its owner cookie checks out);
+    False outside a request (a heavy-pool process, the Python API): nobody is asking."""
+    if not flask.has_request_context():
+        return False
+    mark = flask.request.cookies.get(OWNER_COOKIE)
+    return bool(_owner_hash) and isinstance(mark, str) and \
+        hmac.compare_digest(mark, _owner_mark(session_id()))
+
+
+def public_uploads() -> bool:
+    """True when this browser may upload files of its own (owners always may)."""
+    return _public_uploads or is_owner()
+
+
+def _owner_link():
+    """GET /owner?token=...: a right token makes this browser an owner and opens the dashboard;
+    a wrong one is refused in words (nothing else is said about the server)."""
+    token = flask.request.args.get("token", "")
+    if not _owner_hash or not hmac.compare_digest(owner_hash(token), _owner_hash):
+        return flask.Response("<h1>This owner link is not valid for this server.</h1><p>Use the "
+                              "link the server printed when it started (a server started without "
+                              "--owner-token prints a new one each time).</p>", status=403)
+    response = flask.redirect("/")
+    response.set_cookie(OWNER_COOKIE, _owner_mark(session_id()), max_age=COOKIE_AGE,
+                        httponly=True, samesite="Lax", secure=_secure or flask.request.is_secure)
+    return response
 
 
 def _sign(nonce: str) -> str:
@@ -203,7 +264,6 @@ def dataset_summary(data, origin: str) -> dict:
             "users": (data.users if data.kind == "points" else data.user) is not None,
             "counts": counts, "box": list(data.domain.bounds) if counts else None,
             "per_user": data.points_per_user if counts else None,
-            "account": account_key(data),
             "summary": r.summary(), "dropped": r.dropped, "warnings": list(r.warnings)}
 
 
@@ -226,16 +286,46 @@ def use_sample(sid: str, name: str) -> dict:
 
 def put_upload(sid: str, data) -> dict:
     """Keep an upload for this session only; re-uploading the same file finds the same account."""
+    if not public_uploads():
+        raise LookupError(UPLOADS_OFF)
     if not cache.set(f"dataset:{sid}:{data.fingerprint}", data):
         raise LookupError(FULL)
     return dataset_summary(data, "upload")
 
 
+def put_server_data(sid: str, data) -> dict:
+    """Keep data read from the server's data folder in an owner's workspace. It spends from the
+    server's one account for these points (`scope`), whichever owner's browser releases it."""
+    if not is_owner():
+        raise LookupError(OWNERS_ONLY)
+    if not cache.set(f"serverdata:{sid}:{data.fingerprint}", data):
+        raise LookupError(FULL)
+    return dataset_summary(data, "server")
+
+
+def scope(sid: str, fingerprint: str) -> str:
+    """Whose budget a dataset spends: the server's (`accounts.SERVER`) for data from the server's
+    folder, else this browser session's (samples, its own uploads). Derived on the server from
+    where the data is kept, never from anything the page sends."""
+    return SERVER if cache.has(f"serverdata:{sid}:{fingerprint}") else sid
+
+
+def spending(sid: str, fingerprint: str) -> tuple[str, str]:
+    """(scope, account key) a spend on this dataset charges, checked in the request: the
+    server's data is spent by owners only (LookupError otherwise)."""
+    data, where = points(sid, fingerprint), scope(sid, fingerprint)
+    if where == SERVER and not is_owner():
+        raise LookupError(OWNERS_ONLY)
+    return where, account_key(data)
+
+
 def points(sid: str | None, fingerprint: str):
-    """The data with this fingerprint, if it is a public sample or this session's own upload."""
+    """The data with this fingerprint, if it is a public sample or in this session's workspace
+    (its own upload, or server data an owner opened)."""
     if fingerprint in _sample_by_fp:
         return _sample_by_fp[fingerprint]
-    data = cache.get(f"dataset:{sid}:{fingerprint}") if sid else None
+    data = (cache.get(f"dataset:{sid}:{fingerprint}")
+            or cache.get(f"serverdata:{sid}:{fingerprint}")) if sid else None
     if data is None and len(_samples) < len(dp.SAMPLES) + len(REGION_SAMPLES):
         load_samples()                      # a process that has not made them all yet
         data = _sample_by_fp.get(fingerprint)
@@ -298,7 +388,7 @@ def release(sid: str | None, key: str, create: bool = False):
         if isinstance(tag, str) and not create:
             raise LookupError("this release is no longer on the server; release again "
                               "(a new draw spends ε again)")
-        points(sid, fp)
+        spending(sid, fp) if create else points(sid, fp)   # a new spend: owners only on theirs
         if not cache.room_for(sid):
             raise LookupError(FULL)                  # refused before anything is charged
         rel = _build_or_settle(sid, key)
@@ -343,8 +433,8 @@ def committed(sid: str, key: str) -> bool:
     (the charge is the commit point of a release; charges are never removed)."""
     if (sid, key) in _committed_keys:
         return True
-    data = points(sid, key_fingerprint(key))
-    if not any(c.ref == key for c in accounts.get(sid, account_key(data)).charges):
+    fp = key_fingerprint(key)
+    if not any(c.ref == key for c in accounts.get(scope(sid, fp), account_key(points(sid, fp))).charges):
         return False
     if len(_committed_keys) > 100_000:
         _committed_keys.clear()
@@ -382,7 +472,7 @@ def _build_release(sid: str, key: str):
         stored.append(cache.set(entry, rel))
         return rel
     try:
-        rel = accounts.update(sid, account_key(data), draw_and_keep)
+        rel = accounts.update(scope(sid, fp), account_key(data), draw_and_keep)
     except Unavailable:
         if stored and stored[0]:
             try:
@@ -435,8 +525,15 @@ def staged_release(sid: str | None, key: str, stage: str | None):
 
 
 def account(sid: str, fingerprint: str) -> dp.Accountant:
-    """A copy of this session's budget account for a dataset."""
-    return accounts.get(sid, fingerprint)
+    """A copy of the budget account a dataset of this session spends from (`scope`); the
+    dataset is named by its fingerprint and must be a sample or in this session's workspace."""
+    return accounts.get(scope(sid, fingerprint), account_key(points(sid, fingerprint)))
+
+
+def charge(sid: str, fingerprint: str, change):
+    """Change the account a dataset of this session spends from (`accounts.update`), in a
+    request: refused for the server's data unless this browser is an owner."""
+    return accounts.update(*spending(sid, fingerprint), change)
 
 
 def check_live_room(sid: str):

@@ -179,19 +179,23 @@ def page(sid: str, default_sample: str) -> dict:
     """What a page load shows, from the workspace: the current dataset (the default sample for a
     new workspace, or when an upload is no longer on the server: `gone` names it), the domain
     chosen, the release record shown if it is of that dataset, and the typed and random
-    rectangles asked of it."""
+    rectangles asked of it; and whether this browser is the data owner."""
     ws = get(sid)
     info, gone = ws.get("dataset"), None
-    if info is not None:
+    if info is not None and info.get("origin") == "server" and not state.is_owner():
+        info = None                       # the owner's data, in a browser that is no longer one
+    elif info is not None:
         try:
             state.points(sid, info["fingerprint"])
         except LookupError:
             info, gone = None, ws["dataset"]["name"]
     if info is None:
         return {"dataset": state.use_sample(sid, default_sample), "domain": None, "release": None,
-                "queries": [], "gone": gone}
+                "queries": [], "gone": gone, "owner": state.is_owner(),
+                "uploads": state.public_uploads()}
     rec = shown(sid)
     if rec is not None and state.key_fingerprint(rec["key"]) != info["fingerprint"]:
         rec = None
     return {"dataset": info, "domain": ws.get("domain"), "release": rec,
-            "queries": ws.get("queries", []), "gone": None}
+            "queries": ws.get("queries", []), "gone": None, "owner": state.is_owner(),
+            "uploads": state.public_uploads()}

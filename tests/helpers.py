@@ -32,3 +32,23 @@ def wait_until(condition, timeout: float = 30):
     end = time.monotonic() + timeout
     while not condition() and time.monotonic() < end:
         time.sleep(0.05)
+
+
+def dash_call(client, first_output: str, values: dict):
+    """Call the app's callback whose first output is `first_output` ("id.property") and whose
+    inputs hold the first key of `values` (the input that changed), as the page does, with
+    `values` ("id.property" -> value) for its inputs and states (missing: None)."""
+    trigger = next(iter(values))
+    deps = client.get("/_dash-dependencies").get_json()
+    dep = next(d for d in deps
+               if d["output"].strip(".").split("...")[0].split("@")[0] == first_output
+               and any(f"{i['id']}.{i['property']}" == trigger for i in d["inputs"]))
+    outputs = [{"id": part.rsplit(".", 1)[0], "property": part.rsplit(".", 1)[1].split("@")[0]}
+               for part in dep["output"].strip(".").split("...")]
+
+    def spec(items):
+        return [{"id": i["id"], "property": i["property"],
+                 "value": values.get(f"{i['id']}.{i['property']}")} for i in items]
+    body = {"output": dep["output"], "outputs": outputs if dep["output"].startswith("..") else outputs[0],
+            "inputs": spec(dep["inputs"]), "state": spec(dep["state"]), "changedPropIds": [trigger]}
+    return client.post("/_dash-update-component", json=body)

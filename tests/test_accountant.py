@@ -118,9 +118,9 @@ def test_account_round_trips_and_the_store_keeps_it(tmp_path):
     acc.charge("s", rho=0.1)
     back = dp.Accountant.from_dict(acc.to_dict())
     assert back.to_dict() == acc.to_dict() and back.spent == acc.spent
-    store = AccountStore(tmp_path)
+    store = AccountStore(tmp_path, key=b"server key")
     store.update("sid", "fp", lambda a: a.charge("x", epsilon=2.5))
-    again = AccountStore(tmp_path)                  # a restarted server reads the same folder
+    again = AccountStore(tmp_path, key=b"server key")   # a restarted server reads the same folder
     assert again.get("sid", "fp").spent == pytest.approx(2.5)
     assert again.get("other", "fp").spent == 0      # another browser: another account
     assert again.get("sid", "other data").spent == 0

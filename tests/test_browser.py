@@ -35,13 +35,18 @@ ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = "city_200k"
 
 
+OWNER_TOKEN = "owner-token-of-the-browser-tests"
+
+
 def start(dash_duo, release: bool = True, **config):
     """Serve the app offline (no tiles) and, unless `release=False`, press Release once (a page
-    load spends nothing). These tests read a grid release cell by cell, so they start on
+    load spends nothing), as the data owner (the owner link opened). These tests read a grid release cell by cell, so they start on
     E2EPriv unless `mechanism=None` asks for the app's own default."""
-    config = {"tiles_url": "http://127.0.0.1:9/{z}/{x}/{y}.png", "mechanism": "e2epriv", **config}
+    config = {"tiles_url": "http://127.0.0.1:9/{z}/{x}/{y}.png", "mechanism": "e2epriv",
+              "owner_token": OWNER_TOKEN, **config}
     app = create_app(config)
     dash_duo.start_server(app)
+    dash_duo.driver.get(f"{dash_duo.server_url}/owner?token={OWNER_TOKEN}")    # the data owner
     dash_duo.wait_for_contains_text(f"#{ids.RELEASE_STATUS}", "Nothing released", timeout=30)
     if release:
         press_release(dash_duo)

@@ -100,7 +100,7 @@ def charges(accounts: Path) -> list:
     """Every charge in every budget account file of the server."""
     out = []
     for path in accounts.glob("*.json"):
-        out += json.loads(path.read_text())["charges"]
+        out += json.loads(path.read_text())["account"]["charges"]
     return out
 
 
@@ -306,4 +306,4 @@ def test_a_damaged_account_speaks_on_the_page_and_recovers_when_restored(page):
     finally:
         path.write_bytes(good)                      # the operator restores it from a backup
     press_release(dash_duo)
-    assert len(json.loads(path.read_text())["charges"]) == len(json.loads(good)["charges"]) + 1
+    assert len(json.loads(path.read_text())["account"]["charges"]) == len(json.loads(good)["account"]["charges"]) + 1

@@ -45,10 +45,10 @@ def test_a_full_disk_at_the_release_write_charges_nothing_and_leaves_no_file(app
     monkeypatch.setattr(state.cache, "_write", failing(OSError(errno.ENOSPC, "No space left")))
     with pytest.raises(Unavailable, match="store is full .*nothing was charged"):
         state.release(sid, key, create=True)
-    assert state.account(sid, info["account"]).charges == []
+    assert state.account(sid, info["fingerprint"]).charges == []
     monkeypatch.undo()
     assert state.release(sid, key, create=True) is not None          # space is back
-    assert len(state.account(sid, info["account"]).charges) == 1
+    assert len(state.account(sid, info["fingerprint"]).charges) == 1
 
 
 def test_accounts_that_cannot_be_written_keep_no_charge_and_no_release(app_on, monkeypatch):
@@ -58,7 +58,7 @@ def test_accounts_that_cannot_be_written_keep_no_charge_and_no_release(app_on, m
     with pytest.raises(Unavailable):
         state.release(sid, key, create=True)
     monkeypatch.undo()
-    assert state.account(sid, info["account"]).charges == []
+    assert state.account(sid, info["fingerprint"]).charges == []
     assert not state.cache.has(state._release_entry(sid, key))       # removed with its charge
 
 
@@ -78,7 +78,7 @@ def test_a_stored_release_that_no_charge_names_is_never_served(app_on):
     same = dp.release("ug", data, domain, epsilon=0.5, split=[0.05, 0.95], seed=7)
     whole = dp.Rect(domain.west, domain.south, domain.east, domain.north)
     assert rebuilt.answer(whole) == same.answer(whole)
-    assert [c.ref for c in state.account(sid, info["account"]).charges] == [seeded]
+    assert [c.ref for c in state.account(sid, info["fingerprint"]).charges] == [seeded]
 
 
 def test_a_damaged_account_file_is_refused_and_never_reset(app_on):
@@ -89,7 +89,7 @@ def test_a_damaged_account_file_is_refused_and_never_reset(app_on):
     damaged = path.read_bytes()[:20]
     path.write_bytes(damaged)
     with pytest.raises(Unavailable, match="damaged.*not reset"):
-        state.account(sid, info["account"])
+        state.account(sid, info["fingerprint"])
     _, other = fresh_key(sid)
     with pytest.raises(Unavailable, match="damaged"):
         state.release(sid, other, create=True)

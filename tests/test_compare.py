@@ -122,7 +122,7 @@ def test_a_comparison_release_is_dps_release_and_is_charged(app, small):
         rel = state.release(sid, state.comparison_key(key, "privtree"), create=True)
     rect = dp.Rect(-0.2, 51.45, -0.05, 51.55)
     assert rel.answer(rect) == dp.release("privtree", data, domain, epsilon=1.0, seed=1).answer(rect)
-    acc = state.account(sid, info["account"])
+    acc = state.account(sid, info["fingerprint"])
     assert acc.spent == 2.0 and [c.label for c in acc.charges] == [E2E, PRIVTREE]
 
 

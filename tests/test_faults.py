@@ -184,7 +184,7 @@ def charges(server: Server) -> list:
     out = []
     for path in (server.folder / "accounts").glob("*.json"):
         try:
-            out += json.loads(path.read_text())["charges"]
+            out += json.loads(path.read_text())["account"]["charges"]
         except ValueError:
             pass
     return out

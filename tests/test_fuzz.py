@@ -18,6 +18,7 @@ import pytest
 
 from app import create_app
 from components import ids, inputs
+from server import state
 
 UPDATE = "/_dash-update-component"
 SAMPLE = "small_city_5k"
@@ -140,10 +141,11 @@ class Page:
 @pytest.fixture(scope="module")
 def page(tmp_path_factory):
     """A page on the small sample, its domain set and one release made, as a browser leaves it."""
-    app = create_app({"tiles_url": "http://127.0.0.1:9/{z}/{x}/{y}.png",
+    app = create_app({"tiles_url": "http://127.0.0.1:9/{z}/{x}/{y}.png", "owner_token": "fuzz",
                       "data_dir": str(tmp_path_factory.mktemp("data"))})
     client = app.server.test_client()
     assert client.get("/").status_code == 200
+    assert client.get("/owner?token=fuzz").status_code == 302     # the owner: every control
     p = Page(app, client)
     p.props[(ids.SAMPLE_PICK, "value")] = SAMPLE
     p.call(ids.DATASET, f"{ids.SAMPLE_PICK}.value")
@@ -236,7 +238,8 @@ def test_the_boundary_names_the_malformed_control_and_passes_the_page_own_values
     text = refusal(f"{ids.EPSILON_READOUT}.children", "state", 0, {"name": "epsilon"})
     assert f"the “{ids.PARAM}” controls (id) should come as a list" in text
 
-    with page.app.server.test_request_context("/"):
+    cookies = "; ".join(f"{c}={page.client.get_cookie(c).value}" for c in (state.COOKIE, state.OWNER_COOKIE))
+    with page.app.server.test_request_context("/", headers={"Cookie": cookies}):
         values = inputs.value_shapes(page.app)
     read = {(d["id"], d["property"]) for cb in page.app.callback_map.values() if "callback" in cb
             for d in cb["inputs"] + cb["state"]}

@@ -118,7 +118,7 @@ def test_forged_keys_reach_only_the_forgers_own_entries(server, recorder):
         state.points(b, fp)
     b_reads = list(recorder)
     assert jobs.status(job, a) is not None
-    assert state.account(b, fp).spent == 0 and state.account(a, fp).spent == pytest.approx(2.0)
+    assert state.accounts.get(b, state.account_key(data)).spent == 0 and state.account(a, fp).spent == pytest.approx(2.0)
     # every cache read B caused stayed in B's namespace: no hit, no miss, no timing on A's entries
     assert b_reads and all(f":{a}:" not in key for key, _ in b_reads), [k for k, _ in b_reads if f":{a}:" in k]
     assert not any(hit for _, hit in b_reads)

@@ -182,7 +182,7 @@ def test_releases_and_map_layers_are_built_in_a_heavy_pool_process(config, tmp_p
         key = state.release_key(info["fingerprint"], domain, "ug", {}, [0.05, 0.95], 0.5, None)
         rel = state.release(sid, key, create=True)                  # charged there, stored, read here
         assert state.release(sid, key) is rel and rel.private
-        assert state.account(sid, info["account"]).spent == pytest.approx(0.5)
+        assert state.account(sid, info["fingerprint"]).spent == pytest.approx(0.5)
         children, _, _, box = state.heavy_call(map_panel.layers, sid, key, "private", None, None, 0, [], [])
         assert children and box == rel.domain
         with pytest.raises(LookupError):                            # another session: nothing

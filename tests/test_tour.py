@@ -14,7 +14,7 @@ from components import ids, tour_panel
 from components.tour_panel import STEPS, Facts
 
 SAMPLE_INFO = {"name": "Clustered city, 200k points", "n": 200_000, "origin": "sample:city_200k",
-               "kind": "points", "users": False, "account": "a"}
+               "kind": "points", "users": False}
 TITLES = ["The data", "What is published", "What privacy costs: a release at ε = 1",
           "What privacy costs: a release at ε = 0.1", "What an attacker can learn", "The budget"]
 

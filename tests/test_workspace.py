@@ -48,11 +48,11 @@ def test_the_same_request_id_charges_once_and_returns_the_first_result(app_on):
     for t in threads:
         t.join()
     assert len({r["key"] for r in results}) == 1                  # four requests, one release
-    assert len(state.account(sid, info["account"]).charges) == 1
+    assert len(state.account(sid, info["fingerprint"]).charges) == 1
     assert workspace.shown(sid)["key"] == results[0]["key"]
     other = release_once(sid, "b" * 32, info, domain)             # a new click: a new draw
     assert other["key"] != results[0]["key"]
-    assert len(state.account(sid, info["account"]).charges) == 2
+    assert len(state.account(sid, info["fingerprint"]).charges) == 2
     assert workspace.latest(sid, info["fingerprint"], domain)["key"] == other["key"]
 
 
@@ -74,7 +74,7 @@ def test_two_workers_given_the_same_click_charge_once(app_on):
     there = replies.get(timeout=120)
     worker.join(timeout=60)
     assert here == there
-    assert len(state.account(sid, info["account"]).charges) == 1
+    assert len(state.account(sid, info["fingerprint"]).charges) == 1
 
 
 @pytest.mark.parametrize("rid", [None, "", "short", "x" * 65, "a b c d e f g h", "ü" * 10, 12345678])

@@ -1,0 +1,431 @@
+"""The public pages: `/r/` is a gallery of published releases and `/r/<id>` one of them (its
+private map and legend, its guarantee and ledger in plain words, rectangles answered from it,
+and downloads). A second Dash app on the dashboard's Flask server; it reads only what was
+published (`server.published`), never the data, so nothing here can show a true count.
+"""
+from __future__ import annotations
+
+import csv
+import datetime
+import functools
+import io
+import math
+from pathlib import Path
+
+import dash_leaflet as dl
+import numpy as np
+from dash import Dash, Input, Output, State, ctx, dash_table, dcc, html, no_update
+
+import dp
+
+from . import ids, ledger_panel, map_panel, queries_panel, render
+from .controls import labelled_rects
+from .tour_panel import likelihood_sentence
+from server import published, state
+
+ASSETS = Path(__file__).resolve().parents[1] / "assets"
+BASE = "/r/"
+URL, BODY, CONTENT, PID = "pub-url", "pub-body", "pub-content", "pub-id"
+MAP, EDIT, GRID, ANSWERS, ANSWER_NOTES = "pub-map", "pub-edit", "pub-grid", "pub-answers", "pub-answer-notes"
+GEOJSON_BUTTON, CSV_BUTTON, PNG_BUTTON, DOWNLOAD = "pub-geojson", "pub-csv", "pub-png", "pub-download"
+UNPUBLISH, UNPUBLISH_STATUS = "pub-unpublish", "pub-unpublish-status"
+ANSWER_COLUMNS = [("id", "#"), ("bounds", "Rectangle (W, S, E, N)"), ("count", "Private count"),
+                  ("interval", "95% interval (noise only)")]
+SNAPPED_COLUMN = ("snapped", "Answered rectangle (snapped to cells)")
+PNG_WIDTH = 640            # the map PNG's least width: whole pixels per grid column, up to MAX_PIXELS
+FONT = {                   # 3×5 pixel digits and signs for the PNG legend's end labels
+    "0": "111101101101111", "1": "010110010010111", "2": "111001111100111", "3": "111001111001111",
+    "4": "101101111001001", "5": "111100111001111", "6": "111100111101111", "7": "111001001001001",
+    "8": "111101111101111", "9": "111101111001111", ",": "000000000010100", ".": "000000000000010",
+    "−": "000000111000000", "-": "000000111000000", "≥": "100010100000111", "≤": "001010001000111",
+    " ": "000000000000000",
+}
+TABLE_STYLE = {**ledger_panel.TABLE_STYLE, "fontFamily": "inherit"}
+NOT_OWNER = ("only the data owner can unpublish a release: the person who started this server "
+             "opens the owner link it printed")
+
+
+def mount(server, config: dict) -> Dash:
+    """The public pages at /r/ on the dashboard's Flask server (same assets, same cookies)."""
+    app = Dash(__name__, server=server, url_base_pathname=BASE, assets_folder=str(ASSETS),
+               title="Published releases · Private location statistics",
+               suppress_callback_exceptions=True)
+    app.layout = layout
+    register_callbacks(app, config)
+    return app
+
+
+def layout():
+    """The shell of every public page; its body is rendered from the address (`page`)."""
+    return html.Div(className="public-page", children=[
+        dcc.Location(id=URL, refresh=False),
+        html.Header(className="top public-top", children=[
+            html.A("Published releases", href=BASE, className="public-home"),
+            html.Span(" · private location statistics with differential privacy", className="public-tagline")]),
+        html.Main(id=BODY, className="public-body", children=html.P("Loading…", className="hint")),
+    ])
+
+
+def is_owner() -> bool:
+    """True when this browser opened the server's owner link (checked on the server, in the
+    request; the page's word is never taken for it)."""
+    return state.is_owner()
+
+
+def when(record: dict) -> str:
+    """The publication time of a record as people read it (UTC)."""
+    try:
+        t = datetime.datetime.fromisoformat(record["time"])
+    except (KeyError, TypeError, ValueError):
+        return "unknown date"
+    return t.astimezone(datetime.timezone.utc).strftime("%d %b %Y, %H:%M UTC")
+
+
+def box_name(domain: dict) -> str:
+    """The public box's name, or its corners when it has none."""
+    name = domain.get("name")
+    if name and name != "custom":
+        return name
+    return ", ".join(f"{domain[k]:g}" for k in ("west", "south", "east", "north"))
+
+
+def whole(x: float) -> str:
+    """A private answer rounded to a whole count for display ('1,234', '-3')."""
+    return f"{int(round(x)):,}"
+
+
+# ------------------------------------------------------------------------------ the gallery
+def gallery_view() -> list:
+    """Cards of every published release, newest first."""
+    records = published.gallery()
+    head = [html.H1("Published releases"),
+            html.P("Counts of people in places, published with differential privacy: each map's "
+                   "counts have random noise added so that no one person can be singled out. "
+                   "Open one to see its map, ask it about any rectangle and download it.",
+                   className="public-intro")]
+    if not records:
+        return head + [html.P("Nothing is published on this server yet.", className="hint")]
+    return head + [html.Div(className="gallery", children=[card(r) for r in records])]
+
+
+def card(r: dict) -> html.A:
+    """One published release in the gallery: title, mechanism, ε, box, date; a link to it."""
+    return html.A(className="gallery-card", href=f"{BASE}{r['id']}", children=[
+        html.H2(r["title"]),
+        html.Div(f"{r['mechanism']} · {r['describe']}", className="gallery-mech"),
+        html.Dl([html.Dt("ε"), html.Dd(f"{r['epsilon']:g}"),
+                 html.Dt("Box"), html.Dd(box_name(r["domain"])),
+                 html.Dt("Published"), html.Dd(when(r))])])
+
+
+def not_published(message: str = published.MISSING) -> list:
+    """A friendly page for an address that has no published release."""
+    return [html.H1("Not published"),
+            html.P(message[:1].upper() + message[1:] + ".", className="warning"),
+            html.P(["See what is published in the ", html.A("gallery of published releases", href=BASE), "."])]
+
+
+# ---------------------------------------------------------------------- one published release
+@functools.lru_cache(maxsize=8)
+def map_layers(pid: str) -> tuple:
+    """(map children, hover payload, legend) of a published release's private layer, made once
+    per process (ids are never reused)."""
+    return map_panel.cell_layers(published.release(pid), None, "private")
+
+
+def release_view(pid: str, record: dict, rel, config: dict) -> list:
+    """The page of one published release: title, intro, map with legend and rectangle tool,
+    answers, guarantee, downloads, and 'About these numbers'; the owner also gets Unpublish."""
+    children, hover, legend = map_layers(pid)
+    d = rel.domain
+    meta = rel.metadata()
+    who = "users' regions" if rel.spec.data_kind == "regions" else "people (points)"
+    side = [
+        html.Section(className="card pub-guarantee", children=[
+            html.H2("The privacy guarantee"),
+            html.P([html.B("ε = "), f"{rel.epsilon:g}. ", epsilon_words(rel)]),
+            html.P([html.B("Whom it protects: "), meta["privacy_level"], "."]),
+            html.P([html.B("Unit of privacy: "), meta["unit_of_privacy"], "."])]),
+        html.Section(className="card pub-ask", children=[
+            html.H2("Ask about an area"),
+            html.P("Draw a rectangle with the ▭ tool at the map's top left: its count is added up "
+                   "from the published cells only, so asking is free and reveals nothing more.",
+                   className="hint"),
+            dash_table.DataTable(
+                id=ANSWERS, data=[], page_size=8,
+                columns=[{"name": n, "id": i} for i, n in answer_columns(rel)],
+                style_table={"overflowX": "auto"},
+                style_cell={**TABLE_STYLE, "fontSize": "13px", "padding": "4px"},
+                style_header={"fontWeight": "600"},
+                tooltip_header={"interval": queries_panel.INTERVAL_HELP}, tooltip_delay=0,
+                tooltip_duration=None),
+            html.Div(id=ANSWER_NOTES, role="status")]),
+        html.Section(className="card pub-downloads", children=[
+            html.H2("Download"),
+            html.Button("Cells (GeoJSON)", id=GEOJSON_BUTTON, n_clicks=0),
+            html.Button("Cells (CSV)", id=CSV_BUTTON, n_clicks=0),
+            html.Button("Map (PNG)", id=PNG_BUTTON, n_clicks=0),
+            dcc.Download(id=DOWNLOAD),
+            html.P("The published cells and their noisy counts, with the settings and ledger; "
+                   "nothing else.", className="hint")]),
+    ]
+    if is_owner():
+        side.append(html.Section(className="card pub-owner", children=[
+            html.H2("Owner"),
+            html.P("You published this page. Unpublishing removes it and its address stops "
+                   "working; anyone who downloaded it keeps their copy.", className="hint"),
+            dcc.ConfirmDialogProvider(
+                html.Button("Unpublish", className="danger"), id=UNPUBLISH,
+                message="Unpublish this release? Its page and address stop working."),
+            html.Div(id=UNPUBLISH_STATUS, role="status")]))
+    return [
+        dcc.Store(id=PID, data=pid), dcc.Store(id=GRID, data=hover),
+        html.Div(className="pub-head", children=[
+            html.A("← All published releases", href=BASE, className="pub-back"),
+            html.H1(record["title"], className="pub-title"),
+            html.P(className="public-intro", children=[
+                f"The map shows how many {who} were counted in each area of the box "
+                f"{box_name(record['domain'])}. The counts have random noise added so no one "
+                f"person can be singled out; ε = {rel.epsilon:g} says how well (smaller is more "
+                "private). A rectangle's answer comes from the published cells only."]),
+            html.Div(className="pub-facts", children=[
+                f"{record['mechanism']} · {record['describe']} · published {when(record)}"])]),
+        html.Div(className="pub-layout", children=[
+            html.Div(className="pub-map-col", children=[
+                html.Div(className="map-wrap pub-map-wrap", children=[
+                    dl.Map(id=MAP, bounds=[[d.south, d.west], [d.north, d.east]], className="pub-map",
+                           trackViewport=False, zoomSnap=0.25,
+                           eventHandlers={"mousemove": {"variable": "dpMap.hover"},
+                                          "mouseout": {"variable": "dpMap.leave"}},
+                           children=[
+                               dl.TileLayer(url=config["tiles_url"],
+                                            attribution=f'<span class="tile-attribution">{config["tiles_attribution"]}</span>'
+                                                        '<span class="outline-attribution">Outlines: Natural Earth</span>',
+                                            eventHandlers={"tileerror": {"variable": "dpMap.tileError"},
+                                                           "tileload": {"variable": "dpMap.tileLoad"}}),
+                               map_panel.world_outlines(),
+                               dl.LayerGroup(children),
+                               dl.FeatureGroup([dl.EditControl(
+                                   id=EDIT, position="topleft",
+                                   draw={"rectangle": {"shapeOptions": {"color": "#1f4e99", "weight": 2}},
+                                         "polyline": False, "polygon": False, "circle": False,
+                                         "marker": False, "circlemarker": False})]),
+                               dl.ScaleControl(position="bottomleft")]),
+                    html.Div(id=ids.MAP_HOVER, className="hover-readout",
+                             children="Hover over a cell to read its published count."),
+                    html.Div(legend, className="map-legend")])]),
+            html.Aside(className="pub-side", children=side)]),
+        about(rel, meta),
+    ]
+
+
+def epsilon_words(rel) -> str:
+    """ε in everyday terms, for releases whose ε is about adding or removing someone; the
+    others (a δ-move, replace-one) say their ε is not the usual one."""
+    if rel.spec.comparable:
+        return likelihood_sentence(rel.epsilon)
+    return (f"Here ε protects against: {rel.spec.unit}. It is not comparable with the ε of "
+            "releases that protect adding or removing a person; see the guarantee below.")
+
+
+def answering_words(rel) -> str:
+    """How this release turns its cells into a rectangle's count, in a sentence or two."""
+    if rel.capabilities.snapping:
+        return ("The rectangle is first snapped to the release's grid lines (the table shows the "
+                "rectangle answered), then counted from the published values alone.")
+    return ("Its count adds up the published cells inside it, and the cells it cuts in proportion "
+            "to the area it covers: people are assumed spread evenly inside a cell, which adds "
+            "error the interval does not show.")
+
+
+def about(rel, meta: dict) -> html.Section:
+    """'About these numbers': the guarantee in full, how ε was spent (the ledger) and how a
+    rectangle is answered."""
+    split = ", ".join(f"{part} {100 * share:.0f}%" for part, share in meta["split"].items())
+    total = sum(e.epsilon for e in rel.ledger)
+    return html.Section(className="card pub-about", children=[
+        html.H2("About these numbers"),
+        html.P([html.B("What was published. "), f"{rel.spec.label}: {rel.describe()} over the "
+                f"public box {box_name(meta['domain'])} (west, south, east, north = "
+                f"{rel.domain.west:g}, {rel.domain.south:g}, {rel.domain.east:g}, {rel.domain.north:g}). "
+                "The box is public: the publisher declared it, it was not fitted to the data."]),
+        html.P([html.B("The guarantee. "), meta["guarantee"]]),
+        html.P([html.B("How ε was spent. "), f"The budget ε = {rel.epsilon:g} was split "
+                f"({split}); each step below spent its part, and they add up to ε = {total:g}."]),
+        dash_table.DataTable(
+            id="pub-ledger", data=ledger_panel.ledger_rows(rel), columns=[
+                {"name": "Step", "id": "step"}, {"name": "ε spent", "id": "epsilon"},
+                {"name": "Share", "id": "share"}, {"name": "Noise", "id": "noise"},
+                {"name": "Note", "id": "note"}],
+            style_table={"overflowX": "auto"}, style_cell=TABLE_STYLE),
+        html.P([html.B("How a rectangle is answered. "), answering_words(rel), " The 95% interval "
+                "is the range the answer falls in 95% of the time because of the noise alone. "
+                "Answers are rounded to whole counts here; the downloaded cells keep their values, "
+                "negative ones included: noise is added to every cell, empty ones too, and "
+                "nothing is clipped (that would bias every sum)."]),
+        html.P([html.B("What is not here. "), "The true counts and the data itself never leave "
+                "the owner's server; this page and its downloads hold only the noisy cells and "
+                "the settings above."]),
+    ])
+
+
+def answer_columns(rel) -> list[tuple[str, str]]:
+    """The answer table's columns; releases that snap rectangles to cells show where."""
+    cols = list(ANSWER_COLUMNS)
+    if rel.capabilities.snapping:
+        cols.insert(2, SNAPPED_COLUMN)
+    return cols
+
+
+def answer_rows(rel, geojson) -> tuple[list[dict], list[str]]:
+    """(table rows, notes) for the drawn rectangles: private answers and noise-only intervals
+    from the release alone, rounded to whole counts; notes for rectangles not answered."""
+    queries, notes = queries_panel.queries_in(rel.domain, labelled_rects(geojson, None))
+    rows = []
+    for r in queries_panel.public_rows(rel, queries):
+        lo, hi = r["lo"], r["hi"]
+        rows.append({"id": r["id"], "bounds": r["bounds"], "count": whole(r["answer"]),
+                     "interval": "n/a (no closed form)" if math.isnan(lo) else f"{whole(lo)} to {whole(hi)}",
+                     **({"snapped": r["snapped"]} if "snapped" in r else {})})
+    return rows, notes
+
+
+# -------------------------------------------------------------------------------- downloads
+def cells_csv(rel) -> str:
+    """The released cells (or leaves) as CSV: west, south, east, north, noisy count."""
+    grid, regions, counts = rel.regions()
+    ex, ey = grid.edges_x, grid.edges_y
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(("west", "south", "east", "north", "count"))
+    for w, s, e, n, c in zip(ex[regions[:, 2]], ey[regions[:, 0]], ex[regions[:, 3]], ey[regions[:, 1]],
+                             np.asarray(counts, dtype=np.float64)):
+        writer.writerow((f"{w:.10g}", f"{s:.10g}", f"{e:.10g}", f"{n:.10g}", f"{c:.10g}"))
+    return out.getvalue()
+
+
+def map_png(rel) -> bytes:
+    """The private layer as a PNG (north up, the box's shape at its middle latitude), with a
+    colour bar and its end labels under it: noisy people per km², as on the page's map."""
+    grid, regions, counts, _ = map_panel.structure(rel)
+    density = counts / render.region_km2(grid, regions)
+    painted = render.on_grid(grid, regions, density).clip(min=0)          # display only (spec 000 P11)
+    scale = render.legend_scale(painted)
+    d, p = rel.domain, dp.Projection(rel.domain)
+    gy, gx = painted.shape
+    aspect = d.height * p.my / (d.width * p.mx)                          # height / width on the ground
+    width = min(render.MAX_PIXELS, gx * max(1, math.ceil(PNG_WIDTH / gx)), round(render.MAX_PIXELS / aspect))
+    width = max(width, PNG_WIDTH // 2)
+    height = int(np.clip(round(width * aspect), 64, render.MAX_PIXELS))
+    cols = np.minimum((np.arange(width) + 0.5) * gx / width, gx - 1).astype(int)
+    rows = gy - 1 - np.minimum((np.arange(height) + 0.5) * gy / height, gy - 1).astype(int)
+    image = render.colourise(painted[rows][:, cols], scale.vmin, scale.vmax, render.SEQUENTIAL, alpha=255)
+    return render.png_bytes(np.concatenate([image, legend_strip(width, scale)], axis=0))
+
+
+def legend_strip(width: int, scale: render.Legend, height: int = 50, pad: int = 12, size: int = 3) -> np.ndarray:
+    """A white RGBA strip with the colour bar and its two end labels (the legend's first and
+    last ticks) in a small pixel font."""
+    strip = np.full((height, width, 4), 255, dtype=np.uint8)
+    bar_w = max(1, min(width - 2 * pad, 320))
+    bar = render.colourise(np.linspace(scale.vmin, scale.vmax, bar_w), scale.vmin, scale.vmax,
+                           render.SEQUENTIAL, alpha=255)
+    strip[8:20, pad:pad + bar_w] = bar[None]
+    first, last = scale.ticks[0][1], scale.ticks[-1][1]
+    stamp(strip, first, pad, 26, size)
+    stamp(strip, last, max(pad, pad + bar_w - text_width(last, size)), 26, size)
+    return strip
+
+
+def text_width(text: str, size: int = 2) -> int:
+    """Pixels `stamp` takes to write `text`."""
+    return len(text) * 4 * size - size
+
+
+def stamp(image: np.ndarray, text: str, x: int, y: int, size: int = 2) -> None:
+    """Draw `text` in dark grey at (x, y) with the 3×5 FONT, `size` pixels per font pixel."""
+    for ch in text:
+        glyph = FONT.get(ch, FONT[" "])
+        for i, bit in enumerate(glyph):
+            if bit == "1":
+                r, c = divmod(i, 3)
+                image[y + r * size:y + (r + 1) * size, x + c * size:x + (c + 1) * size, :3] = 40
+        x += 4 * size
+        if x >= image.shape[1]:
+            return
+
+
+def download(which: str, pid: str):
+    """What the browser saves for a download button: the release's GeoJSON, its cells as CSV,
+    or its map as PNG."""
+    rel = published.release(pid)
+    if which == GEOJSON_BUTTON:
+        return dict(content=rel.to_json(), filename=f"published_{pid}.geojson")
+    if which == CSV_BUTTON:
+        return dict(content=cells_csv(rel), filename=f"published_{pid}_cells.csv")
+    return dcc.send_bytes(map_png(rel), f"published_{pid}_map.png")
+
+
+# -------------------------------------------------------------------------------- callbacks
+def page(pathname: str | None, config: dict) -> list:
+    """The body for an address: the gallery at /r/, a published release at /r/<id>, else a
+    'not published' page."""
+    path = (pathname or BASE)[len(BASE):] if (pathname or BASE).startswith(BASE) else ""
+    pid = path.strip("/")
+    if not pid:
+        return gallery_view()
+    if not published.valid_id(pid):
+        return not_published()
+    try:
+        record = published.record(pid)
+        if record is None:
+            return not_published()
+        return release_view(pid, record, published.release(pid), config)
+    except LookupError as exc:
+        return not_published(str(exc))
+
+
+def register_callbacks(app: Dash, config: dict):
+    @app.callback(Output(BODY, "children"), Input(URL, "pathname"))
+    def show(pathname):
+        return html.Div(id=CONTENT, children=page(pathname, config))
+
+    @app.callback(Output(ANSWERS, "data"), Output(ANSWER_NOTES, "children"),
+                  Input(EDIT, "geojson"), State(PID, "data"), prevent_initial_call=True)
+    def answer(geojson, pid):
+        """Drawn rectangles answered from the published release: post-processing, free."""
+        try:
+            rel = published.release(pid)
+        except LookupError as exc:
+            return [], html.Div(str(exc), className="warning")
+        rows, notes = answer_rows(rel, geojson)
+        return rows, [html.Div(n, className="warning") for n in rel.warnings() + notes]
+
+    @app.callback(Output(DOWNLOAD, "data"), Input(GEOJSON_BUTTON, "n_clicks"),
+                  Input(CSV_BUTTON, "n_clicks"), Input(PNG_BUTTON, "n_clicks"), State(PID, "data"),
+                  prevent_initial_call=True)
+    def save(_g, _c, _p, pid):
+        if ctx.triggered_id is None or not ctx.triggered[0]["value"]:
+            return no_update
+        try:
+            return download(ctx.triggered_id, pid)
+        except LookupError:
+            return no_update
+
+    @app.callback(Output(CONTENT, "children"), Output(UNPUBLISH_STATUS, "children"),
+                  Input(UNPUBLISH, "submit_n_clicks"), State(PID, "data"), prevent_initial_call=True)
+    def unpublish(n, pid):
+        """Unpublish, for the owner only: ownership is checked here, whatever the page showed."""
+        if not n:
+            return no_update, no_update
+        if not is_owner():
+            return no_update, html.Div(f"Not unpublished: {NOT_OWNER}.", className="error")
+        published.unpublish(pid)
+        return [html.H1("No longer published"),
+                html.P("This release was unpublished: its page and address no longer work.", className="ok"),
+                html.P(["See what is still published in the ",
+                        html.A("gallery of published releases", href=BASE), "."])], no_update
+
+    app.clientside_callback(      # the hover readout reads the published counts (dpMap.hover)
+        "function (data) { window.dpGrid = data; return window.dash_clientside.no_update; }",
+        Output(GRID, "id"), Input(GRID, "data"))

@@ -1,0 +1,216 @@
+"""Published releases: the public pages at /r/<id>, kept as files in a folder across restarts.
+
+An owner's Publish writes two files per release, `<id>.pkl` (the release, pickled without its
+owner-only `diagnostics`) and `<id>.json` (its public record for the gallery). Each file starts
+with a line holding an HMAC-SHA256, under this server's key, of the file's name and the bytes
+after that line: a file changed outside the app is refused, and a pickle is never loaded before
+its MAC checks out. Files are written whole (a temporary file, then `os.replace`), the record
+last, so the gallery never lists a release whose pickle is missing. Ids are checked by shape
+before any path is made from them. (In the app, `server.state` registers the reducer that
+pickles a release's mechanism spec by its registered name.)
+"""
+from __future__ import annotations
+
+import copy
+import datetime
+import hashlib
+import hmac
+import json
+import os
+import pickle
+import re
+import secrets
+import threading
+import time
+from collections import OrderedDict
+from pathlib import Path
+
+from .faults import speaking
+
+MAX_TITLE = 120
+ID_SHAPE = re.compile(r"[A-Za-z0-9_-]{12}")
+CACHE_SIZE = 8                 # unpickled releases each process keeps, least recently used first out
+STALE_TEMPORARY = 3600         # seconds after which a temporary file is a killed writer's leftover
+MISSING = "this published release is not on this server (it was unpublished, or the address is wrong)"
+CHANGED = ("this published release's file was changed outside the app, so the server refuses to "
+           "use it")
+
+
+
+class _Missing(LookupError):
+    """No such published release (never published, unpublished, or not an id)."""
+
+
+_folder: Path | None = None
+_key: bytes | None = None
+_cache: OrderedDict = OrderedDict()     # id -> (file signature, release)
+_lock = threading.Lock()
+
+
+def configure(folder, key: bytes) -> None:
+    """Keep published releases in `folder` (created), signed with `key`; called in every process
+    with the same folder and key. Temporary files a killed writer left (older than an hour) go."""
+    global _folder, _key
+    if not isinstance(key, bytes) or len(key) < 16:
+        raise ValueError("the key signing published releases must be at least 16 bytes")
+    path = Path(folder)
+    path.mkdir(parents=True, exist_ok=True)
+    with _lock:
+        _folder, _key = path, key
+        _cache.clear()
+    for tmp in path.glob(".*.tmp"):
+        try:
+            if time.time() - tmp.stat().st_mtime > STALE_TEMPORARY:
+                tmp.unlink()
+        except OSError:
+            pass
+
+
+def _folder_or_fail() -> Path:
+    if _folder is None or _key is None:
+        raise LookupError("this server keeps no published releases (not configured)")
+    return _folder
+
+
+def valid_id(pid) -> bool:
+    """True for an id of the shape `publish` makes (12 URL-safe characters): nothing else ever
+    becomes part of a path."""
+    return isinstance(pid, str) and ID_SHAPE.fullmatch(pid) is not None
+
+
+def _mac(name: str, payload: bytes) -> str:
+    return hmac.new(_key, name.encode() + b"\n" + payload, hashlib.sha256).hexdigest()
+
+
+def _write(name: str, payload: bytes) -> None:
+    """Write `<folder>/<name>` whole: a MAC line, then the payload (temporary file, fsync, rename)."""
+    folder = _folder_or_fail()
+    tmp = folder / f".{name}.{secrets.token_hex(6)}.tmp"
+    try:
+        with open(tmp, "xb") as fh:
+            fh.write(_mac(name, payload).encode() + b"\n" + payload)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, folder / name)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def _read(name: str) -> bytes:
+    """The verified payload of `<folder>/<name>`; LookupError if missing or if its MAC fails."""
+    try:
+        raw = (_folder_or_fail() / name).read_bytes()
+    except FileNotFoundError:
+        raise _Missing(MISSING) from None
+    mac, sep, payload = raw.partition(b"\n")
+    if not sep or not hmac.compare_digest(mac, _mac(name, payload).encode()):
+        raise LookupError(CHANGED)
+    return payload
+
+
+def default_title(rel) -> str:
+    """The title of a release published without one: its mechanism, box and ε."""
+    d = rel.domain
+    box = d.name if d.name and d.name != "custom" else \
+        f"the box {d.west:g}, {d.south:g}, {d.east:g}, {d.north:g}"
+    return f"{rel.spec.label} over {box}, ε = {rel.epsilon:g}"
+
+
+def clean_title(title, rel) -> str:
+    """The title as shown: stripped, at most MAX_TITLE characters, never empty."""
+    text = " ".join(str(title or "").split())[:MAX_TITLE].strip()
+    return text or default_title(rel)[:MAX_TITLE]
+
+
+def publish(rel, title: str) -> str:
+    """Publish a private release under a new id and return the id. The published copy has no
+    `diagnostics` (owner-only, not private); the record holds public settings only."""
+    _folder_or_fail()
+    if not rel.private:
+        raise ValueError("only a private release can be published: this one has a fixed seed or a "
+                         "box fitted to the data")
+    public = copy.copy(rel)
+    public.diagnostics = {}
+    pid = secrets.token_urlsafe(9)
+    record = {"id": pid, "title": clean_title(title, rel), "mechanism": rel.spec.label,
+              "epsilon": float(rel.epsilon), "privacy_level": rel.privacy_level,
+              "unit": rel.spec.unit, "guarantee": rel.spec.guarantee, "describe": rel.describe(),
+              "domain": rel.domain.to_dict(),
+              "time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="microseconds")}
+    with speaking("folder of published releases"):
+        _write(f"{pid}.pkl", pickle.dumps(public, protocol=pickle.HIGHEST_PROTOCOL))
+        _write(f"{pid}.json", json.dumps(record, ensure_ascii=False).encode())   # the commit point
+    return pid
+
+
+def record(pid) -> dict | None:
+    """The public record of a published release; None if there is none (or the id is not one);
+    LookupError if its file was changed outside the app."""
+    if not valid_id(pid):
+        return None
+    try:
+        return json.loads(_read(f"{pid}.json"))
+    except _Missing:
+        return None
+
+
+def release(pid):
+    """The published release (a copy kept per process, re-read when its file changed). Its MAC
+    is checked before it is unpickled; LookupError saying why when it cannot be served. Its
+    record is the commit point: without it (a publish or an unpublish cut short) there is none."""
+    if not valid_id(pid):
+        raise _Missing(MISSING)
+    folder = _folder_or_fail()
+    try:
+        st = (folder / f"{pid}.pkl").stat()
+        (folder / f"{pid}.json").stat()
+    except FileNotFoundError:
+        with _lock:
+            _cache.pop(pid, None)
+        raise _Missing(MISSING) from None
+    signature = (st.st_mtime_ns, st.st_size, st.st_ino)
+    with _lock:
+        hit = _cache.get(pid)
+        if hit is not None and hit[0] == signature:
+            _cache.move_to_end(pid)
+            return hit[1]
+    rel = pickle.loads(_read(f"{pid}.pkl"))       # only after its MAC checked out
+    with _lock:
+        _cache[pid] = (signature, rel)
+        _cache.move_to_end(pid)
+        while len(_cache) > CACHE_SIZE:
+            _cache.popitem(last=False)
+    return rel
+
+
+def gallery() -> list[dict]:
+    """Every published release's record, newest first; files that fail their MAC are left out."""
+    out = []
+    for path in _folder_or_fail().glob("*.json"):
+        if not valid_id(path.stem):
+            continue
+        try:
+            out.append(json.loads(_read(path.name)))
+        except (LookupError, ValueError):
+            continue
+    return sorted(out, key=lambda r: str(r.get("time", "")), reverse=True)
+
+
+def unpublish(pid) -> bool:
+    """Remove a published release (its record first, so the gallery drops it at once); True if
+    there was one. Callers check that the browser is the owner's."""
+    if not valid_id(pid):
+        return False
+    folder = _folder_or_fail()
+    removed = False
+    with speaking("folder of published releases"):
+        for name in (f"{pid}.json", f"{pid}.pkl"):
+            try:
+                (folder / name).unlink()
+                removed = True
+            except FileNotFoundError:
+                pass
+    with _lock:
+        _cache.pop(pid, None)
+    return removed

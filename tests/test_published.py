@@ -1,0 +1,271 @@
+"""Published releases (`server.published`): kept in a folder across restarts, signed so a file
+changed outside the app is refused before it is unpickled, ids checked by shape, owner-only
+diagnostics never published; and the public page's downloads and answers (no browser)."""
+from __future__ import annotations
+
+import base64
+import csv
+import io
+import json
+import os
+import pathlib
+import pickle
+
+import numpy as np
+import plotly.utils
+import pytest
+
+import dp
+from server import published
+
+KEY = b"k" * 32
+
+
+@pytest.fixture(scope="module")
+def sample():
+    return dp.load_sample("small_city_5k")
+
+
+@pytest.fixture(scope="module")
+def rel(sample):
+    data, domain = sample
+    return dp.release("privtree", data, domain, epsilon=1.0)
+
+
+@pytest.fixture
+def folder(tmp_path):
+    published.configure(tmp_path / "published", KEY)
+    return tmp_path / "published"
+
+
+def test_publish_round_trip_survives_a_restart(folder, rel):
+    pid = published.publish(rel, "  Taxi pick-ups  ")
+    assert published.valid_id(pid) and sorted(p.name for p in folder.iterdir()) == [f"{pid}.json", f"{pid}.pkl"]
+    rec = published.record(pid)
+    assert rec["id"] == pid and rec["title"] == "Taxi pick-ups"
+    assert rec["mechanism"] == rel.spec.label and rec["epsilon"] == 1.0
+    assert rec["privacy_level"] == rel.privacy_level and rec["unit"] == rel.spec.unit
+    assert rec["guarantee"] == rel.spec.guarantee and rec["describe"] == rel.describe()
+    assert rec["domain"] == rel.domain.to_dict() and rec["domain"]["name"] == "London" and rec["time"]
+    back = published.release(pid)
+    rect = dp.Rect(-0.2, 51.45, -0.05, 51.55)
+    assert back.answer(rect) == rel.answer(rect) and back.to_json() == rel.to_json()
+    assert [r["id"] for r in published.gallery()] == [pid]
+    published.configure(folder, KEY)                    # a restart: a new process, same folder
+    assert published.release(pid).answer(rect) == rel.answer(rect)
+    assert published.record(pid) == rec
+    published.configure(folder, b"another key of 32 bytes........")   # another server's key
+    assert published.gallery() == [] and pytest.raises(LookupError, published.release, pid)
+
+
+def test_published_copy_has_no_diagnostics(folder, rel):
+    assert rel.diagnostics, "PrivTree keeps owner-only diagnostics"
+    pid = published.publish(rel, "")
+    assert rel.diagnostics                              # the owner's release is left as it was
+    assert published.release(pid).diagnostics == {}
+    raw = (folder / f"{pid}.pkl").read_bytes().partition(b"\n")[2]
+    assert pickle.loads(raw).diagnostics == {}
+    assert "diagnostics" not in (folder / f"{pid}.json").read_text()
+
+
+def test_titles_are_stripped_truncated_or_made(folder, rel):
+    long = published.record(published.publish(rel, "x" * 500))["title"]
+    assert long == "x" * published.MAX_TITLE
+    made = published.record(published.publish(rel, "   "))["title"]
+    assert made == f"{rel.spec.label} over London, ε = 1"
+
+
+@pytest.mark.parametrize("suffix", ["pkl", "json"])
+def test_a_changed_file_is_refused_and_not_unpickled(folder, rel, monkeypatch, suffix):
+    pid = published.publish(rel, "tampered")
+    path = folder / f"{pid}.{suffix}"
+    original = path.read_bytes()
+    raw = bytearray(original)
+    raw[len(raw) - 20] ^= 0x01                          # one byte of the payload, not of the MAC
+    path.write_bytes(bytes(raw))
+    assert path.read_bytes() != original and len(path.read_bytes()) == len(original)
+    published.configure(folder, KEY)                    # no copy in memory: read from the file
+    loads = []
+    monkeypatch.setattr(pickle, "loads", lambda *a, **k: loads.append(1))
+    if suffix == "pkl":
+        with pytest.raises(LookupError, match="changed outside the app"):
+            published.release(pid)
+    else:
+        with pytest.raises(LookupError, match="changed outside the app"):
+            published.record(pid)
+    assert loads == []
+    listed = [r["id"] for r in published.gallery()]
+    assert (pid in listed) == (suffix == "pkl")         # a changed record leaves the gallery
+
+
+def test_a_changed_file_after_serving_is_refused_too(folder, rel):
+    pid = published.publish(rel, "cached")
+    published.release(pid)                              # now in this process's cache
+    path = folder / f"{pid}.pkl"
+    raw = bytearray(path.read_bytes())
+    raw[-5] ^= 0x01
+    path.write_bytes(bytes(raw))
+    with pytest.raises(LookupError, match="changed outside the app"):
+        published.release(pid)
+
+
+def test_files_swapped_between_ids_are_refused(folder, rel):
+    a, b = published.publish(rel, "a"), published.publish(rel, "b")
+    os.replace(folder / f"{a}.json", folder / f"{b}.json")
+    with pytest.raises(LookupError, match="changed outside the app"):
+        published.record(b)
+
+
+@pytest.mark.parametrize("pid", ["../../etc/pa", "..%2F..%2Fabc", "a" * 11, "a" * 13, "abc/defghijk",
+                                 "abcdefghijk\u00e9", None, 12])
+def test_a_bad_id_is_refused_without_touching_the_filesystem(folder, monkeypatch, pid):
+    def touched(*a, **k):
+        raise AssertionError("the filesystem was touched")
+    for name in ("stat", "read_bytes", "exists", "unlink", "open"):
+        monkeypatch.setattr(pathlib.Path, name, touched)
+    monkeypatch.setattr(os, "stat", touched)
+    assert published.record(pid) is None
+    with pytest.raises(LookupError, match="not on this server"):
+        published.release(pid)
+    assert published.unpublish(pid) is False
+
+
+def test_unpublish_removes_it(folder, rel):
+    pid = published.publish(rel, "gone soon")
+    published.release(pid)
+    assert published.unpublish(pid) is True
+    assert list(folder.iterdir()) == [] and published.record(pid) is None and published.gallery() == []
+    with pytest.raises(LookupError, match="not on this server"):
+        published.release(pid)
+    assert published.unpublish(pid) is False
+
+
+def test_gallery_is_newest_first_and_skips_bad_files(folder, rel, monkeypatch):
+    pids = []
+    for i, t in enumerate(["2024-01-01T00:00:00+00:00", "2025-01-01T00:00:00+00:00", "2023-01-01T00:00:00+00:00"]):
+        monkeypatch.setattr(published.datetime, "datetime", _frozen(t))
+        pids.append(published.publish(rel, f"r{i}"))
+    assert [r["title"] for r in published.gallery()] == ["r1", "r0", "r2"]
+    (folder / f"{pids[1]}.json").write_bytes(b"not signed\n{}")
+    (folder / "notanid.json").write_text("{}")
+    assert [r["title"] for r in published.gallery()] == ["r0", "r2"]
+
+
+def _frozen(iso: str):
+    import datetime
+
+    class Frozen(datetime.datetime):
+        @classmethod
+        def now(cls, tz=None):
+            return datetime.datetime.fromisoformat(iso)
+    return Frozen
+
+
+# ---------------------------------------------------------------- the public page, no browser
+def test_downloads_parse_and_hold_only_the_release(folder, rel):
+    from components import public_page
+
+    pid = published.publish(rel, "downloads")
+    geo = json.loads(public_page.download(public_page.GEOJSON_BUTTON, pid)["content"])
+    assert geo["type"] == "FeatureCollection" and geo["properties"]["mechanism"] == "privtree"
+    rows = list(csv.reader(io.StringIO(public_page.download(public_page.CSV_BUTTON, pid)["content"])))
+    grid, regions, counts = rel.regions()
+    assert rows[0] == ["west", "south", "east", "north", "count"] and len(rows) == len(regions) + 1
+    cells = np.array(rows[1:], dtype=float)
+    assert np.allclose(cells[:, 4], counts) and np.all(cells[:, 0] < cells[:, 2]) and np.all(cells[:, 1] < cells[:, 3])
+    d = rel.domain
+    assert cells[:, 0].min() == pytest.approx(d.west) and cells[:, 3].max() == pytest.approx(d.north)
+    png = public_page.download(public_page.PNG_BUTTON, pid)
+    raw = base64.b64decode(png["content"])
+    assert raw.startswith(b"\x89PNG\r\n\x1a\n") and png["filename"].endswith(".png")
+
+
+def test_answers_are_the_release_rounded_and_free(folder, rel, sample):
+    from components import public_page
+
+    pid = published.publish(rel, "answers")
+    rect = dp.Rect(-0.2, 51.45, -0.05, 51.55)
+    ring = [[rect.west, rect.south], [rect.east, rect.south], [rect.east, rect.north],
+            [rect.west, rect.north], [rect.west, rect.south]]
+    geojson = {"type": "FeatureCollection", "features": [
+        {"type": "Feature", "geometry": {"type": "Polygon", "coordinates": [ring]}, "properties": {}}]}
+    rows, notes = public_page.answer_rows(published.release(pid), geojson)
+    assert notes == [] and len(rows) == 1
+    lo, hi = rel.interval(rect)
+    assert rows[0]["count"] == f"{round(rel.answer(rect)):,}"
+    assert rows[0]["interval"] == f"{round(lo):,} to {round(hi):,}"
+    assert set(rows[0]) == {"id", "bounds", "count", "interval"}      # nothing else, no truth
+
+
+OWNER_TOKEN = "owner-token-of-the-published-tests"
+
+
+@pytest.fixture(scope="module")
+def app():
+    from app import create_app
+    return create_app({"tiles_url": "http://127.0.0.1:9/{z}/{x}/{y}.png", "owner_token": OWNER_TOKEN})
+
+
+def unpublish_request(client, pid):
+    """Press Unpublish as the page would: a POST to the public app's callback endpoint."""
+    from components import public_page as pp
+    body = {"output": f"..{pp.CONTENT}.children...{pp.UNPUBLISH_STATUS}.children..",
+            "outputs": [{"id": pp.CONTENT, "property": "children"},
+                        {"id": pp.UNPUBLISH_STATUS, "property": "children"}],
+            "inputs": [{"id": pp.UNPUBLISH, "property": "submit_n_clicks", "value": 1}],
+            "changedPropIds": [f"{pp.UNPUBLISH}.submit_n_clicks"],
+            "state": [{"id": pp.PID, "property": "data", "value": pid}]}
+    return client.post("/r/_dash-update-component", json=body)
+
+
+def test_unpublish_checks_the_owner_on_the_server(app, folder, rel):
+    pid = published.publish(rel, "owner only")
+    visitor = app.server.test_client()
+    visitor.get("/r/")
+    answer = unpublish_request(visitor, pid)                 # a forged press: the page is not trusted
+    assert answer.status_code == 200 and "only the data owner can unpublish" in answer.get_data(as_text=True)
+    assert published.record(pid) is not None
+    owner = app.server.test_client()
+    assert owner.get(f"/owner?token={OWNER_TOKEN}").status_code == 302
+    answer = unpublish_request(owner, pid)
+    assert answer.status_code == 200 and "No longer published" in answer.get_data(as_text=True)
+    assert published.record(pid) is None
+
+
+def test_public_pages_read_no_data(app, folder, rel, monkeypatch):
+    """The page, its answers and its downloads come from the published release alone: every way
+    to read the data (or a session's workspace) fails here, and nothing fails."""
+    from components import map_panel, public_page
+    from server import state
+
+    pid = published.publish(rel, "no data")
+
+    def forbidden(*a, **k):
+        raise AssertionError("the public page read the data")
+    for cls in (dp.PointData, dp.CountData, dp.RegionData):
+        for name in ("true_count", "true_counts", "histogram", "count_in"):
+            if hasattr(cls, name):
+                monkeypatch.setattr(cls, name, forbidden)
+    monkeypatch.setattr(state, "points", forbidden)
+    monkeypatch.setattr(state, "release", forbidden)
+    monkeypatch.setattr(map_panel, "region_truth", forbidden)
+    public_page.map_layers.cache_clear()
+    with app.server.test_request_context(f"/r/{pid}"):
+        body = public_page.page(f"/r/{pid}", {"tiles_url": "x", "tiles_attribution": "y"})
+    text = json.dumps(body, cls=plotly.utils.PlotlyJSONEncoder)
+    assert "no data" in text and "grid-raster" in text and '"truth": null' in text
+    rect = dp.Rect(-0.2, 51.45, -0.05, 51.55)
+    ring = [[rect.west, rect.south], [rect.east, rect.south], [rect.east, rect.north], [rect.west, rect.north]]
+    rows, _ = public_page.answer_rows(published.release(pid), {"features": [
+        {"geometry": {"type": "Polygon", "coordinates": [ring]}}]})
+    assert rows[0]["count"] == f"{round(rel.answer(rect)):,}"
+    for button in (public_page.GEOJSON_BUTTON, public_page.CSV_BUTTON, public_page.PNG_BUTTON):
+        assert public_page.download(button, pid)
+
+
+def test_only_private_releases_are_published(folder, sample):
+    data, domain = sample
+    demo = dp.release("ug", data, domain, epsilon=1.0, seed=1)
+    with pytest.raises(ValueError, match="only a private release"):
+        published.publish(demo, "demo")
+    assert list(folder.iterdir()) == []
