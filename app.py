@@ -39,6 +39,7 @@ DEFAULT_CONFIG = {
     "published_dir": None,     # published releases (kept across restarts); None: a temporary folder
 }
 OWNER_TOKEN_ENV = "DP_OWNER_TOKEN"
+MIN_TOKEN_CHARS = 22         # 128 bits as URL-safe base64, what a random token has at least
 INSTANCE = Path(__file__).resolve().parent / "instance"
 ACCOUNTS_DIR, STORE_DIR, PUBLISHED_DIR = INSTANCE / "accounts", INSTANCE / "store", INSTANCE / "published"
 DEFAULT_WORKERS, DEFAULT_THREADS, DEFAULT_HEAVY = 3, 8, 1   # gunicorn's defaults on the command line
@@ -226,6 +227,9 @@ def main(argv=None):
     for name in ("eval_workers", "workers", "threads"):
         if getattr(a, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be at least 1")
+    if a.owner_token is not None and len(a.owner_token) < MIN_TOKEN_CHARS:
+        p.error(f"the owner token must be at least {MIN_TOKEN_CHARS} characters (a guessable one "
+                "would hand out the data's budget); leave it out to get a random one")
     if a.heavy_workers < 0:
         p.error("--heavy-workers must be 0 or more")
     if a.store_mb <= 0 or a.memory_mb < 0:

@@ -58,7 +58,7 @@ def publish(sid: str, rinfo, title) -> html.Div:
                         className="warning")
     pid = published.publish(rel, title or "")
     return html.Div(["Published at ", html.A(f"/r/{pid}", href=f"/r/{pid}", target="_blank"),
-                     ": anyone with the address can open it; unpublish it from that page."],
+                     " and listed in the gallery at /r/: anyone can open it; unpublish it from that page."],
                     className="ok")
 
 

@@ -18,7 +18,7 @@ from dash import Dash, Input, Output, State, ctx, dash_table, dcc, html, no_upda
 
 import dp
 
-from . import ids, ledger_panel, map_panel, queries_panel, render
+from . import ids, inputs, ledger_panel, map_panel, queries_panel, render
 from .controls import labelled_rects
 from .tour_panel import likelihood_sentence
 from server import published, state
@@ -32,6 +32,7 @@ UNPUBLISH, UNPUBLISH_STATUS = "pub-unpublish", "pub-unpublish-status"
 ANSWER_COLUMNS = [("id", "#"), ("bounds", "Rectangle (W, S, E, N)"), ("count", "Private count"),
                   ("interval", "95% interval (noise only)")]
 SNAPPED_COLUMN = ("snapped", "Answered rectangle (snapped to cells)")
+MAX_DRAWN = 100           # rectangles a visitor's drawing gets answered (each takes a little CPU)
 PNG_WIDTH = 640            # the map PNG's least width: whole pixels per grid column, up to MAX_PIXELS
 FONT = {                   # 3×5 pixel digits and signs for the PNG legend's end labels
     "0": "111101101101111", "1": "010110010010111", "2": "111001111100111", "3": "111001111001111",
@@ -279,8 +280,14 @@ def answer_columns(rel) -> list[tuple[str, str]]:
 
 def answer_rows(rel, geojson) -> tuple[list[dict], list[str]]:
     """(table rows, notes) for the drawn rectangles: private answers and noise-only intervals
-    from the release alone, rounded to whole counts; notes for rectangles not answered."""
-    queries, notes = queries_panel.queries_in(rel.domain, labelled_rects(geojson, None))
+    from the release alone, rounded to whole counts; notes for rectangles not answered. Drawn
+    shapes are checked as the dashboard's are (`inputs.PROPS`), and at most MAX_DRAWN answered."""
+    if not inputs.fits(geojson, inputs.PROPS["geojson"][0]):
+        return [], [f"The drawn shapes could not be read: expected {inputs.PROPS['geojson'][1]}."]
+    labelled = labelled_rects(geojson, None)
+    notes = [f"Only the first {MAX_DRAWN} rectangles are answered."] if len(labelled) > MAX_DRAWN else []
+    queries, refused = queries_panel.queries_in(rel.domain, labelled[:MAX_DRAWN])
+    notes += refused
     rows = []
     for r in queries_panel.public_rows(rel, queries):
         lo, hi = r["lo"], r["hi"]

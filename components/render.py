@@ -145,7 +145,8 @@ def legend_scale(values: np.ndarray, diverging: bool = False, width_px: float = 
         step = nice_step(hi - lo, n)
         vmin, vmax = math.floor(lo / step + 1e-9) * step, math.ceil(hi / step - 1e-9) * step
         at = _multiples(vmin, vmax, step)
-        top, bottom = bool(np.any(finite > vmax)), bool(np.any(finite < vmin))
+        dust = 1e-9 * step            # painting leaves float dust such as -9e-14: not "≤ 0"
+        top, bottom = bool(np.any(finite > vmax + dust)), bool(np.any(finite < vmin - dust))
         labels = [tick_label(v, step) for v in at]
         labels[-1] = ("≥ " if top else "") + labels[-1]
         labels[0] = ("≤ " if bottom else "") + labels[0]

@@ -161,7 +161,7 @@ class AccountStore:
                 self._memory[name] = (time.time(), d)
                 return
             with self._store_locked():
-                self._make_room()
+                self._make_room(name)
                 self._memory[name] = (time.time(), d)
             return
         path = self.folder / f"{name}.json"
@@ -171,7 +171,7 @@ class AccountStore:
             self._replace(name, d)
             return
         with self._store_locked():
-            self._make_room()
+            self._make_room(name)
             self._replace(name, d)
 
     def _replace(self, name: str, d: dict):
@@ -185,14 +185,18 @@ class AccountStore:
             tmp.unlink(missing_ok=True)
             raise
 
-    def _make_room(self):
-        """Under the store's lock, before a new account: at the bound, remove enough session
-        accounts idle for `IDLE_SECONDS`, oldest first, or refuse with FULL_ACCOUNTS."""
+    def _make_room(self, new: str):
+        """Under the store's lock, before a new session account: at the bound, remove enough
+        session accounts idle for `IDLE_SECONDS`, oldest first, or refuse with FULL_ACCOUNTS.
+        The server's accounts (made by owners only) neither count nor wait: browsers filling
+        the bound never keep an owner from opening new data."""
+        if new.startswith("server-"):
+            return
         if self.folder is None:
-            written = {name: t for name, (t, _) in self._memory.items()}
+            written = {name: t for name, (t, _) in self._memory.items() if not name.startswith("server-")}
         else:
             with speaking(FOLDER), os.scandir(self.folder) as entries:
-                files = [e for e in entries if e.name.endswith(".json")]
+                files = [e for e in entries if e.name.endswith(".json") and not e.name.startswith("server-")]
             if len(files) < self.max_accounts:
                 return
             with speaking(FOLDER):

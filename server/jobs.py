@@ -76,6 +76,7 @@ def start(fn, owner: str, **kwargs) -> str:
                                  "cancelled": False, "result": None, "error": None}):
         raise LookupError(state.FULL)
     last = {"wrote": 0.0, "read": 0.0, "stop": False}
+    role = state.is_owner()              # the job runs with the role of the request that started it
 
     def progress(done, total):
         if time.monotonic() - last["wrote"] >= PROGRESS_EVERY or done >= total:
@@ -97,7 +98,8 @@ def start(fn, owner: str, **kwargs) -> str:
             return
         result = error = None
         try:
-            result = fn(progress=progress, should_stop=should_stop, **kwargs)
+            with state.acting(role):
+                result = fn(progress=progress, should_stop=should_stop, **kwargs)
         except Exception as exc:   # reported to the page; the app keeps running
             error = f"{type(exc).__name__}: {exc}"
         finally:

@@ -24,6 +24,7 @@ Redis, bounded in bytes, a quota per session); building a release runs in the bo
 from __future__ import annotations
 
 import atexit
+import contextvars
 import copyreg
 import hashlib
 import hmac
@@ -171,14 +172,28 @@ def _owner_mark(sid: str) -> str:
     return hmac.new(_secret, f"owner:{_owner_hash}:{sid}".encode(), hashlib.sha256).hexdigest()
 
 
+_acting_owner = contextvars.ContextVar("acting_owner", default=False)
+
+
 def is_owner() -> bool:
-    """True when this browser opened the server's owner link (its owner cookie checks out);
-    False outside a request (a heavy-pool process, the Python API): nobody is asking."""
+    """True when this browser opened the server's owner link (its owner cookie checks out).
+    Outside a request (a heavy-pool process, an evaluation's thread) it is what the request that
+    asked for the work was (`acting`); otherwise (the Python API) False."""
     if not flask.has_request_context():
-        return False
+        return _acting_owner.get()
     mark = flask.request.cookies.get(OWNER_COOKIE)
     return bool(_owner_hash) and isinstance(mark, str) and \
         hmac.compare_digest(mark, _owner_mark(session_id()))
+
+
+@contextmanager
+def acting(owner: bool):
+    """Run work a request asked for (in another thread or process) with that request's role."""
+    token = _acting_owner.set(bool(owner))
+    try:
+        yield
+    finally:
+        _acting_owner.reset(token)
 
 
 def public_uploads() -> bool:
@@ -194,9 +209,13 @@ def _owner_link():
         return flask.Response("<h1>This owner link is not valid for this server.</h1><p>Use the "
                               "link the server printed when it started (a server started without "
                               "--owner-token prints a new one each time).</p>", status=403)
+    session = _new_token()          # a new session: one someone else knew never becomes an owner's
     response = flask.redirect("/")
-    response.set_cookie(OWNER_COOKIE, _owner_mark(session_id()), max_age=COOKIE_AGE,
-                        httponly=True, samesite="Lax", secure=_secure or flask.request.is_secure)
+    for name, value in ((COOKIE, session),
+                        (OWNER_COOKIE, _owner_mark(_sid_of(session)))):
+        response.set_cookie(name, value, max_age=COOKIE_AGE, httponly=True, samesite="Lax",
+                            secure=_secure or flask.request.is_secure)
+    flask.g.new_session = session
     return response
 
 
@@ -233,6 +252,10 @@ def session_id() -> str:
     if not _valid(token):
         token = flask.g.get("new_session") or _new_token()
         flask.g.new_session = token
+    return _sid_of(token)
+
+
+def _sid_of(token: str) -> str:
     return hashlib.blake2b(token.encode(), digest_size=16).hexdigest()
 
 
@@ -313,10 +336,10 @@ def scope(sid: str, fingerprint: str) -> str:
 def spending(sid: str, fingerprint: str) -> tuple[str, str]:
     """(scope, account key) a spend on this dataset charges, checked in the request: the
     server's data is spent by owners only (LookupError otherwise)."""
-    data, where = points(sid, fingerprint), scope(sid, fingerprint)
+    where = scope(sid, fingerprint)
     if where == SERVER and not is_owner():
         raise LookupError(OWNERS_ONLY)
-    return where, account_key(data)
+    return where, account_key(points(sid, fingerprint))
 
 
 def points(sid: str | None, fingerprint: str):
@@ -324,8 +347,9 @@ def points(sid: str | None, fingerprint: str):
     (its own upload, or server data an owner opened)."""
     if fingerprint in _sample_by_fp:
         return _sample_by_fp[fingerprint]
-    data = (cache.get(f"dataset:{sid}:{fingerprint}")
-            or cache.get(f"serverdata:{sid}:{fingerprint}")) if sid else None
+    data = cache.get(f"dataset:{sid}:{fingerprint}") if sid else None
+    if data is None and sid and is_owner():       # the server's data: for owners only
+        data = cache.get(f"serverdata:{sid}:{fingerprint}")
     if data is None and len(_samples) < len(dp.SAMPLES) + len(REGION_SAMPLES):
         load_samples()                      # a process that has not made them all yet
         data = _sample_by_fp.get(fingerprint)
@@ -385,9 +409,9 @@ def release(sid: str | None, key: str, create: bool = False):
         rel = None
     if rel is None:
         fp, tag = json.loads(key)[0], json.loads(key)[6]
-        if isinstance(tag, str) and not create:
+        if not create and (isinstance(tag, str) or not committed(sid, key)):
             raise LookupError("this release is no longer on the server; release again "
-                              "(a new draw spends ε again)")
+                              "(a new draw spends ε again)")    # only a charged demo is rebuilt
         spending(sid, fp) if create else points(sid, fp)   # a new spend: owners only on theirs
         if not cache.room_for(sid):
             raise LookupError(FULL)                  # refused before anything is charged
@@ -446,13 +470,14 @@ def heavy_call(fn, *args, idempotent: bool = False):
     """fn(*args) in the heavy pool (`server.heavy`), in a process that has made the same
     built-in samples as this one (their fingerprints then name the same public data); an
     `idempotent` task (it charges nothing) is run again if its process died."""
-    return heavy.run(_with_samples, sorted(_samples), fn, *args, idempotent=idempotent)
+    return heavy.run(_with_samples, sorted(_samples), is_owner(), fn, *args, idempotent=idempotent)
 
 
-def _with_samples(names: list, fn, *args):
+def _with_samples(names: list, owner: bool, fn, *args):
     for name in names:
         sample(name)
-    return fn(*args)
+    with acting(owner):                  # the role of the request that asked
+        return fn(*args)
 
 
 def _build_release(sid: str, key: str):

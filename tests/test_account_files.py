@@ -124,7 +124,7 @@ def test_server_scope_files_are_named_apart_and_shared_by_every_browser(tmp_path
 
 
 def test_a_new_account_at_the_bound_removes_the_oldest_idle_session_account(tmp_path):
-    store = AccountStore(tmp_path, key=KEY, max_accounts=3)
+    store = AccountStore(tmp_path, key=KEY, max_accounts=2)        # browsers' accounts; the server's apart
     store.update(SERVER, "oldest", charge())
     store.update(sid(1), "fp", charge())
     store.update(sid(2), "fp", charge())
@@ -142,17 +142,24 @@ def test_a_new_account_at_the_bound_removes_the_oldest_idle_session_account(tmp_
     assert len(accounts_in(tmp_path)) == 3
 
 
-def test_server_scope_accounts_are_never_removed(tmp_path):
+def test_server_scope_accounts_are_never_removed_and_never_refused(tmp_path):
     store = AccountStore(tmp_path, key=KEY, max_accounts=2)
     store.update(SERVER, "a", charge())
     store.update(SERVER, "b", charge())
-    before = {p.name: p.read_bytes() for p in accounts_in(tmp_path)}
+    store.update(sid(1), "fp", charge())
+    store.update(sid(2), "fp", charge())                # the bound: two browsers' accounts
+    servers = {p.name: p.read_bytes() for p in accounts_in(tmp_path) if p.name.startswith("server-")}
     for path in accounts_in(tmp_path):
         age(path, 10 * IDLE_SECONDS)
+    store.update(sid(3), "fp", charge())                # room made from a browser's, not the server's
+    assert {p.name: p.read_bytes() for p in accounts_in(tmp_path) if p.name.startswith("server-")} == servers
+    assert len(accounts_in(tmp_path)) == 4
+    store.update(sid(4), "fp", charge())                # browsers filling the bound, recently:
     with pytest.raises(Unavailable) as full:
-        store.update(sid(1), "fp", charge())
+        store.update(sid(5), "fp", charge())
     assert str(full.value) == FULL_ACCOUNTS
-    assert {p.name: p.read_bytes() for p in accounts_in(tmp_path)} == before
+    store.update(SERVER, "c", charge())                 # an owner's new data is never refused
+    assert store.get(SERVER, "c").spent == 1.0
 
 
 def test_at_the_bound_with_recent_accounts_a_new_one_is_refused_and_nothing_written(tmp_path):
@@ -187,7 +194,7 @@ def test_a_refused_charge_on_a_new_account_leaves_no_lock_file(tmp_path):
 
 
 def test_the_in_memory_store_obeys_the_bound(monkeypatch):
-    store = AccountStore(max_accounts=3)
+    store = AccountStore(max_accounts=2)                # browsers' accounts; the server's apart
     earlier = time.time() - IDLE_SECONDS - 60
     monkeypatch.setattr(accounts, "time", types.SimpleNamespace(time=lambda: earlier))
     store.update(SERVER, "fp", charge())

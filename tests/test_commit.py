@@ -72,12 +72,18 @@ def test_a_stored_release_that_no_charge_names_is_never_served(app_on):
     with pytest.raises(LookupError, match="no longer on the server"):
         state.release(sid, key)
     assert not state.cache.has(state._release_entry(sid, key))
-    _, seeded = fresh_key(sid, seed=7)                # a demo's key: rebuilt, and charged
+    _, seeded = fresh_key(sid, seed=7)                # a demo's key: a read never builds (or charges) it
     assert state.cache.set(state._release_entry(sid, seeded), uncharged)
-    rebuilt = state.release(sid, seeded)
+    with pytest.raises(LookupError, match="no longer on the server"):
+        state.release(sid, seeded)
+    assert not state.cache.has(state._release_entry(sid, seeded))
+    assert state.account(sid, info["fingerprint"]).charges == []
+    rebuilt = state.release(sid, seeded, create=True)            # Release: built and charged
     same = dp.release("ug", data, domain, epsilon=0.5, split=[0.05, 0.95], seed=7)
     whole = dp.Rect(domain.west, domain.south, domain.east, domain.north)
     assert rebuilt.answer(whole) == same.answer(whole)
+    state.cache.delete(state._release_entry(sid, seeded))          # dropped: a read rebuilds it, free
+    assert state.release(sid, seeded).answer(whole) == same.answer(whole)
     assert [c.ref for c in state.account(sid, info["fingerprint"]).charges] == [seeded]
 
 

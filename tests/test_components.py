@@ -61,7 +61,7 @@ def test_release_key_rebuilds_the_same_release(app, small):
     sid = new_sid()
     info = state.use_sample(sid, "small_city_5k")
     key = state.release_key(info["fingerprint"], domain, "ug", {"c": 10.0}, [0.05, 0.95], 0.5, 3)
-    rel = state.release(sid, key)
+    rel = state.release(sid, key, create=True)
     direct = dp.release("ug", data, domain, epsilon=0.5, params={"c": 10.0}, seed=3)
     np.testing.assert_array_equal(rel.counts, direct.counts)     # a demo seed: rebuilt identically
     assert rel.reproducible_demo and not rel.private
@@ -431,6 +431,8 @@ def test_legend_marks_the_cap_and_its_labels_fit_the_bar():
     errors = render.legend_scale(rng.normal(0, 30, 5000), diverging=True)
     assert errors.vmin == -errors.vmax and errors.ticks[0][1].startswith("≤ −")
     assert render.legend_scale(np.zeros(10)).ticks[-1][1] == "1"      # empty layer: 0 to 1
+    dusty = render.legend_scale(np.r_[-9e-14, np.linspace(0, 0.2, 100)])  # painting's float dust
+    assert not dusty.capped_bottom and dusty.ticks[0][1] == "0"
 
 
 def test_rectangles_are_fitted_to_the_public_domain(small):

@@ -195,6 +195,12 @@ def test_answers_are_the_release_rounded_and_free(folder, rel, sample):
     assert rows[0]["count"] == f"{round(rel.answer(rect)):,}"
     assert rows[0]["interval"] == f"{round(lo):,} to {round(hi):,}"
     assert set(rows[0]) == {"id", "bounds", "count", "interval"}      # nothing else, no truth
+    many = {"type": "FeatureCollection", "features": geojson["features"] * (public_page.MAX_DRAWN + 5)}
+    rows, notes = public_page.answer_rows(published.release(pid), many)
+    assert len(rows) == public_page.MAX_DRAWN and notes == [f"Only the first {public_page.MAX_DRAWN} rectangles are answered."]
+    bad = {"type": "FeatureCollection", "features": [{"geometry": {"type": "Polygon", "coordinates": "zz"}}]}
+    rows, notes = public_page.answer_rows(published.release(pid), bad)
+    assert rows == [] and "could not be read" in notes[0]
 
 
 OWNER_TOKEN = "owner-token-of-the-published-tests"

@@ -85,6 +85,17 @@ def test_the_owner_link_needs_the_token_and_only_its_hash_is_kept(tmp_path, fold
     assert "You are the data owner" in owner_layout and ids.SERVER_PATH in owner_layout
 
 
+def test_the_owner_link_starts_a_new_session(tmp_path, folder):
+    server = make_server(tmp_path, folder)
+    client = server.test_client()
+    client.get("/")
+    known = client.get_cookie(state.COOKIE).value        # a session someone else may know
+    client.get(f"/owner?token={TOKEN}")
+    assert client.get_cookie(state.COOKIE).value != known
+    with as_browser(server, client):
+        assert state.is_owner()
+
+
 def test_a_new_token_ends_every_earlier_owner(tmp_path, folder):
     server = make_server(tmp_path, folder)
     owner, _ = browser(server, owner=True)
@@ -150,9 +161,18 @@ def test_a_browser_that_is_no_longer_an_owner_cannot_spend_server_data(tmp_path,
     server = make_server(tmp_path, folder)
     client, sid = browser(server, owner=True)
     info = counts_info(server, client, sid, folder)
+    seeded = state.release_key(info["fingerprint"], dp.Domain(-0.2, 51.4, 0.0, 51.6, name="Test box"),
+                               "identity", {"grid_size": 16}, [1.0], 5.0, 7)      # never released
     client.delete_cookie(state.OWNER_COOKIE)
+    body = dash_call(client, f"{ids.EXPORT_DOWNLOAD}.data", {f"{ids.EXPORT_BUTTON}.n_clicks": 1,
+                                                             f"{ids.RELEASE}.data": {"key": seeded}})
+    assert "FeatureCollection" not in body.get_data(as_text=True)        # nothing built, nothing spent
     with as_browser(server, client):
         assert not state.is_owner()
+        with pytest.raises(LookupError):
+            state.points(sid, info["fingerprint"])        # its data, true counts and all: gone
+    assert state.accounts.get(state.SERVER, state.account_key(dp.load_counts(folder / "city.npz"))).spent == 0
+    with as_browser(server, client):
         with pytest.raises(LookupError, match="only the data owner"):
             release_of(sid, info["fingerprint"], 1.0)
         with pytest.raises(LookupError, match="only the data owner"):
@@ -193,3 +213,17 @@ def test_visitor_uploads_follow_the_servers_choice(tmp_path, folder):
     assert "Loaded mine.csv: 2 points" in upload(*browser(server, owner=True))
     server = make_server(tmp_path, folder)                     # the default: visitors upload their own
     assert "Loaded mine.csv: 2 points" in upload(*browser(server, owner=False))
+
+
+def test_the_command_line_prints_the_owner_link_and_refuses_a_short_token(tmp_path, monkeypatch, capsys):
+    import app as app_module
+    monkeypatch.setattr(app_module, "serve", lambda *a, **k: None)       # not started: printed only
+    monkeypatch.setenv(app_module.OWNER_TOKEN_ENV, "x" * 30)
+    common = ["--accounts-dir", str(tmp_path / "a"), "--store-dir", str(tmp_path / "s"),
+              "--published-dir", str(tmp_path / "p"), "--port", "8123"]
+    app_module.main(common)
+    assert f"http://127.0.0.1:8123/owner?token={'x' * 30}" in capsys.readouterr().out
+    assert state._owner_hash == state.owner_hash("x" * 30)
+    with pytest.raises(SystemExit):
+        app_module.main([*common, "--owner-token", "short"])
+    assert "at least 22 characters" in capsys.readouterr().err
