@@ -704,3 +704,18 @@ def test_privtree_one_million_points_tiles_the_base_grid():
     rel = dp.release("privtree", data, UNIT, 1.0, seed=1)
     assert rel.base.shape == (1024, 1024)
     assert_tiles(rel.leaves, rel.base.shape)
+
+
+def test_privtree_leaf_threshold_is_post_processing_of_the_same_draws(small):
+    """`zero_below` (mechanism B of the accuracy work): the same draws as plain PrivTree, the
+    same ledger, and exactly the leaves at or below z noise scales set to 0."""
+    import dp
+    data, domain = small
+    plain = dp.release("privtree", data, domain, 1.0, seed=np.random.default_rng(3))
+    cut = dp.release("privtree", data, domain, 1.0, params={"zero_below": 4.0}, seed=np.random.default_rng(3))
+    scale = 1.0 / 0.5                                   # ε_counts = half of ε by default
+    low = plain.counts <= 4.0 * scale
+    assert low.any() and (~low).any()
+    np.testing.assert_array_equal(cut.counts, np.where(low, 0, plain.counts))
+    assert cut.ledger.to_list() == plain.ledger.to_list()
+    assert cut.diagnostics["leaves_zeroed"] == int(low.sum())

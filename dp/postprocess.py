@@ -1,0 +1,133 @@
+"""Post-processing of noisy hierarchical counts, for any tree of `dp.mechanisms.trees.Tree`.
+
+A tree here is nodes in breadth-first order (depth non-decreasing) with `regions` (K, 4) half-open
+base-cell ranges [r0, r1) x [c0, c1), `parent` (-1 for the root), `depth`, `is_leaf` and
+`level_bounds()`; the children of a node tile it. The functions read only noisy counts and
+their public variances, so everything here is post-processing: it costs no privacy budget.
+Loops run over tree levels only, never over nodes.
+
+- `consistent`: least-squares (inverse-variance) consistency of Hay, Rastogi, Miklau & Suciu,
+  "Boosting the accuracy of differentially private histograms through consistency", VLDB 2010,
+  in the form for any tree and per-node variances (as with the geometric level budgets of
+  Cormode, Procopiuc, Srivastava, Shen & Yu, "Differentially private spatial decompositions",
+  ICDE 2012), plus the variance of every estimate.
+- `nonnegative`: top-down non-negativity that keeps every parent equal to the sum of its children.
+- `zero_insignificant`: zero every node whose estimate is not significantly above zero, with its
+  subtree.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:        # trees.py imports this module; the type is only named here
+    from .mechanisms.trees import Tree
+
+
+def consistent(tree: "Tree", y, var) -> tuple[np.ndarray, np.ndarray]:
+    """Hay et al. (2010) least-squares consistency on any tree: (x, v).
+
+    y: every node's noisy count, var: its noise variance (independent noises). Bottom-up, an
+    internal node's estimate from its own subtree is Z_v = w y_v + (1 - w) Σ Z_u with
+    w = (1/var_v) / (1/var_v + 1/Σ V_u), of variance V_v = var_v Σ V_u / (var_v + Σ V_u) (a leaf:
+    Z = y, V = var); top-down, x_u = Z_u + V_u / Σ V_w · (x_v − Σ Z_w) over the children w of u's
+    parent v, and x_root = Z_root. With a uniform fanout f and per-height budgets this is the
+    α_j = f^j ε_j² / E_j of Hay et al. and Cormode et al. (2012) (their geometric budgets).
+
+    Returns x, consistent estimates of every node (each internal node equals the sum of its
+    children, to rounding), and v, the noise variance of each x: v_root = V_root, then top-down
+    v_u = V_u + (V_u / Σ V_w)² (v_v − Σ V_w) (the Rauch-Tung-Striebel smoother's variance, exact
+    for this linear least-squares estimate; v <= V <= var). v / x are for significance tests
+    (`zero_insignificant`); x is unbiased for the true counts.
+    """
+    y = np.asarray(y, dtype=np.float64)
+    var = np.asarray(var, dtype=np.float64)
+    Z, V = y.copy(), var.copy()
+    starts = tree.level_bounds()
+    leaf = tree.is_leaf
+    child_sums = {}
+    for d in range(tree.height, 0, -1):                       # bottom-up
+        lo, hi = starts[d], starts[d + 1]
+        plo, phi = starts[d - 1], starts[d]
+        p = tree.parent[lo:hi] - plo
+        sz = np.bincount(p, Z[lo:hi], minlength=phi - plo)
+        sv = np.bincount(p, V[lo:hi], minlength=phi - plo)
+        child_sums[d] = (sz, sv)
+        own = var[plo:phi]
+        internal = ~leaf[plo:phi]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            w = sv / (own + sv)                               # weight of the node's own count
+            zc = w * y[plo:phi] + (1.0 - w) * sz
+            vc = own * sv / (own + sv)
+        Z[plo:phi] = np.where(internal, zc, Z[plo:phi])
+        V[plo:phi] = np.where(internal, vc, V[plo:phi])
+    X = Z.copy()
+    P = V.copy()
+    for d in range(1, tree.height + 1):                       # top-down
+        lo, hi = starts[d], starts[d + 1]
+        plo = starts[d - 1]
+        p = tree.parent[lo:hi] - plo
+        sz, sv = child_sums[d]
+        resid = X[tree.parent[lo:hi]] - sz[p]
+        X[lo:hi] = Z[lo:hi] + V[lo:hi] / sv[p] * resid
+        g = V[lo:hi] / sv[p]
+        P[lo:hi] = V[lo:hi] + g * g * (P[tree.parent[lo:hi]] - sv[p])
+    return X, np.maximum(P, 0.0)
+
+
+def _cells(regions: np.ndarray) -> np.ndarray:
+    return (regions[:, 1] - regions[:, 0]) * (regions[:, 3] - regions[:, 2])
+
+
+def nonnegative(tree: "Tree", x) -> np.ndarray:
+    """Top-down non-negativity that keeps the tree consistent (post-processing of `consistent`).
+
+    The root is clipped at 0. Then, level by level, a node's children are clipped at 0 and
+    scaled to add up to the parent's (already non-negative) value; when every child clipped to 0
+    and the parent is positive, the parent's value is split among its children in proportion to
+    their numbers of base cells. So every value is >= 0, every internal node equals the sum of
+    its children, and an input that is already non-negative and consistent comes back unchanged
+    (up to rounding). Non-negativity as a post-processing step of hierarchical counts follows
+    Hay et al. (VLDB 2010) and Cormode et al. (ICDE 2012); this proportional top-down form is a
+    choice (it never moves mass across a node's boundary).
+    """
+    x = np.asarray(x, dtype=np.float64)
+    out = np.maximum(x, 0.0)
+    starts = tree.level_bounds()
+    cells = _cells(tree.regions).astype(np.float64)
+    for d in range(1, tree.height + 1):
+        lo, hi = starts[d], starts[d + 1]
+        plo, phi = starts[d - 1], starts[d]
+        par = tree.parent[lo:hi]
+        p = par - plo
+        c = out[lo:hi]                                        # children, clipped
+        s = np.bincount(p, c, minlength=phi - plo)
+        area = np.bincount(p, cells[lo:hi], minlength=phi - plo)
+        parent = out[par]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            scaled = c * (parent / s[p])
+            by_area = parent * (cells[lo:hi] / area[p])
+        out[lo:hi] = np.where(s[p] > 0, scaled, np.where(parent > 0, by_area, 0.0))
+    return out
+
+
+def zero_insignificant(tree: "Tree", x, sd, k: float) -> tuple[np.ndarray, np.ndarray]:
+    """Zero every node whose estimate is below k standard deviations (x < k·sd), with its whole
+    subtree: (new x, mask of the zeroed nodes).
+
+    A node that cannot be told from an empty region at that level of significance is released
+    as empty, down to its finest cells: the noise of the many empty cells of sparse data goes,
+    at the price of a bias towards 0 on small true counts (the thresholding of hierarchical
+    estimates as in Cormode et al., ICDE 2012, and Hay et al., VLDB 2010). Vectorised per level:
+    a node is zeroed when it is insignificant or its parent was zeroed. The ancestors of a
+    zeroed node keep their values, so the tree is in general no longer consistent; releases
+    publish the leaves only.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    z = x < float(k) * np.asarray(sd, dtype=np.float64)
+    starts = tree.level_bounds()
+    for d in range(1, tree.height + 1):
+        lo, hi = starts[d], starts[d + 1]
+        z[lo:hi] |= z[tree.parent[lo:hi]]
+    return np.where(z, 0.0, x), z
