@@ -112,6 +112,19 @@ def create_app(config: dict | None = None) -> Dash:
         raise ValueError(f"the data folder {config['data_dir']!r} does not exist or is not a folder")
     app = Dash(__name__, title="Private location statistics", suppress_callback_exceptions=True,
                on_error=alerts.speak)
+    # Refuse an oversize request by its Content-Length before its body is read (Werkzeug raises
+    # 413 on the first read). A file of max_upload_mb MB (1e6 bytes, as decode_upload counts)
+    # arrives base64-encoded (4/3 larger) inside a JSON callback body: allow that plus 1 MB for
+    # the rest of the body, so a file a little over the limit still reaches decode_upload and
+    # its message there.
+    upload_mb = config["max_upload_mb"]
+    app.server.config["MAX_CONTENT_LENGTH"] = int(upload_mb * 1e6 * 4 / 3) + 1_000_000
+
+    def request_too_large(_exc):
+        return (f"The file is too large: uploads are limited to {upload_mb:g} MB (this request "
+                "was larger). Nothing already loaded was lost.", 413,
+                {"Content-Type": "text/plain; charset=utf-8"})
+    app.server.register_error_handler(413, request_too_large)
     if config["heavy_workers"] and not config["accounts_dir"]:
         raise ValueError("heavy_workers needs accounts_dir: budget accounts kept in one process's "
                          "memory cannot be charged from another")

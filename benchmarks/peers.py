@@ -47,6 +47,7 @@ PROJECT = {
     "privtree": ("privtree", {}),
     "privtree + leaf threshold": ("privtree", {"zero_below": 5.0}),
     "full quadtree + inference": ("full_quadtree", {}),
+    "adaptive": ("adaptive", {}),
 }
 
 

@@ -23,7 +23,8 @@ import dp  # noqa: E402
 import peers  # noqa: E402
 
 EPS = (0.05, 0.1, 0.2, 0.3, 0.5, 1.0, 2.0)
-CONTENDERS = ("privtree", "htf (midpoint)", "dawa", "e2epriv")
+CONTENDERS = ("adaptive", "privtree", "privtree + leaf threshold", "full quadtree + inference",
+              "htf (midpoint)", "dawa", "e2epriv")
 SAMPLES = ("city_200k", "small_city_5k")
 
 

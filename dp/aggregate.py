@@ -4,7 +4,9 @@ base histogram (`CountData`) without holding the points in memory.
 With user ids each user keeps the k points whose hash (of the user id, the point and a salt
 drawn from OS entropy for the call) is smallest: which points a user keeps depends on that
 user's points alone, never on who else is in the files, so the counts of neighbouring inputs
-differ by at most k points, the bound a user-level release is charged for.
+differ by at most k points, the bound a user-level release is charged for. Who is one user is
+decided by `dp.contributions.canonical_user_ids` in both engines, as in memory: each file's id
+column at its own type (a Parquet part of numbers and one of text give "8" for 8, 8.0 and "8").
 
 Two engines do the same aggregation. DuckDB (embedded, the default) reads the files out of
 core on this machine and streams the coordinates in batches; Dask runs it as a reduction over
@@ -21,18 +23,18 @@ from pathlib import Path
 
 import numpy as np
 
-from .contributions import DEFAULT_POINTS_PER_USER, NO_USER_ID, check_points_per_user, rank_in_group
+from .contributions import (DEFAULT_POINTS_PER_USER, NO_USER_ID, canonical_user_ids,
+                            check_points_per_user, rank_in_group)
 from .counts import DEFAULT_CELLS, CountData
 from .domain import Domain, UniformGrid
 from .errors import DataError, ParameterError
 from .io import _columns
 from .mechanisms.leaves import square_base_grid
-from .points import MISSING_IDS, LoadReport, multiset_hash
+from .points import LoadReport, multiset_hash
 
 ENGINES = ("duckdb", "dask")
 OUTSIDE = "outside the box"
 BEYOND = "points beyond {k} per user (user-level bound)"
-MISSING_IDS_SQL = "(" + ", ".join(f"'{m}'" for m in MISSING_IDS) + ")"
 UNUSABLE = "missing or not a number"
 
 
@@ -138,6 +140,10 @@ def _first_line(e: Exception) -> str:
 BATCH_ROWS = 1 << 20       # rows per batch streamed out of DuckDB: about 16 MB of coordinates
 BLOCK = "64MiB"            # bytes of file per Dask partition: a worker holds a few of them
 UID = "__user__"           # the canonical user id column Dask partitions on
+# id column types DuckDB hands to `canonical_user_ids` as they are (it writes numbers as text
+# by the rule); any other type is cast to VARCHAR by DuckDB first
+NATIVE_ID_TYPES = ("VARCHAR", "TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT",
+                   "USMALLINT", "UINTEGER", "UBIGINT", "UHUGEINT", "FLOAT", "DOUBLE")    # and DECIMAL(p, s)
 KEEP, BEYOND_K, NO_ID = 0, 1, 2    # why a row is (not) kept by the per-user bound
 
 
@@ -149,26 +155,36 @@ def _duckdb(files, fmt, grid, names, k, progress, *, memory_limit, **_):
     con = duckdb.connect(config={"memory_limit": memory_limit})
     con.execute("SET enable_progress_bar = false")     # no bar printed; query_progress still works
     typed = ", ".join(f"{_literal(c)}: 'DOUBLE'" for c in names[:2])
-    reader = ("read_parquet($files)" if fmt == "parquet" else
-              f"read_csv($files, header = true, all_varchar = true, types = {{{typed}}}, "
-              "store_rejects = true)")      # a row with a non-number is set aside, counted
+
+    def reader(param: str) -> str:
+        return (f"read_parquet(${param})" if fmt == "parquet" else
+                f"read_csv(${param}, header = true, all_varchar = true, types = {{{typed}}}, "
+                "store_rejects = true)")      # a row with a non-number is set aside, counted
+
     x, y = (f"TRY_CAST({_quote(c)} AS DOUBLE)" for c in names[:2])
-    params = {"files": files}
-    if k is None:
-        sql = f"SELECT {x} AS x, {y} AS y FROM {reader}"
-    else:
-        uid = f"trim(CAST({_quote(names[2])} AS VARCHAR))"
-        params["salt"] = secrets.token_hex(8)
-        sql = f"""
-            WITH raw AS (SELECT {x} AS x, {y} AS y, {uid} AS uid,
-                                hash({uid}, {x}, {y}, $salt) AS pick FROM {reader}),
-            ranked AS (SELECT x, y, uid, row_number() OVER (PARTITION BY uid ORDER BY pick) AS r
-                       FROM raw)
-            SELECT x, y, CASE WHEN uid IS NULL OR lower(uid) IN {MISSING_IDS_SQL} THEN {NO_ID}
-                              WHEN r > {int(k)} THEN {BEYOND_K} ELSE {KEEP} END AS why
-            FROM ranked"""
     tally = _Tally(grid, k)
     try:
+        if k is None:
+            sql, params = f"SELECT {x} AS x, {y} AS y FROM {reader('files')}", {"files": files}
+        else:      # the files in groups of one id type, each id made canonical as it is read
+            parts, params = [], {"salt": secrets.token_hex(8)}
+            for i, (kind, group) in enumerate(_id_types(con, files, fmt, names[2])):
+                native = kind in NATIVE_ID_TYPES or kind.startswith("DECIMAL")
+                uid = _quote(names[2]) if native else f"CAST({_quote(names[2])} AS VARCHAR)"
+                con.create_function(f"dp_user_id_{i}", canonical_user_ids,   # an Arrow vector a call
+                                    [kind if native else "VARCHAR"], "VARCHAR", type="arrow",
+                                    null_handling="special", side_effects=False)
+                params[f"files_{i}"] = group
+                parts.append(f"SELECT {x} AS x, {y} AS y, dp_user_id_{i}({uid}) AS uid "
+                             f"FROM {reader(f'files_{i}')}")
+            union = " UNION ALL ".join(parts)
+            sql = f"""
+                WITH raw AS ({union}),
+                ranked AS (SELECT x, y, uid, row_number() OVER (
+                               PARTITION BY uid ORDER BY hash(uid, x, y, $salt)) AS r FROM raw)
+                SELECT x, y, CASE WHEN uid IS NULL OR uid = '' THEN {NO_ID}
+                                  WHEN r > {int(k)} THEN {BEYOND_K} ELSE {KEEP} END AS why
+                FROM ranked"""
         expected = _expected_rows(con, files, fmt) if progress else 1
         for batch in con.sql(sql, params=params).to_arrow_reader(BATCH_ROWS):
             tally.add(*(c.to_numpy(zero_copy_only=False) for c in batch.columns))
@@ -185,6 +201,27 @@ def _duckdb(files, fmt, grid, names, k, progress, *, memory_limit, **_):
     if progress:
         progress(1.0)
     return tally.result()
+
+
+def _id_types(con, files: list[str], fmt: str, column: str) -> list[tuple[str, list[str]]]:
+    """The files in groups whose id column has one DuckDB type, with that type: DuckDB reads a
+    list of Parquet files at the first one's types, so a part of numbers after one of text
+    would turn 8.0 into "8.0", not the "8" it is alone. CSV is read as text: one group."""
+    if fmt == "csv":
+        return [("VARCHAR", files)]
+    rows = con.execute("SELECT file_name, type, converted_type, logical_type::VARCHAR "
+                       "FROM parquet_schema($files) WHERE name = $column",
+                       {"files": files, "column": column}).fetchall()
+    physical = {row[0]: tuple(row[1:]) for row in rows}
+    groups: dict = {}
+    for f in files:        # a file without the column keeps its own group: reading it says why
+        groups.setdefault(physical.get(f, ("missing", f)), []).append(f)
+    out = []
+    for group in groups.values():
+        kind = con.execute(f"DESCRIBE SELECT {_quote(column)} FROM read_parquet($files)",
+                           {"files": group[:1]}).fetchall()[0][1]
+        out.append((kind, group))
+    return out
 
 
 class _Tally:
@@ -254,9 +291,11 @@ def _dask(files, fmt, grid, names, k, progress, *, client=None, **_):
     from distributed import Client, LocalCluster, as_completed
 
     frame = (dd.read_parquet(files, columns=names, split_row_groups="adaptive", blocksize=BLOCK)
-             if fmt == "parquet" else dd.read_csv(files, usecols=names, dtype=str, blocksize=BLOCK))
+             if fmt == "parquet" else    # text as written: no "NA", "#N/A" or "" made missing
+             dd.read_csv(files, usecols=names, dtype=str, blocksize=BLOCK, keep_default_na=False))
     if k is not None:      # the canonical id first: " u1" and "u1" are one user, in one partition
-        frame = frame.assign(**{UID: frame[names[2]].astype("string").str.strip()}).shuffle(on=UID)
+        uid = frame[names[2]].map_partitions(_canonical_series, meta=(UID, "string"))
+        frame = frame.assign(**{UID: uid}).drop(columns=[names[2]]).shuffle(on=UID)
     salt = secrets.token_hex(8)
     tasks = [dask.delayed(_count_partition)(part, grid, names, k, salt) for part in frame.to_delayed()]
     cluster = None
@@ -288,6 +327,14 @@ def _dask(files, fmt, grid, names, k, progress, *, client=None, **_):
     return counts.reshape(grid.gy, grid.gx), read, dropped, points_hash.astype("<u8").tobytes()
 
 
+def _canonical_series(ids):
+    """A partition's ids (at the type its file has: parts of numbers and of text may mix) as
+    canonical ids (`canonical_user_ids`), '' where there is none."""
+    out = canonical_user_ids(ids).to_pandas().astype("string")
+    out.index, out.name = ids.index, UID      # the partition's rows, in order (not realigned)
+    return out
+
+
 def _count_partition(frame, grid: UniformGrid, names, k, salt: str):
     """(cells, counts, rows read, dropped by reason, hash) of one partition, binned by `_Tally`; with
     a user bound each user keeps the k points of smallest salted hash, as in DuckDB."""
@@ -298,7 +345,7 @@ def _count_partition(frame, grid: UniformGrid, names, k, salt: str):
     why = None
     if k is not None:
         uid = frame[UID]
-        known = ~(uid.isna() | uid.str.lower().isin(MISSING_IDS)).to_numpy(bool)
+        known = (uid != "").to_numpy(bool)           # canonical: '' where there is no id
         pick = pd.util.hash_pandas_object(pd.DataFrame({"u": uid, "x": x, "y": y}), index=False,
                                           hash_key=salt).to_numpy()
         rank = rank_in_group(pd.factorize(uid)[0], pick)

@@ -6,6 +6,11 @@ neighbour. Keeping at most k points per user and running a mechanism at ε/k mak
 k points). The points kept are chosen uniformly at random by a public rule that reads only the
 user ids, never the coordinates, so moving or replacing a user's points leaves the distribution
 of which of them are kept unchanged.
+
+Who is a user: one canonical id (`canonical_user_ids`, the rule written out there) for every
+engine that bounds contributions — points in memory (`dp.load_points`, `PointData`), and files
+counted by DuckDB or Dask (`dp.aggregate`) — so one person is one user everywhere: an id that
+two engines split in two would contribute 2k points to counts charged for k.
 """
 from __future__ import annotations
 
@@ -13,10 +18,12 @@ import dataclasses
 import numbers
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from .errors import ParameterError
 from .noise import make_rng
-from .points import LoadReport, PointData
+from .points import MISSING_IDS, LoadReport, PointData
 
 # k = 5: noise grows in proportion to k, and a few places per person keep most spatial signal
 DEFAULT_POINTS_PER_USER = 5
@@ -28,6 +35,65 @@ USER_LEVEL_GUARANTEE = (
     "(group privacy). Points beyond {k} per person are left out.")
 
 NO_USER_ID = "points without a user id"
+
+# What str.strip() removes: every character Python calls whitespace (Unicode's White_Space
+# ones, e.g. tab, no-break space U+00A0, em space U+2003, ideographic space U+3000, and the
+# separators U+001C-U+001F), 29 in all. Zero-width characters (U+200B) are not whitespace.
+WHITESPACE = "".join(c for c in map(chr, range(0x110000)) if c.isspace())
+
+
+def canonical_user_ids(ids) -> pa.Array:
+    """The canonical user id of each value of an id column, as an Arrow string array ('' where
+    there is none). THE rule for who is one user, in every engine:
+
+    - numbers: whole ones (below 2^63 in size) as integers, so 8, 8.0, 8.00 (a decimal) and
+      the text "8" are one user, and so are 123456789012 and 123456789012.0 (ints with a
+      missing value become floats in pandas); others as Arrow writes them (8.5 -> "8.5");
+    - text is kept as written except for whitespace stripped from both ends, with str.strip()
+      semantics (`WHITESPACE`: tabs, no-break and other Unicode spaces): "8", " 8", "8\t",
+      "8\u00a0" and "\u20038" are one user. Inside an id nothing changes: no Unicode
+      normalisation (ids are opaque keys from the system that issued them; NFKC would merge
+      ids such as "①" and "1" that it keeps apart), and case is kept ("Ab" and "ab" are two
+      users: ids are case-sensitive in most systems, and merging two people is as wrong as
+      splitting one). Leading zeros are kept in text ("08" is not "8"); a number has none;
+    - missing: null, NaN, and text that is empty after stripping or spells "no id" in any
+      case (`dp.points.MISSING_IDS`: na, n/a, nan, null, none) becomes ''.
+
+    `ids`: an Arrow array or chunked array of any type Arrow casts to text, or anything
+    pa.array takes (a pandas Series: NaN and None are missing). Vectorised with
+    pyarrow.compute and done once per distinct value. In memory `dp.points.user_keys` applies
+    the same rule to the ids `dp.load_points` reads (the same users; a Parquet column of
+    floats is written as Arrow writes it there, "1.23456789012e+11", which splits no user);
+    tests/test_hardening.py checks that they agree and that all three engines count the same
+    users."""
+    if isinstance(ids, pa.ChunkedArray):
+        ids = ids.combine_chunks()
+    elif not isinstance(ids, pa.Array):
+        ids = pa.array(ids, from_pandas=True)
+    if ids.type != pa.string():
+        ids = _as_text(ids)
+    distinct = pc.unique(ids)
+    index = pc.index_in(ids, value_set=distinct)       # a null finds the null among them
+    stripped = pc.utf8_trim(distinct, characters=WHITESPACE)
+    missing = pc.or_kleene(pc.is_null(stripped),
+                           pc.is_in(pc.utf8_lower(stripped), value_set=pa.array(MISSING_IDS)))
+    return pc.if_else(missing, "", stripped).take(index)
+
+
+def _as_text(ids: pa.Array) -> pa.Array:
+    """Ids of any type as text: whole numbers below 2^63 in size as integers (Arrow alone writes
+    123456789012.0 as "1.23456789012e+11" and a decimal 8.00 as "8.00"); a decimal's
+    other values without trailing zeros, as a float's (8.50 -> "8.5")."""
+    if pa.types.is_floating(ids.type):
+        whole = pc.and_(pc.is_finite(ids), pc.and_(pc.equal(pc.floor(ids), ids),
+                                                    pc.less(pc.abs(ids), 2.0 ** 63)))
+        integers = pc.if_else(whole, ids, 0).cast(pa.int64()).cast(pa.string())
+        return pc.if_else(whole, integers, ids.cast(pa.string()))
+    text = ids.cast(pa.string())
+    if pa.types.is_decimal(ids.type):      # no trailing zeros: 8.50 as 8.5, 8.00 as 8
+        text = pc.replace_substring_regex(text, r"^(-?[0-9]+\.[0-9]*?)0+$", r"\1")
+        text = pc.replace_substring_regex(text, r"\.$", "")
+    return text
 
 
 def check_points_per_user(k) -> int:

@@ -177,12 +177,13 @@ class CountData:
 
 def load_counts(source, name: str | None = None) -> CountData:
     """Read counts saved by `CountData.save` (a path, or the file's bytes) into a CountData.
-    Every array's size is read from its header first: a small file cannot unpack into a huge
-    one. The bound per user is what the file declares; the report says so."""
+    Every array's header is checked first (`_check_headers`): its type, shape and size in bytes,
+    so a small file cannot unpack into a huge one nor hold anything but the arrays expected.
+    The bound per user is what the file declares; the report says so."""
     f = io.BytesIO(source) if isinstance(source, (bytes, bytearray)) else Path(source)
-    too_big = _read_npz(f, _too_big)
-    if too_big:
-        raise DataError(too_big)
+    wrong = _read_npz(f, _check_headers)
+    if wrong:
+        raise DataError(wrong)
     counts, bounds, k, box_name, leaky, key = _read_npz(f, _arrays)
     w, s, e, n = (float(b) for b in bounds)
     label = name or (Path(source).stem if not isinstance(source, (bytes, bytearray)) else "counts")
@@ -204,6 +205,9 @@ def _read_npz(f, read):
     except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
         raise DataError("not a counts file: expected a .npz written by CountData.save (with "
                         f"format {FORMAT!r}, counts, bounds and points_per_user)") from None
+    finally:
+        if isinstance(f, io.BytesIO):
+            f.seek(0)
 
 
 def _arrays(f) -> tuple:
@@ -211,26 +215,62 @@ def _arrays(f) -> tuple:
     with np.load(f, allow_pickle=False) as z:
         if "format" not in z.files or str(z["format"]) != FORMAT:
             raise ValueError
-        return (z["counts"], z["bounds"], int(z["points_per_user"]), str(z["box_name"]),
-                bool(z["leaky"]), z["points_hash"].tobytes())
+        return (z["counts"], z["bounds"], int(z["points_per_user"].item()),     # shape () or (1,)
+                str(z["box_name"].item()), bool(z["leaky"].item()), z["points_hash"].tobytes())
 
 
-def _too_big(f) -> str | None:
-    """Why a .npz's arrays would unpack to more than a base histogram's worth of cells (or into
-    objects), read from their headers alone; None when they would not."""
+# What each array of a counts file may be, checked from its header before any is unpacked:
+# (kinds of dtype, shapes allowed (an int: any shape of that many dimensions), most elements,
+# most bytes, what is expected in words). Object and structured dtypes are never allowed.
+MAX_NAME_CHARS = 200            # a box's name (and the format tag): a short text
+MAX_HASH_BYTES = 64             # the points' hash is 24 bytes (dp.points.multiset_hash)
+SCALAR = ((), (1,))
+_EXPECTED = {
+    "format": ("U", SCALAR, 1, 4 * MAX_NAME_CHARS, f"the text {FORMAT!r}"),
+    "counts": ("iuf", 2, MAX_CELLS, MAX_CELLS * 8,
+               f"a 2-D matrix of numbers (int, uint or float, at most 8 bytes each), not more "
+               f"than the {MAX_CELLS:,} cells a base histogram may have"),
+    "bounds": ("biuf", ((4,),), 4, 4 * 8, "4 numbers (west, south, east, north)"),
+    "box_name": ("U", SCALAR, 1, 4 * MAX_NAME_CHARS,
+                 f"a text (unicode) of at most {MAX_NAME_CHARS} characters"),
+    "leaky": ("biuf", SCALAR, 1, 8, "one true/false value"),
+    "points_per_user": ("biuf", SCALAR, 1, 8, "one whole number"),
+    "points_hash": ("u", 1, MAX_HASH_BYTES, MAX_HASH_BYTES, f"at most {MAX_HASH_BYTES} bytes (uint8)"),
+}
+
+
+def _check_headers(f) -> str | None:
+    """What is wrong with a .npz's arrays, read from their headers alone (no array is unpacked):
+    each must be one `_EXPECTED` names, of a type, shape and size in bytes it allows. None when
+    all are as expected (missing ones are found when the arrays are read)."""
     with zipfile.ZipFile(f) as z:
         for member in z.namelist():
+            field = member[:-4] if member.endswith(".npy") else member
+            if field not in _EXPECTED:
+                return (f"the counts file holds an unexpected entry {member!r}; a counts file "
+                        f"holds only {', '.join(_EXPECTED)} (written by CountData.save)")
             with z.open(member) as fh:
                 version = np.lib.format.read_magic(fh)
                 read = (np.lib.format.read_array_header_1_0 if version == (1, 0)
                         else np.lib.format.read_array_header_2_0)
                 shape, _, dtype = read(fh)
-                if dtype.hasobject or math.prod(shape) > MAX_CELLS:
-                    return (f"the counts file holds an array of shape {shape} and type {dtype}: "
-                            f"more than the {MAX_CELLS:,} cells a base histogram may have, or not "
-                            "numbers")
-    if isinstance(f, io.BytesIO):
-        f.seek(0)
+            wrong = _wrong_array(field, shape, dtype)
+            if wrong:
+                return wrong
+    return None
+
+
+def _wrong_array(field: str, shape: tuple, dtype: np.dtype) -> str | None:
+    """Why an array of `shape` and `dtype` (from its header) cannot be the counts file's
+    `field`, or None."""
+    kinds, shapes, most, most_bytes, expected = _EXPECTED[field]
+    elements = math.prod(shape)
+    size = elements * dtype.itemsize          # Python ints: no overflow
+    fits_shape = len(shape) == shapes if isinstance(shapes, int) else tuple(shape) in shapes
+    if (dtype.hasobject or dtype.fields is not None or dtype.subdtype is not None
+            or dtype.kind not in kinds or not fits_shape or elements > most or size > most_bytes):
+        return (f"the counts file's {field!r} is an array of shape {tuple(shape)} and type "
+                f"{dtype} ({size:,} bytes unpacked): expected {expected}")
     return None
 
 

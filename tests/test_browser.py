@@ -492,7 +492,7 @@ def test_long_evaluation_can_be_cancelled(dash_duo):
 def test_tree_release_shows_leaves_and_grows_level_by_level(dash_duo):
     start(dash_duo)
     use_demo_seed(dash_duo, release=False)
-    dash_duo.select_dcc_dropdown(f"#{ids.MECHANISM}", value="PrivTree (Zhang et al.) ★ recommended")
+    dash_duo.select_dcc_dropdown(f"#{ids.MECHANISM}", value="PrivTree (Zhang et al.)")
     dash_duo.wait_for_contains_text(f"#{ids.MECH_DESCRIPTION}", "quarters", timeout=10)
     dash_duo.find_element(f"#{ids.RELEASE_BUTTON}").click()
     dash_duo.wait_for_contains_text(f"#{ids.RELEASE_STATUS}", "leaves", timeout=30)

@@ -45,7 +45,7 @@ def test_compare_two_mechanisms_side_by_side(dash_duo):
     dash_duo.wait_for_contains_text(f"#{ids.COMPARE_MESSAGE}", "Pick a second mechanism", timeout=20)
     assert not dash_duo.find_elements("img.compare-raster")
     use_demo_seed(dash_duo)                                    # e2epriv, seed 1: spent 2 of 10
-    privtree = dp.mechanisms()["privtree"].label
+    privtree = dp.mechanisms()[dp.recommend("points").name].label
     dash_duo.wait_for_contains_text(f"#{ids.COMPARE_PICK}", privtree, timeout=20)   # the recommended one
     dash_duo.wait_for_contains_text(f"#{ids.COMPARE_COST}", "spends another ε = 1 from the dataset's "
                                     "budget, leaving 7 of 10", timeout=20)

@@ -59,7 +59,7 @@ def test_a_finer_grid_or_another_box_is_refused(counts):
 
 
 def test_mechanisms_that_need_points_say_so(counts):
-    with pytest.raises(dp.DataError, match="needs each point's coordinates.*one of \\['ag'"):
+    with pytest.raises(dp.DataError, match="needs each point's coordinates.*one of \\['adaptive', 'ag'"):
         dp.release("shifted_grids", counts, BOX, 1.0)
 
 

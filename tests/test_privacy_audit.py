@@ -76,7 +76,7 @@ def neighbour_pair(name):
         "identity": {"grid_size": 8}, "uniform": {},
         "e2epriv": {"grid_sizes": [2, 4, 8], "tuning_queries": 20, "delta": 0.05},
         "htf": dict(base, stop_count=5.0), "ag": base, "quadtree": base, "kdtree": base,
-        "privtree": base, "full_quadtree": base,
+        "privtree": base, "full_quadtree": base, "adaptive": base,
         "dawa": base,
     }[name]
     return dp.PointData(x, y), add(), params, 1.0, _focus(0.3, 0.6)

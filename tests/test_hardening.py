@@ -1,0 +1,321 @@
+"""Hardening from an audit: a counts file cannot unpack into a huge array, an oversize request is
+refused before its body is read, and one person is one user in every engine."""
+from __future__ import annotations
+
+import base64
+import csv
+import io
+import json
+import tracemalloc
+from decimal import Decimal
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pytest
+
+import dp
+from app import create_app
+from components import ids
+from dp.contributions import WHITESPACE, canonical_user_ids
+from dp.counts import FORMAT
+from dp.points import MISSING_IDS, user_keys
+
+BOX = dp.Domain(0, 0, 1, 1, name="unit box")
+
+
+# ------------------------------------------------------------------ counts files (.npz)
+def _counts_file(path, **override):
+    """A counts file as CountData.save writes it, with some arrays replaced."""
+    arrays = {"format": np.array(FORMAT), "counts": np.ones((4, 4), np.int64),
+              "bounds": np.array(BOX.bounds, np.float64), "box_name": np.array("unit box"),
+              "leaky": np.array(False), "points_per_user": np.array(0),
+              "points_hash": np.zeros(24, np.uint8)}
+    arrays.update(override)
+    np.savez_compressed(path, **arrays)
+    return path
+
+
+def _peak_mb_while_refused(source, match) -> float:
+    """Peak Python-traced memory (MB) while load_counts refuses `source` with `match`."""
+    tracemalloc.start()
+    try:
+        with pytest.raises(dp.DataError, match=match):
+            dp.load_counts(source)
+        return tracemalloc.get_traced_memory()[1] / 1e6
+    finally:
+        tracemalloc.stop()
+
+
+def test_the_counts_file_format_reads_back(tmp_path):
+    back = dp.load_counts(_counts_file(tmp_path / "ok.npz"))
+    assert back.n == 16 and back.domain.name == "unit box" and back.points_per_user is None
+    # the name as a 1-element array is a short text too
+    assert dp.load_counts(_counts_file(tmp_path / "one.npz", box_name=np.array(["b"]))).domain.name == "b"
+
+
+@pytest.mark.parametrize("field,chars", [("box_name", 100_000_000), ("format", 25_000_000),
+                                         ("counts", 25_000_000)])
+def test_a_text_array_cannot_unpack_into_hundreds_of_megabytes(tmp_path, field, chars):
+    # a unicode array of empty strings compresses to almost nothing: the audit's 0.39 MB file
+    # held a box_name of dtype <U100000000 that unpacked to 400 MB, and was accepted
+    shape = (1, 1) if field == "counts" else (1,)
+    bomb = _counts_file(tmp_path / "bomb.npz", **{field: np.zeros(shape, f"<U{chars}")})
+    assert bomb.stat().st_size < 1e6
+    peak = _peak_mb_while_refused(bomb, f"the counts file's '{field}' is an array of shape "
+                                        rf"{re_shape(shape)} and type <U{chars} \(.* bytes "
+                                        "unpacked\\): expected ")
+    assert peak < 50, f"{peak:.0f} MB traced while refusing a {bomb.stat().st_size / 1e6:.2f} MB file"
+    # the same from the bytes of an upload
+    peak = _peak_mb_while_refused(bomb.read_bytes(), f"the counts file's '{field}'")
+    assert peak < 50
+
+
+def re_shape(shape) -> str:
+    return str(tuple(shape)).replace("(", r"\(").replace(")", r"\)")
+
+
+@pytest.mark.parametrize("field,value,expected", [
+    ("counts", np.array([["1", "2"]]), "a 2-D matrix of numbers"),
+    ("counts", np.ones((2, 2), np.complex128), "a 2-D matrix of numbers"),
+    ("counts", np.zeros((2, 2), [("a", "<i8")]), "a 2-D matrix of numbers"),
+    ("counts", np.ones(4), "a 2-D matrix of numbers"),
+    ("bounds", np.array(["0", "0", "1", "1"]), "4 numbers"),
+    ("bounds", np.arange(5.0), "4 numbers"),
+    ("points_per_user", np.array("5"), "one whole number"),
+    ("points_per_user", np.arange(3), "one whole number"),
+    ("leaky", np.array("no"), "one true/false value"),
+    ("box_name", np.array(b"unit box"), "a text"),
+    ("box_name", np.array(["a", "b"]), "a text"),
+    ("box_name", np.array("x" * 201), "a text .unicode. of at most 200 characters"),
+    ("points_hash", np.zeros(100, np.uint8), "at most 64 bytes"),
+    ("points_hash", np.zeros(3, np.float64), "at most 64 bytes"),
+])
+def test_every_array_is_checked_by_its_header(tmp_path, field, value, expected):
+    path = _counts_file(tmp_path / "odd.npz", **{field: value})
+    with pytest.raises(dp.DataError, match=f"the counts file's '{field}' is an array of shape "
+                                           f".*: expected {expected}"):
+        dp.load_counts(path)
+
+
+def test_an_unexpected_array_is_refused(tmp_path):
+    path = _counts_file(tmp_path / "extra.npz", notes=np.zeros(3))
+    with pytest.raises(dp.DataError, match="unexpected entry 'notes.npy'; a counts file holds only"):
+        dp.load_counts(path)
+
+
+def test_object_arrays_are_never_unpickled(tmp_path):
+    path = _counts_file(tmp_path / "obj.npz", box_name=np.array([{"x": 1}], dtype=object))
+    with pytest.raises(dp.DataError, match="'box_name' is an array .* type object"):
+        dp.load_counts(path)
+
+
+# ----------------------------------------------------------- request size (HTTP 413)
+LIMIT_MB = 1
+MAX_BODY = int(LIMIT_MB * 1e6 * 4 / 3) + 1_000_000      # what create_app allows for 1 MB
+UPDATE = "/_dash-update-component"
+TOO_LARGE = ("The file is too large: uploads are limited to 1 MB (this request was larger). "
+             "Nothing already loaded was lost.")
+
+
+@pytest.fixture(scope="module")
+def small_limit():
+    app = create_app({"tiles_url": "http://127.0.0.1:9/{z}/{x}/{y}.png", "max_upload_mb": LIMIT_MB})
+    client = app.server.test_client()
+    assert client.get("/").status_code == 200
+    return app, client
+
+
+class _Body(io.RawIOBase):
+    """A request body of `n` bytes that counts how many were read from it (seekable: the test
+    client measures its length)."""
+
+    def __init__(self, n: int):
+        self.n, self.pos, self.read_bytes = n, 0, 0
+
+    def readable(self):
+        return True
+
+    def seekable(self):
+        return True
+
+    def seek(self, offset, whence=io.SEEK_SET):
+        self.pos = {io.SEEK_SET: 0, io.SEEK_CUR: self.pos, io.SEEK_END: self.n}[whence] + offset
+        return self.pos
+
+    def tell(self):
+        return self.pos
+
+    def readinto(self, b):
+        k = max(min(len(b), self.n - self.pos), 0)
+        b[:k] = b"z" * k
+        self.pos += k
+        self.read_bytes += k
+        return k
+
+
+def test_an_oversize_request_is_refused_in_words_before_its_body_is_read(small_limit):
+    app, client = small_limit
+    assert app.server.config["MAX_CONTENT_LENGTH"] == MAX_BODY
+    answer = client.post(UPDATE, data=b"z" * 3_000_000, content_type="application/json")
+    assert answer.status_code == 413
+    assert answer.get_data(as_text=True) == TOO_LARGE
+    body = _Body(3_000_000)
+    answer = client.post(UPDATE, input_stream=body, content_type="application/json")
+    assert answer.status_code == 413 and body.read_bytes == 0      # refused by its length alone
+    # the app goes on answering
+    assert client.get("/").status_code == 200
+
+
+def test_a_body_just_under_the_limit_is_not_refused_by_size(small_limit):
+    _, client = small_limit
+    answer = client.post(UPDATE, data=json.dumps("z" * (MAX_BODY - 100)),
+                         content_type="application/json")
+    assert answer.status_code != 413       # refused, but as a malformed request (400)
+
+
+def test_a_file_just_over_the_upload_limit_gets_the_pages_own_message(small_limit):
+    from test_fuzz import Page
+
+    app, client = small_limit
+    page = Page(app, client)
+    raw = b"lon,lat\n" + b"0.5,0.5\n" * 140_000        # 1.12 MB: over 1 MB, under the body limit
+    payload = "data:text/csv;base64," + base64.b64encode(raw).decode()
+    page.props[(ids.UPLOAD, "contents")] = payload
+    page.props[(ids.UPLOAD, "filename")] = "big.csv"
+    output = next(o for o in app.callback_map
+                  if f"{ids.UPLOAD_STATUS}.children" in o and f"{ids.DATASET}.data" in o)
+    changed = [d["id"] for d in app.callback_map[output]["inputs"]].index(ids.UPLOAD)
+    body = json.dumps(page.body(output, changed))
+    assert len(raw) > LIMIT_MB * 1e6 and len(body) < MAX_BODY
+    answer = client.post(UPDATE, data=body, content_type="application/json")
+    assert answer.status_code == 200, answer.get_data(as_text=True)[:500]
+    status = json.dumps(answer.get_json()["response"][ids.UPLOAD_STATUS]["children"])
+    assert "big.csv is 1.1 MB, over the 1 MB upload limit" in status
+    assert "The previously loaded data is still in use." in status
+
+
+# ------------------------------------------------------------ one user in every engine
+GRID = dp.UniformGrid(BOX, 16, 16)
+K = 2
+PER_ID = 3          # points per spelling of an id: every user has more than K
+TEXT_IDS = ["8", "8\t", " 8", "8\u00a0", "\u20038", "8\x1c", "\u3000\u30008 \r", "08", "08 ",
+            "Ab", "ab", " ab", "A\u200bb", "none", " NULL\t", "\u00a0", "x y"]
+
+
+def canonical(value) -> str:
+    """The rule, written out for the test: text stripped of whitespace (str.strip), numbers as
+    integers when whole, '' for the spellings of 'no id'."""
+    if isinstance(value, float):
+        value = str(int(value)) if value.is_integer() else repr(value)
+    text = str(value).strip()
+    return "" if text.lower() in MISSING_IDS else text
+
+
+def _points(values, seed=0) -> pd.DataFrame:
+    """PER_ID points for each id value, all of one canonical user in one grid cell of its own."""
+    users = sorted({canonical(v) for v in values} - {""}, key=repr)
+    cell = {u: i for i, u in enumerate(users)}
+    rng = np.random.default_rng(seed)
+    rows = []
+    for v in values:
+        j = cell.get(canonical(v), len(users))      # no id: a cell of its own, never counted
+        cx, cy = j % GRID.gx, j // GRID.gx
+        for _ in range(PER_ID):
+            rows.append((v, (cx + rng.uniform(0.1, 0.9)) / GRID.gx, (cy + rng.uniform(0.1, 0.9)) / GRID.gy))
+    return pd.DataFrame(rows, columns=["user_id", "lon", "lat"])
+
+
+def _check_one_user_per_canonical_id(counts, values, engine):
+    users = {canonical(v) for v in values} - {""}
+    counts = np.asarray(counts).ravel()
+    assert counts.max() <= K, f"{engine}: a user kept {counts.max()} points, more than k = {K}"
+    assert np.count_nonzero(counts) == len(users), f"{engine}: users seen"
+    assert counts.sum() == K * len(users), f"{engine}: {counts.sum()} points kept, not {K * len(users)}"
+
+
+def test_the_rule_is_the_one_points_in_memory_follow():
+    # every whitespace character at either end, the spellings of 'no id' in any case, numbers
+    texts = (["8" + c for c in WHITESPACE] + [c + "8" for c in WHITESPACE] + TEXT_IDS
+             + [m.upper() for m in MISSING_IDS] + [m.title() for m in MISSING_IDS]
+             + [" 0x8", "08", "ﬁ", "\u212aey", "8.0", "-0", "ＡＢ"])
+    assert len(WHITESPACE) == 29 and "\u200b" not in WHITESPACE
+    assert canonical_user_ids(pa.array(texts)).to_pylist() == user_keys(np.array(texts)).tolist() \
+        == [canonical(t) for t in texts]
+    # numbers: whole ones as integers, as points.user_keys writes a float column
+    floats = np.array([8.0, 8.5, -0.0, np.nan, 12345678901234.0, 0.25, -3.0])
+    assert canonical_user_ids(pa.array(floats)).to_pylist() == user_keys(floats).tolist() \
+        == ["8", "8.5", "0", "", "12345678901234", "0.25", "-3"]
+    assert canonical_user_ids(pa.array([8, None, -3])).to_pylist() == ["8", "", "-3"]
+    assert canonical_user_ids(pa.array([1e20, None, np.inf])).to_pylist() == ["1e+20", "", "inf"]
+    assert canonical_user_ids(pd.Series([8.0, np.nan, 9.0])).to_pylist() == ["8", "", "9"]
+    assert canonical_user_ids(pa.array([8.0, 0.1], pa.float32())).to_pylist() == ["8", "0.1"]
+    decimals = pa.array([Decimal("8.00"), Decimal("8.50"), Decimal("-3.0"), Decimal("120")])
+    assert canonical_user_ids(decimals).to_pylist() == ["8", "8.5", "-3", "120"]
+
+
+@pytest.fixture(scope="module")
+def client():
+    distributed = pytest.importorskip("distributed")
+    with distributed.Client(processes=False, n_workers=1, threads_per_worker=2,
+                            dashboard_address=None) as c:
+        yield c
+
+
+def _engines(source, client):
+    """The counts each engine keeps for the points in `source`, at most K per user."""
+    out = {}
+    for engine in ("duckdb", "dask"):
+        kw = {"client": client} if engine == "dask" else {}
+        c = dp.aggregate(source, BOX, (GRID.gx, GRID.gy), max_points_per_user=K, engine=engine, **kw)
+        assert c.points_per_user == K
+        out[engine] = c.counts
+    return out
+
+
+def test_text_ids_are_one_user_in_every_engine(tmp_path, client):
+    df = _points(TEXT_IDS)
+    df.to_csv(tmp_path / "ids.csv", index=False, quoting=csv.QUOTE_NONNUMERIC)
+    data = dp.load_points(tmp_path / "ids.csv")
+    assert data.users is not None
+    counts = {"memory": dp.bound_contributions(data, K, rng=1).histogram(GRID)}
+    counts.update(_engines(tmp_path / "ids.csv", client))
+    df.to_parquet(tmp_path / "ids.parquet")
+    data = dp.load_points(tmp_path / "ids.parquet")
+    counts["memory (parquet)"] = dp.bound_contributions(data, K, rng=1).histogram(GRID)
+    counts.update({f"{e} (parquet)": c for e, c in _engines(tmp_path / "ids.parquet", client).items()})
+    for engine, c in counts.items():
+        _check_one_user_per_canonical_id(c, TEXT_IDS, engine)
+
+
+def test_numbers_and_text_are_one_user_in_every_engine(tmp_path, client):
+    # Parquet parts written from frames whose ids pandas typed differently: whole numbers,
+    # floats, text. 8, 8.0, "8" and " 8" are one user; 8.5 and "08" are users of their own
+    parts = {"int64": [8, 9, 10], "float64": [8.0, 9.0, 8.5, float("nan")],
+             "str": ["8", " 8", "08", "10\t"]}
+    values = [v for vs in parts.values() for v in vs]
+    everything = _points(values)
+    start = 0
+    for i, (dtype, vs) in enumerate(parts.items()):
+        part = everything.iloc[start:start + PER_ID * len(vs)].astype({"user_id": dtype})
+        part.to_parquet(tmp_path / f"part-{i}-{dtype}.parquet")
+        start += len(part)
+    files = sorted(str(p) for p in tmp_path.glob("part-*.parquet"))
+    # in memory: each part loaded, the parts' points joined (ids as loaded)
+    loaded = [dp.load_points(f) for f in files]
+    joined = dp.PointData(np.concatenate([d.x for d in loaded]), np.concatenate([d.y for d in loaded]),
+                          user=np.concatenate([d.user for d in loaded]))
+    counts = {"memory": dp.bound_contributions(joined, K, rng=2).histogram(GRID)}
+    for order in (files, files[::-1]):      # DuckDB reads a list at its first file's types
+        first = order[0].rsplit("-", 1)[-1]
+        counts.update({f"{e}, {first} part first": c for e, c in _engines(order, client).items()})
+    for engine, c in counts.items():
+        _check_one_user_per_canonical_id(c, values, engine)
+    # GeoJSON in memory: 8, 8.0 and "8" in one file are one user
+    features = [{"type": "Feature", "properties": {"user_id": v},
+                 "geometry": {"type": "Point", "coordinates": [x, y]}}
+                for v, x, y in _points([8, 8.0, "8", " 8", 8.5, "08"]).itertuples(index=False)]
+    geo = dp.load_points(json.dumps({"type": "FeatureCollection", "features": features}).encode(),
+                         filename="ids.geojson")
+    _check_one_user_per_canonical_id(dp.bound_contributions(geo, K, rng=3).histogram(GRID),
+                                     [8, 8.0, "8", " 8", 8.5, "08"], "memory (GeoJSON)")
