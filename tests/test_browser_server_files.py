@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from test_browser import draw_rect, ledger_steps, poll_until, press_release, start, table_rows   # skips without a browser
+from test_browser import ADAPTIVE_STEPS, RECOMMENDED, draw_rect, ledger_steps, poll_until, press_release, start, table_rows   # skips without a browser
 
 import dp
 from components import ids
@@ -56,10 +56,10 @@ def test_files_on_the_server_are_counted_and_released(dash_duo, tmp_path, width)
     assert f"{n:,} of {n:,} rows loaded from 4 parquet files (duckdb)" in summary
     assert dash_duo.find_element(f"#{ids.SERVER_PROGRESS}").get_attribute("hidden")
     dash_duo.wait_for_contains_text(f"#{ids.RELEASE_STATUS}", "Nothing released", timeout=60)
-    press_release(dash_duo, "Released PrivTree")
+    press_release(dash_duo, f"Released {RECOMMENDED}")
     dash_duo.wait_for_element("img.grid-raster", timeout=20)
-    poll_until(lambda: ledger_steps(dash_duo) == ["PrivTree decomposition", "PrivTree leaf counts"], 10)
-    assert ledger_steps(dash_duo) == ["PrivTree decomposition", "PrivTree leaf counts"]
+    poll_until(lambda: ledger_steps(dash_duo) == ADAPTIVE_STEPS, 10)
+    assert ledger_steps(dash_duo) == ADAPTIVE_STEPS
     # a drawn rectangle gets a private answer and the owner's true count at cell resolution
     draw_rect(dash_duo)
     poll_until(lambda: len(table_rows(dash_duo)) == 1, 20)

@@ -14,7 +14,7 @@ import pytest
 
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
-from test_browser import ledger_steps, poll_until, press_release, start, table_rows   # skips without a browser
+from test_browser import ADAPTIVE_STEPS, RECOMMENDED, ledger_steps, poll_until, press_release, start, table_rows   # skips without a browser
 
 import dp
 from components import ids, share
@@ -69,10 +69,10 @@ def test_upload_outside_the_domain_releases_nothing_and_offers_boxes(dash_duo, t
     poll_until(lambda: "domain-alert" not in dash_duo.find_element(f"#{ids.DOMAIN_WARNING}").get_attribute("innerHTML"), 10)
     assert "San Francisco" in dash_duo.find_element(f"#{ids.DOMAIN_PRESET}").text
     dash_duo.find_element(f"#{ids.RELEASE_BUTTON}").click()
-    dash_duo.wait_for_contains_text(f"#{ids.RELEASE_STATUS}", "Released PrivTree", timeout=60)
+    dash_duo.wait_for_contains_text(f"#{ids.RELEASE_STATUS}", f"Released {RECOMMENDED}", timeout=60)
     dash_duo.wait_for_element("img.grid-raster", timeout=20)
-    poll_until(lambda: ledger_steps(dash_duo) == ["PrivTree decomposition", "PrivTree leaf counts"], 10)
-    assert ledger_steps(dash_duo) == ["PrivTree decomposition", "PrivTree leaf counts"]
+    poll_until(lambda: ledger_steps(dash_duo) == ADAPTIVE_STEPS, 10)
+    assert ledger_steps(dash_duo) == ADAPTIVE_STEPS
     assert table_rows(dash_duo) == []
     assert no_horizontal_overflow(dash_duo)
 

@@ -73,7 +73,7 @@ def release_adaptive(data, domain, epsilon, split, params, rng):
 
 
 ADAPTIVE = MechanismSpec(
-    name="adaptive", label="Adaptive (PrivTree or full quadtree)",
+    name="adaptive", label="Adaptive (probe + tree)",
     description="Spends a small share of ε on a coarse noisy grid to see how empty the box is, "
                 "then releases with the mechanism that measured best for such data: PrivTree "
                 "where the points spread over the box, the full quadtree (low ε) or PrivTree "
