@@ -97,8 +97,9 @@ class Session:
         self.d.find_element("id", ids.RELEASE_BUTTON).click()
         self.wait_text(ids.RELEASE_STATUS, "Released")
         self.shot("session_1_sample", ids.DATA_SUMMARY, "The built-in sample", "A first load spends "
-                  "nothing; one click on Release: the recommended mechanism (PrivTree) released at "
-                  "ε = 1, its leaves on the map.")
+                  "nothing; one click on Release: the recommended mechanism (adaptive: its probe finds the "
+                  "sample's points spread over the box and picks PrivTree) released at ε = 1, its "
+                  "leaves on the map.")
         self.d.find_element("css selector", f"#{ids.UPLOAD} input[type=file]").send_keys(str(csv))
         self.wait_text(ids.UPLOAD_STATUS, f"{n:,} points")
         self.wait_text(ids.DOMAIN_WARNING, "nothing is released")

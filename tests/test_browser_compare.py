@@ -71,7 +71,7 @@ def test_compare_two_mechanisms_side_by_side(dash_duo):
     poll_until(lambda: len(table_rows(dash_duo, ids.COMPARE_TABLE)) == 1, 20)
     row = table_rows(dash_duo, ids.COMPARE_TABLE)[0]
     data, domain, rel_a = expected_release("e2epriv")
-    rel_b = dp.release("privtree", data, domain, epsilon=1.0, seed=1)
+    rel_b = dp.release(dp.recommend("points").name, data, domain, epsilon=1.0, seed=1)
     a, b, true = rel_a.answer(rect), rel_b.answer(rect), data.true_count(rect, domain)
     expected = compare_panel.answer_rows(["R1"], [a], [b], [true])[0]
     assert set(row) == set(expected)
