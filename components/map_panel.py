@@ -92,19 +92,11 @@ def layout(config: dict) -> html.Div:
                    eventHandlers={"mousemove": {"variable": "dpMap.hover"},
                                   "mouseout": {"variable": "dpMap.leave"}},
                    children=[
-                       dl.TileLayer(url=config["tiles_url"],
-                                    attribution=f'<span class="tile-attribution">{config["tiles_attribution"]}</span>'
-                                                '<span class="outline-attribution">Outlines: Natural Earth</span>',
-                                    eventHandlers={"tileerror": {"variable": "dpMap.tileError"},
-                                                   "tileload": {"variable": "dpMap.tileLoad"}}),
+                       tile_layer(config),
                        world_outlines(),
                        dl.LayerGroup(id=ids.MAP_LAYERS),
                        dl.LayerGroup(id=ids.DRAWN),
-                       dl.FeatureGroup([dl.EditControl(
-                           id=ids.EDIT, position="topleft",
-                           draw={"rectangle": {"shapeOptions": {"color": "#1f4e99", "weight": 2}},
-                                 "polyline": False, "polygon": False, "circle": False,
-                                 "marker": False, "circlemarker": False})]),
+                       rectangle_tool(ids.EDIT),
                        dl.ScaleControl(position="bottomleft"),
                    ]),
             html.Div(id=ids.MAP_HOVER, className="hover-readout",
@@ -115,6 +107,24 @@ def layout(config: dict) -> html.Div:
             dcc.Graph(id=ids.EULER_CHART, config={"displayModeBar": False}, style={"height": "220px"})]),
         dcc.Store(id=ids.MAP_GRID_STORE),
     ])
+
+
+def tile_layer(config: dict):
+    """The base map's tiles with their attribution; the page notices when none loads (offline)."""
+    return dl.TileLayer(url=config["tiles_url"],
+                        attribution=f'<span class="tile-attribution">{config["tiles_attribution"]}</span>'
+                                    '<span class="outline-attribution">Outlines: Natural Earth</span>',
+                        eventHandlers={"tileerror": {"variable": "dpMap.tileError"},
+                                       "tileload": {"variable": "dpMap.tileLoad"}})
+
+
+def rectangle_tool(edit_id: str):
+    """Leaflet.draw limited to query rectangles."""
+    return dl.FeatureGroup([dl.EditControl(
+        id=edit_id, position="topleft",
+        draw={"rectangle": {"shapeOptions": {"color": "#1f4e99", "weight": 2}},
+              "polyline": False, "polygon": False, "circle": False,
+              "marker": False, "circlemarker": False})])
 
 
 def structure(rel: dp.Release, depth: int | None = None, series: int = 0):

@@ -199,18 +199,10 @@ def release_view(pid: str, record: dict, rel, config: dict) -> list:
                            eventHandlers={"mousemove": {"variable": "dpMap.hover"},
                                           "mouseout": {"variable": "dpMap.leave"}},
                            children=[
-                               dl.TileLayer(url=config["tiles_url"],
-                                            attribution=f'<span class="tile-attribution">{config["tiles_attribution"]}</span>'
-                                                        '<span class="outline-attribution">Outlines: Natural Earth</span>',
-                                            eventHandlers={"tileerror": {"variable": "dpMap.tileError"},
-                                                           "tileload": {"variable": "dpMap.tileLoad"}}),
+                               map_panel.tile_layer(config),
                                map_panel.world_outlines(),
                                dl.LayerGroup(children),
-                               dl.FeatureGroup([dl.EditControl(
-                                   id=EDIT, position="topleft",
-                                   draw={"rectangle": {"shapeOptions": {"color": "#1f4e99", "weight": 2}},
-                                         "polyline": False, "polygon": False, "circle": False,
-                                         "marker": False, "circlemarker": False})]),
+                               map_panel.rectangle_tool(EDIT),
                                dl.ScaleControl(position="bottomleft")]),
                     html.Div(id=ids.MAP_HOVER, className="hover-readout",
                              children="Hover over a cell to read its published count."),

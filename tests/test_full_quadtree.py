@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 
 import dp
-from dp.budget import geometric_budgets
 from dp.mechanisms import full_quadtree as FQ
 from dp.mechanisms import trees as T
 from dp.mechanisms.leaves import square_base_grid
@@ -23,40 +22,6 @@ BOX = dp.Domain(-0.35, 51.35, 0.15, 51.65)
 @pytest.fixture(scope="module")
 def city():
     return dp.load_sample("small_city_5k")
-
-
-def _old_smooth(tree, y, var):
-    """trees.smooth as it was before it moved to dp.postprocess.consistent (verbatim)."""
-    y = np.asarray(y, dtype=np.float64)
-    var = np.asarray(var, dtype=np.float64)
-    Z, V = y.copy(), var.copy()
-    starts = tree.level_bounds()
-    leaf = tree.is_leaf
-    child_sums = {}
-    for d in range(tree.height, 0, -1):                       # bottom-up
-        lo, hi = starts[d], starts[d + 1]
-        plo, phi = starts[d - 1], starts[d]
-        p = tree.parent[lo:hi] - plo
-        sz = np.bincount(p, Z[lo:hi], minlength=phi - plo)
-        sv = np.bincount(p, V[lo:hi], minlength=phi - plo)
-        child_sums[d] = (sz, sv)
-        own = var[plo:phi]
-        internal = ~leaf[plo:phi]
-        with np.errstate(invalid="ignore", divide="ignore"):
-            w = sv / (own + sv)                               # weight of the node's own count
-            zc = w * y[plo:phi] + (1.0 - w) * sz
-            vc = own * sv / (own + sv)
-        Z[plo:phi] = np.where(internal, zc, Z[plo:phi])
-        V[plo:phi] = np.where(internal, vc, V[plo:phi])
-    X = Z.copy()
-    for d in range(1, tree.height + 1):                       # top-down
-        lo, hi = starts[d], starts[d + 1]
-        plo = starts[d - 1]
-        p = tree.parent[lo:hi] - plo
-        sz, sv = child_sums[d]
-        resid = X[tree.parent[lo:hi]] - sz[p]
-        X[lo:hi] = Z[lo:hi] + V[lo:hi] / sv[p] * resid
-    return X
 
 
 def _child_sums(tree, x):
@@ -139,20 +104,6 @@ def test_consistent_is_consistent_on_random_noisy_counts(shape):
     own, kids = _child_sums(tree, x)
     assert np.allclose(own, kids, rtol=1e-10, atol=1e-8)
     assert np.all(v > 0) and np.all(v <= var * (1 + 1e-12))
-
-
-def test_consistent_equals_the_old_smooth_of_the_trees(city):
-    data, dom = city
-    F = data.histogram(dp.UniformGrid(dom, 64, 64))
-    S = summed_area(F, whole=True)
-    rng = np.random.default_rng(8)
-    for tree in (T.quadtree_partition(F.shape, 5), T.quadtree_partition((37, 20), 6)):
-        h = tree.height
-        S_tree = S if tree.height == 5 else summed_area(rng.poisson(2.0, (37, 20)), whole=True)
-        y, var = T.noisy_node_counts(dp.Ledger(), rng, tree, S_tree, geometric_budgets(h, 1.0, 4), "t")
-        x, _ = consistent(tree, y, var)
-        assert np.array_equal(x, _old_smooth(tree, y, var))      # the same numbers, bit for bit
-        assert np.array_equal(T.smooth(tree, y, var), x)
 
 
 @pytest.mark.parametrize("shape,h", [((8, 8), 3), ((5, 3), 3), ((6, 4), 2)])

@@ -13,10 +13,16 @@ from dp.mechanisms import trees as T
 from dp.mechanisms.base import ADD_REMOVE_POINT
 from dp.mechanisms.leaves import paint
 from dp.noise import count_noise, discrete_laplace, discrete_laplace_quantile, discrete_laplace_variance
+from dp.postprocess import consistent
 from dp.summed_area import box_sums, summed_area
 
 NAMES = ("ag", "quadtree", "kdtree", "privtree")
 UNIT = dp.Domain(0.0, 0.0, 1.0, 1.0)
+
+
+def smooth(tree, y, var):
+    """The consistent estimates of every node (`dp.postprocess.consistent`, without variances)."""
+    return consistent(tree, y, var)[0]
 
 
 @pytest.fixture(scope="module")
@@ -238,7 +244,7 @@ def test_smoothing_equals_hay_formula_on_a_complete_quadtree():
     eps = T.node_budgets(tree, h, E)
     rng = np.random.default_rng(1)
     y = rng.normal(50, 10, tree.n_nodes)
-    got = T.smooth(tree, y, 2 / eps ** 2)
+    got = smooth(tree, y, 2 / eps ** 2)
     Ej = np.cumsum(f ** np.arange(h + 1) * E ** 2)
     alpha = f ** np.arange(h + 1) * E ** 2 / Ej
     Z = y.copy()
@@ -275,7 +281,7 @@ def test_smoothing_is_consistent_on_kd_and_quad_trees(city_matrix):
         y, var = T.noisy_node_counts(ledger, rng, tree, S_tree, E, "test")
         assert y.dtype == np.int64 and np.array_equal(var, discrete_laplace_variance(1 / eps_node))
         assert len(ledger) == h + 1 and ledger.total == pytest.approx(1.0)   # charged in the call
-        x = T.smooth(tree, y, var)
+        x = smooth(tree, y, var)
         own, kids = _children_sums(tree, x)
         assert np.allclose(own, kids, rtol=1e-10, atol=1e-8)
 
@@ -293,7 +299,7 @@ def test_smoothing_reduces_variance_and_stays_unbiased(city_matrix):
     true_leaf = box_sums(S, leaves)
     Y, var = noisy_runs(tree, S, eps_node, np.random.default_rng(4), 1500)
     raw = Y[:, leaf]
-    sm = np.array([T.smooth(tree, y, var)[leaf] for y in Y])
+    sm = np.array([smooth(tree, y, var)[leaf] for y in Y])
     assert_unbiased(sm @ A, true_leaf @ A)
     assert_unbiased(raw @ A, true_leaf @ A)
     leaf_mse_raw = ((raw - true_leaf) ** 2).mean(0).sum()
@@ -313,7 +319,7 @@ def test_quadtree_unbiased_on_fixed_partition(city_matrix):
     leaf = tree.is_leaf
     A = np.stack([fractions(tree.regions[leaf], q) for q in QUERIES_64], axis=1)
     Y, var = noisy_runs(tree, S, eps_node, np.random.default_rng(5), 800)
-    ans = [T.smooth(tree, y, var)[leaf] @ A for y in Y]
+    ans = [smooth(tree, y, var)[leaf] @ A for y in Y]
     assert_unbiased(ans, box_sums(S, tree.regions[leaf]) @ A)
 
 
@@ -325,7 +331,7 @@ def test_kdtree_unbiased_on_fixed_partition(city_matrix):
     leaf = tree.is_leaf
     A = np.stack([fractions(tree.regions[leaf], q) for q in QUERIES_64], axis=1)
     Y, var = noisy_runs(tree, S, eps_node, np.random.default_rng(7), 800)
-    ans = [T.smooth(tree, y, var)[leaf] @ A for y in Y]
+    ans = [smooth(tree, y, var)[leaf] @ A for y in Y]
     assert_unbiased(ans, box_sums(S, tree.regions[leaf]) @ A)
 
 

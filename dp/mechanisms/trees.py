@@ -172,15 +172,6 @@ def noisy_node_counts(ledger: Ledger, rng, tree: Tree, S: np.ndarray, E: np.ndar
     return y, discrete_laplace_variance(1.0 / np.asarray(eps_node, dtype=np.float64))
 
 
-def smooth(tree: Tree, y: np.ndarray, var: np.ndarray) -> np.ndarray:
-    """Hay et al. consistency (least squares) on any tree: the estimates of
-    `dp.postprocess.consistent` (which also gives their variances), kept for callers of trees.
-
-    Returns consistent estimates of every node: each internal node equals the sum of its children.
-    """
-    return consistent(tree, y, var)[0]
-
-
 def _base(data, domain, params):
     base = square_base_grid(domain, params["base_cells"])
     F = data.histogram(base)
