@@ -21,6 +21,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from dash.testing.wait import until
 from selenium.webdriver.common.keys import Keys
 
 from test_browser import poll_until, press_release, raster_src, table_rows   # skips without a browser
@@ -221,7 +222,8 @@ def test_region_sample_stage_toggles_never_expire(page):
     dash_duo.wait_for_contains_text(f"#{ids.DATA_SUMMARY}", "regions", timeout=30)
     dash_duo.wait_for_contains_text(f"#{ids.RELEASE_STATUS}", "Nothing released", timeout=30)
     press_release(dash_duo)
-    dash_duo.wait_for_element(f"#{ids.EULER_STAGE} input", timeout=30)
+    # the stage buttons are in the page from the start, hidden until the release's panel opens
+    until(lambda: dash_duo.find_element(f"#{ids.EULER_BOX}").is_displayed(), 30)
     stages = dash_duo.find_elements(f"#{ids.EULER_STAGE} input")
     for i in range(20):
         stages[i % len(stages)].click()
