@@ -5,8 +5,9 @@ y); 2,000 cell-aligned queries of 2, 6 or 10% of the area and aspect ratio in [1
 numpy default_rng(5); MRE % = mean over queries and seeds of 100|answer - true| / max(true, 20);
 seeds 1, 2, 3; each cell's count expanded into points uniformly inside the cell
 (default_rng(7)) in a public box square in metres (lon 0..1, lat -0.5..0.5; peers.md allows
-any box). A workload-aware mechanism (DAWA) is
-given the evaluation workload, as the peers' DAWA was. The peers' numbers are read from peers.md, never typed here.
+any box). The protocol's domain is the 256 x 256 grid the peers ran on, so every mechanism with
+a base grid is given it (`base_cells` = 256, a public input). A workload-aware mechanism (DAWA)
+is given the evaluation workload, as the peers' DAWA was. The peers' numbers are read from peers.md, never typed here.
 
     python benchmarks/peers.py [--eps 0.1 0.5 1] [--seeds 1 2 3] [--data checkin ...]
                                [--mechanisms privtree htf ...]
@@ -36,7 +37,7 @@ FILES = {"checkin": "checkin_256_256.npy", "BeijingTaxiS": "BeijingTaxiS_256_256
 BOX = dp.Domain(0.0, -0.5, 1.0, 0.5, name="lon 0..1, lat -0.5..0.5")
 SIDE, N_QUERIES, RHO = 256, 2000, 20.0
 PEER_COLUMNS = ("UG", "AG", "QuadTree", "HB2D", "DAWA")
-# label -> (mechanism, parameters): each mechanism's defaults, as a user would run it
+# label -> (mechanism, parameters): each mechanism's defaults on the protocol's grid
 PROJECT = {
     "recommended": (dp.recommend("points").name, {}),
     "dawa": ("dawa", {}),
@@ -107,6 +108,8 @@ def measure(matrix, mechanisms: dict, eps_list, seeds) -> dict:
     for label, (name, params) in mechanisms.items():
         if name not in dp.mechanisms():
             continue
+        if any(p.name == "base_cells" for p in dp.mechanisms()[name].params):
+            params = {"base_cells": SIDE, **params}       # the protocol's grid
         extra = {"workload": rects} if dp.mechanisms()[name].workload_aware else {}
         for eps in eps_list:
             errs = [mre(dp.release(name, data, BOX, eps, params=params, **extra,

@@ -15,9 +15,9 @@ def spread(mean: float = 1000.0) -> np.ndarray:
     return np.full(A.PROBE_CELLS ** 2, mean)
 
 
-def mostly_empty(mean_full: float = 10_000.0) -> np.ndarray:
+def mostly_empty(mean_full: float = 10_000.0, full: int = 16) -> np.ndarray:
     counts = np.zeros(A.PROBE_CELLS ** 2)
-    counts[:16] = mean_full                         # a quarter of the cells hold everything
+    counts[:full] = mean_full                       # 16: a quarter of the cells hold everything
     return counts
 
 
@@ -27,11 +27,20 @@ def test_the_choice_follows_the_rule(epsilon):
     guard = A.GUARD / eps_probe
     assert A.choose(spread(2 * guard), eps_probe, epsilon)[:2] == ("privtree", {})
     assert A.choose(spread(0.5 * guard), eps_probe, epsilon)[:2] == ("privtree", {})   # cannot tell
+    # an occupied part over a quarter of the cells (25% above the mean): the full quadtree
     name, params, reason = A.choose(mostly_empty(8 * guard), eps_probe, epsilon)
+    assert (name, params) == ("full_quadtree", {}) and "spreads over 25%" in reason
+    # the same mass in 4 cells (6% above the mean): the leaf threshold, but at low ε
+    name, params, reason = A.choose(mostly_empty(32 * guard, full=4), eps_probe, epsilon)
     if epsilon <= A.LOW_EPSILON:
-        assert (name, params) == ("full_quadtree", {}) and "full quadtree" in reason
+        assert (name, params) == ("full_quadtree", {}) and "ε ≤" in reason
     else:
         assert (name, params) == ("privtree", {"zero_below": A.THRESHOLD}) and "zeroed" in reason
+    # the boundary of "spreads": just below and at BUSY_SHARE of the cells above the mean
+    k_busy = int(np.ceil(A.BUSY_SHARE * A.PROBE_CELLS ** 2))
+    assert A.choose(mostly_empty(32 * guard, full=k_busy), eps_probe, epsilon)[0] == "full_quadtree"
+    assert (A.choose(mostly_empty(32 * guard, full=k_busy - 1), eps_probe, epsilon)[0]
+            == ("full_quadtree" if epsilon <= A.LOW_EPSILON else "privtree"))
     # the boundary of "mostly empty": just below and at EMPTY_SHARE of the cells near empty
     n = A.PROBE_CELLS ** 2
     k = int(np.ceil(A.EMPTY_SHARE * n))
@@ -39,7 +48,7 @@ def test_the_choice_follows_the_rule(epsilon):
     at[:k] = 0
     below = at.copy()
     below[k - 1] = 4 * guard
-    assert A.choose(at, eps_probe, epsilon)[0] != "privtree" or epsilon > A.LOW_EPSILON
+    assert A.choose(at, eps_probe, epsilon)[0] == "full_quadtree"
     assert A.choose(below, eps_probe, epsilon)[:2] == ("privtree", {})
 
 
@@ -55,9 +64,18 @@ def sparse_points(n: int = 400_000) -> dp.PointData:
     return dp.PointData(*sparse_xy(n))
 
 
-@pytest.mark.parametrize("epsilon,chosen", [(0.1, "full_quadtree"), (1.0, "privtree")])
-def test_a_mostly_empty_box_gets_the_measured_winner_and_one_ledger(epsilon, chosen):
-    data = sparse_points()
+def quarter_points(n: int = 400_000, seed: int = 3) -> dp.PointData:
+    """Points uniform over the box's south-west quarter: mostly empty, but the occupied part
+    covers a quarter of the probe's cells."""
+    rng = np.random.default_rng(seed)
+    return dp.PointData(rng.uniform(0.0, 0.5, n), rng.uniform(-0.5, 0.0, n))
+
+
+@pytest.mark.parametrize("epsilon,points,chosen", [(0.05, sparse_points, "full_quadtree"),
+                                                   (1.0, sparse_points, "privtree"),
+                                                   (1.0, quarter_points, "full_quadtree")])
+def test_a_mostly_empty_box_gets_the_measured_winner_and_one_ledger(epsilon, points, chosen):
+    data = points()
     rel = dp.release("adaptive", data, BOX, epsilon, seed=np.random.default_rng(4))
     assert rel.mechanism == "adaptive" and rel.diagnostics["chosen"] == chosen
     steps = rel.ledger.to_list()
@@ -105,4 +123,4 @@ def test_counts_give_the_release_of_the_points(tmp_path):
 def test_it_is_the_recommendation_with_its_reason():
     rec = dp.recommend("points")
     assert rec.name == "adaptive" and dp.mechanisms()[rec.name].private
-    assert "18 of 21" in rec.reason
+    assert "20 of 21" in rec.reason

@@ -40,6 +40,10 @@ RECOMMENDED = dp.mechanisms()[dp.recommend("points").name].label
 # the recommended (adaptive) release's ledger at ε 1: its probe, then PrivTree's steps (with or
 # without near-empty leaves zeroed, the steps are the same)
 ADAPTIVE_STEPS = ["probe: 8 × 8 grid counts", "PrivTree decomposition", "PrivTree leaf counts"]
+# ... or, where the probe finds the occupied part spread over many cells, the full quadtree's
+# levels on its 256 grid
+ADAPTIVE_QUADTREE_STEPS = ["probe: 8 × 8 grid counts"] + [
+    f"full quadtree counts, height {h} (depth {8 - h})" for h in range(8, -1, -1)]
 
 
 def start(dash_duo, release: bool = True, **config):
