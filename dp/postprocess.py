@@ -14,6 +14,8 @@ Loops run over tree levels only, never over nodes.
 - `nonnegative`: top-down non-negativity that keeps every parent equal to the sum of its children.
 - `zero_insignificant`: zero every node whose estimate is not significantly above zero, with its
   subtree.
+- `infer`: the three in that order, the full quadtree's inference, offered to every tree that
+  noises all its nodes (quadtree, kd-tree) as their `zero_sd` setting.
 """
 from __future__ import annotations
 
@@ -131,3 +133,13 @@ def zero_insignificant(tree: "Tree", x, sd, k: float) -> tuple[np.ndarray, np.nd
         lo, hi = starts[d], starts[d + 1]
         z[lo:hi] |= z[tree.parent[lo:hi]]
     return np.where(z, 0.0, x), z
+
+
+def infer(tree: "Tree", y, var, zero_sd: float | None) -> tuple[np.ndarray, np.ndarray]:
+    """consistent -> nonnegative -> zero_insignificant at zero_sd standard deviations (0: no
+    zeroing); None: consistency alone (the trees' smoothing as published). Returns (estimate of
+    every node, mask of zeroed nodes)."""
+    x, v = consistent(tree, y, var)
+    if zero_sd is None:
+        return x, np.zeros(tree.n_nodes, dtype=bool)
+    return zero_insignificant(tree, nonnegative(tree, x), np.sqrt(v), zero_sd)

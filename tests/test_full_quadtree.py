@@ -13,7 +13,7 @@ from dp.mechanisms import full_quadtree as FQ
 from dp.mechanisms import trees as T
 from dp.mechanisms.leaves import square_base_grid
 from dp.noise import discrete_laplace_variance
-from dp.postprocess import consistent, nonnegative, zero_insignificant
+from dp.postprocess import consistent, infer, nonnegative, zero_insignificant
 from dp.summed_area import box_sums, summed_area
 
 BOX = dp.Domain(-0.35, 51.35, 0.15, 51.65)
@@ -234,6 +234,34 @@ def test_whole_box_is_close_to_n(city):
     assert lost == pytest.approx(xn[top].sum(), rel=1e-9)
     assert 0 <= lost <= k * np.sqrt(v[top]).sum()
     assert abs(on.answer(whole) - N) <= 6 * sd_root + k * np.sqrt(v[top]).sum()
+    assert np.all(on.counts >= 0)
+
+
+@pytest.mark.parametrize("name,fanout", [("quadtree", 4), ("kdtree", 2)])
+def test_the_other_full_trees_take_the_same_inference(city, name, fanout):
+    # quadtree (fixed height: no size draw, all of ε on the counts): zero_sd 0 is consistency
+    # alone, as published (negative leaves stay); zero_sd 1 is dp.postprocess.infer on the same
+    # draws: non-negative leaves, whole insignificant subtrees zeroed
+    data, dom = city
+    if name == "kdtree":                # its medians are drawn too: compare the two settings
+        a = dp.release(name, data, dom, 0.5, params={"height": 6}, seed=np.random.default_rng(2))
+        b = dp.release(name, data, dom, 0.5, params={"height": 6, "zero_sd": 1.0},
+                       seed=np.random.default_rng(2))
+        assert np.array_equal(a.leaves, b.leaves)                # same tree, same draws
+        assert np.all(b.counts >= 0) and (a.counts < 0).any() and (b.counts == 0).sum() > (a.counts == 0).sum()
+        return
+    eps, h = 0.5, 6
+    off = dp.release(name, data, dom, eps, params={"height": h}, seed=np.random.default_rng(2))
+    on = dp.release(name, data, dom, eps, params={"height": h, "zero_sd": 1.0},
+                    seed=np.random.default_rng(2))
+    S = summed_area(data.histogram(off.base), whole=True)
+    tree = T.quadtree_partition(off.base.shape, h)
+    E = T.level_budgets(tree.height, eps, "geometric", fanout)
+    y, var = T.noisy_node_counts(dp.Ledger(), np.random.default_rng(2), tree, S, E, name)
+    x, _ = consistent(tree, y, var)
+    assert np.allclose(off.counts, x[tree.is_leaf]) and (off.counts < 0).any()
+    expect, zeroed = infer(tree, y, var, 1.0)
+    assert np.array_equal(on.counts, expect[tree.is_leaf]) and zeroed.any()
     assert np.all(on.counts >= 0)
 
 

@@ -11,9 +11,9 @@ significance zeroing, all post-processing (`dp.postprocess`).
   growing with depth as in Cormode et al. (ICDE 2012), whose optimum for a quadtree is
   ratio 4^(1/3) ≈ 1.59; 1.5 was measured.
 - Counts: exact integer counts + discrete Laplace(1/ε_node), one ledger entry per level.
-- Then `consistent` (Hay et al., VLDB 2010), `nonnegative` (top-down), and `zero_insignificant`
-  (a node below zero_sd standard deviations of its least-squares estimate is zeroed with its
-  subtree). The leaves (single cells) are released. The dataset size is never used.
+- Then `dp.postprocess.infer`: `consistent` (Hay et al., VLDB 2010), `nonnegative` (top-down),
+  and `zero_insignificant` (a node below zero_sd standard deviations of its least-squares
+  estimate is zeroed with its subtree). The leaves (single cells) are released. The dataset size is never used.
 """
 from __future__ import annotations
 
@@ -22,11 +22,12 @@ import math
 import numpy as np
 
 from ..budget import Ledger
-from ..postprocess import consistent, nonnegative, zero_insignificant
+from ..postprocess import infer
 from ..summed_area import summed_area
 from .base import ADD_REMOVE_POINT, MechanismSpec, Param
 from .leaves import LeafRelease, base_shape, square_base_grid
-from .trees import GUARANTEE_UNIT, Tree, _max_quad_height, noisy_node_counts, quadtree_partition
+from .trees import (GUARANTEE_UNIT, Tree, _max_quad_height, noisy_node_counts, quadtree_partition,
+                    zero_sd_param)
 
 
 def depth_budgets(h: int, eps: float, ratio: float) -> np.ndarray:
@@ -49,16 +50,6 @@ def full_quadtree_counts(ledger: Ledger, rng, S: np.ndarray, shape, eps: float, 
                                extra=f"; ε per level ∝ {ratio:g}^depth, summing to ε along "
                                      "every root-to-cell path")
     return tree, E_depth, y, var
-
-
-def infer(tree: Tree, y, var, zero_sd: float) -> tuple[np.ndarray, np.ndarray]:
-    """Post-processing of the noisy counts: consistent -> nonnegative -> zero_insignificant
-    (skipped when zero_sd is 0). Returns (estimate of every node, mask of zeroed nodes)."""
-    x, v = consistent(tree, y, var)
-    x = nonnegative(tree, x)
-    if zero_sd > 0:
-        return zero_insignificant(tree, x, np.sqrt(v), zero_sd)
-    return x, np.zeros(tree.n_nodes, dtype=bool)
 
 
 def release_full_quadtree(data, domain, epsilon, split, params, rng):
@@ -103,14 +94,10 @@ FULL_QUADTREE = MechanismSpec(
                   "ε of a level is this many times the ε of the level above it (1 = the same at "
                   "every level); 4^(1/3) ≈ 1.59 minimises the total variance of a quadtree "
                   "(Cormode et al. 2012), 1.5 was measured best.", min=1.0, max=4.0),
-            Param("zero_sd", float, 1.0, "Zero below (standard deviations)",
-                  "After consistency and non-negativity, a region whose estimate is below this "
-                  "many standard deviations of its noise is released as empty, with everything "
-                  "inside it: removes the noise of empty areas at the price of dropping small "
-                  "true counts. 1 measured best on the DPBench matrices (millions of points; "
-                  "1.5 was worse in every setting). On sparse data it drops most points (a "
-                  "5,000-point city sample kept about a quarter at ε = 1): use 0 there. 0 = off.",
-                  min=0.0, max=10.0)),
+            zero_sd_param(1.0, "no zeroing (non-negativity still applies)", "1 measured best on the DPBench matrices (millions of points; "
+                                "1.5 was worse in every setting). On sparse data it drops most "
+                                "points (a 5,000-point city sample kept about a quarter at ε = 1): "
+                                "use 0 there.")),
     budget_parts=("counts",), default_split=(1.0,),
     finest_grid=base_shape, release=release_full_quadtree)
 
