@@ -102,15 +102,9 @@ def _audit(name, runs, seed=0, **kw):
 # ------------------------------------------------------------------------- the tester itself
 @pytest.mark.slow
 @pytest.mark.parametrize("name", PRIVATE)
-def test_stochastic_tester_passes(name):
-    # a fast run of the tester: 300 + 300 releases per dataset, the claimed ε must hold
-    result = _audit(name, 300)
-    assert result.passed, f"{name}: {result}"
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("name", PRIVATE)
 def test_stochastic_tester_passes_thorough(name):
+    # 2,000 + 2,000 releases per dataset: the claimed ε must hold (a 300-run pass on other seeds
+    # was dropped: it found nothing this one misses, and cost 2 minutes of the suite)
     result = _audit(name, 2000, seed=1)
     assert result.passed, f"{name}: {result}"
 

@@ -270,15 +270,9 @@ def test_points_per_user_for_data_without_user_ids_is_refused():
 # ------------------------------------------------------------------- the stochastic privacy tester
 @pytest.mark.slow
 @pytest.mark.parametrize("name", POINT_PRIVATE)
-def test_user_level_release_passes_the_tester(name):
-    # 120 + 120 releases per dataset: the stated user-level ε = 1 must hold for a 50-point user
-    result = _user_audit(name, 120)
-    assert result.passed, f"{name}: {result}"
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("name", POINT_PRIVATE)
 def test_user_level_release_passes_the_tester_thorough(name):
+    # 1,000 + 1,000 releases per dataset: the stated user-level ε = 1 must hold for a 50-point
+    # user (a 120-run pass on other seeds was dropped as redundant with this one)
     result = _user_audit(name, 1000, seed=1)
     assert result.passed, f"{name}: {result}"
 
