@@ -30,7 +30,7 @@ MAP, EDIT, GRID, ANSWERS, ANSWER_NOTES = "pub-map", "pub-edit", "pub-grid", "pub
 GEOJSON_BUTTON, CSV_BUTTON, PNG_BUTTON, DOWNLOAD = "pub-geojson", "pub-csv", "pub-png", "pub-download"
 UNPUBLISH, UNPUBLISH_STATUS = "pub-unpublish", "pub-unpublish-status"
 ANSWER_COLUMNS = [("id", "#"), ("bounds", "Rectangle (W, S, E, N)"), ("count", "Private count"),
-                  ("interval", "95% interval (noise only)")]
+                  ("range", "True count lies in (95%, any data)"), ("interval", "95% interval (noise only)")]
 SNAPPED_COLUMN = ("snapped", "Answered rectangle (snapped to cells)")
 MAX_DRAWN = 100           # rectangles a visitor's drawing gets answered (each takes a little CPU)
 PNG_WIDTH = 640            # the map PNG's least width: whole pixels per grid column, up to MAX_PIXELS
@@ -158,7 +158,7 @@ def release_view(pid: str, record: dict, rel, config: dict) -> list:
                 style_table={"overflowX": "auto"},
                 style_cell={**TABLE_STYLE, "fontSize": "13px", "padding": "4px"},
                 style_header={"fontWeight": "600"},
-                tooltip_header={"interval": queries_panel.INTERVAL_HELP}, tooltip_delay=0,
+                tooltip_header={"range": queries_panel.RANGE_HELP, "interval": queries_panel.INTERVAL_HELP}, tooltip_delay=0,
                 tooltip_duration=None),
             html.Div(id=ANSWER_NOTES, role="status")]),
         html.Section(className="card pub-downloads", children=[
@@ -283,7 +283,7 @@ def answer_rows(rel, geojson) -> tuple[list[dict], list[str]]:
     rows = []
     for r in queries_panel.public_rows(rel, queries):
         lo, hi = r["lo"], r["hi"]
-        rows.append({"id": r["id"], "bounds": r["bounds"], "count": whole(r["answer"]),
+        rows.append({"id": r["id"], "bounds": r["bounds"], "count": whole(r["answer"]), "range": r["range"],
                      "interval": "n/a (no closed form)" if math.isnan(lo) else f"{whole(lo)} to {whole(hi)}",
                      **({"snapped": r["snapped"]} if "snapped" in r else {})})
     return rows, notes

@@ -24,12 +24,17 @@ from .help import help_box
 INTERVAL_HELP = ("The range the published answer falls in 95% of the time because of the noise "
                  "alone. Answers also assume people are spread evenly inside every cell or leaf a "
                  "rectangle cuts through; that adds error this interval does not show.")
+RANGE_HELP = ("Where the true count lies, 95% of the time, whatever the data: between the "
+              "noisy count of the cells or leaves wholly inside the rectangle and that of every "
+              "one it touches, each widened by its noise. It needs no assumption about how people "
+              "spread inside cells, so it is wide where the rectangle cuts big cells. 'none' where "
+              "the release's counts were fitted jointly or zeroed by their noise.")
 TYPICAL_HELP = ("Median error, noise and even spreading together, of the same mechanism and "
                 "settings on random rectangles of this area over a synthetic city in the same box. "
                 "Computed from public synthetic data only, never from yours.")
 COLUMNS = [
     ("id", "#"), ("bounds", "Rectangle (W, S, E, N)"), ("private", "Private answer"),
-    ("interval", "95% interval (noise only)"), ("typical", "Typical total error (synthetic data)"),
+    ("range", "True count lies in (95%, any data)"), ("interval", "95% interval (noise only)"), ("typical", "Typical total error (synthetic data)"),
     ("true", "True count (owner only)"), ("abs_error", "Abs. error"), ("rel_error", "Rel. error"),
 ]
 SNAP_COLUMNS = [("snapped", "Answered rectangle (snapped to cells)"), ("raw", "Raw (before clamping at 0)"),
@@ -38,6 +43,7 @@ ASSUMED_SIZES = (10_000, 100_000, 1_000_000)
 CLIPPED = " (clipped to the domain)"
 # what the CSV holds: the release's answers and public settings only, never a true count
 CSV_FIELDS = ("id", "west", "south", "east", "north", "clipped_to_domain", "private_answer",
+              "count_range95_any_data_low", "count_range95_any_data_high",
               "interval95_noise_only_low", "interval95_noise_only_high", "typical_total_error_synthetic",
               "differentially_private")
 CSV_SNAP_FIELDS = ("answered_rectangle", "raw_answer")
@@ -79,7 +85,8 @@ def layout(config: dict) -> html.Div:
                              data=[], page_size=12, style_table={"overflowX": "auto"},
                              style_cell={"fontFamily": "inherit", "fontSize": "13px", "padding": "4px"},
                              style_header={"fontWeight": "600", "whiteSpace": "normal"},
-                             tooltip_header={"interval": INTERVAL_HELP, "typical": TYPICAL_HELP},
+                             tooltip_header={"range": RANGE_HELP, "interval": INTERVAL_HELP,
+                                             "typical": TYPICAL_HELP},
                              tooltip_delay=0, tooltip_duration=None),
         html.Div(className="query-foot", children=[
             html.Span(id=ids.QUERY_COUNT, className="hint"),
@@ -87,6 +94,7 @@ def layout(config: dict) -> html.Div:
             dcc.Download(id=ids.QUERY_CSV_DOWNLOAD),
         ]),
         html.Div(className="hint query-note", children=[
+            html.P([html.B("True count lies in: "), RANGE_HELP]),
             html.P([html.B("95% interval (noise only): "), INTERVAL_HELP]),
             html.P([html.B("Typical total error: "),
                     "the median error of the same mechanism and settings on random rectangles of "
@@ -152,14 +160,26 @@ def typical_for(rel, query: Query, typical: dict | None):
     return table[dp.typical_error.area_bucket(query.rect.area / rel.domain.area)]
 
 
+def count_range(lo: float, hi: float, rel) -> str:
+    """The assumption-free range in whole people, or why the release has none."""
+    if math.isnan(lo):
+        if rel.spec.data_kind == "regions":
+            return "none: regions are counted where they overlap, not per cell"
+        return ("none: near-empty leaves were zeroed by their noise" if getattr(rel, "thresholded", False)
+                else "none: counts fitted jointly")
+    return f"{math.floor(lo):,} to {math.ceil(hi):,}"
+
+
 def public_rows(rel, queries: list[Query], typical: dict | None = None) -> list[dict]:
-    """Per rectangle what the release alone gives (no data is read): the private answer, its
-    noise-only interval, the typical total error and, for releases that snap rectangles to
-    cells (Euler), the answered rectangle and the raw answer before clamping."""
+    """Per rectangle what the release alone gives (no data is read): the private answer, the
+    range that holds the true count for any data (`Release.bounds`), the noise-only interval,
+    the typical total error and, for releases that snap rectangles to cells (Euler), the
+    answered rectangle and the raw answer before clamping."""
     if not queries:
         return []
     rects = [q.rect for q in queries]
     answers = rel.answer_many(rects)
+    blo, bhi = rel.bounds(rects)
     snapping = rel.capabilities.snapping
     raw = rel.answer_raw_many(rects) if snapping else None
     rows = []
@@ -170,6 +190,7 @@ def public_rows(rel, queries: list[Query], typical: dict | None = None) -> list[
         row = {"id": q.label, "bounds": _fmt(r) + (CLIPPED if q.clipped else ""),
                "west": r.west, "south": r.south, "east": r.east, "north": r.north, "clipped": q.clipped,
                "answer": float(p), "private": round(float(p), 1), "lo": lo, "hi": hi,
+               "range": count_range(blo[i], bhi[i], rel), "range_lo": float(np.floor(blo[i])), "range_hi": float(np.ceil(bhi[i])),
                "interval": "n/a (no closed form for this stage)" if np.isnan(lo) else f"[{lo:.1f}, {hi:.1f}]",
                "typical": typical_text(typ), "typical_value": None if isinstance(typ, str) else typ}
         if snapping:
@@ -196,6 +217,7 @@ def comparison_rows(rel, data, labelled_rects, stage: str | None = None, typical
     if stage == EXACT_STAGE:
         for row, t in zip(rows, true):
             row.update(answer=float(t), private=float(t), interval=f"[{t:.1f}, {t:.1f}]",
+                       range=f"{int(t):,} to {int(t):,}", range_lo=float(t), range_hi=float(t),
                        typical="n/a (exact answers)", **({"raw": float(t)} if snapping else {}))
     answers = np.array([row["answer"] for row in rows])
     rel_err = dp.metrics.relative_error(answers, true)
@@ -217,7 +239,8 @@ def csv_text(rows: list[dict], snapping: bool = False, private: bool = True) -> 
     writer.writerow(CSV_FIELDS + (CSV_SNAP_FIELDS if snapping else ()))
     for r in rows:
         line = [r["id"], r["west"], r["south"], r["east"], r["north"], "yes" if r["clipped"] else "no",
-                r["answer"], _blank_nan(r["lo"]), _blank_nan(r["hi"]),
+                r["answer"], _blank_nan(r["range_lo"]), _blank_nan(r["range_hi"]),
+                _blank_nan(r["lo"]), _blank_nan(r["hi"]),
                 "" if r["typical_value"] is None else r["typical_value"], "yes" if private else "no"]
         writer.writerow(line + ([r["snapped"], r["raw"]] if snapping else []))
     return out.getvalue()

@@ -118,7 +118,8 @@ class Session:
         self.d.find_element("id", ids.QUERY_TYPED_BUTTON).click()
         self.wait_text(ids.QUERY_TABLE, "R1")
         self.shot("session_4_query", ids.QUERY_TABLE, "A query", "A typed rectangle over downtown San "
-                  "Francisco: the private answer, its noise-only interval, the typical total error "
+                  "Francisco: the private answer, the range its true count lies in for any data, its "
+                  "noise-only interval, the typical total error "
                   "from synthetic data, and (for the owner) the true count.")
         for element_id, value in ((ids.EVAL_NQ, "50"), (ids.EVAL_REPS, "1")):
             box = self.d.find_element("id", element_id)

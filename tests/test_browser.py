@@ -564,6 +564,7 @@ def test_region_sample_euler_stages_and_snapped_queries(dash_duo):
     # the default stage (Round) has an interval too, and the noise's dominance is said plainly
     lo, hi = rel.interval(rect)
     assert row["interval"] == f"[{lo:.1f}, {hi:.1f}]"
+    assert row["range"] == "none: regions are counted where they overlap, not per cell"
     dash_duo.wait_for_contains_text(f"#{ids.QUERY_WARNING}", "The noise dominates", timeout=10)
     # the stage selector redraws the table: DiffPriv answers differ from Round's
     dash_duo.find_element("#euler-stage input[value=diffpriv]").click()

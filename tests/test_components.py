@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 import struct
 import zlib
 
@@ -158,6 +159,12 @@ def test_comparison_rows_match_dp(small):
     assert rows[0]["true"] == data.true_count(rects[0], domain)
     lo, hi = rel.interval(rects[0])
     assert rows[0]["interval"] == f"[{lo:.1f}, {hi:.1f}]"
+    # the range for any data: whole people around rel.bounds, holding the true count here
+    blo, bhi = rel.bounds(rects)
+    assert rows[0]["range"] == f"{math.floor(blo[0]):,} to {math.ceil(bhi[0]):,}"
+    assert blo[0] <= rows[0]["true"] <= bhi[0]
+    fq = dp.release("full_quadtree", data, domain, epsilon=1.0, seed=4)
+    assert queries_panel.comparison_rows(fq, data, [("Q1", rects[0])])[0]["range"] == "none: counts fitted jointly"
     empty = dp.Rect(0.14, 51.36, 0.1401, 51.3601)
     row = queries_panel.comparison_rows(rel, data, [("R1", empty)])[0]
     assert row["true"] == 0 and (row["rel_error"] == "n/a (true = 0)" or row["private"] == 0)

@@ -194,7 +194,7 @@ def test_answers_are_the_release_rounded_and_free(folder, rel, sample):
     lo, hi = rel.interval(rect)
     assert rows[0]["count"] == f"{round(rel.answer(rect)):,}"
     assert rows[0]["interval"] == f"{round(lo):,} to {round(hi):,}"
-    assert set(rows[0]) == {"id", "bounds", "count", "interval"}      # nothing else, no truth
+    assert set(rows[0]) == {"id", "bounds", "count", "range", "interval"}      # nothing else, no truth
     many = {"type": "FeatureCollection", "features": geojson["features"] * (public_page.MAX_DRAWN + 5)}
     rows, notes = public_page.answer_rows(published.release(pid), many)
     assert len(rows) == public_page.MAX_DRAWN and notes == [f"Only the first {public_page.MAX_DRAWN} rectangles are answered."]

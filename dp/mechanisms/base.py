@@ -276,6 +276,19 @@ class Release(abc.ABC):
         half = noise_half_width(var, self.noise_terms(rect), level, n_sim, seed)
         return est - half, est + half
 
+    def region_noise_scales(self):
+        """The discrete Laplace scale of each region of `regions()` when every released count is
+        its region's exact count plus one independent draw (0 for an exact count); None when
+        counts were fitted jointly or chosen by their noise (a threshold that zeroes small noisy
+        counts). What `dp.partition_bounds` needs."""
+        return None
+
+    def bounds(self, rects, level: float = 0.95, n_sim: int = 20000, seed: int = 0):
+        """(lower, upper) per rectangle holding its true count with probability >= level for any
+        data (`dp.partition_bounds`); NaN where the release has no such interval."""
+        from ..partition_bounds import partition_bounds
+        return partition_bounds(self, rects, level, n_sim, seed)
+
     def warnings(self) -> list[str]:
         """Public warnings about this release's accuracy (computed from released values only)."""
         return []
@@ -402,6 +415,9 @@ class GridRelease(Release):
 
     def describe(self) -> str:
         return f"{self.grid.gx}×{self.grid.gy} grid"
+
+    def region_noise_scales(self):
+        return np.full(self.grid.n_cells, float(self.noise_scale or 0.0))
 
     def raster(self):
         return self.counts, self.grid

@@ -59,6 +59,8 @@ class LeafRelease(Release):
                (leaves included), for the level-by-level "watch it grow" view
     """
 
+    thresholded = False     # True when counts were zeroed by their noisy value (PrivTree's zero_below)
+
     def __init__(self, spec, domain, epsilon, split, params, ledger, base: UniformGrid,
                  leaves, counts, leaf_var=None, eps_path=None, nodes=None, leaf_scale=None, **kw):
         super().__init__(spec, domain, epsilon, split, params, ledger, **kw)
@@ -170,6 +172,11 @@ class LeafRelease(Release):
         if self.leaf_var is None:
             return np.full(len(r), math.nan)
         return np.array([(self.overlap_fractions(q) ** 2 * self.leaf_var).sum() for q in r])
+
+    def region_noise_scales(self):
+        if self.leaf_scale is None or self.leaf_var is None or self.thresholded:
+            return None
+        return self.leaf_scale
 
     def noise_terms(self, rect: Rect):
         """With one discrete Laplace draw per leaf (leaf_scale), the noise is Σ_L a_L Z_L."""

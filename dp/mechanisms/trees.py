@@ -591,13 +591,15 @@ def release_privtree(data, domain, epsilon, split, params, rng):
     zeroed = counts <= params["zero_below"] * scale if params["zero_below"] > 0 else np.zeros(len(counts), bool)
     counts = np.where(zeroed, 0, counts)        # post-processing: the many empty leaves' noise goes
     n = len(leaves)
-    return LeafRelease(PRIVTREE, domain, epsilon, split, params, ledger, base, leaves, counts,
+    rel = LeafRelease(PRIVTREE, domain, epsilon, split, params, ledger, base, leaves, counts,
                        leaf_var=np.full(n, float(discrete_laplace_variance(scale))),
                        leaf_scale=np.full(n, scale), eps_path=np.full(n, epsilon),
                        nodes=tree.nodes(),
                        diagnostics={"lambda": lam, "delta": delta, "theta": theta,
                                     "depth": tree.height, "n_leaves": n,
                                     "leaves_zeroed": int(zeroed.sum())})
+    rel.thresholded = params["zero_below"] > 0     # which counts are 0 was chosen by their noise
+    return rel
 
 
 PRIVTREE = MechanismSpec(
