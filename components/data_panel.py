@@ -15,6 +15,7 @@ from dp.samples import REGION_SAMPLES
 from . import controls, ids, server_files
 from server import heavy, state, workspace
 from .help import help_box
+from .numbers import count_of
 
 SIDES = ("west", "south", "east", "north")
 DOMAINS, CUSTOM, FIT = controls.DOMAINS, controls.CUSTOM, controls.FIT
@@ -249,7 +250,7 @@ def summary_view(info: dict | None):
         return ""
     dropped = info.get("dropped") or {}
     return html.Div([
-        html.Div([html.B(info["name"]), f" — {info['n']:,} {info.get('kind', 'points')}"]),
+        html.Div([html.B(info["name"]), f" — {count_of(info['n'], info.get('kind', 'points')[:-1])}"]),
         html.Div(info["summary"], className="hint"),
         html.Ul([html.Li(f"{n:,} {why}") for why, n in dropped.items()]) if dropped else None,
         html.Div([html.B("Check before releasing: "), html.Ul([html.Li(w) for w in info["warnings"]])],
@@ -287,8 +288,8 @@ def register_callbacks(app, config: dict):
                     html.Div("The previously loaded data is still in use.", className="hint")])
                 return no_update, msg, no_update, no_update, None
             workspace.use_dataset(sid, info)
-            what = "regions" if info["kind"] == "regions" else "points"
-            ok = html.Div(f"Loaded {filename}: {info['n']:,} {what}"
+            what = count_of(info["n"], "region" if info["kind"] == "regions" else "point")
+            ok = html.Div(f"Loaded {filename}: {what}"
                           f"{' counted on a grid' if info['counts'] else ''}.", className="ok")
             return info, ok, no_update, None, None     # the sample picker empties: any pick goes back
         if sample_name is None or state.sample_name(current or {}) == sample_name:

@@ -21,7 +21,7 @@ SIZES = (0.001, 0.01, 0.04, 0.09, 0.25, 0.64)
 PALETTE = ["#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e", "#e6ab02", "#a6761d", "#666666"]
 
 
-DEFAULT_EVAL = ("ug", "e2epriv", "identity")
+DEFAULT_EVAL = (dp.recommend("points").name, "ug", "identity")   # the recommended one first
 QUEUED = "Queued: waiting for a free worker (other evaluations are running)…"
 RHO_HINT = ("Errors of queries with fewer than ρ true points are measured relative to ρ, so a "
             f"query with no points still gets a finite error. {metrics.DEFAULT_RHO:g} is the "

@@ -14,6 +14,7 @@ from . import ids
 from server import state, workspace
 from .controls import domain_from_store, parse_typed, rects_from_geojson, request_ids
 from .help import help_box
+from .numbers import significant
 
 # labels of the values dp.interactive accepts (dp.interactive.STRATEGIES and METHODS)
 STRATEGY_LABELS = {"none": "none: each query gets B/m, savings unused",
@@ -90,15 +91,15 @@ def guarantee_text(sigma_m: float, planned: int = 10, method: str = "pm-dist") -
     s = snap_allowance(sigma_m, planned, method)
     eps = {r: ia.cgp_epsilon_at(rho, r + s, 1e-6) for r in (10.0, 100.0, 1000.0)}
     charge = session_charge(sigma_m, planned, method)
-    return [html.Div(f"Whole-session guarantee per user: ρ = {rho:.3g} per m² (Gaussian geo-privacy)."),
+    return [html.Div(f"Whole-session guarantee per user: ρ = {significant(rho, 3, trim=True)} per m² (Gaussian geo-privacy)."),
             html.Div("Telling two locations apart: " + ", ".join(
-                f"{int(r) if r < 1000 else '1 km'}{' m' if r < 1000 else ''} apart: ε = {e:.2g}"
+                f"{int(r) if r < 1000 else '1 km'}{' m' if r < 1000 else ''} apart: ε = {significant(e, trim=True)}"
                 for r, e in eps.items()) + f" (at δ = 10⁻⁶, for up to {answers} answers per location, "
-                f"counting {s:.2g} m of rounding to the noise grid). Nearby places stay hidden; far "
+                f"counting {significant(s, trim=True)} m of rounding to the noise grid). Nearby places stay hidden; far "
                 "ones less so."),
-            html.Div(f"Starting a session charges this dataset's sessions line ρ = {charge:.3g} (zCDP: "
+            html.Div(f"Starting a session charges this dataset's sessions line ρ = {significant(charge, 3, trim=True)} (zCDP: "
                      f"the cost of telling apart places {CHARGE_RADIUS_M:g} m apart over at most "
-                     f"{int(planned)} queries; ε ≈ {dp.accountant.epsilon_from_rho(charge):.3g} at δ = 10⁻⁶ "
+                     f"{int(planned)} queries; ε ≈ {significant(dp.accountant.epsilon_from_rho(charge), 3, trim=True)} at δ = 10⁻⁶ "
                      "on its own). It protects where people are, not whether they take part. The "
                      "one-shot baseline and full-budget reference columns are simulations shown to "
                      "you, the owner, only: they publish nothing and are not charged.",
@@ -233,7 +234,7 @@ def ask(sid: str, token: str, rects: list):
 def started_view(info: dict, planned: int, strategy, method) -> tuple:
     """Render step after a session was started and charged: the run callback's outputs."""
     msg = html.Div(f"New session: m = {planned} planned queries, strategy {strategy}, method "
-                   f"{method}; charged ρ = {info['rho']:.3g} (zCDP) to this dataset's budget.",
+                   f"{method}; charged ρ = {significant(info['rho'], 3, trim=True)} (zCDP) to this dataset's budget.",
                    className="ok")
     return info, msg, [], go.Figure(), go.Figure(), time.time()
 

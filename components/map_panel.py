@@ -55,7 +55,7 @@ def layout(config: dict) -> html.Div:
                            options=[{"label": f" {v}", "value": k} for k, v in LAYERS.items()]),
             dcc.Checklist(id=ids.MAP_POINTS_TOGGLE, value=[], inline=True, options=[
                 {"label": f" raw point sample ({POINT_SAMPLE:,}, owner only)", "value": "points"}]),
-            html.Button("⌖ Zoom to domain", id=ids.MAP_ZOOM_DOMAIN, n_clicks=0,
+            html.Button("Zoom to domain", id=ids.MAP_ZOOM_DOMAIN, n_clicks=0,
                         title="fit the map to the public domain box"),
         ]),
         help_box("map"),

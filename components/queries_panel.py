@@ -20,6 +20,7 @@ from . import ids
 from server import state, workspace
 from .controls import EXACT_STAGE, fit_to_domain, labelled_rects, parse_typed
 from .help import help_box
+from .numbers import plural, significant
 
 INTERVAL_HELP = ("The range the published answer falls in 95% of the time because of the noise "
                  "alone. Answers also assume people are spread evenly inside every cell or leaf a "
@@ -55,11 +56,6 @@ class Query(NamedTuple):
     label: str
     rect: dp.Rect
     clipped: bool = False
-
-
-def plural(n: int, noun: str) -> str:
-    """The noun for n of them: '1 row', '2 rows' (callers put the number in front)."""
-    return noun if n == 1 else noun + "s"
 
 
 def layout(config: dict) -> html.Div:
@@ -145,8 +141,7 @@ def typical_text(value) -> str:
         return value
     if value <= 0:
         return "±0"
-    digits = 1 - math.floor(math.log10(value))      # decimals that keep two significant digits
-    return f"±{round(value, digits):,.{max(digits, 0)}f}"
+    return "±" + significant(value)
 
 
 def typical_for(rel, query: Query, typical: dict | None):
@@ -191,7 +186,9 @@ def public_rows(rel, queries: list[Query], typical: dict | None = None) -> list[
                "west": r.west, "south": r.south, "east": r.east, "north": r.north, "clipped": q.clipped,
                "answer": float(p), "private": round(float(p), 1), "lo": lo, "hi": hi,
                "range": count_range(blo[i], bhi[i], rel), "range_lo": float(np.floor(blo[i])), "range_hi": float(np.ceil(bhi[i])),
-               "interval": "n/a (no closed form for this stage)" if np.isnan(lo) else f"[{lo:.1f}, {hi:.1f}]",
+               "interval": f"[{lo:.1f}, {hi:.1f}]" if not np.isnan(lo) else (
+                   "n/a (no closed form for this stage)" if rel.capabilities.stages
+                   else "n/a (counts fitted jointly)"),
                "typical": typical_text(typ), "typical_value": None if isinstance(typ, str) else typ}
         if snapping:
             row.update(snapped=_fmt(rel.snap(r) or r), raw=round(float(raw[i]), 1))

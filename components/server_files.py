@@ -12,6 +12,7 @@ from dash import Input, Output, State, dcc, html, no_update
 import dp
 
 from . import controls, ids
+from .numbers import count_of
 from server import jobs, state, workspace
 
 COUNTS_EXT = ".npz"
@@ -174,7 +175,7 @@ def _cells(value) -> int:
 def loaded(text: str, data) -> html.Div:
     """The status line for counts now in use."""
     gy, gx = data.counts.shape
-    return html.Div(f"Loaded {text}: {data.n:,} points counted on {gx} x {gy} cells.", className="ok")
+    return html.Div(f"Loaded {text}: {count_of(data.n, 'point')} counted on {gx} x {gy} cells.", className="ok")
 
 
 def failed(text: str | None, why) -> html.Div:

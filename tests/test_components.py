@@ -4,6 +4,7 @@ from __future__ import annotations
 import base64
 import json
 import math
+import re
 import struct
 import zlib
 
@@ -12,6 +13,7 @@ import pytest
 
 import dp
 from helpers import new_sid
+from components.numbers import count_of, plural, significant
 from components import (controls, data_panel, evaluation_panel, export_panel, ids, ledger_panel,
                         map_panel, mechanism_panel, queries_panel, render)
 from server import state
@@ -334,7 +336,15 @@ def test_interactive_panel_rows_and_figures(small):
     assert hist.data[0].x.max() <= 100 and hist.data[0].x.min() >= 0
     text = " ".join(str(d.children) for d in interactive_panel.guarantee_text(100.0))
     eps = session.privacy_statement()
-    assert f"100 m apart: ε = {eps[100.0]:.2g}" in text   # the session's own statement
+    assert f"100 m apart: ε = {significant(eps[100.0], trim=True)}" in text   # the session's own statement
+    assert not re.search(r"\de[+-]\d", text)                             # never in e-notation
+
+
+@pytest.mark.parametrize("value,text", [(100, "100"), (0.0123, "0.012"), (123456, "120,000"),
+                                        (1.0, "1"), (7.25, "7.2"), (2e-5, "0.00002")])
+def test_numbers_are_written_for_people(value, text):
+    assert significant(value, trim=True) == text
+    assert significant(1.0) == "1.0" and significant(0) == "0"
 
 
 def test_fit_to_data_works_for_regions_and_is_marked_leaky():
@@ -458,7 +468,8 @@ def test_rectangles_are_fitted_to_the_public_domain(small):
     assert queries == [queries_panel.Query("Q1", dp.Rect(0.1, 51.6, 0.15, 51.65), True)]
     assert notes == ["Q2 is not answered: the rectangle lies wholly outside the public domain "
                      "(-0.35, 51.35, 0.15, 51.65), where nothing is counted."]
-    assert [queries_panel.plural(n, "row") for n in (0, 1, 2)] == ["rows", "row", "rows"]
+    assert [plural(n, "row") for n in (0, 1, 2)] == ["rows", "row", "rows"]
+    assert count_of(1, "point") == "1 point" and count_of(2000, "point") == "2,000 points"
 
 
 def test_query_rows_carry_the_typical_error_and_the_csv_no_true_count(small):
