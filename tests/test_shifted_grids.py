@@ -774,9 +774,10 @@ def test_parameters_and_refusals(city):
     data, dom = city
     box = sg.BoxMetres.of(dom)
     r = dp.release("shifted_grids", data, dom, 1.0, params={"delta_km": 0.1, "bin_km": 2.0,
-                                                             "bins_per_side": 5}, seed=1)
+                                                             "bins_per_side": 5, "m_max": 128}, seed=1)
     assert r.lattice.bin_width == pytest.approx(2000.0) and r.m == 20
-    r = dp.release("shifted_grids", data, dom, 1.0, params={"delta_km": 0.1, "bins_per_side": 16}, seed=1)
+    r = dp.release("shifted_grids", data, dom, 1.0, params={"delta_km": 0.1, "bins_per_side": 16,
+                                                                 "m_max": 128}, seed=1)
     assert r.lattice.bin_width == pytest.approx(max(box.width, box.height) / 16)
     assert r.m == int(r.lattice.bin_width // 100)
     with pytest.raises(ParameterError, match="at least δ"):
@@ -836,3 +837,18 @@ def test_t13_reduced_reproduction_ordering():
         T = data.true_counts(Q, dp.Domain(0, 0, 1, 1))
         best = {k: min(np.mean((r.answer_many(Q) - T) ** 2) for r in rels) for k, rels in methods.items()}
         assert best["1e-4"] < best["1e-3"] <= best["baseline"]
+
+
+def test_the_default_fits_the_default_budget_on_every_preset_box():
+    # the account charges m·ε/4 for adding or removing a point: with the default m_max the
+    # defaults at ε = 1 fit the default total budget on every preset a person can pick (128
+    # grids on the USA box would need 32); "World" is refused for reaching the poles
+    spec = dp.mechanisms()["shifted_grids"]
+    defaults = spec.resolve_params({})
+    for name, box in dp.PRESETS.items():
+        if box.north >= 89.5 or box.south <= -89.5:
+            continue
+        cost = sg.presence_epsilon(box, defaults, 1.0)
+        assert cost <= dp.accountant.DEFAULT_TOTAL, (name, cost)
+    usa = dp.PRESETS["Contiguous USA"]
+    assert sg.presence_epsilon(usa, {**defaults, "m_max": 128}, 1.0) == 32

@@ -690,9 +690,12 @@ SHIFTED_GRIDS = MechanismSpec(
                   "farther alternatives get weaker protection (ε per δ of distance).",
                   min=1e-4, max=5000.0),
             P_BIN_KM, P_BINS_PER_SIDE,
-            Param("m_max", int, 128, "Cap on the number of grids",
-                  "At most this many shifted grids (bounds the cost); fewer grids stay private "
-                  "and only lose accuracy.", min=1, max=1024),
+            Param("m_max", int, 16, "Cap on the number of grids",
+                  "At most this many shifted grids. Fewer grids stay private for moves up to δ "
+                  "and only lose accuracy, but each grid adds ε/4 to what adding or removing a "
+                  "point costs (the budget account's charge, m·ε/4): 16 keeps that at 4ε, so the "
+                  "default runs at ε = 1 on every preset box within the default budget of 10 "
+                  "(128 grids on a country-sized box would need 32).", min=1, max=1024),
             Param("denominator", str, "clipped", "Border bins",
                   "clipped: a bin sticking out of the box is divided by its area inside the box "
                   "(the whole box then sums to n in expectation); full: by the full bin area "
