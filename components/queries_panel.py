@@ -29,7 +29,7 @@ RANGE_HELP = ("Where the true count lies, 95% of the time, whatever the data: be
               "noisy count of the cells or leaves wholly inside the rectangle and that of every "
               "one it touches, each widened by its noise. It needs no assumption about how people "
               "spread inside cells, so it is wide where the rectangle cuts big cells. 'none' where "
-              "the release's counts were fitted jointly or zeroed by their noise.")
+              "the release's counts were fitted jointly.")
 TYPICAL_HELP = ("Median error, noise and even spreading together, of the same mechanism and "
                 "settings on random rectangles of this area over a synthetic city in the same box. "
                 "Computed from public synthetic data only, never from yours.")
@@ -160,8 +160,7 @@ def count_range(lo: float, hi: float, rel) -> str:
     if math.isnan(lo):
         if rel.spec.data_kind == "regions":
             return "none: regions are counted where they overlap, not per cell"
-        return ("none: near-empty leaves were zeroed by their noise" if getattr(rel, "thresholded", False)
-                else "none: counts fitted jointly")
+        return "none: counts fitted jointly"
     return f"{math.floor(lo):,} to {math.ceil(hi):,}"
 
 

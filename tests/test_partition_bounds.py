@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import dp
-from dp.partition_bounds import partition_bounds, sum_half_width
+from dp.partition_bounds import laplace_floor, partition_bounds, sum_half_width
 
 BOX = dp.Domain(0.0, 0.0, 1.0, 1.0, name="unit")
 
@@ -50,7 +50,8 @@ def test_the_half_width_is_the_noise_quantile_of_the_sum():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name,params", [("identity", {"grid_size": 4}), ("privtree", {"base_cells": 64})])
+@pytest.mark.parametrize("name,params", [("identity", {"grid_size": 4}), ("privtree", {"base_cells": 64}),
+                                         ("privtree", {"base_cells": 64, "zero_below": 5.0})])
 def test_coverage_holds_where_the_even_spread_fails(name, params):
     # corner-packed points, rectangles that cut cells: over 400 releases the interval holds the
     # true count at least 95% of the time, less 4 binomial standard deviations (0.044), while
@@ -69,11 +70,10 @@ def test_coverage_holds_where_the_even_spread_fails(name, params):
     assert np.min(noise_hits / runs) < 0.5, noise_hits / runs
 
 
-@pytest.mark.parametrize("name,params", [("full_quadtree", {}), ("quadtree", {"height": 3}),
-                                         ("privtree", {"zero_below": 5.0}), ("dawa", {})])
+@pytest.mark.parametrize("name,params", [("full_quadtree", {}), ("quadtree", {"height": 3}), ("dawa", {})])
 def test_releases_without_independent_region_noise_say_so(name, params):
-    # jointly fitted counts (consistency, least squares) and counts zeroed by their own noise
-    # have no assumption-free interval: NaN, never a made-up one
+    # jointly fitted counts (consistency, least squares) have no assumption-free interval:
+    # NaN, never a made-up one
     rel = dp.release(name, corner_points(), BOX, 1.0, params=params, seed=np.random.default_rng(1))
     assert rel.region_noise_scales() is None
     lo, hi = partition_bounds(rel, [dp.Rect(0.1, 0.1, 0.6, 0.6)])
@@ -97,3 +97,28 @@ def test_a_planted_bug_that_drops_the_touched_cells_is_caught():
         hits += truth <= buggy_hi
         assert rel.bounds([rect], n_sim=2000)[1][0] >= buggy_hi
     assert hits / 200 < 0.5
+
+
+def test_hidden_zeros_count_as_the_threshold_above_and_the_floor_below():
+    # PrivTree with zero_below: a released 0 hides a noisy count <= τ = zero_below / ε_counts.
+    # The upper end counts every touched 0 as τ; the lower end takes k_β per hidden region
+    # inside, k_β the least k with P(Z <= -k) = a^k / (1 + a) <= β (a = e^(-1/scale))
+    a = math.exp(-1 / 4.0)
+    k = laplace_floor(4.0, 0.001)
+    assert a ** k / (1 + a) <= 0.001 < a ** (k - 1) / (1 + a)
+    data = corner_points()
+    rel = dp.release("privtree", data, BOX, 1.0, params={"base_cells": 64, "zero_below": 5.0},
+                     seed=np.random.default_rng(3))
+    tau = rel.zero_threshold()
+    assert tau is not None and np.allclose(tau, 5.0 * rel.leaf_scale)
+    zero = rel.counts == 0
+    assert zero.any()
+    whole = dp.Rect(0, 0, 1, 1)                       # every leaf inside and touched
+    lo, hi = rel.bounds([whole], n_sim=2000)
+    h = sum_half_width(rel.leaf_scale, 0.95, 2000, 0)
+    assert hi[0] == pytest.approx(rel.counts.sum() + tau[zero].sum() + h)
+    beta = 0.05 / 4 / len(rel.counts)
+    h_lo = sum_half_width(rel.leaf_scale, 0.975, 2000, 0)
+    floor = laplace_floor(float(rel.leaf_scale.max()), beta) * zero.sum()
+    assert lo[0] == pytest.approx(max(rel.counts.sum() - floor - h_lo, 0.0))
+    assert lo[0] <= data.n <= hi[0]

@@ -278,9 +278,14 @@ class Release(abc.ABC):
 
     def region_noise_scales(self):
         """The discrete Laplace scale of each region of `regions()` when every released count is
-        its region's exact count plus one independent draw (0 for an exact count); None when
-        counts were fitted jointly or chosen by their noise (a threshold that zeroes small noisy
-        counts). What `dp.partition_bounds` needs."""
+        its region's exact count plus one independent draw (0 for an exact count; a threshold may
+        have hidden the draw, see `zero_threshold`); None when counts were fitted jointly. What
+        `dp.partition_bounds` needs."""
+        return None
+
+    def zero_threshold(self):
+        """Per region, the largest noisy count a released 0 can hide (a threshold on the noisy
+        counts zeroed it); None when a released count is always the noisy one."""
         return None
 
     def bounds(self, rects, level: float = 0.95, n_sim: int = 20000, seed: int = 0):

@@ -59,7 +59,7 @@ class LeafRelease(Release):
                (leaves included), for the level-by-level "watch it grow" view
     """
 
-    thresholded = False     # True when counts were zeroed by their noisy value (PrivTree's zero_below)
+    hidden_below = None     # (L,) where a threshold zeroed noisy counts up to it (PrivTree's zero_below)
 
     def __init__(self, spec, domain, epsilon, split, params, ledger, base: UniformGrid,
                  leaves, counts, leaf_var=None, eps_path=None, nodes=None, leaf_scale=None, **kw):
@@ -174,9 +174,10 @@ class LeafRelease(Release):
         return np.array([(self.overlap_fractions(q) ** 2 * self.leaf_var).sum() for q in r])
 
     def region_noise_scales(self):
-        if self.leaf_scale is None or self.leaf_var is None or self.thresholded:
-            return None
-        return self.leaf_scale
+        return None if self.leaf_scale is None or self.leaf_var is None else self.leaf_scale
+
+    def zero_threshold(self):
+        return self.hidden_below
 
     def noise_terms(self, rect: Rect):
         """With one discrete Laplace draw per leaf (leaf_scale), the noise is Σ_L a_L Z_L."""

@@ -598,7 +598,8 @@ def release_privtree(data, domain, epsilon, split, params, rng):
                        diagnostics={"lambda": lam, "delta": delta, "theta": theta,
                                     "depth": tree.height, "n_leaves": n,
                                     "leaves_zeroed": int(zeroed.sum())})
-    rel.thresholded = params["zero_below"] > 0     # which counts are 0 was chosen by their noise
+    if params["zero_below"] > 0:       # a released 0 hides a noisy count of at most this
+        rel.hidden_below = np.full(n, params["zero_below"] * scale)
     return rel
 
 
