@@ -7,7 +7,7 @@ private point mechanism, the share of queries whose true count lies inside each 
 and the median width. A mechanism without independent per-region noise has no assumption-free
 interval ("none"); its noise-only interval is "n/a" where no closed form exists.
 
-    python benchmarks/coverage.py [--eps 0.1 1] [--seeds 1 2 3 4 5] [--data checkin ...] [--n-sim 1000]
+    python benchmarks/coverage.py [--eps 0.1 1] [--seeds 1 2 3 4 5] [--data checkin ...]
 """
 from __future__ import annotations
 
@@ -29,14 +29,14 @@ MECHANISMS = sorted(k for k, s in dp.mechanisms(private_only=True).items()
                     if s.data_kind == "points" and s.comparable)
 
 
-def run(name: str, data, eps: float, seed: int, rects, truth, n_sim: int) -> dict:
+def run(name: str, data, eps: float, seed: int, rects, truth) -> dict:
     """Coverage and median width of both intervals for one release."""
     spec = dp.mechanisms()[name]
     params = {"base_cells": peers.SIDE} if any(p.name == "base_cells" for p in spec.params) else {}
     extra = {"workload": rects} if spec.workload_aware else {}
     rel = dp.release(name, data, peers.BOX, eps, params=params, **extra, seed=np.random.default_rng(seed))
     out = {}
-    lo, hi = rel.bounds(rects, n_sim=n_sim)
+    lo, hi = rel.bounds(rects)
     if not np.isnan(lo).all():
         out["bounds"] = (np.mean((lo <= truth) & (truth <= hi)), np.median(hi - lo))
     var = rel.noise_variance(rects)
@@ -52,7 +52,6 @@ def main(argv=None) -> None:
     ap.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3, 4, 5])
     ap.add_argument("--data", nargs="+", default=list(peers.FILES), choices=list(peers.FILES))
     ap.add_argument("--mechanisms", nargs="+", default=MECHANISMS, choices=MECHANISMS)
-    ap.add_argument("--n-sim", type=int, default=1000)
     args = ap.parse_args(argv)
     if not peers.DATA_DIR.is_dir():
         print("skipped: needs the DPBench matrices in the shared folder next to the repository")
@@ -68,7 +67,7 @@ def main(argv=None) -> None:
         data = points_from_matrix(m, peers.BOX, seed=7)
         for eps in args.eps:
             for name in args.mechanisms:
-                res = [run(name, data, eps, s, rects, truth, args.n_sim) for s in args.seeds]
+                res = [run(name, data, eps, s, rects, truth) for s in args.seeds]
                 cols = []
                 for kind in ("bounds", "noise"):
                     got = [r[kind] for r in res if kind in r]

@@ -160,7 +160,9 @@ def count_range(lo: float, hi: float, rel) -> str:
     if math.isnan(lo):
         if rel.spec.data_kind == "regions":
             return "none: regions are counted where they overlap, not per cell"
-        return "none: counts fitted jointly"
+        if rel.points_per_user:
+            return "none: user-level counts are of each user's kept points"
+        return "none: counts fitted jointly" if rel.region_noise_scales() is None else "none for this release"
     return f"{math.floor(lo):,} to {math.ceil(hi):,}"
 
 

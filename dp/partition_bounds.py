@@ -10,27 +10,37 @@ side with probability (1 − level)/2 at most, so by the union bound
 
     [Σ inside − h_inside, Σ touched + h_touched]   (the lower end clipped at 0)
 
-holds the true count with probability at least `level`, for any data. It reads only the
-release (post-processing). Releases whose counts were fitted jointly (consistency, least
-squares, Euler's LP) have no such interval (`Release.region_noise_scales()` is None).
+holds the true count with probability at least `level`, for any data, for a rectangle chosen
+without looking at the release (picking the rectangle whose count looks highest is another
+question). The half-widths come from the exact distribution of the sum of the draws (`sum_pmf`),
+so they hold at any ε. It reads only the release (post-processing).
+
+No interval (NaN) where its premise fails (`Release.bounds_hold`, `region_noise_scales`):
+counts fitted jointly (consistency, least squares, Euler's LP); user-level releases (the
+counts are of each user's kept points, not of all points); counts re-binned from a grid whose
+lines are not the release's; points clamped into the box (the bounded grid); a grid chosen by
+comparing its draws with true answers (leaky).
 
 Counts zeroed by a threshold τ on their own noisy value (PrivTree's `zero_below`) hide the
 noisy count, so each end is bounded on a set fixed before the noise (the regions inside, or
 touched), never on the kept ones (their noise is not centred on zero):
-- upper: a released 0 stands for a noisy count of at most τ, so the touched sum counts it as τ;
-- lower: a released 0 stands for a noisy count above −k whenever every noise draw inside is
-  above −k, which fails with probability at most β = (1 − level)/4 when each draw falls to −k
-  or below with probability β / (regions inside); the sum's half-width then takes the other
-  (1 − level)/4, so the lower end still fails with probability at most (1 − level)/2.
+- upper: a released 0 stands for a noisy count of at most ⌊τ⌋, so the touched sum counts it so;
+- lower: a released 0 stands for a noisy count of at least −(k − 1) whenever every noise draw
+  inside is above −k, which fails with probability at most β = (1 − level)/4 when each draw
+  falls to −k or below with probability β / (regions inside); the sum's half-width then takes
+  the other (1 − level)/4, so the lower end still fails with probability at most (1 − level)/2.
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
 
-from .noise import discrete_laplace_variance
 from .queries import as_rect_array
+
+TAIL_SD = 12.0     # the exact sum's support is cut this many standard deviations out (plus 40 scales)
+
 
 def cell_coords(domain, grid, rects) -> np.ndarray:
     """Rectangles as fractional cell coordinates [x0, y0, x1, y1] of a grid over the domain."""
@@ -40,14 +50,34 @@ def cell_coords(domain, grid, rects) -> np.ndarray:
     return np.column_stack([x[:, 0], y[:, 0], x[:, 1], y[:, 1]])
 
 
-def sum_half_width(scales: np.ndarray, level: float, n_sim: int, seed: int) -> float:
-    """Half-width h with P(|Σ Z_i| <= h) ~ level for independent discrete Laplace Z_i."""
-    from .mechanisms.base import noise_half_width     # base imports this module's users
+@functools.lru_cache(maxsize=4096)
+def _half_width(scales: tuple, multiplicity: tuple, level: float) -> int:
+    """Least whole h with P(|Σ Z| <= h) >= level, Z independent discrete Laplace: the sum's
+    exact distribution from the product of the draws' characteristic functions
+    φ(t) = (1 − a)² / (1 − 2a cos t + a²), a = e^(−1/scale), inverted by FFT."""
+    a = np.exp(-1.0 / np.asarray(scales))
+    m = np.asarray(multiplicity, dtype=np.float64)
+    sd = math.sqrt(float((m * 2 * a / (1 - a) ** 2).sum()))
+    reach = int(math.ceil(TAIL_SD * sd + 40 * max(scales)))
+    n = 1 << max(4, (2 * reach + 1).bit_length())
+    t = 2 * np.pi * np.arange(n) / n
+    log_phi = (m[:, None] * (2 * np.log1p(-a)[:, None]
+                             - np.log1p(-2 * a[:, None] * np.cos(t) + a[:, None] ** 2))).sum(0)
+    pmf = np.fft.ifft(np.exp(log_phi)).real
+    covered = pmf[0] + 2 * np.cumsum(pmf[1:reach + 1])       # P(|S| <= h) for h = 1 .. reach
+    if pmf[0] >= level:
+        return 0
+    return int(np.searchsorted(covered, level - 1e-12) + 1)
+
+
+def sum_half_width(scales: np.ndarray, level: float) -> int:
+    """Half-width h with P(|Σ Z_i| <= h) >= level for independent discrete Laplace Z_i, exact."""
+    scales = np.asarray(scales, dtype=np.float64)
     scales = scales[scales > 0]
     if scales.size == 0:
-        return 0.0
-    var = float(discrete_laplace_variance(scales).sum())
-    return noise_half_width(var, (np.ones(scales.size), scales), level, n_sim, seed)
+        return 0
+    unique, counts = np.unique(scales, return_counts=True)
+    return _half_width(tuple(unique.tolist()), tuple(counts.tolist()), float(level))
 
 
 def laplace_floor(scale: float, beta: float) -> int:
@@ -57,12 +87,17 @@ def laplace_floor(scale: float, beta: float) -> int:
     return max(0, math.ceil(math.log(beta * (1 + a)) / math.log(a)))
 
 
-def partition_bounds(rel, rects, level: float = 0.95, n_sim: int = 20000, seed: int = 0
-                     ) -> tuple[np.ndarray, np.ndarray]:
+def _axis(lo_cell, hi_cell, x0, x1, size):
+    """Regions touching [x0, x1) along one axis; a rectangle of no width on the box's closed
+    far edge touches the last regions."""
+    return ((lo_cell < x1) & (hi_cell > x0)) | ((x0 >= size) & (hi_cell == size))
+
+
+def partition_bounds(rel, rects, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
     """(lower, upper) per rectangle, holding its true count with probability >= level whatever
-    the data; NaN for releases without independent per-region noise."""
+    the data; NaN where the release has no such interval."""
     q = len(as_rect_array(rects))
-    scales = rel.region_noise_scales()
+    scales = rel.region_noise_scales() if rel.bounds_hold else None
     if scales is None:
         return np.full(q, np.nan), np.full(q, np.nan)
     grid, ranges, counts = rel.regions()
@@ -70,20 +105,19 @@ def partition_bounds(rel, rects, level: float = 0.95, n_sim: int = 20000, seed: 
     scales = np.broadcast_to(np.asarray(scales, dtype=np.float64), counts.shape)
     tau = rel.zero_threshold()
     zero = np.zeros(counts.shape, dtype=bool) if tau is None else counts == 0
-    upper = counts if tau is None else np.where(zero, tau, counts)
+    upper = counts if tau is None else np.where(zero, np.floor(tau), counts)
     # with hidden zeros the lower end splits its share between the sum and the floor
     lower_level = level if tau is None else 1 - (1 - level) / 2
     r0, r1, c0, c1 = np.asarray(ranges).T
     lo, hi = np.empty(q), np.empty(q)
     for i, (x0, y0, x1, y1) in enumerate(cell_coords(rel.domain, grid, rects)):
-        inside = (c0 >= x0) & (c1 <= x1) & (r0 >= y0) & (r1 <= y1)
-        touched = (c0 < x1) & (c1 > x0) & (r0 < y1) & (r1 > y0)
+        inside = (c0 >= x0) & (c1 <= x1) & (r0 >= y0) & (r1 <= y1) & (x1 > x0) & (y1 > y0)
+        touched = _axis(c0, c1, x0, x1, grid.gx) & _axis(r0, r1, y0, y1, grid.gy)
         floor = 0.0
         hidden = zero & inside
         if hidden.any():
             beta = (1 - level) / 4 / inside.sum()
-            floor = laplace_floor(float(scales[hidden].max()), beta) * hidden.sum()
-        lo[i] = max(counts[inside].sum() - floor
-                    - sum_half_width(scales[inside], lower_level, n_sim, seed), 0.0)
-        hi[i] = upper[touched].sum() + sum_half_width(scales[touched], level, n_sim, seed)
+            floor = max(laplace_floor(float(scales[hidden].max()), beta) - 1, 0) * hidden.sum()
+        lo[i] = max(counts[inside].sum() - floor - sum_half_width(scales[inside], lower_level), 0.0)
+        hi[i] = upper[touched].sum() + sum_half_width(scales[touched], level)
     return lo, hi

@@ -59,6 +59,8 @@ def release(name: str, data, domain: Domain, epsilon: float = 1.0, split=None, p
     rel = spec.release(data, domain, epsilon / (k or 1), split, params, rng, **extra)
     if k is not None:
         rel.restate_per_user(k, epsilon)
+    if k is not None or not _counts_on_release_lines(data, rel):
+        rel.bounds_hold = False     # the counts are not those of the points inside each region
     if seed is not None and not isinstance(seed, np.random.Generator):
         rel.ledger.record_fixed_seed()
     if domain.leaky:
@@ -69,6 +71,16 @@ def release(name: str, data, domain: Domain, epsilon: float = 1.0, split=None, p
     elif rel.ledger.total > epsilon * (1 + 1e-9):
         rel.ledger.check(epsilon)
     return rel
+
+
+def _counts_on_release_lines(data, rel) -> bool:
+    """Whether every base cell of counts data lies in one region of the release (the release's
+    grid lines are lines of the counts' grid), as `dp.partition_bounds` needs; true for points."""
+    if not isinstance(data, CountData):
+        return True
+    grid = rel.regions()[0]
+    gx, gy = data.finest
+    return gx % grid.gx == 0 and gy % grid.gy == 0
 
 
 def check_inputs(spec: MechanismSpec, data, domain: Domain, params: dict) -> None:

@@ -194,6 +194,8 @@ class Release(abc.ABC):
     line; optional features are declared in `capabilities`."""
 
     points_per_user: int | None = None   # k of a user-level release (set by restate_per_user)
+    bounds_hold = False    # whether `bounds` may be given: set by __init__ (False for releases
+    #                        pickled before it existed), cleared where its premise fails
     # per-leaf budgets some subclasses export next to their counts: privacy costs, so user-level
     BUDGET_ARRAYS = ("eps_path", "eps_final")
 
@@ -207,6 +209,7 @@ class Release(abc.ABC):
         self.ledger = ledger
         self.diagnostics = diagnostics or {}   # NON-PRIVATE owner-only values; never exported
         self.noisy_size = noisy_size            # a released noisy dataset size (never the exact N)
+        self.bounds_hold = True
 
     @property
     def mechanism(self) -> str:
@@ -288,11 +291,11 @@ class Release(abc.ABC):
         counts zeroed it); None when a released count is always the noisy one."""
         return None
 
-    def bounds(self, rects, level: float = 0.95, n_sim: int = 20000, seed: int = 0):
+    def bounds(self, rects, level: float = 0.95):
         """(lower, upper) per rectangle holding its true count with probability >= level for any
         data (`dp.partition_bounds`); NaN where the release has no such interval."""
         from ..partition_bounds import partition_bounds
-        return partition_bounds(self, rects, level, n_sim, seed)
+        return partition_bounds(self, rects, level)
 
     def warnings(self) -> list[str]:
         """Public warnings about this release's accuracy (computed from released values only)."""

@@ -292,8 +292,10 @@ def release_leaky(data, domain, epsilon, split, params, rng):
     grid, noisy, ledger = draws[best]
     ledger.record_leak("grid choice on true answers",
                        f"{len(G)} noisy grids compared against true counts; no guarantee")
-    return GridRelease(LEAKY, domain, epsilon, split, params, ledger, grid, noisy, 1.0 / epsilon,
-                       diagnostics={"grid_sizes": list(G), "tuning_errors": errs, "chosen": G[best]})
+    rel = GridRelease(LEAKY, domain, epsilon, split, params, ledger, grid, noisy, 1.0 / epsilon,
+                      diagnostics={"grid_sizes": list(G), "tuning_errors": errs, "chosen": G[best]})
+    rel.bounds_hold = False          # the draws kept were chosen by their errors on true answers
+    return rel
 
 
 def release_best_nonpriv(data, domain, epsilon, split, params, rng):

@@ -618,6 +618,11 @@ class BoundedGridRelease(GridRelease):
     guarantee_kind = BOUNDED_KIND
     bin_km: tuple = (math.nan, math.nan)   # actual cell width and height, set by the release
 
+    def region_noise_scales(self):
+        """None: points outside the box are clamped into its edge cells, so a cell's count is not
+        the count of the points inside it and `dp.partition_bounds` does not hold."""
+        return None
+
     def metadata(self) -> dict:
         meta = super().metadata()
         meta.update({"guarantee_kind": self.guarantee_kind, "sensitivity": 2,
