@@ -221,7 +221,8 @@ def test_owner_and_visitor_on_the_multi_worker_server(dash_duo, tmp_path, data_d
         owner.switch_to.alert.accept()
         dash_duo.wait_for_contains_text(f"#{public_page.BODY}", "No longer published", timeout=15)
         visitor.get(f"{server.url}/r/{pid}")
-        poll_until(lambda: "Not published" in visitor.find_element("id", public_page.BODY).text, 30)
+        # the page is empty until Dash renders it: wait for the body before reading it
+        poll_until(lambda: "Not published" in " ".join(e.text for e in visitor.find_elements("id", public_page.BODY)), 30)
         assert "Not published" in visitor.find_element("id", public_page.BODY).text
     finally:
         visitor.quit()
