@@ -37,17 +37,9 @@ import math
 
 import numpy as np
 
-from .queries import as_rect_array
+from .queries import as_rect_array, cell_coords
 
 TAIL_SD = 12.0     # the exact sum's support is cut this many standard deviations out (plus 40 scales)
-
-
-def cell_coords(domain, grid, rects) -> np.ndarray:
-    """Rectangles as fractional cell coordinates [x0, y0, x1, y1] of a grid over the domain."""
-    r = as_rect_array(rects)
-    x = np.clip((r[:, [0, 2]] - domain.west) / domain.width * grid.gx, 0, grid.gx)
-    y = np.clip((r[:, [1, 3]] - domain.south) / domain.height * grid.gy, 0, grid.gy)
-    return np.column_stack([x[:, 0], y[:, 0], x[:, 1], y[:, 1]])
 
 
 @functools.lru_cache(maxsize=4096)

@@ -106,3 +106,12 @@ def random_workload(domain: Domain, n: int, *, side_frac: float | None = None,
     x0 = domain.west + rng.uniform(0, 1, n) * (domain.width - w)
     y0 = domain.south + rng.uniform(0, 1, n) * (domain.height - h)
     return np.column_stack([x0, y0, x0 + w, y0 + h])
+
+
+def cell_coords(domain, grid, rects) -> np.ndarray:
+    """Rectangles as fractional cell coordinates [x0, y0, x1, y1] of a grid over the domain,
+    clipped to the grid."""
+    r = as_rect_array(rects)
+    x = np.clip((r[:, [0, 2]] - domain.west) / domain.width * grid.gx, 0, grid.gx)
+    y = np.clip((r[:, [1, 3]] - domain.south) / domain.height * grid.gy, 0, grid.gy)
+    return np.column_stack([x[:, 0], y[:, 0], x[:, 1], y[:, 1]])

@@ -13,7 +13,8 @@ significance zeroing, all post-processing (`dp.postprocess`).
 - Counts: exact integer counts + discrete Laplace(1/ε_node), one ledger entry per level.
 - Then `dp.postprocess.infer`: `consistent` (Hay et al., VLDB 2010), `nonnegative` (top-down),
   and `zero_insignificant` (a node below zero_sd standard deviations of its least-squares
-  estimate is zeroed with its subtree). The leaves (single cells) are released. The dataset size is never used.
+  estimate is zeroed with its subtree). The leaves (single cells) are released. The dataset
+  size is never used.
 """
 from __future__ import annotations
 
@@ -94,10 +95,10 @@ FULL_QUADTREE = MechanismSpec(
                   "ε of a level is this many times the ε of the level above it (1 = the same at "
                   "every level); 4^(1/3) ≈ 1.59 minimises the total variance of a quadtree "
                   "(Cormode et al. 2012), 1.5 was measured best.", min=1.0, max=4.0),
-            zero_sd_param(1.0, "no zeroing (non-negativity still applies)", "1 measured best on the DPBench matrices (millions of points; "
-                                "1.5 was worse in every setting). On sparse data it drops most "
-                                "points (a 5,000-point city sample kept about a quarter at ε = 1): "
-                                "use 0 there.")),
+            zero_sd_param(1.0, "no zeroing (non-negativity still applies)",
+                          "1 measured best on the DPBench matrices (millions of points; 1.5 was "
+                          "worse in every setting). On sparse data it drops most points (a "
+                          "5,000-point city sample kept about a quarter at ε = 1): use 0 there.")),
     budget_parts=("counts",), default_split=(1.0,),
     finest_grid=base_shape, release=release_full_quadtree)
 

@@ -12,7 +12,7 @@ import math
 import numpy as np
 
 from ..domain import Domain, Projection, UniformGrid
-from ..queries import Rect, as_rect_array
+from ..queries import Rect, as_rect_array, cell_coords
 from ..summed_area import box_sums, summed_area
 from .base import Capabilities, Release
 
@@ -132,14 +132,6 @@ class LeafRelease(Release):
         return self._sat
 
     # ------------------------------------------------------------------ answers
-    def _cell_coords(self, rects) -> np.ndarray:
-        """Rectangles as fractional base-cell coordinates [x0, y0, x1, y1], clipped to the grid."""
-        r = as_rect_array(rects)
-        d, g = self.domain, self.base
-        x = np.clip((r[:, [0, 2]] - d.west) / d.width * g.gx, 0, g.gx)
-        y = np.clip((r[:, [1, 3]] - d.south) / d.height * g.gy, 0, g.gy)
-        return np.column_stack([x[:, 0], y[:, 0], x[:, 1], y[:, 1]])
-
     def _integral(self, x, y) -> np.ndarray:
         """Integral of the density over [0, x) x [0, y): bilinear in the summed-area table (exact)."""
         S = self._cell_sat()
@@ -152,14 +144,14 @@ class LeafRelease(Release):
 
     def answer_many(self, rects) -> np.ndarray:
         """Spec 003 Eq. (Q): sum of leaf counts times the fraction of each leaf inside the query."""
-        c = self._cell_coords(rects)
+        c = cell_coords(self.domain, self.base, rects)
         x0, y0, x1, y1 = c.T
         return (self._integral(x1, y1) - self._integral(x0, y1) - self._integral(x1, y0)
                 + self._integral(x0, y0))
 
     def overlap_fractions(self, rect: Rect) -> np.ndarray:
         """Fraction of each leaf's area inside one rectangle, shape (L,)."""
-        x0, y0, x1, y1 = self._cell_coords(rect)[0]
+        x0, y0, x1, y1 = cell_coords(self.domain, self.base, rect)[0]
         lv = self.leaves
         ox = np.clip(np.minimum(lv[:, 3], x1) - np.maximum(lv[:, 2], x0), 0, None)
         oy = np.clip(np.minimum(lv[:, 1], y1) - np.maximum(lv[:, 0], y0), 0, None)
