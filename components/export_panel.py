@@ -1,11 +1,15 @@
-"""Export panel: download the public release (noisy cells) and its metadata; nothing else."""
+"""Export panel: download the public release (noisy cells), its metadata with provenance, its map
+as PNG and a script that repeats it; nothing else."""
 from __future__ import annotations
 
 import json
 
-from dash import Input, Output, State, dcc, html, no_update
+from dash import Input, Output, State, ctx, dcc, html, no_update
 
-from . import ids
+import dp
+from dp.provenance import provenance, repeat_script
+
+from . import ids, map_image, server_files
 from server import published, state
 from .help import help_box
 
@@ -16,7 +20,10 @@ def layout(config: dict) -> html.Div:
         help_box("export"),
         html.Button("Download release (GeoJSON)", id=ids.EXPORT_BUTTON, n_clicks=0),
         html.Button("Download metadata (JSON)", id=ids.EXPORT_META_BUTTON, n_clicks=0),
+        html.Button("Map (PNG)", id=ids.EXPORT_PNG_BUTTON, n_clicks=0),
+        html.Button("Repeat script (Python)", id=ids.EXPORT_SCRIPT_BUTTON, n_clicks=0),
         dcc.Download(id=ids.EXPORT_DOWNLOAD), dcc.Download(id=ids.EXPORT_META_DOWNLOAD),
+        dcc.Download(id=ids.EXPORT_FILE_DOWNLOAD),
         html.Div(id=ids.EXPORT_STATUS, role="status"),
         html.H4("Publish"),
         *publish_controls(config["page"]["owner"]),
@@ -56,15 +63,31 @@ def publish(sid: str, rinfo, title) -> html.Div:
         return html.Div("Not published: this release is not private (a fixed seed or a box fitted "
                         "to the data). Release it again with fresh randomness over a public box.",
                         className="warning")
-    pid = published.publish(rel, title or "")
+    account = _account(sid, rinfo)
+    pid = published.publish(rel, title or "", account.spent, account.total)
     return html.Div(["Published at ", html.A(f"/r/{pid}", href=f"/r/{pid}", target="_blank"),
                      " and listed in the gallery at /r/: anyone can open it; unpublish it from that page."],
                     className="ok")
 
 
-def export_files(rel) -> tuple[str, str]:
-    """(GeoJSON text, metadata JSON text) built only from the release's public outputs."""
-    return rel.to_json(), json.dumps(rel.metadata(), indent=2, default=str)
+def export_files(rel, account=None) -> tuple[str, str]:
+    """(GeoJSON text, metadata JSON text) built only from the release's public outputs, each with
+    the provenance block (`dp.provenance`); `account`: the dataset's account, for its ε spent."""
+    block = provenance(rel, *((account.spent, account.total) if account is not None else ()))
+    return (rel.to_json({"provenance": block}),
+            json.dumps({**rel.metadata(), "provenance": block}, indent=2, default=str))
+
+
+def owner_script(rel, data, sample: str | None = None) -> str:
+    """The repeat script for the owner's own copy: the upload's file name and the columns read,
+    or the built-in `sample` by name."""
+    if sample is not None:
+        return repeat_script(rel, sample, loader="load_region_sample" if data.kind == "regions"
+                             else "load_sample")
+    if isinstance(data, dp.CountData):
+        return repeat_script(rel, f"{data.name}{server_files.COUNTS_EXT}", loader="load_counts")
+    report = getattr(data, "report", None)
+    return repeat_script(rel, data.name, getattr(report, "columns", None))
 
 
 def register_callbacks(app, config: dict):
@@ -76,7 +99,8 @@ def register_callbacks(app, config: dict):
         rel, why_not = _current(rinfo, sid)
         if rel is None:
             return no_update, why_not
-        return dict(content=export_files(rel)[0], filename=f"release_{rel.mechanism}.geojson"), ""
+        return dict(content=export_files(rel, _account(sid, rinfo))[0],
+                    filename=f"release_{rel.mechanism}.geojson"), ""
 
     @app.callback(Output(ids.EXPORT_META_DOWNLOAD, "data"), Output(ids.EXPORT_STATUS, "children",
                                                                    allow_duplicate=True),
@@ -87,7 +111,23 @@ def register_callbacks(app, config: dict):
         rel, why_not = _current(rinfo, sid)
         if rel is None:
             return no_update, why_not
-        return dict(content=export_files(rel)[1], filename=f"release_{rel.mechanism}_metadata.json"), ""
+        return dict(content=export_files(rel, _account(sid, rinfo))[1],
+                    filename=f"release_{rel.mechanism}_metadata.json"), ""
+
+    @app.callback(Output(ids.EXPORT_FILE_DOWNLOAD, "data"), Output(ids.EXPORT_STATUS, "children",
+                                                                   allow_duplicate=True),
+                  Input(ids.EXPORT_PNG_BUTTON, "n_clicks"), Input(ids.EXPORT_SCRIPT_BUTTON, "n_clicks"),
+                  State(ids.RELEASE, "data"), prevent_initial_call=True)
+    def download_file(_png, _script, rinfo):
+        sid = state.session_id()
+        rel, why_not = _current(rinfo, sid)
+        if rel is None:
+            return no_update, why_not
+        if ctx.triggered_id == ids.EXPORT_PNG_BUTTON:
+            return dcc.send_bytes(map_image.map_png(rel), f"release_{rel.mechanism}_map.png"), ""
+        fp = state.key_fingerprint(rinfo["key"])
+        script = owner_script(rel, state.points(sid, fp), state.sample_of(fp))
+        return dict(content=script, filename=f"repeat_{rel.mechanism}.py"), ""
 
 
     @app.callback(Output(ids.PUBLISH_STATUS, "children"), Input(ids.PUBLISH_BUTTON, "n_clicks"),
@@ -95,6 +135,11 @@ def register_callbacks(app, config: dict):
                   prevent_initial_call=True)
     def publish_current(_, rinfo, title):
         return publish(state.session_id(), rinfo, title)
+
+
+def _account(sid, rinfo):
+    """The account of the release's dataset (for the provenance's ε spent so far)."""
+    return state.account(sid, state.key_fingerprint(rinfo["key"]))
 
 
 def _current(rinfo, sid):

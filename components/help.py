@@ -125,6 +125,11 @@ TEXTS = {
     "export": [
         "Downloads the published grid (GeoJSON) and a description of how it was made. It contains "
         "only noisy counts and public settings, never true counts or the raw data.",
+        "Both files carry a provenance block: software version, time of the release, mechanism, "
+        "parameters, ε and split, unit of privacy, the ledger, and the ε this dataset has spent so "
+        "far. Map (PNG) saves the map's private layer with its colour bar. Repeat script (Python) "
+        "saves a short script that makes the same kind of release from your own copy of the file "
+        "with the dp package; each run draws fresh noise and spends ε again.",
     ],
 }
 

@@ -303,6 +303,14 @@ def _find_column(header, wanted, candidates, role):
     return None
 
 
+def _shown(header, most: int = 12, width: int = 40) -> str:
+    """The header's names for a message, short: at most `most` names of at most `width`
+    characters (a file that is not a table can make one huge 'name')."""
+    names = [n if len(n) <= width else n[:width - 1] + "…" for n in header[:most]]
+    more = len(header) - most
+    return ", ".join(names) + (f" and {more:,} more" if more > 0 else "")
+
+
 def _columns(header, lon, lat, user):
     """(lon, lat, user) column indices (user None when absent) and the report's column names,
     or a DataError saying which columns were found and which names were expected."""
@@ -310,7 +318,7 @@ def _columns(header, lon, lat, user):
     ilat = _find_column(header, lat, LAT_NAMES, "latitude")
     if ilon is None or ilat is None:
         missing = " and ".join(r for r, i in (("longitude", ilon), ("latitude", ilat)) if i is None)
-        raise DataError(f"no {missing} column found among: {', '.join(header)}; expected columns "
+        raise DataError(f"no {missing} column found among: {_shown(header)}; expected columns "
                         "named lon/lng/longitude/x and lat/latitude/y, or choose them explicitly")
     if ilon == ilat:
         raise DataError(f"longitude and latitude both point to column {header[ilon]!r}")

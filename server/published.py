@@ -123,9 +123,10 @@ def clean_title(title, rel) -> str:
     return text or default_title(rel)[:MAX_TITLE]
 
 
-def publish(rel, title: str) -> str:
+def publish(rel, title: str, spent: float | None = None, budget: float | None = None) -> str:
     """Publish a private release under a new id and return the id. The published copy has no
-    `diagnostics` (owner-only, not private); the record holds public settings only."""
+    `diagnostics` (owner-only, not private); the record holds public settings only, and the
+    ε the dataset's account had spent (`spent` of `budget`) when it was published."""
     _folder_or_fail()
     if not rel.private:
         raise ValueError("only a private release can be published: this one has a fixed seed or a "
@@ -137,7 +138,8 @@ def publish(rel, title: str) -> str:
               "epsilon": float(rel.epsilon), "privacy_level": rel.privacy_level,
               "unit": rel.spec.unit, "guarantee": rel.spec.guarantee, "describe": rel.describe(),
               "domain": rel.domain.to_dict(),
-              "time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="microseconds")}
+              "time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="microseconds"),
+              "epsilon_spent_so_far": spent, "epsilon_budget": budget}
     with speaking("folder of published releases"):
         _write(f"{pid}.pkl", pickle.dumps(public, protocol=pickle.HIGHEST_PROTOCOL))
         _write(f"{pid}.json", json.dumps(record, ensure_ascii=False).encode())   # the commit point

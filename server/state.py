@@ -276,6 +276,11 @@ def sample(name: str):
     return _samples[name]
 
 
+def sample_of(fingerprint: str) -> str | None:
+    """The built-in sample's name for a fingerprint made in this process; None for other data."""
+    return next((name for name, (data, _) in _samples.items() if data.fingerprint == fingerprint), None)
+
+
 def dataset_summary(data, origin: str) -> dict:
     """What the browser may hold about the data: name, size, the loader's report; no points.
     `kind` ('points' or 'regions', `data.kind`) says which mechanisms apply; `counts` marks

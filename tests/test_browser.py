@@ -318,6 +318,19 @@ def test_export_has_no_true_counts(dash_duo):
     keys = set(all_keys(doc))
     assert not {k for k in keys if "true" in k.lower() or "exact" in k.lower()}
     assert not keys & {"diagnostics", "scores", "probabilities", "sensitivities", "tuning_errors"}
+    # the provenance block, the map as PNG and the repeat script (issue 26, item 6)
+    prov = meta["provenance"]
+    assert prov["mechanism"] == "e2epriv" and prov["dataset_account"]["epsilon_spent_so_far"] >= 1.0
+    dash_duo.find_element(f"#{ids.EXPORT_PNG_BUTTON}").click()
+    png = Path(dash_duo.download_path) / "release_e2epriv_map.png"
+    poll_until(png.exists, 20)
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    dash_duo.find_element(f"#{ids.EXPORT_SCRIPT_BUTTON}").click()
+    script = Path(dash_duo.download_path) / "repeat_e2epriv.py"
+    poll_until(script.exists, 20)
+    text = script.read_text()
+    compile(text, "repeat.py", "exec")
+    assert f"dp.load_sample('{SAMPLE}')" in text and "\n".join(prov["repeat_script"][8:]) in text
 
 
 def account_text(dash_duo) -> str:

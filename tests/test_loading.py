@@ -175,3 +175,15 @@ def test_a_short_row_is_described_without_its_text():
         dp.load_points(b"lon,lat\nalice bob@secret.com\nx\n1,2\n", filename="a.csv")
     assert "first bad row: 'a line with 1 of 2 fields'" in str(exc.value)
     assert "alice" not in str(exc.value) and "secret" not in str(exc.value)
+
+
+def test_missing_columns_message_is_short_for_a_file_that_is_no_table():
+    """A GeoJSON named .csv reads as one huge header 'name': the message shows names cut short."""
+    doc = '{"type": "FeatureCollection", "features": [' + ", ".join(
+        '{"type": "Feature", "geometry": {"type": "Point", "coordinates": [1.5, 2.5]}}'
+        for _ in range(500)) + "]}"
+    with pytest.raises(DataError) as exc:
+        dp.load_points(doc.encode(), filename="regions.csv", fmt="csv")
+    msg = str(exc.value)
+    assert "no longitude and latitude column found among:" in msg and len(msg) < 900
+    assert " more; expected columns" in msg

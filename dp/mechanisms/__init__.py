@@ -57,6 +57,7 @@ def release(name: str, data, domain: Domain, epsilon: float = 1.0, split=None, p
     if k is not None and not isinstance(data, CountData):    # counts were bounded when made
         data = bound_contributions(data, k, rng)
     rel = spec.release(data, domain, epsilon / (k or 1), split, params, rng, **extra)
+    rel.requested_split = split      # the split asked for; `rel.split` is what each part spent
     if k is not None:
         rel.restate_per_user(k, epsilon)
     if k is not None or not _counts_on_release_lines(data, rel):

@@ -12,6 +12,7 @@ from scipy import stats
 
 from ..budget import Ledger
 from ..contributions import USER_LEVEL_GUARANTEE
+from ..provenance import now
 from ..domain import Domain, UniformGrid
 from ..errors import ParameterError
 from ..noise import discrete_laplace_variance, make_rng
@@ -210,6 +211,8 @@ class Release(abc.ABC):
         self.diagnostics = diagnostics or {}   # NON-PRIVATE owner-only values; never exported
         self.noisy_size = noisy_size            # a released noisy dataset size (never the exact N)
         self.bounds_hold = True
+        self.released_at = now()                # UTC, to the second: for the export's provenance
+        self.requested_split = split            # dp.release sets the split asked for (HTF may spend less)
 
     @property
     def mechanism(self) -> str:
@@ -350,8 +353,12 @@ class Release(abc.ABC):
     def to_geojson(self) -> dict:
         """The release as GeoJSON: released values and public metadata only."""
 
-    def to_json(self) -> str:
-        return json.dumps(self.to_geojson(), default=_json_default)
+    def to_json(self, properties: dict | None = None) -> str:
+        """The GeoJSON as text; `properties` are added to its top-level ones (e.g. provenance)."""
+        doc = self.to_geojson()
+        if properties:
+            doc["properties"] = {**doc["properties"], **properties}
+        return json.dumps(doc, default=_json_default)
 
 
 MC_MAX_TERMS = 64   # up to this many noise terms an interval is simulated exactly
