@@ -140,7 +140,7 @@ def structure(rel: dp.Release, depth: int | None = None, series: int = 0):
     if depth is not None and depth < caps.depths:
         regions, counts = rel.partition_at(depth)
         eps = None
-    return grid, regions, counts, eps
+    return (grid, *render.in_row_major(grid, regions, counts, eps))     # what a cell layer reads
 
 
 def region_truth(data, grid: dp.UniformGrid, regions: np.ndarray) -> np.ndarray:
@@ -187,7 +187,7 @@ def cell_layers(rel, data, layer: str, depth: int | None = None, series: int = 0
     d = rel.domain
     bounds = (d.west, d.south, d.east, d.north)
     n = len(regions)
-    is_cells = n == grid.n_cells
+    is_cells = render.is_row_major(grid, regions)
     area = render.region_km2(grid, regions)
     need_truth = data is not None and (layer in ("true", "error") or (is_cells and n <= MAX_HOVER_CELLS)
                                        or (not is_cells and n <= MAX_HOVER_REGIONS))

@@ -169,11 +169,32 @@ def region_km2(grid: dp.UniformGrid, regions: np.ndarray) -> np.ndarray:
     return (regions[:, 1] - regions[:, 0]) * (regions[:, 3] - regions[:, 2]) * cell_km2(grid)
 
 
+def is_row_major(grid: dp.UniformGrid, regions: np.ndarray) -> bool:
+    """Whether the regions are the grid's cells one by one in row-major order (row 0 = south),
+    the order a cell layer's image and hover readout read them in. A full quadtree releases
+    every cell too, but in its tree's order."""
+    if len(regions) != grid.n_cells:
+        return False
+    j, k = np.divmod(np.arange(grid.n_cells), grid.gx)
+    return bool(np.array_equal(regions, np.column_stack([j, j + 1, k, k + 1])))
+
+
+def in_row_major(grid: dp.UniformGrid, regions: np.ndarray, *values):
+    """(regions, *values) reordered to row-major when the regions are every cell of the grid,
+    one each, in another order; else as given."""
+    if len(regions) != grid.n_cells or is_row_major(grid, regions):
+        return (regions, *values)
+    if not ((regions[:, 1] - regions[:, 0] == 1) & (regions[:, 3] - regions[:, 2] == 1)).all():
+        return (regions, *values)
+    order = np.argsort(regions[:, 0] * grid.gx + regions[:, 2], kind="stable")
+    return (regions[order], *(None if v is None else np.asarray(v)[order] for v in values))
+
+
 def on_grid(grid: dp.UniformGrid, regions: np.ndarray, values: np.ndarray) -> np.ndarray:
     """Per-region values painted on the base grid (rows, cols) for an image; a release of every
     cell in row-major order is reshaped as it is (exact, and fast for 1024² grids)."""
-    if len(regions) == grid.n_cells:
-        return values.reshape(grid.shape)
+    if is_row_major(grid, regions):
+        return np.asarray(values).reshape(grid.shape)
     return paint(grid.shape, regions, values)
 
 

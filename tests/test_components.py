@@ -505,3 +505,26 @@ def test_query_rows_carry_the_typical_error_and_the_csv_no_true_count(small):
     regions, rdomain = dp.load_region_sample("home_ranges_3k")
     euler = dp.release("euler", regions, rdomain, epsilon=1.0, seed=2)
     assert queries_panel.release_settings(euler, key) is None           # no synthetic regions
+
+
+def test_a_release_of_every_cell_in_tree_order_is_painted_where_its_cells_are(small):
+    """The full quadtree releases every base cell, in its tree's (Z) order: the map's image, its
+    hover readout and the compare map must place each count on its own cell, not read the list
+    as rows (a scrambled map before this test)."""
+    from components import compare_panel, map_panel, render
+    from dp.mechanisms.leaves import paint
+    data, domain = small
+    rel = dp.release("full_quadtree", data, domain, epsilon=1.0, params={"base_cells": 64},
+                     seed=np.random.default_rng(4))
+    grid, regions, counts = rel.regions()
+    assert len(regions) == grid.n_cells and not render.is_row_major(grid, regions)
+    expected = paint(grid.shape, regions, counts)              # order-free painting
+    g, r, c, _ = map_panel.structure(rel)
+    assert render.is_row_major(g, r)
+    np.testing.assert_allclose(render.on_grid(g, r, c), expected, atol=1e-9)
+    np.testing.assert_allclose(render.on_grid(grid, regions, counts), expected, atol=1e-9)
+    _, hover, _ = map_panel.cell_layers(rel, None, "private")
+    assert hover["kind"] == "cells"
+    np.testing.assert_allclose(np.reshape(hover["noisy"], grid.shape), np.round(expected, 1), atol=0.051)
+    area = render.region_km2(grid, regions)[0]
+    np.testing.assert_allclose(compare_panel.density(rel), expected.clip(min=0) / area, atol=1e-9)
