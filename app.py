@@ -13,7 +13,7 @@ from dash import Dash, dcc, html
 
 import dp
 from components import (alerts, compare_panel, data_panel, evaluation_panel, export_panel, ids, inputs,
-                        interactive_panel, ledger_panel, map_panel, mechanism_panel, public_page,
+                        interactive_panel, ledger_panel, map_panel, mechanism_panel, plan_panel, public_page,
                         queries_panel, server_files, share, tour_panel)
 from server import heavy, jobs, memory, state, workspace
 from server.faults import Unavailable
@@ -43,7 +43,7 @@ MIN_TOKEN_CHARS = 22         # 128 bits as URL-safe base64, what a random token 
 INSTANCE = Path(__file__).resolve().parent / "instance"
 ACCOUNTS_DIR, STORE_DIR, PUBLISHED_DIR = INSTANCE / "accounts", INSTANCE / "store", INSTANCE / "published"
 DEFAULT_WORKERS, DEFAULT_THREADS, DEFAULT_HEAVY = 3, 8, 1   # gunicorn's defaults on the command line
-PANELS = (alerts, data_panel, server_files, mechanism_panel, map_panel, queries_panel, compare_panel, ledger_panel,
+PANELS = (alerts, data_panel, server_files, mechanism_panel, plan_panel, map_panel, queries_panel, compare_panel, ledger_panel,
           export_panel, evaluation_panel, interactive_panel, share, tour_panel)
 
 

@@ -26,8 +26,10 @@ window.dpMap = {
     var x = (lng - b[0]) / (b[2] - b[0]) * g.gx, y = (lat - b[1]) / (b[3] - b[1]) * g.gy;
     var hit = window.dpMap.regionAt(g, Math.min(x, g.gx - 1e-9), Math.min(y, g.gy - 1e-9));
     if (!hit) { return; }
-    var text = hit.label + ": private " + g.noisy[hit.i].toFixed(1);
-    if (g.area) { text += " · area " + g.area[hit.i].toFixed(3) + " km²"; }
+    var text = hit.label + ": private " + g.noisy[hit.i].toLocaleString("en");
+    if (g.area) {
+      text += " · area " + g.area[hit.i].toLocaleString("en", {maximumSignificantDigits: 3}) + " km²";
+    }
     if (g.eps) { text += " · ε on path " + g.eps[hit.i]; }
     if (g.truth) { text += " · true " + g.truth[hit.i] + " (not private, owner only)"; }
     out.textContent = text;

@@ -9,8 +9,10 @@ import numpy as np
 from dash import ClientsideFunction, Input, Output, State, ctx, dash_table, dcc, html, no_update
 
 import dp
+from dp.whole_counts import whole_nonnegative
 
-from . import ids, render
+from . import ids, map_panel, queries_panel, render
+from .numbers import count_text
 from server import state, workspace
 from .controls import labelled_rects, mechanism_options, request_ids
 from .help import help_box
@@ -120,14 +122,19 @@ def answers(rel_a, rel_b, data, labelled: list) -> tuple:
             data.true_counts(rects, rel_a.domain))
 
 
+def people(answers) -> np.ndarray:
+    """Private answers as the tables show them: whole people, at least 0."""
+    return np.maximum(np.rint(np.asarray(answers, dtype=np.float64)), 0).astype(np.int64)
+
+
 def answer_rows(labels, answers_a, answers_b, truth) -> list[dict]:
-    """One table row per rectangle: both answers, the true count, both absolute errors, and which
-    answer was closer (decided on the unrounded errors)."""
+    """One table row per rectangle: both answers as whole people, the true count, both absolute
+    errors of what is shown, and which answer was closer (equal shown errors are a tie)."""
     rows = []
-    for lab, a, b, t in zip(labels, answers_a, answers_b, truth):
-        ea, eb = abs(float(a) - int(t)), abs(float(b) - int(t))
-        rows.append({"id": lab, "a": round(float(a), 1), "b": round(float(b), 1), "true": int(t),
-                     "err_a": round(ea, 1), "err_b": round(eb, 1), "closer": closer(ea, eb)})
+    for lab, a, b, t in zip(labels, people(answers_a), people(answers_b), truth):
+        ea, eb = abs(int(a) - int(t)), abs(int(b) - int(t))
+        rows.append({"id": lab, "a": f"{a:,}", "b": f"{b:,}", "true": f"{int(t):,}",
+                     "err_a": f"{ea:,}", "err_b": f"{eb:,}", "closer": closer(ea, eb)})
     return rows
 
 
@@ -145,8 +152,8 @@ def summary_line(answers_a, answers_b, truth, label_a: str = "A", label_b: str =
     """One line: which release was closer on how many rectangles, and each one's median absolute
     error (A and B name the releases as the maps and the table do; labels add their short names)."""
     truth = np.asarray(truth, dtype=float)
-    err_a = np.abs(np.asarray(answers_a, dtype=float) - truth)
-    err_b = np.abs(np.asarray(answers_b, dtype=float) - truth)
+    err_a = np.abs(people(answers_a) - truth)          # errors of the answers as shown
+    err_b = np.abs(people(answers_b) - truth)
     n = len(truth)
     if n == 0:
         return "Draw or type rectangles in panel 4 (Queries): each gets a row here with both answers."
@@ -163,7 +170,7 @@ def summary_line(answers_a, answers_b, truth, label_a: str = "A", label_b: str =
         line = f"{names[first]} was closer on {wins[first]} of {_rectangles(n)}, {names[second]} on {wins[second]}"
     if 0 < wins["tie"] < n:
         line += f", tied on {wins['tie']}"
-    return f"{line}; median absolute error A {np.median(err_a):.1f}, B {np.median(err_b):.1f}."
+    return f"{line}; median absolute error A {count_text(np.median(err_a))}, B {count_text(np.median(err_b))}."
 
 
 def table_columns(label_a: str, label_b: str) -> list[dict]:
@@ -174,29 +181,33 @@ def table_columns(label_a: str, label_b: str) -> list[dict]:
 
 
 def density(rel) -> np.ndarray:
-    """The release's noisy counts per km² on its base grid (negative counts shown as 0, as on the
-    main map), ready for an image overlay."""
+    """The release's people per km² (whole, non-negative: `dp.whole_counts`) on its base grid,
+    as on the main map, ready for an image overlay."""
     grid, regions, counts = rel.regions()
-    return render.on_grid(grid, regions, (counts / render.region_km2(grid, regions)).clip(min=0))
+    return render.on_grid(grid, regions, whole_nonnegative(counts) / render.region_km2(grid, regions))
 
 
-def comparison_map(map_id: str, rel, image: np.ndarray, scale: tuple, config: dict) -> dl.Map:
-    """One of the two maps: the domain outline and the release's cells on the shared scale."""
+def comparison_map(map_id: str, rects_id: str, rel, image: np.ndarray, scale: render.Legend,
+                   config: dict, rects: list) -> dl.Map:
+    """One of the two maps: the domain outline, the release's cells on the shared scale and the
+    query rectangles with the labels the table uses (Q1…, R1…)."""
     d = rel.domain
     bounds = [[d.south, d.west], [d.north, d.east]]
-    vmin, vmax = scale
-    url = render.grid_image(image, (d.west, d.south, d.east, d.north), vmin, vmax, render.SEQUENTIAL)
+    url = render.grid_image(image, (d.west, d.south, d.east, d.north), scale.vmin, scale.vmax, render.SEQUENTIAL)
     # a centre and zoom from the start: tracking the viewport compares every move with them
     return dl.Map(id=map_id, bounds=bounds, center=[(d.south + d.north) / 2, (d.west + d.east) / 2],
                   zoom=1, viewport={"bounds": bounds}, zoomSnap=0.25, trackViewport=True,
                   style={"height": MAP_HEIGHT}, children=[
-                      dl.TileLayer(url=config["tiles_url"], attribution=config["tiles_attribution"]),
+                      map_panel.tile_layer(config), map_panel.world_outlines(),
                       render.domain_outline(d),
                       dl.ImageOverlay(url=url, bounds=bounds, opacity=0.85, className=ids.COMPARE_RASTER),
-                      dl.Colorbar(colorscale=render.SEQUENTIAL, min=vmin, max=vmax, nTicks=5, width=200,
-                                  height=12, position="bottomright", className="compare-colorbar",
-                                  tickDecimals=0 if vmax - vmin > 10 else 1),
+                      dl.LayerGroup(id=rects_id, children=rect_layers(rects)),
                       dl.ScaleControl(position="bottomleft")])
+
+
+def rect_layers(rects: list) -> list:
+    """The labelled query rectangles, outlined, as on the main map."""
+    return [queries_panel.label_layer(r, label, outline=True) for label, r in rects]
 
 
 def map_column(title: str, rel, map_: dl.Map) -> html.Div:
@@ -286,8 +297,9 @@ def register_callbacks(app, config: dict):
 
     @app.callback(Output(ids.COMPARE_RESULTS, "hidden"), Output(ids.COMPARE_MAPS, "children"),
                   Output(ids.COMPARE_SCALE, "children"), Output(ids.COMPARE_MESSAGE, "children"),
-                  Input(ids.COMPARE_RELEASE, "data"), Input(ids.RELEASE, "data"), Input(ids.DATASET, "data"))
-    def draw(cinfo, rinfo, info):
+                  Input(ids.COMPARE_RELEASE, "data"), Input(ids.RELEASE, "data"), Input(ids.DATASET, "data"),
+                  State(ids.EDIT, "geojson"), State(ids.QUERY_EXTRA, "data"))
+    def draw(cinfo, rinfo, info, geojson, extra):
         why = missing(info, rinfo, cinfo)
         if why:
             return True, [], "", html.Div(why, className="hint")
@@ -296,15 +308,26 @@ def register_callbacks(app, config: dict):
         except LookupError as exc:
             return True, [], "", html.Div(str(exc), className="warning")
         image_a, image_b = density(rel_a), density(rel_b)
-        scale = render.shared_range(image_a, image_b)
+        scale = render.legend_scale(np.concatenate([image_a.ravel(), image_b.ravel()]))   # one for both
+        rects = labelled_rects(geojson, extra)
         maps = [map_column(f"A · {rinfo['label']} (panel 2's release)", rel_a,
-                           comparison_map(ids.COMPARE_MAP_A, rel_a, image_a, scale, config)),
+                           comparison_map(ids.COMPARE_MAP_A, ids.COMPARE_RECTS_A, rel_a, image_a, scale,
+                                          config, rects)),
                 map_column(f"B · {cinfo['label']} (for comparison)", rel_b,
-                           comparison_map(ids.COMPARE_MAP_B, rel_b, image_b, scale, config))]
-        top = f"{scale[1]:,.0f}" if scale[1] >= 100 else f"{scale[1]:.3g}"
-        note = (f"Both maps: noisy points per km² on one colour scale (0 to {top}), so the same "
-                "colour means the same density. Moving or zooming one map moves the other.")
-        return False, maps, note, ""
+                           comparison_map(ids.COMPARE_MAP_B, ids.COMPARE_RECTS_B, rel_b, image_b, scale,
+                                          config, rects))]
+        legend = html.Div(className="compare-legend", children=map_panel.legend_box(
+            scale, render.SEQUENTIAL, "private points per km², both maps", title_id=None))
+        note = html.Span("One colour scale for both maps, so the same colour means the same density. "
+                         "Moving or zooming one map moves the other.")
+        return False, maps, [legend, note], ""
+
+    @app.callback(Output(ids.COMPARE_RECTS_A, "children"), Output(ids.COMPARE_RECTS_B, "children"),
+                  Input(ids.EDIT, "geojson"), Input(ids.QUERY_EXTRA, "data"), prevent_initial_call=True)
+    def show_rects(geojson, extra):
+        """The rectangles follow the main map's drawing and the typed and random ones."""
+        layers = rect_layers(labelled_rects(geojson, extra))
+        return layers, layers
 
     @app.callback(Output(ids.COMPARE_TABLE, "data"), Output(ids.COMPARE_TABLE, "columns"),
                   Output(ids.COMPARE_SUMMARY, "children"),

@@ -12,13 +12,14 @@ from dash import Input, Output, State, ctx, dash_table, dcc, html, no_update
 import dp
 from dp import evaluate, metrics
 
-from . import ids
+from . import ids, render
 from server import jobs, state
 from .controls import domain_from_store
 from .help import help_box
 
 SIZES = (0.001, 0.01, 0.04, 0.09, 0.25, 0.64)
-PALETTE = ["#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e", "#e6ab02", "#a6761d", "#666666"]
+# Okabe & Ito's colour-blind safe palette (tests/test_colours.py checks it under simulated colour vision)
+PALETTE = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F0E442", "#000000"]
 
 
 DEFAULT_EVAL = (dp.recommend("points").name, "ug", "identity")   # the recommended one first
@@ -55,13 +56,13 @@ def layout(config: dict) -> html.Div:
             html.Div([html.Label("Mechanisms"), dcc.Checklist(
                 id=ids.EVAL_MECHS, value=list(DEFAULT_EVAL), options=eval_options("points"))]),
             html.Div([
-                html.Label("ε values"), dcc.Input(id=ids.EVAL_EPSILONS, value="0.1, 0.5, 1", debounce=True),
+                html.Label("ε values", htmlFor=ids.EVAL_EPSILONS), dcc.Input(id=ids.EVAL_EPSILONS, value="0.1, 0.5, 1", debounce=True),
                 html.Label("Query sizes (% of the domain's area)"),
                 dcc.Checklist(id=ids.EVAL_SIZES, value=[0.01, 0.09, 0.25], inline=True,
                               options=[{"label": f" {100 * a:g}%", "value": a} for a in SIZES]),
-                html.Label("Queries per size"),
+                html.Label("Queries per size", htmlFor=ids.EVAL_NQ),
                 dcc.Input(id=ids.EVAL_NQ, type="number", value=100, min=10, max=2000, step=10),
-                html.Label("Repetitions"),
+                html.Label("Repetitions", htmlFor=ids.EVAL_REPS),
                 dcc.Input(id=ids.EVAL_REPS, type="number", value=3, min=1, max=50, step=1),
                 html.Label("ρ: error floor (points)", htmlFor=ids.EVAL_RHO),
                 dcc.Input(id=ids.EVAL_RHO, type="number", value=metrics.DEFAULT_RHO, min=1, step=1),
@@ -147,10 +148,16 @@ def _band_figure(store, metric, x_key, fixed_key, fixed_value, title, x_title):
     fig.update_layout(title={"text": title, "x": 0, "xanchor": "left", "yref": "container", "y": 1,
                              "yanchor": "top", "pad": {"t": 36}, "font": {"size": 14}},
                       xaxis_title=x_title, yaxis_title=_axis_title(metric, store["rho"]),
-                      yaxis_type="log" if plotted and min(plotted) > 0 else "linear",
                       template="plotly_white", margin={"l": 55, "r": 10, "t": 70, "b": 40},
                       legend={"orientation": "h", "y": -0.25}, height=380)
-    fig.update_xaxes(type="log")
+    xs = sorted({v for t in fig.data if t.mode for v in t.x})          # the values run, as ticks
+    fig.update_xaxes(type="log", tickvals=xs, ticktext=[f"{v:g}" for v in xs])
+    if plotted and min(plotted) > 0:
+        vals, text = render.log_ticks(plotted)
+        fig.update_yaxes(type="log", tickvals=vals, ticktext=text,
+                         range=[math.log10(vals[0]), math.log10(vals[-1])] if len(vals) > 1 else None)
+    else:                              # a zero cannot sit on a log axis
+        fig.update_yaxes(type="linear")
     return fig
 
 

@@ -23,6 +23,9 @@ TEXTS = {
         "Epsilon (ε) is the privacy budget: smaller means more noise and stronger privacy. Values "
         "between 0.1 and 1 are common. Some mechanisms spend part of ε on choosing their own "
         "settings (for example the grid size) and the rest on the counts; the sliders show the split.",
+        "Not sure which ε? Open 'Plan ε before spending': say how accurate rectangles of a given size "
+        "must be, and see each mechanism's ε for that, found on a synthetic city in the same box. It "
+        "reads none of your data and spends nothing; 'Use' fills in the mechanism and ε.",
         "Fresh randomness (the default) draws the noise from the operating system, so nobody can "
         "reproduce it. A fixed seed repeats a demo exactly, but anyone who knows or guesses the "
         "seed can regenerate the noise and subtract it: such a release is labelled NOT private. "

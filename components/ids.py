@@ -181,6 +181,8 @@ COMPARE_RESULTS = "compare-results"      # maps, summary and table; hidden while
 COMPARE_MAPS = "compare-maps"
 COMPARE_MAP_A = "compare-map-a"
 COMPARE_MAP_B = "compare-map-b"
+COMPARE_RECTS_A = "compare-rects-a"        # the query rectangles drawn on each comparison map
+COMPARE_RECTS_B = "compare-rects-b"
 COMPARE_RASTER = "compare-raster"        # the image overlays' CSS class
 COMPARE_SCALE = "compare-scale"          # the shared colour scale's unit
 COMPARE_SUMMARY = "compare-summary"
@@ -199,3 +201,18 @@ TOUR_CHART = "tour-chart"
 TOUR_BACK = "tour-back"
 TOUR_NEXT = "tour-next"
 TOUR_END = "tour-end"
+
+# plan before spending (components/plan_panel.py)
+PLAN_BOX = "plan-box"
+PLAN_AREA = "plan-area"
+PLAN_TARGET = "plan-target"
+PLAN_LEVEL = "plan-level"
+PLAN_POINTS = "plan-points"
+PLAN_RUN = "plan-run"
+PLAN_PROGRESS = "plan-progress"
+PLAN_STATUS = "plan-status"
+PLAN_RESULT = "plan-result"
+PLAN_PREVIEW = "plan-preview"
+PLAN_POLL = "plan-poll"
+PLAN_JOB = "plan-job"
+PLAN_USE = "plan-use"              # the pattern id type of a plan row's Use button

@@ -140,6 +140,9 @@ STORES = {
     ids.QUERY_TYPICAL: (Either((None, Record({"key": TEXT, "unavailable": TEXT}), Record(
         {"key": TEXT, "areas": Row(tuple(OneOf((a,)) for a in AREA_BUCKETS)),
          "errors": Row((NUMBER,) * len(AREA_BUCKETS))}))), "the typical errors of a release"),
+    ids.PLAN_JOB: (Either((None, Record({"id": TEXT, "request": Record(
+        {"area": NUMBER, "target": NUMBER, "level": NUMBER, "points": NUMBER}),
+        "domain": DOMAIN, "k": Either((None, COUNT))}))), "a plan this server started"),
     ids.EVAL_JOB: (Either((None, Record({"id": Either((None, TEXT)), "cache_key": EVAL_KEY},
                                         {"setup": Record(SETUP)}))), "an evaluation job this server started"),
     ids.EVAL_SUMMARY: (Either((None, Record({**SETUP, "rows": ListOf(EVAL_ROW)}))),

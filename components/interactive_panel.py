@@ -49,13 +49,13 @@ def layout(config: dict) -> html.Div:
         help_box("interactive"),
         html.Div(className="eval-controls", children=[
             html.Div([
-                html.Label("Each user's budget: noise σ if spent on one query (metres)"),
+                html.Label("Each user's budget: noise σ if spent on one query (metres)", htmlFor=ids.IA_SIGMA),
                 dcc.Input(id=ids.IA_SIGMA, type="number", value=DEFAULT_SIGMA, min=1, max=100000,
                           debounce=True),
                 html.Div(id=ids.IA_GUARANTEE, className="guarantee"),
             ]),
             html.Div([
-                html.Label("Planned queries m"),
+                html.Label("Planned queries m", htmlFor=ids.IA_PLANNED),
                 dcc.Input(id=ids.IA_PLANNED, type="number", value=DEFAULT_PLANNED, min=1, max=1000, step=1),
                 html.Label("Budgeting strategy"),
                 dcc.Dropdown(id=ids.IA_STRATEGY, value=DEFAULT_STRATEGY, clearable=False,

@@ -14,6 +14,9 @@ from .controls import next_cost
 from .help import help_box
 
 TABLE_STYLE = {"fontSize": "12px", "whiteSpace": "normal", "height": "auto", "textAlign": "left"}
+# wrapped text columns get room to read (a Note column two characters wide was unreadable)
+WIDE_COLUMNS = [{"if": {"column_id": c}, "minWidth": w} for c, w in
+                (("step", "150px"), ("note", "170px"), ("what", "150px"), ("noise", "120px"))]
 
 
 def layout(config: dict) -> html.Div:
@@ -27,7 +30,7 @@ def layout(config: dict) -> html.Div:
             {"name": "Step", "id": "step"}, {"name": "ε spent", "id": "epsilon"},
             {"name": "Share", "id": "share"}, {"name": "Sensitivity", "id": "sensitivity"},
             {"name": "Noise", "id": "noise"}, {"name": "Note", "id": "note"}],
-            style_table={"overflowX": "auto"}, style_cell=TABLE_STYLE,
+            style_table={"overflowX": "auto"}, style_cell=TABLE_STYLE, style_cell_conditional=WIDE_COLUMNS,
             style_data_conditional=[{"if": {"filter_query": "{noise} = 'none'"},
                                      "backgroundColor": "#fdecea", "color": "#8a1c1c"}]),
         html.Div(id=ids.LEDGER_TOTAL, className="ledger-total"),
@@ -35,7 +38,7 @@ def layout(config: dict) -> html.Div:
         dash_table.DataTable(id=ids.ACCOUNT_TABLE, data=[], page_size=8, columns=[
             {"name": "#", "id": "n"}, {"name": "What", "id": "what"}, {"name": "ε", "id": "epsilon"},
             {"name": "When", "id": "when"}, {"name": "Note", "id": "note"}],
-            style_table={"overflowX": "auto"}, style_cell=TABLE_STYLE),
+            style_table={"overflowX": "auto"}, style_cell=TABLE_STYLE, style_cell_conditional=WIDE_COLUMNS),
         html.Div(className="raise-row", children=[
             html.Label("Total budget ε for this dataset", htmlFor=ids.ACCOUNT_RAISE_VALUE),
             dcc.Input(id=ids.ACCOUNT_RAISE_VALUE, type="number", min=0, step="any", debounce=True),

@@ -23,10 +23,9 @@ FONT = {                   # 3×5 pixel digits and signs for the PNG legend's en
 
 def map_png(rel) -> bytes:
     """The private layer as a PNG (north up, the box's shape at its middle latitude), with a
-    colour bar and its end labels under it: noisy people per km², as on the page's map."""
-    grid, regions, counts, _ = map_panel.structure(rel)
-    density = counts / render.region_km2(grid, regions)
-    painted = render.on_grid(grid, regions, density).clip(min=0)          # display only (spec 000 P11)
+    colour bar and its end labels under it: private people per km² (whole, >= 0), as on the map."""
+    grid, regions, _, _, people = map_panel.structure(rel)
+    painted = render.on_grid(grid, regions, people / render.region_km2(grid, regions))
     scale = render.legend_scale(painted)
     d, p = rel.domain, dp.Projection(rel.domain)
     gy, gx = painted.shape

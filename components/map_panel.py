@@ -10,6 +10,7 @@ from dash import Input, Output, State, ctx, dcc, html, no_update
 import dp
 from dp.mechanisms.euler import STAGE_LABELS, STAGES
 from dp.summed_area import box_sums, summed_area
+from dp.whole_counts import whole_nonnegative
 
 from . import ids, render
 from server import state
@@ -22,7 +23,7 @@ LAYERS = {
     "error": "Error: private − true (owner only)",
     "none": "No cells",
 }
-UNITS = {"private": "noisy points per km²", "true": "true points per km² (not private)",
+UNITS = {"private": "private points per km²", "true": "true points per km² (not private)",
          "error": "private − true, points per km²"}
 MAX_HOVER_CELLS = 512 * 512
 MAX_HOVER_REGIONS = 20000
@@ -65,7 +66,7 @@ def layout(config: dict) -> html.Div:
             html.Div(dcc.Slider(id=ids.GROW_DEPTH, min=0, max=1, step=1, value=1, marks=None,
                                 allow_direct_input=False,
                                 tooltip={"placement": "bottom", "always_visible": False}),
-                     className="grow-slider"),
+                     className="grow-slider", **{"data-a11y-label": "tree depth shown"}),
             dcc.Interval(id=ids.GROW_TIMER, interval=700, disabled=True),
         ]),
         html.Div(id=ids.SERIES_BOX, hidden=True, className="grow-box", children=[
@@ -73,7 +74,7 @@ def layout(config: dict) -> html.Div:
             html.Div(dcc.Slider(id=ids.SERIES_PICK, min=0, max=1, step=1, value=0, marks=None,
                                 allow_direct_input=False,
                                 tooltip={"placement": "bottom", "always_visible": True}),
-                     className="grow-slider"),
+                     className="grow-slider", **{"data-a11y-label": "grid shown, 0 for all grids averaged"}),
         ]),
         html.Div(id=ids.EULER_BOX, hidden=True, className="euler-box", children=[
             html.Div(className="grow-box", children=[
@@ -128,19 +129,22 @@ def rectangle_tool(edit_id: str):
 
 
 def structure(rel: dp.Release, depth: int | None = None, series: int = 0):
-    """(base grid, regions, noisy counts, path epsilon or None) of a release, of a tree cut at
-    `depth` (growth view), or of grid `series` (1..m) of a series of grids; all of them
-    post-processing of what was released. What applies is read from `rel.capabilities`."""
+    """(base grid, regions, noisy counts, path epsilon or None, people) of a release, of a tree
+    cut at `depth` (growth view), or of grid `series` (1..m) of a series of grids; all of them
+    post-processing of what was released. What applies is read from `rel.capabilities`.
+    People are the counts made whole and non-negative (`dp.whole_counts`) in the release's own
+    order of regions, as its export has them; cells of a full cover come back in row-major order."""
     caps = rel.capabilities
     grid, regions, counts = rel.regions()
     eps = rel.eps_path if caps.budget_layer else None
     if series and caps.grids > 1:
         regions, counts = rel.grid_regions(series - 1)
-        return grid, regions, counts, None
-    if depth is not None and depth < caps.depths:
+        eps = None
+    elif depth is not None and depth < caps.depths:
         regions, counts = rel.partition_at(depth)
         eps = None
-    return (grid, *render.in_row_major(grid, regions, counts, eps))     # what a cell layer reads
+    people = whole_nonnegative(counts)
+    return (grid, *render.in_row_major(grid, regions, counts, eps, people))     # what a cell layer reads
 
 
 def region_truth(data, grid: dp.UniformGrid, regions: np.ndarray) -> np.ndarray:
@@ -183,7 +187,7 @@ def cell_layers(rel, data, layer: str, depth: int | None = None, series: int = 0
     `data` None (a published page) reads no truth: the private layer alone, no true counts."""
     if data is None and layer in ("true", "error"):
         raise ValueError(f"the {layer} layer needs the data")
-    grid, regions, counts, eps = structure(rel, depth, series)
+    grid, regions, counts, eps, people = structure(rel, depth, series)
     d = rel.domain
     bounds = (d.west, d.south, d.east, d.north)
     n = len(regions)
@@ -194,12 +198,11 @@ def cell_layers(rel, data, layer: str, depth: int | None = None, series: int = 0
     truth = region_truth(data, grid, regions) if need_truth else None
     children = [render.domain_outline(d)]
     legend = []
+    people = people.astype(np.float64)             # what the map shows (dp.whole_counts)
     if layer != "none":
-        per_region = {"private": counts, "true": truth,
-                      "error": None if truth is None else counts - truth}[layer] / area
+        per_region = {"private": people, "true": truth,
+                      "error": None if truth is None else people - truth}[layer] / area
         diverging = layer == "error"
-        if not diverging:
-            per_region = per_region.clip(min=0)   # display only (spec 000 P11); numbers stay raw
         painted = render.on_grid(grid, regions, per_region)
         scale = render.legend_scale(painted, diverging)
         colours = render.DIVERGING if diverging else render.SEQUENTIAL
@@ -211,13 +214,14 @@ def cell_layers(rel, data, layer: str, depth: int | None = None, series: int = 0
         kind = rel.spec.data_kind if data is None else data.kind
         unit = UNITS[layer] if kind == "points" else UNITS[layer].replace("points", "users' regions")
         legend = legend_box(scale, colours, unit)
-    return children, hover_payload(grid, regions, counts, truth, eps, area, is_cells), legend
+    return children, hover_payload(grid, regions, people, truth, eps, area, is_cells), legend
 
 
-def legend_box(scale: render.Legend, colours, unit: str) -> list:
+def legend_box(scale: render.Legend, colours, unit: str, title_id: str | None = ids.MAP_LEGEND_TITLE) -> list:
     """The map legend: its unit, the colour bar and round tick labels kept inside the box
     (the first label starts at the bar's left end, the last ends at its right end)."""
-    return [html.Div(unit, id=ids.MAP_LEGEND_TITLE, className="legend-title"),
+    named = {"id": title_id} if title_id else {}
+    return [html.Div(unit, className="legend-title", **named),
             html.Div(className="legend-bar",
                      style={"background": f"linear-gradient(to right, {', '.join(colours)})"}),
             html.Div(className="legend-ticks", children=[
@@ -239,11 +243,12 @@ def outlines(grid: dp.UniformGrid, regions: np.ndarray):
     return dl.Pane(layer, name="outlines", id=ids.MAP_OUTLINES_PANE, style={"pointerEvents": "none", "zIndex": 450})
 
 
-def hover_payload(grid, regions, counts, truth, eps, area, is_cells):
-    """Per-region values the browser needs for the hover readout (None when too many)."""
+def hover_payload(grid, regions, people, truth, eps, area, is_cells):
+    """Per-region values the browser needs for the hover readout (None when too many): the
+    release's whole, non-negative people per region, as painted."""
     d = grid.domain
     base = {"bounds": [d.west, d.south, d.east, d.north], "gx": grid.gx, "gy": grid.gy,
-            "noisy": np.round(counts, 1).tolist(),
+            "noisy": np.asarray(people).astype(np.int64).tolist(),
             "truth": None if truth is None else np.round(truth).astype(int).tolist()}
     if is_cells:
         return {**base, "kind": "cells"} if grid.n_cells <= MAX_HOVER_CELLS else None

@@ -8,7 +8,7 @@ from dash.exceptions import PreventUpdate
 
 import dp
 
-from . import ids, share
+from . import ids, plan_panel, share
 from server import state, workspace
 from server.faults import Unavailable
 from .controls import (EPS_MAX, EPS_MIN, MOSTLY_OUTSIDE, domain_from_store, epsilon_from_slider,
@@ -38,16 +38,18 @@ def layout(config: dict) -> html.Div:
         html.Div(className="epsilon-row", children=[
             dcc.Input(id=ids.EPSILON_VALUE, type="number", value=rec["epsilon"], min=EPS_MIN,
                       max=EPS_MAX, step="any", debounce=True, className="epsilon-input"),
-            dcc.Slider(id=ids.EPSILON, min=-2, max=1, step=0.01, value=math.log10(rec["epsilon"]),
-                       marks=EPS_MARKS,
-                       allow_direct_input=False, className="epsilon-slider")]),
+            html.Div(dcc.Slider(id=ids.EPSILON, min=-2, max=1, step=0.01, value=math.log10(rec["epsilon"]),
+                                marks=EPS_MARKS, allow_direct_input=False),
+                     className="epsilon-slider", **{"data-a11y-label": "total privacy budget ε, log scale"})]),
         html.Div(id=ids.EPSILON_READOUT, className="readout"),
+        plan_panel.layout(),
         html.Div(id=ids.PARAMS_BOX),
         html.Div(className="seed-row", children=[
             dcc.RadioItems(id=ids.SEED_MODE, value="fresh" if rec["seed"] is None else "fixed",
                            inline=True, options=[
                 {"label": " fresh randomness (private)", "value": "fresh"},
                 {"label": " fixed seed: reproducible demo, NOT private ", "value": "fixed"}]),
+            html.Label("demo seed", htmlFor=ids.SEED, className="sr-only"),
             dcc.Input(id=ids.SEED, type="number", value=1 if rec["seed"] is None else rec["seed"],
                       min=0, step=1, debounce=True,
                       className="seed-input"),
@@ -81,7 +83,7 @@ def param_control(p: dp.Param, value):
     else:
         ctrl = dcc.Input(id=pid, type="number", value=value, min=p.min, max=p.max,
                          step=1 if p.kind is int else "any", debounce=True)
-    return html.Div(className="param", children=[html.Label(p.label), ctrl,
+    return html.Div(className="param", children=[html.Label([html.Span(p.label, className="param-label"), ctrl]),
                                                   html.Div(p.help, className="hint")])
 
 
@@ -93,9 +95,10 @@ def split_controls(spec: dp.MechanismSpec, split):
     return [html.Label("Budget split")] + [
         html.Div(className="split-row", children=[
             html.Span(part, className="split-name"),
-            dcc.Slider(id={"type": ids.SPLIT, "part": i}, min=1, max=99, step=1,
-                       value=round(100 * split[i]), marks=None, updatemode="drag",
-                       allow_direct_input=False)])
+            html.Div(dcc.Slider(id={"type": ids.SPLIT, "part": i}, min=1, max=99, step=1,
+                                value=round(100 * split[i]), marks=None, updatemode="drag",
+                                allow_direct_input=False),
+                     className="split-slider", **{"data-a11y-label": f"share of ε for {part}, percent"})])
         for i, part in enumerate(spec.budget_parts)] + [html.Div(id=ids.SPLIT_READOUT, className="readout")]
 
 

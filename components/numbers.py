@@ -22,3 +22,8 @@ def plural(n: int, noun: str) -> str:
 def count_of(n: int, noun: str) -> str:
     """'1 point', '2,000 points'."""
     return f"{n:,} {plural(n, noun)}"
+
+
+def count_text(value: float) -> str:
+    """A count or a median of counts, as people read it: '4', '2.5', '12,345'."""
+    return f"{value:,.1f}".removesuffix(".0")

@@ -17,6 +17,7 @@ import numpy as np
 from dash import Dash, Input, Output, State, ctx, dash_table, dcc, html, no_update
 
 from dp.provenance import provenance
+from dp.whole_counts import whole_nonnegative
 
 from . import ids, inputs, ledger_panel, map_image, map_panel, queries_panel
 from .controls import labelled_rects
@@ -275,7 +276,7 @@ def answer_rows(rel, geojson) -> tuple[list[dict], list[str]]:
     rows = []
     for r in queries_panel.public_rows(rel, queries):
         lo, hi = r["lo"], r["hi"]
-        rows.append({"id": r["id"], "bounds": r["bounds"], "count": whole(r["answer"]), "range": r["range"],
+        rows.append({"id": r["id"], "bounds": r["bounds"], "count": r["private"], "range": r["range"],
                      "interval": "n/a (no closed form)" if math.isnan(lo) else f"{whole(lo)} to {whole(hi)}",
                      **({"snapped": r["snapped"]} if "snapped" in r else {})})
     return rows, notes
@@ -283,15 +284,16 @@ def answer_rows(rel, geojson) -> tuple[list[dict], list[str]]:
 
 # -------------------------------------------------------------------------------- downloads
 def cells_csv(rel) -> str:
-    """The released cells (or leaves) as CSV: west, south, east, north, noisy count."""
+    """The released cells (or leaves) as CSV: west, south, east, north, the unbiased noisy
+    count and the people (whole, non-negative, same total: `dp.whole_counts`)."""
     grid, regions, counts = rel.regions()
     ex, ey = grid.edges_x, grid.edges_y
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(("west", "south", "east", "north", "count"))
-    for w, s, e, n, c in zip(ex[regions[:, 2]], ey[regions[:, 0]], ex[regions[:, 3]], ey[regions[:, 1]],
-                             np.asarray(counts, dtype=np.float64)):
-        writer.writerow((f"{w:.10g}", f"{s:.10g}", f"{e:.10g}", f"{n:.10g}", f"{c:.10g}"))
+    writer.writerow(("west", "south", "east", "north", "count", "people"))
+    for w, s, e, n, c, p in zip(ex[regions[:, 2]], ey[regions[:, 0]], ex[regions[:, 3]], ey[regions[:, 1]],
+                                np.asarray(counts, dtype=np.float64), whole_nonnegative(counts).tolist()):
+        writer.writerow((f"{w:.10g}", f"{s:.10g}", f"{e:.10g}", f"{n:.10g}", f"{c:.10g}", p))
     return out.getvalue()
 
 

@@ -44,6 +44,7 @@ ASSUMED_SIZES = (10_000, 100_000, 1_000_000)
 CLIPPED = " (clipped to the domain)"
 # what the CSV holds: the release's answers and public settings only, never a true count
 CSV_FIELDS = ("id", "west", "south", "east", "north", "clipped_to_domain", "private_answer",
+              "private_people",
               "count_range95_any_data_low", "count_range95_any_data_high",
               "interval95_noise_only_low", "interval95_noise_only_high", "typical_total_error_synthetic",
               "differentially_private")
@@ -64,6 +65,7 @@ def layout(config: dict) -> html.Div:
         help_box("queries"),
         html.Div(className="query-tools", children=[
             html.Span("Draw with the ▭ tool on the map, or add "),
+            html.Label("number of random rectangles", htmlFor=ids.RANDOM_N, className="sr-only"),
             html.Div(dcc.Input(id=ids.RANDOM_N, type="number", value=5, min=1, max=200, step=1),
                      className="small"),
             html.Span(" random rectangles of ", id=ids.QUERY_RANDOM_NOUN),
@@ -79,7 +81,10 @@ def layout(config: dict) -> html.Div:
         html.Div(id=ids.QUERY_WARNING, role="alert"),
         dash_table.DataTable(id=ids.QUERY_TABLE, columns=[{"name": n, "id": i} for i, n in COLUMNS],
                              data=[], page_size=12, style_table={"overflowX": "auto"},
-                             style_cell={"fontFamily": "inherit", "fontSize": "13px", "padding": "4px"},
+                             style_cell={"fontFamily": "inherit", "fontSize": "13px", "padding": "4px",
+                                         "whiteSpace": "normal", "height": "auto", "minWidth": "48px"},
+                             style_cell_conditional=[{"if": {"column_id": "bounds"}, "minWidth": "130px",
+                                                      "maxWidth": "170px"}],
                              style_header={"fontWeight": "600", "whiteSpace": "normal"},
                              tooltip_header={"range": RANGE_HELP, "interval": INTERVAL_HELP,
                                              "typical": TYPICAL_HELP},
@@ -185,7 +190,7 @@ def public_rows(rel, queries: list[Query], typical: dict | None = None) -> list[
         r = q.rect
         row = {"id": q.label, "bounds": _fmt(r) + (CLIPPED if q.clipped else ""),
                "west": r.west, "south": r.south, "east": r.east, "north": r.north, "clipped": q.clipped,
-               "answer": float(p), "private": round(float(p), 1), "lo": lo, "hi": hi,
+               "answer": float(p), "whole": whole_people(p), "private": f"{whole_people(p):,}", "lo": lo, "hi": hi,
                "range": count_range(blo[i], bhi[i], rel), "range_lo": float(np.floor(blo[i])), "range_hi": float(np.ceil(bhi[i])),
                "interval": f"[{lo:.1f}, {hi:.1f}]" if not np.isnan(lo) else (
                    "n/a (no closed form for this stage)" if rel.capabilities.stages
@@ -214,17 +219,17 @@ def comparison_rows(rel, data, labelled_rects, stage: str | None = None, typical
     true = data.true_counts([rel.snap(r) or r for r in rects] if snapping else rects, rel.domain)
     if stage == EXACT_STAGE:
         for row, t in zip(rows, true):
-            row.update(answer=float(t), private=float(t), interval=f"[{t:.1f}, {t:.1f}]",
+            row.update(answer=float(t), whole=int(t), private=f"{int(t):,}", interval=f"[{t:.1f}, {t:.1f}]",
                        range=f"{int(t):,} to {int(t):,}", range_lo=float(t), range_hi=float(t),
                        typical="n/a (exact answers)", **({"raw": float(t)} if snapping else {}))
-    answers = np.array([row["answer"] for row in rows])
-    rel_err = dp.metrics.relative_error(answers, true)
+    shown = np.array([row["whole"] for row in rows], dtype=np.float64)      # errors of what is shown
+    rel_err = dp.metrics.relative_error(shown, true)
     true_drawn = data.true_counts(rects, rel.domain) if snapping else None
-    for i, (row, p, t, e) in enumerate(zip(rows, answers, true, rel_err)):
-        row.update(true=int(t), abs_error=round(abs(float(p) - int(t)), 1),
+    for i, (row, p, t, e) in enumerate(zip(rows, shown, true, rel_err)):
+        row.update(true=f"{int(t):,}", abs_error=f"{abs(int(p) - int(t)):,}",
                    rel_error="n/a (true = 0)" if not np.isfinite(e) else f"{100 * e:.1f}%")
         if snapping:
-            row["true_drawn"] = int(true_drawn[i])
+            row["true_drawn"] = f"{int(true_drawn[i]):,}"
     return rows
 
 
@@ -237,11 +242,17 @@ def csv_text(rows: list[dict], snapping: bool = False, private: bool = True) -> 
     writer.writerow(CSV_FIELDS + (CSV_SNAP_FIELDS if snapping else ()))
     for r in rows:
         line = [r["id"], r["west"], r["south"], r["east"], r["north"], "yes" if r["clipped"] else "no",
-                r["answer"], _blank_nan(r["range_lo"]), _blank_nan(r["range_hi"]),
+                round(r["answer"], 3), r["whole"], _blank_nan(r["range_lo"]), _blank_nan(r["range_hi"]),
                 _blank_nan(r["lo"]), _blank_nan(r["hi"]),
                 "" if r["typical_value"] is None else r["typical_value"], "yes" if private else "no"]
         writer.writerow(line + ([r["snapped"], r["raw"]] if snapping else []))
     return out.getvalue()
+
+
+def whole_people(x: float) -> int:
+    """A private answer as people: a whole number, at least 0 (post-processing; the unbiased
+    estimate stays in the CSV's private_answer)."""
+    return max(0, int(round(float(x))))
 
 
 def _blank_nan(v: float):

@@ -121,6 +121,27 @@ def tick_label(value: float, step: float) -> str:
     return "0" if text in ("-0", "0") else text.replace("-", "−")
 
 
+def log_ticks(values, most: int = 7) -> tuple[list[float], list[str]]:
+    """(tick values, labels) for a log axis over `values` (> 0): 1, 2 and 5 × 10^k from the
+    last one at or below the smallest value to the first one at or above the largest (so an
+    axis ranged on the first and last tick holds every value), thinned to powers of 10, then
+    every other decade, until at most `most` remain; each labelled once as people write it
+    ('0.05', '2', '1,000'). Plotly's own log ticks label minor ones '2 3 … 9' or '5, 2' twice."""
+    v = [float(x) for x in values if x is not None and x > 0 and math.isfinite(x)]
+    if not v:
+        return [], []
+    lo, hi = min(v), max(v)
+    k0, k1 = math.floor(math.log10(lo)) - 1, math.ceil(math.log10(hi)) + 1
+    for mantissas, every in (((1, 2, 5), 1), ((1,), 1), ((1,), 2), ((1,), 3), ((1,), 5), ((1,), 10)):
+        ticks = [m * 10.0 ** k for k in range(k0, k1 + every) if (k - k0) % every == 0 for m in mantissas]
+        first = max(t for t in ticks if t <= lo * (1 + 1e-9))
+        last = min(t for t in ticks if t >= hi * (1 - 1e-9))
+        chosen = [t for t in ticks if first <= t <= last]
+        if len(chosen) <= most:
+            break
+    return chosen, [f"{t:,.{max(0, -math.floor(math.log10(t) + 1e-9))}f}" for t in chosen]
+
+
 @dataclass(frozen=True)
 class Legend:
     """A colour bar's range and its labelled ticks: positions in [0, 1] along the bar; the end
@@ -196,12 +217,6 @@ def on_grid(grid: dp.UniformGrid, regions: np.ndarray, values: np.ndarray) -> np
     if is_row_major(grid, regions):
         return np.asarray(values).reshape(grid.shape)
     return paint(grid.shape, regions, values)
-
-
-def shared_range(*images: np.ndarray) -> tuple[float, float]:
-    """One colour range for several density images (0 to the largest of their `colour_range`
-    tops), so the same colour means the same density on every map."""
-    return 0.0, max(colour_range(im)[1] for im in images)
 
 
 def domain_outline(d: dp.Domain):

@@ -15,6 +15,16 @@ def all_keys(obj):
             yield from all_keys(v)
 
 
+def number(text: str) -> int:
+    """A whole number as the tables show it ('12,345')."""
+    return int(text.replace(",", ""))
+
+
+def shown(x: float) -> str:
+    """A private answer as the tables show it: whole people, at least 0, with separators."""
+    return f"{max(0, round(x)):,}"
+
+
 def new_sid() -> str:
     """A random server-side session id, as `server.state.session_id` makes from a cookie."""
     return secrets.token_hex(16)

@@ -9,6 +9,7 @@ from selenium.webdriver.common.action_chains import ActionChains
 
 from test_browser import (expected_release, poll_until, start, table_rows, upload,  # skips without a browser
                           use_demo_seed)
+from helpers import number
 from test_browser_session import no_horizontal_overflow
 
 import dp
@@ -75,11 +76,17 @@ def test_compare_two_mechanisms_side_by_side(dash_duo):
     a, b, true = rel_a.answer(rect), rel_b.answer(rect), data.true_count(rect, domain)
     expected = compare_panel.answer_rows(["R1"], [a], [b], [true])[0]
     assert set(row) == set(expected)
-    assert {k: v if k in ("id", "closer") else float(v) for k, v in row.items()} == expected
-    assert float(row["a"]) == pytest.approx(round(a, 1)) and float(row["b"]) == pytest.approx(round(b, 1))
-    assert int(row["true"]) == true
+    assert row == expected
+    assert row["a"] == f"{max(0, round(a)):,}" and row["b"] == f"{max(0, round(b)):,}"
+    assert number(row["true"]) == true
     assert dash_duo.find_element(f"#{ids.COMPARE_SUMMARY}").text == \
         compare_panel.summary_line([a], [b], [true], rel_a.spec.label, privtree)
+    # both maps draw the table's rectangle with its label; one legend with distinct ticks
+    for m in (ids.COMPARE_MAP_A, ids.COMPARE_MAP_B):
+        poll_until(lambda: [e.text for e in dash_duo.find_elements(f"#{m} .query-label")] == ["R1"], 10)
+        assert [e.text for e in dash_duo.find_elements(f"#{m} .query-label")] == ["R1"]
+    ticks = [e.text for e in dash_duo.find_elements(f"#{ids.COMPARE_SCALE} .legend-tick")]
+    assert len(ticks) >= 2 and len(set(ticks)) == len(ticks)
 
     # panning map A moves map B; zooming map B zooms map A
     poll_until(lambda: maps_agree(dash_duo), 10)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers import shown
 from test_browser import draw_rect, poll_until   # skips without a browser
 
 import dp
@@ -50,7 +51,7 @@ def test_a_published_release_has_a_public_page(dash_duo, tmp_path, small, width)
     text = dash_duo.driver.execute_script("return document.body.innerText")
     assert rel.spec.guarantee in text and rel.privacy_level in text and "ε = 1" in text
     assert "no one person can be singled out" in text and "About these numbers" in text
-    assert "noisy points per km²" in dash_duo.find_element(".map-legend").text
+    assert "private points per km²" in dash_duo.find_element(".map-legend").text
     assert not dash_duo.find_elements(f"#{public_page.UNPUBLISH}")          # a visitor: no owner control
     # laid out for the width: the map takes at least 60% of it, the legend is in view
     geometry = dash_duo.driver.execute_script("""
@@ -73,7 +74,7 @@ def test_a_published_release_has_a_public_page(dash_duo, tmp_path, small, width)
         "window.dash_clientside.set_props(arguments[0], {geojson: arguments[1]});", public_page.EDIT,
         {"type": "FeatureCollection", "features": [
             {"type": "Feature", "geometry": {"type": "Polygon", "coordinates": [ring]}, "properties": {}}]})
-    expected = f"{round(rel.answer(RECT)):,}"
+    expected = shown(rel.answer(RECT))
     poll_until(lambda: cells(dash_duo, "count") == [expected], 10)
     assert cells(dash_duo, "count") == [expected]
     lo, hi = rel.interval(RECT)
@@ -87,7 +88,7 @@ def test_a_published_release_has_a_public_page(dash_duo, tmp_path, small, width)
     assert doc["type"] == "FeatureCollection" and doc["properties"]["epsilon"] == 1.0
     dash_duo.find_element(f"#{public_page.CSV_BUTTON}").click()
     rows = list(csv.reader(downloaded(dash_duo, f"published_{pid}_cells.csv").open()))
-    assert rows[0] == ["west", "south", "east", "north", "count"] and len(rows) == len(rel.regions()[1]) + 1
+    assert rows[0] == ["west", "south", "east", "north", "count", "people"] and len(rows) == len(rel.regions()[1]) + 1
     dash_duo.find_element(f"#{public_page.PNG_BUTTON}").click()
     poll_until(lambda: downloaded(dash_duo, f"published_{pid}_map.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", 10)
     assert downloaded(dash_duo, f"published_{pid}_map.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

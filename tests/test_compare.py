@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import dp
+from dp.whole_counts import whole_nonnegative
 from components import compare_panel, controls, ids, render
 from server import state
 from helpers import new_sid
@@ -24,23 +25,26 @@ def test_the_panel_registers_its_callbacks(app):
 def test_summary_line_counts_wins_and_gives_median_errors():
     # errors A: 3, 10, 4; B: 1, 2, 5
     assert compare_panel.summary_line([10, 50, 100], [12, 58, 99], [13, 60, 104], E2E, PRIVTREE) == \
-        "B (PrivTree) was closer on 2 of 3 rectangles, A (E2EPriv) on 1; median absolute error A 4.0, B 2.0."
+        "B (PrivTree) was closer on 2 of 3 rectangles, A (E2EPriv) on 1; median absolute error A 4, B 2."
     # errors A: 1, 6, 0, 1; B: 1, 0, 3, 1 -> one win each, two ties
     assert compare_panel.summary_line([10, 20, 30, 40], [12, 26, 33, 40], [11, 26, 30, 41]) == \
-        "A and B were each closer on 1 of 4 rectangles, tied on 2; median absolute error A 1.0, B 1.0."
-    assert compare_panel.summary_line([7.5], [4], [5]) == \
-        "B was closer on 1 of 1 rectangle, A on 0; median absolute error A 2.5, B 1.0."
+        "A and B were each closer on 1 of 4 rectangles, tied on 2; median absolute error A 1, B 1."
+    assert compare_panel.summary_line([7.4], [4], [5]) == \
+        "B was closer on 1 of 1 rectangle, A on 0; median absolute error A 2, B 1."
     assert compare_panel.summary_line([5, 6], [5, 6], [5, 7]) == \
         "A and B were equally close on all 2 rectangles; median absolute error A 0.5, B 0.5."
     assert compare_panel.summary_line([], [], []).startswith("Draw or type rectangles in panel 4")
 
 
-def test_answer_rows_round_for_display_but_judge_on_exact_errors():
-    rows = compare_panel.answer_rows(["Q1", "R1"], np.array([10.04, 3.0]), np.array([9.97, 1.0]),
-                                     np.array([10, 2]))
+def test_answer_rows_show_whole_people_and_judge_what_they_show():
+    """10.04 and 9.97 both show as 10 people: a tie, not "B closer" on hidden decimals; a
+    negative answer shows as 0 people; thousands get separators."""
+    rows = compare_panel.answer_rows(["Q1", "R1", "R2"], np.array([10.04, 3.0, -1.6]),
+                                     np.array([9.97, 1.0, 1234.4]), np.array([10, 2, 1000]))
     assert rows == [
-        {"id": "Q1", "a": 10.0, "b": 10.0, "true": 10, "err_a": 0.0, "err_b": 0.0, "closer": "B"},
-        {"id": "R1", "a": 3.0, "b": 1.0, "true": 2, "err_a": 1.0, "err_b": 1.0, "closer": "tie"}]
+        {"id": "Q1", "a": "10", "b": "10", "true": "10", "err_a": "0", "err_b": "0", "closer": "tie"},
+        {"id": "R1", "a": "3", "b": "1", "true": "2", "err_a": "1", "err_b": "1", "closer": "tie"},
+        {"id": "R2", "a": "0", "b": "1,234", "true": "1,000", "err_a": "1,000", "err_b": "234", "closer": "B"}]
     assert [compare_panel.closer(*e) for e in ((1, 2), (2, 1), (1, 1))] == ["A", "B", "tie"]
 
 
@@ -127,7 +131,7 @@ def test_a_comparison_release_is_dps_release_and_is_charged(app, small):
     assert acc.spent == 2.0 and [c.label for c in acc.charges] == [E2E, PRIVTREE]
 
 
-def test_density_is_noisy_counts_per_km2_on_the_base_grid(small):
+def test_density_is_people_per_km2_on_the_base_grid(small):
     data, domain = small
     rel = dp.release("ug", data, domain, epsilon=1.0, seed=2)
     grid, regions, counts = rel.regions()
@@ -135,15 +139,9 @@ def test_density_is_noisy_counts_per_km2_on_the_base_grid(small):
     assert image.shape == grid.shape and image.min() >= 0
     area = render.region_km2(grid, regions)
     assert area.sum() == pytest.approx(render.cell_km2(grid) * grid.n_cells)
-    assert np.allclose(image.ravel(), (counts / area).clip(min=0))
+    assert np.allclose(image.ravel(), whole_nonnegative(counts) / area)    # as the main map
     tree = dp.release("privtree", data, domain, epsilon=1.0, seed=2)
     assert compare_panel.density(tree).shape == tree.regions()[0].shape
-
-
-def test_shared_range_covers_both_images():
-    low, high = np.full((4, 4), 2.0), np.arange(100.0).reshape(10, 10)
-    assert render.shared_range(low, high) == (0.0, render.colour_range(high)[1])
-    assert render.shared_range(np.zeros((2, 2)), np.zeros((3, 3))) == (0.0, 1.0)
 
 
 def test_labelled_rects_name_drawn_and_added_rectangles_like_the_queries_panel():

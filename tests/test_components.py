@@ -122,7 +122,7 @@ def test_map_layers_and_hover_payload(small):
     data, domain = small
     rel = dp.release("identity", data, domain, epsilon=1.0, params={"grid_size": 32}, seed=0)
     children, hover, legend = map_panel.cell_layers(rel, data, "private")
-    assert legend[0].children == "noisy points per km²" and legend[0].id == ids.MAP_LEGEND_TITLE
+    assert legend[0].children == "private points per km²" and legend[0].id == ids.MAP_LEGEND_TITLE
     labels = [t.children for t in legend[2].children]
     assert len(set(labels)) == len(labels) and labels[0] == "0" and labels[-1].startswith("≥ ")
     assert hover["kind"] == "cells" and hover["gx"] == 32 and len(hover["noisy"]) == 32 * 32
@@ -157,19 +157,20 @@ def test_comparison_rows_match_dp(small):
     rects = controls.rects_from_geojson(geo)
     assert rects == [dp.Rect(-0.2, 51.45, -0.05, 51.55)]
     rows = queries_panel.comparison_rows(rel, data, [("Q1", rects[0])])
-    assert rows[0]["private"] == round(rel.answer(rects[0]), 1)
-    assert rows[0]["true"] == data.true_count(rects[0], domain)
+    assert rows[0]["private"] == f"{max(0, round(rel.answer(rects[0]))):,}"    # whole people, >= 0
+    assert rows[0]["true"] == f"{data.true_count(rects[0], domain):,}"
+    assert rows[0]["abs_error"] == f"{abs(rows[0]['whole'] - data.true_count(rects[0], domain)):,}"
     lo, hi = rel.interval(rects[0])
     assert rows[0]["interval"] == f"[{lo:.1f}, {hi:.1f}]"
     # the range for any data: whole people around rel.bounds, holding the true count here
     blo, bhi = rel.bounds(rects)
     assert rows[0]["range"] == f"{math.floor(blo[0]):,} to {math.ceil(bhi[0]):,}"
-    assert blo[0] <= rows[0]["true"] <= bhi[0]
+    assert blo[0] <= data.true_count(rects[0], domain) <= bhi[0]
     fq = dp.release("full_quadtree", data, domain, epsilon=1.0, seed=4)
     assert queries_panel.comparison_rows(fq, data, [("Q1", rects[0])])[0]["range"] == "none: counts fitted jointly"
     empty = dp.Rect(0.14, 51.36, 0.1401, 51.3601)
     row = queries_panel.comparison_rows(rel, data, [("R1", empty)])[0]
-    assert row["true"] == 0 and (row["rel_error"] == "n/a (true = 0)" or row["private"] == 0)
+    assert row["true"] == "0" and (row["rel_error"] == "n/a (true = 0)" or row["whole"] == 0)
     assert controls.parse_typed("1, 2, 3, 4") == dp.Rect(1, 2, 3, 4)
     with pytest.raises(dp.ParameterError, match="four numbers"):
         controls.parse_typed("1, 2, 3")
@@ -190,7 +191,7 @@ def test_export_files_hold_only_public_outputs(small):
     data, domain = small
     rel = dp.release("e2epriv", data, domain, epsilon=1.0, seed=np.random.default_rng(2))
     geo, meta = (json.loads(t) for t in export_panel.export_files(rel))
-    assert {k for f in geo["features"] for k in f["properties"]} == {"row", "col", "noisy_count"}
+    assert {k for f in geo["features"] for k in f["properties"]} == {"row", "col", "noisy_count", "people"}
     assert all(isinstance(f["properties"]["noisy_count"], int) for f in geo["features"])
     assert "diagnostics" not in meta and "scores" not in json.dumps(meta)
     assert meta["epsilon"] == 1.0 and meta["differentially_private"] is True
@@ -286,7 +287,7 @@ def test_shifted_grids_explain_map_series_and_marking(small):
                                                         "relocation, 1 for presence")
     assert not spec.comparable and dp.mechanisms()["htf"].comparable
     rel = dp.release("shifted_grids", data, domain, 1.0, params=params, seed=1)
-    grid, regions, counts, _ = map_panel.structure(rel, series=2)
+    grid, regions, counts, _, _ = map_panel.structure(rel, series=2)
     r2, c2 = rel.grid_regions(1)
     assert np.array_equal(regions, r2) and np.array_equal(counts, c2)
     children, hover, _ = map_panel.cell_layers(rel, data, "private", series=2)
@@ -309,11 +310,11 @@ def test_euler_rows_truth_and_stages():
     rect = dp.Rect(116.35, 39.85, 116.45, 39.95)
     row = queries_panel.comparison_rows(rel, regions, [("R1", rect)], "round")[0]
     snapped = rel.snap(rect)
-    assert row["true"] == regions.true_count(snapped, domain)
-    assert row["true_drawn"] == regions.true_count(rect, domain)
-    assert row["raw"] == round(rel.answer_raw(rect), 1) and row["private"] == round(rel.answer(rect), 1)
+    assert row["true"] == f"{regions.true_count(snapped, domain):,}"
+    assert row["true_drawn"] == f"{regions.true_count(rect, domain):,}"
+    assert row["raw"] == round(rel.answer_raw(rect), 1) and row["private"] == f"{max(0, round(rel.answer(rect))):,}"
     exact = queries_panel.comparison_rows(rel, regions, [("R1", rect)], "exact")[0]
-    assert exact["private"] == exact["true"] and exact["abs_error"] == 0
+    assert exact["private"] == exact["true"] and exact["abs_error"] == "0"
     assert [c["id"] for c in queries_panel.columns_for(rel)][2] == "snapped"
     fig = map_panel.violations_figure(rel)
     assert [t.name for t in fig.data] == ["C1", "C2", "C3"]
@@ -485,14 +486,15 @@ def test_query_rows_carry_the_typical_error_and_the_csv_no_true_count(small):
     row = queries_panel.comparison_rows(rel, data, [q], typical=typical)[0]
     expected = dict(zip(areas, errors))[dp.typical_error.area_bucket(rect.area / domain.area)]
     assert row["typical_value"] == expected and row["typical"] == queries_panel.typical_text(expected)
-    assert row["bounds"].endswith("(clipped to the domain)") and row["true"] == data.true_count(rect, domain)
+    assert row["bounds"].endswith("(clipped to the domain)") and row["true"] == f"{data.true_count(rect, domain):,}"
     assert queries_panel.public_rows(rel, [q])[0]["typical"] == "computing…"
     assert [queries_panel.typical_text(v) for v in (1234.5, 3.44, 0.44, 0)] == ["±1,200", "±3.4", "±0.44", "±0"]
     text = queries_panel.csv_text(queries_panel.public_rows(rel, [q], typical))
     header, line = text.strip().splitlines()
     assert header.split(",") == list(queries_panel.CSV_FIELDS)
     values = dict(zip(header.split(","), line.split(",")))
-    assert float(values["private_answer"]) == pytest.approx(rel.answer(rect))
+    assert float(values["private_answer"]) == pytest.approx(rel.answer(rect), abs=5e-4)
+    assert int(values["private_people"]) == max(0, round(rel.answer(rect)))
     assert values["clipped_to_domain"] == "yes" and float(values["typical_total_error_synthetic"]) == expected
     assert values["differentially_private"] == "yes"
     demo_line = queries_panel.csv_text(queries_panel.public_rows(rel, [q], typical), private=False)
@@ -513,18 +515,47 @@ def test_a_release_of_every_cell_in_tree_order_is_painted_where_its_cells_are(sm
     as rows (a scrambled map before this test)."""
     from components import compare_panel, map_panel, render
     from dp.mechanisms.leaves import paint
+    from dp.whole_counts import whole_nonnegative
     data, domain = small
     rel = dp.release("full_quadtree", data, domain, epsilon=1.0, params={"base_cells": 64},
                      seed=np.random.default_rng(4))
     grid, regions, counts = rel.regions()
     assert len(regions) == grid.n_cells and not render.is_row_major(grid, regions)
     expected = paint(grid.shape, regions, counts)              # order-free painting
-    g, r, c, _ = map_panel.structure(rel)
+    g, r, c, _, _ = map_panel.structure(rel)
     assert render.is_row_major(g, r)
     np.testing.assert_allclose(render.on_grid(g, r, c), expected, atol=1e-9)
     np.testing.assert_allclose(render.on_grid(grid, regions, counts), expected, atol=1e-9)
     _, hover, _ = map_panel.cell_layers(rel, None, "private")
     assert hover["kind"] == "cells"
-    np.testing.assert_allclose(np.reshape(hover["noisy"], grid.shape), np.round(expected, 1), atol=0.051)
+    people = paint(grid.shape, regions, whole_nonnegative(counts))
+    assert np.array_equal(np.reshape(hover["noisy"], grid.shape), people)
     area = render.region_km2(grid, regions)[0]
-    np.testing.assert_allclose(compare_panel.density(rel), expected.clip(min=0) / area, atol=1e-9)
+    np.testing.assert_allclose(compare_panel.density(rel), people / area, atol=1e-9)
+
+
+@pytest.mark.parametrize("values", [[2.1, 8.7], [0.013, 0.4], [3, 45000], [1.5, 1.6], [1e-3, 1e6],
+                                    [0.05, 0.05, 0.07]])
+def test_log_axis_ticks_are_few_distinct_round_and_span_the_values(values):
+    """Issue 26: log axes ticked '2 3 … 9' or '5, 2, 0.1, 5, 2'. Ticks are 1, 2, 5 × 10^k, at most
+    7, labelled once each, from at or below the smallest value to at or above the largest."""
+    from components import render
+    vals, text = render.log_ticks(values)
+    assert 2 <= len(vals) <= 7 and len(set(text)) == len(text)
+    assert vals[0] <= min(values) and vals[-1] >= max(values)
+    for v, t in zip(vals, text):
+        mantissa = v / 10 ** np.floor(np.log10(v) + 1e-9)
+        assert round(mantissa, 6) in (1, 2, 5) and float(t.replace(",", "")) == pytest.approx(v)
+
+
+def test_evaluation_chart_axes_are_ticked_at_the_values_run():
+    """x ticks at the ε values run; y ticks round and distinct (values 3.2 to 52: 2 to 100)."""
+    rows = [{"mechanism": "ug", "epsilon": e, "area_frac": 0.01,
+             **{f"{q}_re_sanity": v * k for q, k in (("q25", 0.8), ("median", 1.0), ("q75", 1.3))}}
+            for e, v in ((0.1, 40.0), (0.5, 9.0), (1.0, 4.0))]
+    fig = evaluation_panel._band_figure({"rho": 20.0, "rows": rows}, "bounded", "epsilon",
+                                        "area_frac", 0.01, "t", "ε")
+    assert list(fig.layout.xaxis.tickvals) == [0.1, 0.5, 1.0]
+    assert list(fig.layout.xaxis.ticktext) == ["0.1", "0.5", "1"]
+    assert fig.layout.yaxis.type == "log"
+    assert list(fig.layout.yaxis.ticktext) == ["2", "5", "10", "20", "50", "100"]

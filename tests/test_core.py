@@ -285,7 +285,7 @@ def test_geojson_contains_no_true_counts_or_diagnostics(data, name):
     grid, regions, counts = rel.regions()
     if isinstance(rel, dp.GridRelease):
         assert len(gj["features"]) == rel.grid.n_cells
-        assert all(set(f["properties"]) == {"row", "col", "noisy_count"} for f in gj["features"])
+        assert all(set(f["properties"]) == {"row", "col", "noisy_count", "people"} for f in gj["features"])
         exported = np.array([[f["properties"]["row"], f["properties"]["col"], f["properties"]["noisy_count"]]
                              for f in gj["features"]])
         assert np.array_equal(exported[:, 2],

@@ -16,6 +16,7 @@ import plotly.utils
 import pytest
 
 import dp
+from dp.whole_counts import whole_nonnegative
 from server import published
 
 KEY = b"k" * 32
@@ -170,8 +171,9 @@ def test_downloads_parse_and_hold_only_the_release(folder, rel):
     assert geo["type"] == "FeatureCollection" and geo["properties"]["mechanism"] == "privtree"
     rows = list(csv.reader(io.StringIO(public_page.download(public_page.CSV_BUTTON, pid)["content"])))
     grid, regions, counts = rel.regions()
-    assert rows[0] == ["west", "south", "east", "north", "count"] and len(rows) == len(regions) + 1
+    assert rows[0] == ["west", "south", "east", "north", "count", "people"] and len(rows) == len(regions) + 1
     cells = np.array(rows[1:], dtype=float)
+    assert np.array_equal(cells[:, 5], whole_nonnegative(counts))
     assert np.allclose(cells[:, 4], counts) and np.all(cells[:, 0] < cells[:, 2]) and np.all(cells[:, 1] < cells[:, 3])
     d = rel.domain
     assert cells[:, 0].min() == pytest.approx(d.west) and cells[:, 3].max() == pytest.approx(d.north)

@@ -711,7 +711,7 @@ def test_shifted_grids_geojson_is_public_only(city):
     assert np.array_equal(np.isnan(grids), ~rel.lattice.in_box)
     assert np.allclose(grids[rel.lattice.in_box], rel.counts[rel.lattice.in_box])
     f = gj["features"][0]
-    assert set(f["properties"]) == {"grid", "row", "col", "noisy_count"}
+    assert set(f["properties"]) == {"grid", "row", "col", "noisy_count", "people"}
     assert gj["properties"]["guarantee_kind"] == "delta-neighbourhood"
     assert not any("size" in k or "n_public" in k for k in keys)
     # a fixed seed is a reproducible demo, exported as NOT private: same seed, more data, and the

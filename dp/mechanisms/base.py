@@ -13,6 +13,7 @@ from scipy import stats
 from ..budget import Ledger
 from ..contributions import USER_LEVEL_GUARANTEE
 from ..provenance import now
+from ..whole_counts import add_people
 from ..domain import Domain, UniformGrid
 from ..errors import ParameterError
 from ..noise import discrete_laplace_variance, make_rng
@@ -354,8 +355,11 @@ class Release(abc.ABC):
         """The release as GeoJSON: released values and public metadata only."""
 
     def to_json(self, properties: dict | None = None) -> str:
-        """The GeoJSON as text; `properties` are added to its top-level ones (e.g. provenance)."""
+        """The GeoJSON as text, each cell's unbiased "noisy_count" joined by "people", whole and
+        non-negative with the same total (`dp.whole_counts`); `properties` are added to the
+        top-level ones (e.g. provenance)."""
         doc = self.to_geojson()
+        add_people(doc["features"])
         if properties:
             doc["properties"] = {**doc["properties"], **properties}
         return json.dumps(doc, default=_json_default)

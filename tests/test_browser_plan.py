@@ -1,0 +1,55 @@
+"""Plan before spending in a real browser (issue 26, item 2): the owner states a need, sees each
+mechanism's ε for it without a read of the data or a charge, uses a row, sees the preview, and
+the Release button says what it will spend."""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from components import ids
+from dp.points import PointData
+from test_browser import poll_until, start  # skips without a browser
+
+pytestmark = pytest.mark.browser
+
+
+def spent(dash_duo) -> str:
+    """'Spent ε = x of y' from the account summary (the rest follows the ε typed)."""
+    return re.search(r"Spent ε = \S+ of \S+", dash_duo.find_element(f"#{ids.ACCOUNT_SUMMARY}").text).group(0)
+
+
+def test_plan_is_free_and_fills_in_the_release(dash_duo, monkeypatch):
+    start(dash_duo, release=False)
+    before = spent(dash_duo)
+    read = []
+    for name in ("histogram", "true_counts"):
+        real = getattr(PointData, name)
+
+        def spy(self, *a, _real=real, **kw):
+            read.append(self.name)
+            return _real(self, *a, **kw)
+        monkeypatch.setattr(PointData, name, spy)
+
+    dash_duo.find_element(f"#{ids.PLAN_BOX} summary").click()
+    target = dash_duo.find_element(f"#{ids.PLAN_TARGET}")
+    target.clear()
+    target.send_keys("200")
+    dash_duo.find_element(f"#{ids.PLAN_RUN}").click()
+    dash_duo.wait_for_contains_text(f"#{ids.PLAN_STATUS}", "Planned: nothing read, nothing charged", timeout=180)
+    assert set(read) == {"synthetic clustered"}                 # the twin only, never the data
+    assert spent(dash_duo) == before
+    rows = dash_duo.find_elements(f"#{ids.PLAN_RESULT} tbody tr")
+    assert len(rows) >= 3 and "Uniform grid" in dash_duo.find_element(f"#{ids.PLAN_RESULT}").text
+    use = dash_duo.find_elements(f"#{ids.PLAN_RESULT} tbody button")[0]
+    eps = float(use.text.split("=")[1])
+    use.click()
+    poll_until(lambda: dash_duo.find_element(f"#{ids.PLAN_PREVIEW}").is_displayed(), 30)
+    assert dash_duo.find_element(f"#{ids.PLAN_PREVIEW}").get_attribute("src").startswith("data:image/png")
+    assert "synthetic city (not your data)" in dash_duo.find_element(f"#{ids.PLAN_PREVIEW}").get_attribute("alt")
+    poll_until(lambda: float(dash_duo.find_element(f"#{ids.EPSILON_VALUE}").get_attribute("value")) == eps, 10)
+    dash_duo.wait_for_text_to_equal(f"#{ids.RELEASE_BUTTON}", f"Release (spends ε = {eps:g})", timeout=10)
+    assert spent(dash_duo) == before                                # still nothing spent
+    dash_duo.find_element(f"#{ids.RELEASE_BUTTON}").click()
+    dash_duo.wait_for_contains_text(f"#{ids.RELEASE_STATUS}", "Released", timeout=60)
+    dash_duo.wait_for_contains_text(f"#{ids.ACCOUNT_SUMMARY}", f"Spent ε = {eps:g}", timeout=20)
