@@ -18,8 +18,6 @@ from .controls import domain_from_store
 from .help import help_box
 
 SIZES = (0.001, 0.01, 0.04, 0.09, 0.25, 0.64)
-# Okabe & Ito's colour-blind safe palette (tests/test_colours.py checks it under simulated colour vision)
-PALETTE = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F0E442", "#000000"]
 
 
 DEFAULT_EVAL = (dp.recommend("points").name, "ug", "identity")   # the recommended one first
@@ -136,7 +134,7 @@ def _band_figure(store, metric, x_key, fixed_key, fixed_value, title, x_title):
         x = [100 * r[x_key] if x_key == "area_frac" else r[x_key] for r in pts]
         lo, mid, hi = ([r[f"{q}_{key}"] for r in pts] for q in ("q25", "median", "q75"))
         plotted += [v for v in lo + mid + hi if v is not None]
-        colour = PALETTE[i % len(PALETTE)]
+        colour = render.CATEGORICAL[i % len(render.CATEGORICAL)]
         fig.add_trace(go.Scatter(x=x + x[::-1], y=hi + lo[::-1], fill="toself", fillcolor=colour,
                                  opacity=0.18, line={"width": 0}, hoverinfo="skip", showlegend=False,
                                  legendgroup=m))
@@ -145,8 +143,7 @@ def _band_figure(store, metric, x_key, fixed_key, fixed_value, title, x_title):
         fig.add_trace(go.Scatter(x=x, y=mid, mode="lines+markers", name=name, legendgroup=m,
                                  line={"color": colour, "dash": "solid" if comparable else "dot"}))
     # the title sits below the modebar's row (top right), so the two never overlap
-    fig.update_layout(title={"text": title, "x": 0, "xanchor": "left", "yref": "container", "y": 1,
-                             "yanchor": "top", "pad": {"t": 36}, "font": {"size": 14}},
+    fig.update_layout(title=render.chart_title(title),
                       xaxis_title=x_title, yaxis_title=_axis_title(metric, store["rho"]),
                       template="plotly_white", margin={"l": 55, "r": 10, "t": 70, "b": 40},
                       legend={"orientation": "h", "y": -0.25}, height=380)

@@ -10,7 +10,7 @@ from plotly.subplots import make_subplots
 
 import dp
 
-from . import ids
+from . import ids, render
 from server import state, workspace
 from .controls import domain_from_store, parse_typed, rects_from_geojson, request_ids
 from .help import help_box
@@ -120,15 +120,15 @@ def session_figure(history: list[dict]) -> go.Figure:
     """Errors of the session, the baseline and the reference, and the budget left, per query."""
     fig = make_subplots(specs=[[{"secondary_y": True}]])
     k = [h["k"] for h in history]
-    for key, name, colour in (("rel_error", "this session", "#1f5fa8"),
-                              ("baseline_rel_error", "one-shot baseline", "#d95f02"),
-                              ("reference_rel_error", "single full-budget release", "#666666")):
+    for key, name, colour in (("rel_error", "this session", render.CATEGORICAL[0]),
+                              ("baseline_rel_error", "one-shot baseline", render.CATEGORICAL[1]),
+                              ("reference_rel_error", "single full-budget release", render.CATEGORICAL[7])):
         fig.add_trace(go.Scatter(x=k, y=[100 * h[key] for h in history], name=name, mode="lines+markers",
                                  line={"color": colour, "dash": "dot" if key != "rel_error" else "solid"}))
     fig.add_trace(go.Bar(x=k, y=[100 * h["remaining_fraction_mean"] for h in history], name="budget left (%)",
                          marker_color="#9fb3c8", opacity=0.4), secondary_y=True)
-    fig.update_layout(template="plotly_white", title="Relative error (%) and budget left per query",
-                      margin={"l": 45, "r": 45, "t": 40, "b": 35}, legend={"orientation": "h", "y": -0.25})
+    fig.update_layout(template="plotly_white", title=render.chart_title("Relative error (%) and budget left per query"),
+                      margin={"l": 45, "r": 45, "t": 70, "b": 35}, legend={"orientation": "h", "y": -0.25})
     fig.update_xaxes(title="query", dtick=1)
     fig.update_yaxes(title="relative error (%)", secondary_y=False)
     fig.update_yaxes(title="budget left (%)", range=[0, 100], secondary_y=True)
@@ -139,10 +139,10 @@ def saving_histogram(result) -> go.Figure:
     """Per-user share of this query's allocation that went unused (saved for later)."""
     alloc = result.allocated
     frac = (result.saved[alloc > 0] / alloc[alloc > 0]) if alloc.size else alloc
-    fig = go.Figure(go.Histogram(x=100 * frac, nbinsx=20, marker_color="#1b9e77"))
-    fig.update_layout(template="plotly_white", title=f"Query {result.k}: budget saved per user",
+    fig = go.Figure(go.Histogram(x=100 * frac, nbinsx=20, marker_color=render.CATEGORICAL[2]))
+    fig.update_layout(template="plotly_white", title=render.chart_title(f"Query {result.k}: budget saved per user"),
                       xaxis_title="share of the allocation saved (%)", yaxis_title="users",
-                      margin={"l": 45, "r": 10, "t": 40, "b": 35})
+                      margin={"l": 45, "r": 10, "t": 70, "b": 35})
     return fig
 
 

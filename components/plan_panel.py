@@ -90,7 +90,9 @@ def result_view(rows: list, request: dict) -> html.Div:
         html.Table(className="plan-table", children=[html.Thead(head), html.Tbody(body)]),
         html.P(f"Forecast on a synthetic city of {request['points']:,} points, rectangles of "
                f"{significant(request['area'] * 100, trim=True)}% of the box. Real data that is "
-               "more clustered than the twin has more error where rectangles cut cells.",
+               "more clustered than the twin has more error where rectangles cut cells. The adaptive "
+               "mechanism is not planned: it picks its method from your data, which a twin cannot "
+               "forecast.",
                className="hint")])
 
 

@@ -20,6 +20,8 @@ import dp
 from dp.mechanisms.leaves import paint
 
 SEQUENTIAL = ["#fff7ec", "#fee8c8", "#fdd49e", "#fdbb84", "#fc8d59", "#ef6548", "#d7301f", "#990000"]
+# Okabe & Ito's colour-blind safe palette for lines and bars (tests/test_colours.py checks it)
+CATEGORICAL = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F0E442", "#000000"]
 DIVERGING = ["#2166ac", "#67a9cf", "#d1e5f0", "#f7f7f7", "#fddbc7", "#ef8a62", "#b2182b"]
 MAX_PIXELS = 1024
 LEGEND_PX = 240          # width of the map legend's colour bar
@@ -119,6 +121,13 @@ def tick_label(value: float, step: float) -> str:
     text = f"{value:,.{_decimals(step)}f}"
     text = text.rstrip("0").rstrip(".") if "." in text else text
     return "0" if text in ("-0", "0") else text.replace("-", "−")
+
+
+def chart_title(text: str) -> dict:
+    """A chart title at the top left, below the row of plotly's toolbar (top right) so the two
+    never overlap; the chart's top margin must leave it 70 px."""
+    return {"text": text, "x": 0, "xanchor": "left", "yref": "container", "y": 1, "yanchor": "top",
+            "pad": {"t": 36}, "font": {"size": 14}}
 
 
 def log_ticks(values, most: int = 7) -> tuple[list[float], list[str]]:

@@ -113,6 +113,7 @@ def test_legend_ticks_are_round_distinct_and_the_capped_top_fully_visible(dash_d
         return dash_duo.driver.execute_script(
             "return Array.from(document.querySelectorAll('#map-legend .legend-tick'))"
             ".map(function (e) { return e.textContent; });")
+    poll_until(lambda: len(ticks()) >= 2, 20)            # the legend is drawn after the release
     labels = ticks()
     assert len(labels) >= 2 and len(set(labels)) == len(labels), labels
     assert labels[0] == "0" and labels[-1].startswith("≥ ")     # the 99th-percentile cap is marked

@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 
 from components import render
-from components.evaluation_panel import PALETTE
 
 MACHADO = {
     "protanopia": [[0.152286, 1.052583, -0.204868], [0.114503, 0.786281, 0.099216], [-0.003882, -0.048116, 1.051998]],
@@ -43,7 +42,7 @@ def closest_pair(colours, vision: str) -> float:
 
 @pytest.mark.parametrize("vision", sorted(MACHADO))
 def test_chart_palette_stays_distinct_for_colour_blind_readers(vision):
-    assert closest_pair(PALETTE, vision) >= MIN_DELTA_E
+    assert closest_pair(render.CATEGORICAL, vision) >= MIN_DELTA_E
 
 
 def test_the_check_catches_a_palette_that_is_not_safe():
