@@ -75,3 +75,17 @@ def test_planned_epsilon_gives_errors_near_the_need_on_real_data(box):
                                       .answer_many(rects) - truth) for s in range(5)])
         q95 = float(np.quantile(errs, 0.95))
         assert target / 2 <= q95 <= 2 * target, (mech, p.epsilon, q95)
+
+
+def test_the_panel_reads_a_need_in_percent_and_refuses_bad_ones_in_words():
+    from components import plan_panel
+    assert plan_panel.read_request(1, 50, 95, 100_000) == {"area": 0.01, "target": 50.0, "level": 0.95,
+                                                            "points": 100_000}
+    for bad, words in (((None, 50, 95, 1000), "fill in all four numbers"),
+                       ((0, 50, 95, 1000), "from 0.01% to 100%"),
+                       ((1, 0, 95, 1000), "above 0 people"),
+                       ((1, 50, 100, 1000), "below 100%"),
+                       ((1, 50, 95, 10), "from 100 to 2,000,000")):
+        with pytest.raises(dp.ParameterError, match=words):
+            plan_panel.read_request(*bad)
+    assert "adaptive" not in planning.plannable() and "privtree" in planning.plannable()
