@@ -25,6 +25,21 @@ def shown(x: float) -> str:
     return f"{max(0, round(x)):,}"
 
 
+def spy_on_exact_counts(monkeypatch) -> list:
+    """Record the name of every PointData whose exact counts are read (histogram, true_counts)
+    from now on: evidence that a step reads only the data it should."""
+    from dp.points import PointData
+    read = []
+    for name in ("histogram", "true_counts"):
+        real = getattr(PointData, name)
+
+        def spy(self, *a, _real=real, **kw):
+            read.append(self.name)
+            return _real(self, *a, **kw)
+        monkeypatch.setattr(PointData, name, spy)
+    return read
+
+
 def new_sid() -> str:
     """A random server-side session id, as `server.state.session_id` makes from a cookie."""
     return secrets.token_hex(16)

@@ -8,7 +8,7 @@ import re
 import pytest
 
 from components import ids
-from dp.points import PointData
+from helpers import spy_on_exact_counts
 from test_browser import poll_until, start  # skips without a browser
 
 pytestmark = pytest.mark.browser
@@ -22,14 +22,7 @@ def spent(dash_duo) -> str:
 def test_plan_is_free_and_fills_in_the_release(dash_duo, monkeypatch):
     start(dash_duo, release=False)
     before = spent(dash_duo)
-    read = []
-    for name in ("histogram", "true_counts"):
-        real = getattr(PointData, name)
-
-        def spy(self, *a, _real=real, **kw):
-            read.append(self.name)
-            return _real(self, *a, **kw)
-        monkeypatch.setattr(PointData, name, spy)
+    read = spy_on_exact_counts(monkeypatch)
 
     dash_duo.find_element(f"#{ids.PLAN_BOX} summary").click()
     target = dash_duo.find_element(f"#{ids.PLAN_TARGET}")

@@ -5,7 +5,7 @@ import pytest
 
 import dp
 from dp import plan as planning
-from dp.points import PointData
+from helpers import spy_on_exact_counts
 
 
 @pytest.fixture(scope="module")
@@ -15,14 +15,7 @@ def box():
 
 def test_plan_reads_no_points_data(box, monkeypatch):
     """A spy on every exact-count path of PointData: the plan reads only its synthetic twin."""
-    read = []
-    for name in ("histogram", "true_counts"):
-        real = getattr(PointData, name)
-
-        def spy(self, *a, _real=real, **kw):
-            read.append(self.name)
-            return _real(self, *a, **kw)
-        monkeypatch.setattr(PointData, name, spy)
+    read = spy_on_exact_counts(monkeypatch)
     planning.plan(box, 0.01, 40, names=["ug", "privtree"], n_points=5_000)
     assert read and set(read) == {"synthetic clustered"}
 
