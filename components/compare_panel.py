@@ -12,7 +12,7 @@ import dp
 from dp.whole_counts import whole_nonnegative
 
 from . import ids, map_panel, queries_panel, render
-from .numbers import count_text
+from .numbers import count_text, shown_people
 from server import state, workspace
 from .controls import labelled_rects, mechanism_options, request_ids
 from .help import help_box
@@ -122,16 +122,11 @@ def answers(rel_a, rel_b, data, labelled: list) -> tuple:
             data.true_counts(rects, rel_a.domain))
 
 
-def people(answers) -> np.ndarray:
-    """Private answers as the tables show them: whole people, at least 0."""
-    return np.maximum(np.rint(np.asarray(answers, dtype=np.float64)), 0).astype(np.int64)
-
-
 def answer_rows(labels, answers_a, answers_b, truth) -> list[dict]:
     """One table row per rectangle: both answers as whole people, the true count, both absolute
     errors of what is shown, and which answer was closer (equal shown errors are a tie)."""
     rows = []
-    for lab, a, b, t in zip(labels, people(answers_a), people(answers_b), truth):
+    for lab, a, b, t in zip(labels, shown_people(answers_a), shown_people(answers_b), truth):
         ea, eb = abs(int(a) - int(t)), abs(int(b) - int(t))
         rows.append({"id": lab, "a": f"{a:,}", "b": f"{b:,}", "true": f"{int(t):,}",
                      "err_a": f"{ea:,}", "err_b": f"{eb:,}", "closer": closer(ea, eb)})
@@ -152,8 +147,8 @@ def summary_line(answers_a, answers_b, truth, label_a: str = "A", label_b: str =
     """One line: which release was closer on how many rectangles, and each one's median absolute
     error (A and B name the releases as the maps and the table do; labels add their short names)."""
     truth = np.asarray(truth, dtype=float)
-    err_a = np.abs(people(answers_a) - truth)          # errors of the answers as shown
-    err_b = np.abs(people(answers_b) - truth)
+    err_a = np.abs(shown_people(answers_a) - truth)          # errors of the answers as shown
+    err_b = np.abs(shown_people(answers_b) - truth)
     n = len(truth)
     if n == 0:
         return "Draw or type rectangles in panel 4 (Queries): each gets a row here with both answers."

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 
 def significant(value: float, digits: int = 2, trim: bool = False) -> str:
     """value to `digits` significant digits, never in e-notation: 100 -> '100', 0.0123 ->
@@ -27,3 +29,10 @@ def count_of(n: int, noun: str) -> str:
 def count_text(value: float) -> str:
     """A count or a median of counts, as people read it: '4', '2.5', '12,345'."""
     return f"{value:,.1f}".removesuffix(".0")
+
+
+def shown_people(answers):
+    """Private answers as the tables show them: whole people, at least 0 (an int for one
+    answer, an int array for many); post-processing, the unbiased estimate stays elsewhere."""
+    out = np.maximum(np.rint(np.asarray(answers, dtype=np.float64)), 0).astype(np.int64)
+    return int(out) if out.ndim == 0 else out

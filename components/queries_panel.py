@@ -20,7 +20,7 @@ from . import ids
 from server import state, workspace
 from .controls import EXACT_STAGE, fit_to_domain, labelled_rects, parse_typed
 from .help import help_box
-from .numbers import plural, significant
+from .numbers import plural, shown_people, significant
 
 INTERVAL_HELP = ("The range the published answer falls in 95% of the time because of the noise "
                  "alone. Answers also assume people are spread evenly inside every cell or leaf a "
@@ -190,7 +190,7 @@ def public_rows(rel, queries: list[Query], typical: dict | None = None) -> list[
         r = q.rect
         row = {"id": q.label, "bounds": _fmt(r) + (CLIPPED if q.clipped else ""),
                "west": r.west, "south": r.south, "east": r.east, "north": r.north, "clipped": q.clipped,
-               "answer": float(p), "whole": whole_people(p), "private": f"{whole_people(p):,}", "lo": lo, "hi": hi,
+               "answer": float(p), "whole": shown_people(p), "private": f"{shown_people(p):,}", "lo": lo, "hi": hi,
                "range": count_range(blo[i], bhi[i], rel), "range_lo": float(np.floor(blo[i])), "range_hi": float(np.ceil(bhi[i])),
                "interval": f"[{lo:.1f}, {hi:.1f}]" if not np.isnan(lo) else (
                    "n/a (no closed form for this stage)" if rel.capabilities.stages
@@ -247,12 +247,6 @@ def csv_text(rows: list[dict], snapping: bool = False, private: bool = True) -> 
                 "" if r["typical_value"] is None else r["typical_value"], "yes" if private else "no"]
         writer.writerow(line + ([r["snapped"], r["raw"]] if snapping else []))
     return out.getvalue()
-
-
-def whole_people(x: float) -> int:
-    """A private answer as people: a whole number, at least 0 (post-processing; the unbiased
-    estimate stays in the CSV's private_answer)."""
-    return max(0, int(round(float(x))))
 
 
 def _blank_nan(v: float):

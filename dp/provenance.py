@@ -93,7 +93,7 @@ def repeat_script(rel, path: str | None = None, columns: dict | None = None,
 
 def _requested(rel) -> tuple:
     """The split of ε the release was asked for (older stored releases: the one they spent)."""
-    return getattr(rel, "requested_split", None) or rel.split
+    return rel.requested_split or rel.split
 
 
 def _literal(value) -> str:

@@ -201,6 +201,8 @@ class Release(abc.ABC):
     # per-leaf budgets some subclasses export next to their counts: privacy costs, so user-level
     BUDGET_ARRAYS = ("eps_path", "eps_final")
 
+    requested_split = None      # the split asked for, set by dp.release (HTF may spend less)
+
     def __init__(self, spec: MechanismSpec, domain: Domain, epsilon: float, split: tuple,
                  params: dict, ledger: Ledger, diagnostics: dict | None = None, noisy_size=None):
         self.spec = spec
@@ -213,7 +215,6 @@ class Release(abc.ABC):
         self.noisy_size = noisy_size            # a released noisy dataset size (never the exact N)
         self.bounds_hold = True
         self.released_at = now()                # UTC, to the second: for the export's provenance
-        self.requested_split = split            # dp.release sets the split asked for (HTF may spend less)
 
     @property
     def mechanism(self) -> str:
