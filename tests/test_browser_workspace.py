@@ -309,3 +309,28 @@ def test_a_damaged_account_speaks_on_the_page_and_recovers_when_restored(page):
         path.write_bytes(good)                      # the operator restores it from a backup
     press_release(dash_duo)
     assert len(json.loads(path.read_text())["account"]["charges"]) == len(json.loads(good)["account"]["charges"]) + 1
+
+
+def test_a_plan_runs_free_across_workers_and_its_release_charges_once(page):
+    """The plan's job runs in the worker that got the click; its progress and result are read
+    by whichever worker answers each poll (the shared store). Planning spends nothing; Use fills
+    in the release, and one click on it charges once what the button said."""
+    dash_duo, accounts = page
+    dash_duo.wait_for_contains_text(f"#{ids.RELEASE_STATUS}", "Nothing released", timeout=60)
+    before = len(charges(accounts))
+    dash_duo.find_element(f"#{ids.PLAN_BOX} summary").click()
+    target = dash_duo.find_element(f"#{ids.PLAN_TARGET}")
+    target.clear()
+    target.send_keys("200\n")
+    dash_duo.find_element(f"#{ids.PLAN_RUN}").click()
+    dash_duo.wait_for_contains_text(f"#{ids.PLAN_STATUS}", "Planned: nothing read, nothing charged", timeout=180)
+    assert len(charges(accounts)) == before
+    use = dash_duo.find_elements(f"#{ids.PLAN_RESULT} tbody button")[0]
+    eps = use.text.split("= ")[1]
+    use.click()
+    dash_duo.wait_for_text_to_equal(f"#{ids.RELEASE_BUTTON}", f"Release (spends ε = {eps})", timeout=20)
+    poll_until(lambda: dash_duo.find_element(f"#{ids.PLAN_PREVIEW}").is_displayed(), 30)
+    press_release(dash_duo)
+    time.sleep(3)                                             # a second firing would charge by now
+    assert len(charges(accounts)) == before + 1
+    assert not severe_errors(dash_duo)
