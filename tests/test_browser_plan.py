@@ -19,17 +19,22 @@ def spent(dash_duo) -> str:
     return re.search(r"Spent ε = \S+ of \S+", dash_duo.find_element(f"#{ids.ACCOUNT_SUMMARY}").text).group(0)
 
 
+def plan_for(dash_duo, people: int) -> None:
+    """Open the plan, state ±`people` on the default rectangles, run it and wait for its table."""
+    dash_duo.find_element(f"#{ids.PLAN_BOX} summary").click()
+    target = dash_duo.find_element(f"#{ids.PLAN_TARGET}")
+    target.clear()
+    target.send_keys(str(people))
+    dash_duo.find_element(f"#{ids.PLAN_RUN}").click()
+    dash_duo.wait_for_contains_text(f"#{ids.PLAN_STATUS}", "Planned: nothing read, nothing charged", timeout=180)
+
+
 def test_plan_is_free_and_fills_in_the_release(dash_duo, monkeypatch):
     start(dash_duo, release=False)
     before = spent(dash_duo)
     read = spy_on_exact_counts(monkeypatch)
 
-    dash_duo.find_element(f"#{ids.PLAN_BOX} summary").click()
-    target = dash_duo.find_element(f"#{ids.PLAN_TARGET}")
-    target.clear()
-    target.send_keys("200")
-    dash_duo.find_element(f"#{ids.PLAN_RUN}").click()
-    dash_duo.wait_for_contains_text(f"#{ids.PLAN_STATUS}", "Planned: nothing read, nothing charged", timeout=180)
+    plan_for(dash_duo, 200)
     assert set(read) == {"synthetic clustered"}                 # the twin only, never the data
     assert spent(dash_duo) == before
     rows = dash_duo.find_elements(f"#{ids.PLAN_RESULT} tbody tr")

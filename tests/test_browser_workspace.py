@@ -25,6 +25,7 @@ from dash.testing.wait import until
 from selenium.webdriver.common.keys import Keys
 
 from test_browser import poll_until, press_release, raster_src, table_rows   # skips without a browser
+from test_browser_plan import plan_for
 from test_browser_session import sf_csv, upload
 
 from app import create_app
@@ -318,12 +319,7 @@ def test_a_plan_runs_free_across_workers_and_its_release_charges_once(page):
     dash_duo, accounts = page
     dash_duo.wait_for_contains_text(f"#{ids.RELEASE_STATUS}", "Nothing released", timeout=60)
     before = len(charges(accounts))
-    dash_duo.find_element(f"#{ids.PLAN_BOX} summary").click()
-    target = dash_duo.find_element(f"#{ids.PLAN_TARGET}")
-    target.clear()
-    target.send_keys("200\n")
-    dash_duo.find_element(f"#{ids.PLAN_RUN}").click()
-    dash_duo.wait_for_contains_text(f"#{ids.PLAN_STATUS}", "Planned: nothing read, nothing charged", timeout=180)
+    plan_for(dash_duo, 200)
     assert len(charges(accounts)) == before
     use = dash_duo.find_elements(f"#{ids.PLAN_RESULT} tbody button")[0]
     eps = use.text.split("= ")[1]
