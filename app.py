@@ -14,7 +14,7 @@ from dash import Dash, dcc, html
 import dp
 from components import (alerts, compare_panel, data_panel, evaluation_panel, export_panel, ids, inputs,
                         interactive_panel, ledger_panel, map_panel, mechanism_panel, plan_panel, public_page,
-                        queries_panel, server_files, share, tour_panel)
+                        queries_panel, server_files, share, steps, tour_panel)
 from server import heavy, jobs, memory, state, workspace
 from server.faults import Unavailable
 from server.store import FileStore
@@ -74,14 +74,17 @@ def page_layout(config: dict):
             role_note(config["page"]["owner"]),
             html.Div(id=ids.SHARE_NOTE, role="status"), alerts.layout(),
         ]),
-        html.Div(className="layout", children=[
-            html.Div(className="sidebar", children=[
-                data_panel.layout(config), mechanism_panel.layout(config),
-                ledger_panel.layout(config), export_panel.layout(config)]),
-            html.Div(className="main", children=[
-                tour_panel.layout(config), map_panel.layout(config), queries_panel.layout(config),
-                compare_panel.layout(config),
-                evaluation_panel.layout(config), interactive_panel.layout(config)]),
+        html.Div(className="workspace", children=[
+            steps.side_panel({
+                "data": [data_panel.layout(config)],
+                "plan": [plan_panel.layout()],
+                "release": [mechanism_panel.layout(config)],
+                "explore": [queries_panel.layout(config)],
+                "evaluate": [compare_panel.layout(config), evaluation_panel.layout(config),
+                             interactive_panel.layout(config)],
+                "publish": [ledger_panel.layout(config), export_panel.layout(config)]}),
+            html.Main(className="map-area", children=[
+                tour_panel.layout(config), map_panel.layout(config), queries_panel.answers_layout()]),
         ]),
     ])
 

@@ -1,5 +1,5 @@
 /* The guided demo's clientside callback: show or hide the tour card, outline the cards of the
-   panels the current step talks about and bring the first one into view. */
+   panels the current step talks about, and open the step that holds the first of them. */
 window.dash_clientside = Object.assign({}, window.dash_clientside, {
   tour: {
     focus: function (step, targets) {
@@ -10,12 +10,11 @@ window.dash_clientside = Object.assign({}, window.dash_clientside, {
         return el && el.closest(".card");
       }).filter(Boolean);
       cards.forEach(function (card) { card.classList.add("tour-focus"); });
-      if (cards.length) {
-        /* in the main column the sticky tour card covers the top of the window */
-        var tour = document.getElementById("tour-card");
-        var clear = cards[0].closest(".main") && tour ? tour.offsetHeight + 20 : 10;
-        var top = cards[0].getBoundingClientRect().top;
-        if (top < clear || top > window.innerHeight * 0.5) { window.scrollBy(0, top - clear); }
+      /* the step holding the first card opens; the card scrolls into the side panel's view */
+      var side = cards.filter(function (card) { return card.closest("details.step"); })[0];
+      if (side) {
+        window.dpSteps.openFor(side);
+        side.scrollIntoView({block: "nearest"});
       }
       return false;
     }

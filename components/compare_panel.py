@@ -1,4 +1,4 @@
-"""Compare panel: a second mechanism released beside panel 2's at the same ε, on two
+"""Compare panel: a second mechanism released beside step 3's at the same ε, on two
 synchronised maps with one colour scale, and both answers to every query rectangle in one table."""
 from __future__ import annotations
 
@@ -24,10 +24,10 @@ CLOSER = {"A": "err_a", "B": "err_b"}      # which error cell is highlighted whe
 def layout(config: dict) -> html.Div:
     """The picker and its button; maps, summary and table stay hidden until there is a pair."""
     return html.Div(className="card compare-card", children=[
-        html.H3("4b · Compare two mechanisms at the same ε"),
+        html.H3("Compare two mechanisms at the same ε"),
         help_box("compare"),
         html.Label("Second mechanism (its default split and parameters; the same ε, data, domain "
-                   "and randomness as panel 2's release)", htmlFor=ids.COMPARE_PICK),
+                   "and randomness as step 3's release)", htmlFor=ids.COMPARE_PICK),
         html.Div(className="compare-tools", children=[
             dcc.Dropdown(id=ids.COMPARE_PICK, clearable=False, options=[], className="compare-pick"),
             html.Button("Release for comparison (spends ε)", id=ids.COMPARE_BUTTON, n_clicks=0,
@@ -79,7 +79,7 @@ def no_options_reason(spec: dp.MechanismSpec) -> str:
     if not spec.comparable:
         return (f"The ε of {spec.label} protects a different unit ({spec.unit}), so no other "
                 "mechanism can be compared with it at the same ε. Release a standard mechanism "
-                "in panel 2 to compare.")
+                "in step 3 (Release) to compare.")
     return f"No other mechanism takes this kind of data, so there is nothing to compare {spec.label} with."
 
 
@@ -88,7 +88,7 @@ def cost_line(cost: float, spent: float, total: float) -> str:
     if spent + cost > total * (1 + dp.accountant.TOLERANCE):
         return (f"Another ε = {cost:g} would take this dataset past its total budget "
                 f"({total - spent:.4g} of {total:g} left): the comparison will be refused. "
-                "Raise the total in panel 5 first.")
+                "Raise the total in step 6 (Ledger) first.")
     return (f"This is a second release of the same data: it spends another ε = {cost:g} from the "
             f"dataset's budget, leaving {total - spent - cost:.4g} of {total:g}.")
 
@@ -98,9 +98,9 @@ def missing(info: dict | None, rinfo: dict | None, cinfo: dict | None) -> str | 
     data now loaded, data loaded since that release, or no comparison beside this release yet."""
     if not info or not rinfo:
         return ("No release of the data now loaded yet, so there is nothing to compare: release it "
-                "in panel 2 first.")
+                "in step 3 (Release) first.")
     if state.key_fingerprint(rinfo["key"]) != info["fingerprint"]:
-        return ("The loaded data changed since panel 2's release: release the new data in panel 2 "
+        return ("The loaded data changed since step 3's release: release the new data in step 3 (Release) "
                 "first, then compare.")
     if not cinfo or cinfo.get("base") != rinfo["key"]:
         return "Pick a second mechanism above and press “Release for comparison” to see both side by side."
@@ -151,7 +151,7 @@ def summary_line(answers_a, answers_b, truth, label_a: str = "A", label_b: str =
     err_b = np.abs(shown_people(answers_b) - truth)
     n = len(truth)
     if n == 0:
-        return "Draw or type rectangles in panel 4 (Queries): each gets a row here with both answers."
+        return "Draw or type rectangles in step 4 (Explore): each gets a row here with both answers."
     wins = {w: sum(closer(a, b) == w for a, b in zip(err_a, err_b)) for w in ("A", "B", "tie")}
     names = {k: k if label == k else f"{k} ({short_label(label)})"
              for k, label in (("A", label_a), ("B", label_b))}
@@ -217,20 +217,20 @@ def release_status(label: str, epsilon: float, rel) -> html.Div:
     """The line under the button after a comparison release."""
     text = f"Released {label} for comparison at ε = {epsilon:g}, {rel.describe()}"
     if rel.reproducible_demo:
-        return html.Div([text + ". ", html.Strong("Reproducible demo (the same fixed seed as panel 2's "
+        return html.Div([text + ". ", html.Strong("Reproducible demo (the same fixed seed as step 3's "
                                                   "release): NOT private.")], className="warning")
     return html.Div(text + " (fresh randomness).", className="ok")
 
 
 def pair(sid: str, rinfo: dict, cinfo: dict) -> tuple:
-    """(release A, release B, data) for panel 2's release and its comparison; LookupError when the
+    """(release A, release B, data) for step 3's release and its comparison; LookupError when the
     server no longer holds one of them."""
     return (state.release(sid, rinfo["key"]), state.release(sid, cinfo["key"]),
             state.points(sid, state.key_fingerprint(rinfo["key"])))
 
 
 def comparison(sid: str, rinfo: dict, name: str) -> dict:
-    """Release `name` beside panel 2's release (charged): {"cinfo", "status", "class"} or
+    """Release `name` beside step 3's release (charged): {"cinfo", "status", "class"} or
     {"error"}, small enough to be kept as the click's result."""
     key = state.comparison_key(rinfo["key"], name)
     label = dp.mechanisms()[name].label
@@ -269,7 +269,7 @@ def register_callbacks(app, config: dict):
 
     request_ids(app, ids.COMPARE_BUTTON, ids.COMPARE_REQUEST)
 
-    # A new release in panel 2 (or new data) ends the comparison: it was made beside the old one.
+    # A new release in step 3 (or new data) ends the comparison: it was made beside the old one.
     # One click spends once: the click's request id keys the spend (`workspace.once`).
     @app.callback(Output(ids.COMPARE_RELEASE, "data"), Output(ids.COMPARE_STATUS, "children"),
                   Output(ids.ACCOUNT_TICK, "data", allow_duplicate=True),
@@ -279,7 +279,7 @@ def register_callbacks(app, config: dict):
         if ctx.triggered_id != ids.COMPARE_REQUEST:
             return None, "", no_update
         if not rinfo or not name:
-            return no_update, html.Div("Release the data in panel 2 first, then pick a second "
+            return no_update, html.Div("Release the data in step 3 (Release) first, then pick a second "
                                        "mechanism.", className="error"), no_update
         sid = state.session_id()
         try:
@@ -305,7 +305,7 @@ def register_callbacks(app, config: dict):
         image_a, image_b = density(rel_a), density(rel_b)
         scale = render.legend_scale(np.concatenate([image_a.ravel(), image_b.ravel()]))   # one for both
         rects = labelled_rects(geojson, extra)
-        maps = [map_column(f"A · {rinfo['label']} (panel 2's release)", rel_a,
+        maps = [map_column(f"A · {rinfo['label']} (step 3's release)", rel_a,
                            comparison_map(ids.COMPARE_MAP_A, ids.COMPARE_RECTS_A, rel_a, image_a, scale,
                                           config, rects)),
                 map_column(f"B · {cinfo['label']} (for comparison)", rel_b,

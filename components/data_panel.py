@@ -29,7 +29,6 @@ def layout(config: dict) -> html.Div:
     domain = page["domain"] or {"preset": state.sample(picked or state.DEFAULT_SAMPLE)[1].name,
                                 "box": [None] * len(SIDES)}
     return html.Div(className="card", children=[
-        html.H3("1 · Data"),
         help_box("data"),
         html.Label("Built-in sample", htmlFor=ids.SAMPLE_PICK),
         dcc.Dropdown(id=ids.SAMPLE_PICK, clearable=False,

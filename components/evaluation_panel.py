@@ -46,7 +46,7 @@ def eval_options(kind: str, counts: bool = False) -> list[dict]:
 def layout(config: dict) -> html.Div:
     """The panel: set-up, run and cancel, progress, then results hidden until a run has some."""
     return html.Div(className="card", children=[
-        html.H3("7 · Evaluation on your data (owner only)"),
+        html.H3("Evaluation on your data (owner only)"),
         help_box("evaluation"),
         html.Div("Not charged to the dataset's budget: it compares releases with your own true "
                  "counts, for you only, and publishes nothing.", className="hint"),

@@ -16,7 +16,7 @@ from .help import help_box
 
 def layout(config: dict) -> html.Div:
     return html.Div(className="card", children=[
-        html.H3("6 · Export"),
+        html.H3("Export and publish"),
         help_box("export"),
         html.Button("Download release (GeoJSON)", id=ids.EXPORT_BUTTON, n_clicks=0),
         html.Button("Download metadata (JSON)", id=ids.EXPORT_META_BUTTON, n_clicks=0),

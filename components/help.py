@@ -58,18 +58,18 @@ TEXTS = {
     ],
     "compare": [
         "Two mechanisms released at the same ε on the same data, side by side: A is the release "
-        "made in panel 2, B the mechanism you pick here, with its default settings and the same "
+        "made in step 3 (Release), B the mechanism you pick here, with its default settings and the same "
         "kind of randomness. Both maps use one colour scale, so the same colour means the same "
         "density on both; moving or zooming one map moves the other.",
         "Releasing for comparison is a second release of the same people: it spends another ε "
         "from the dataset's budget, exactly like pressing Release again, because two noisy "
         "releases together reveal more than either alone. The budget counts both even if you "
         "publish only one.",
-        "The table answers every rectangle of panel 4 from both releases, next to the true count "
+        "The table answers every rectangle of step 4 (Explore) from both releases, next to the true count "
         "(owner only, not private) and each answer's error; 'Closer' says which answer was nearer "
         "the truth, and the line above the table counts the wins and gives each one's typical "
         "(median) error. A few rectangles and one draw of noise can mislead: add random "
-        "rectangles in panel 4 for a fairer picture, and use panel 7 (Evaluation) for averages "
+        "rectangles in step 4 (Explore) for a fairer picture, and use step 5 (Evaluate and compare) for averages "
         "over many draws.",
     ],
     "evaluation": [
@@ -119,7 +119,7 @@ TEXTS = {
         "what privacy costs in accuracy, what an attacker can learn, and the budget. Back and "
         "Next move between the steps; End tour closes it at any point. The panel a step talks "
         "about is outlined.",
-        "Two steps change the page the way you would: they type ε into panel 2 and press Release. "
+        "Two steps change the page the way you would: they type ε into step 3 (Release) and press Release. "
         "Each of those releases spends ε from the dataset's budget like any other, and the step "
         "before says so. Nothing else in the tour is charged.",
         "The chart shows how far the noise can move the published count of a box in the middle "

@@ -45,7 +45,7 @@ def choice_options(values, labels: dict) -> list[dict]:
 
 def layout(config: dict) -> html.Div:
     return html.Div(className="card", children=[
-        html.H3("8 · Interactive queries with per-user budgets"),
+        html.H3("Interactive queries with per-user budgets"),
         help_box("interactive"),
         html.Div(className="eval-controls", children=[
             html.Div([

@@ -21,7 +21,7 @@ WIDE_COLUMNS = [{"if": {"column_id": c}, "minWidth": w} for c, w in
 
 def layout(config: dict) -> html.Div:
     return html.Div(className="card ledger", children=[
-        html.H3("5 · Privacy ledger"),
+        html.H3("Privacy ledger"),
         help_box("ledger"),
         html.Div(id=ids.ACCOUNT_SUMMARY, className="account"),
         html.Div(id=ids.LEDGER_GUARANTEE, className="guarantee"),

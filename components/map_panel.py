@@ -51,7 +51,7 @@ def layout(config: dict) -> html.Div:
     d = opening_box(config["page"])
     return html.Div(className="card map-card", children=[
         html.Div(className="map-head", children=[
-            html.H3("3 · Map"),
+            html.H3("Map", className="sr-only"),
             dcc.RadioItems(id=ids.MAP_LAYER_PICK, value="private", inline=True,
                            options=[{"label": f" {v}", "value": k} for k, v in LAYERS.items()]),
             dcc.Checklist(id=ids.MAP_POINTS_TOGGLE, value=[], inline=True, options=[
@@ -172,9 +172,9 @@ def no_release_view(domain_info):
     try:
         d = domain_from_store(domain_info)
     except (dp.ParameterError, LookupError):
-        return [], None, no_update, legend_note("No release yet: choose a domain in panel 1")
+        return [], None, no_update, legend_note("No release yet: choose a domain in step 1 (Data)")
     return [render.domain_outline(d)], None, {"bounds": [[d.south, d.west], [d.north, d.east]]}, \
-        legend_note("No release of the data now loaded yet (see panel 2)")
+        legend_note("No release of the data now loaded yet (see step 3, Release)")
 
 
 def legend_note(text: str):

@@ -8,7 +8,7 @@ from dash.exceptions import PreventUpdate
 
 import dp
 
-from . import ids, plan_panel, share
+from . import ids, share
 from server import state, workspace
 from server.faults import Unavailable
 from .controls import (EPS_MAX, EPS_MIN, MOSTLY_OUTSIDE, domain_from_store, epsilon_from_slider,
@@ -28,7 +28,6 @@ def layout(config: dict) -> html.Div:
     start = config.get("mechanism") if config.get("mechanism") in usable(opts) else dp.recommend(kind).name
     rec = rec or {"mechanism": start, "epsilon": 1, "seed": None}
     return html.Div(className="card", children=[
-        html.H3("2 · Mechanism"),
         help_box("mechanism"),
         dcc.Dropdown(id=ids.MECHANISM, clearable=False, value=rec["mechanism"], options=opts),
         html.Div(recommendation_line(kind), id=ids.MECH_RECOMMENDATION, className="hint"),
@@ -42,7 +41,6 @@ def layout(config: dict) -> html.Div:
                                 marks=EPS_MARKS, allow_direct_input=False),
                      className="epsilon-slider", **{"data-a11y-label": "total privacy budget ε, log scale"})]),
         html.Div(id=ids.EPSILON_READOUT, className="readout"),
-        plan_panel.layout(),
         html.Div(id=ids.PARAMS_BOX),
         html.Div(className="seed-row", children=[
             dcc.RadioItems(id=ids.SEED_MODE, value="fresh" if rec["seed"] is None else "fixed",
@@ -352,7 +350,7 @@ def check_coverage(data, domain: dp.Domain) -> None:
     the wrong place (the Data panel offers boxes that fit)."""
     if share_inside(data, domain) < MOSTLY_OUTSIDE:
         raise dp.DataError(f"most of the data lies outside the domain box “{domain.name}”; "
-                           "choose a domain that contains it in panel 1 (Data), which offers some")
+                           "choose a domain that contains it in step 1 (Data), which offers some")
 
 
 def points_per_user(info: dict, k) -> int | None:

@@ -19,13 +19,12 @@ from server import jobs, state
 DEFAULTS = {"area": 1.0, "target": 50, "level": 95, "points": planning.DEFAULT_POINTS}
 
 
-def layout() -> html.Details:
+def layout() -> html.Div:
     def field(label, cid, value, **kw):
         return html.Div(className="plan-field", children=[
             html.Label(label, htmlFor=cid),
             dcc.Input(id=cid, type="number", value=value, debounce=True, **kw)])
-    return html.Details(id=ids.PLAN_BOX, className="plan", children=[
-        html.Summary("Plan ε before spending (free: reads no data)"),
+    return html.Div(id=ids.PLAN_BOX, className="card plan", children=[
         html.P("Say what you need; each mechanism's ε for it is found on a synthetic city of the "
                "size you assume, in the same public box. Nothing of your data is read and nothing "
                "is charged.", className="hint"),

@@ -28,8 +28,11 @@ INTERVAL_HELP = ("The range the published answer falls in 95% of the time becaus
 RANGE_HELP = ("Where the true count lies, 95% of the time, whatever the data: between the "
               "noisy count of the cells or leaves wholly inside the rectangle and that of every "
               "one it touches, each widened by its noise. It needs no assumption about how people "
-              "spread inside cells, so it is wide where the rectangle cuts big cells. 'none' where "
-              "the release's counts were fitted jointly.")
+              "spread inside cells, so it is wide where the rectangle cuts big cells. Trees whose "
+              "levels are made consistent (quadtree, kd-tree, adaptive grid, full quadtree) use "
+              "each region's own noisy count from before that fitting, so the range need not be "
+              "centred on the answer. 'none' where no such count exists (DAWA fits its counts "
+              "jointly).")
 TYPICAL_HELP = ("Median error, noise and even spreading together, of the same mechanism and "
                 "settings on random rectangles of this area over a synthetic city in the same box. "
                 "Computed from public synthetic data only, never from yours.")
@@ -61,7 +64,6 @@ class Query(NamedTuple):
 
 def layout(config: dict) -> html.Div:
     return html.Div(className="card", children=[
-        html.H3("4 · Queries: private vs true"),
         help_box("queries"),
         html.Div(className="query-tools", children=[
             html.Span("Draw with the ▭ tool on the map, or add "),
@@ -79,21 +81,6 @@ def layout(config: dict) -> html.Div:
         ]),
         html.Div(id=ids.QUERY_MESSAGE, role="alert"),
         html.Div(id=ids.QUERY_WARNING, role="alert"),
-        dash_table.DataTable(id=ids.QUERY_TABLE, columns=[{"name": n, "id": i} for i, n in COLUMNS],
-                             data=[], page_size=12, style_table={"overflowX": "auto"},
-                             style_cell={"fontFamily": "inherit", "fontSize": "13px", "padding": "4px",
-                                         "whiteSpace": "normal", "height": "auto", "minWidth": "48px"},
-                             style_cell_conditional=[{"if": {"column_id": "bounds"}, "minWidth": "130px",
-                                                      "maxWidth": "170px"}],
-                             style_header={"fontWeight": "600", "whiteSpace": "normal"},
-                             tooltip_header={"range": RANGE_HELP, "interval": INTERVAL_HELP,
-                                             "typical": TYPICAL_HELP},
-                             tooltip_delay=0, tooltip_duration=None),
-        html.Div(className="query-foot", children=[
-            html.Span(id=ids.QUERY_COUNT, className="hint"),
-            html.Button("Download table (CSV)", id=ids.QUERY_CSV_BUTTON, n_clicks=0),
-            dcc.Download(id=ids.QUERY_CSV_DOWNLOAD),
-        ]),
         html.Div(className="hint query-note", children=[
             html.P([html.B("True count lies in: "), RANGE_HELP]),
             html.P([html.B("95% interval (noise only): "), INTERVAL_HELP]),
@@ -110,6 +97,29 @@ def layout(config: dict) -> html.Div:
         ]),
         dcc.Store(id=ids.QUERY_EXTRA, data=config["page"]["queries"]),
         dcc.Store(id=ids.QUERY_TYPICAL),
+    ])
+
+
+def answers_layout() -> html.Section:
+    """The answers table, under the map (full width, the map stays in view); hidden while it
+    has no rows."""
+    return html.Section(className="card answers", **{"aria-label": "Answers to the rectangles"}, children=[
+        html.Div(className="query-foot", children=[
+            html.H3("Answers"),
+            html.Span(id=ids.QUERY_COUNT, className="hint"),
+            html.Button("Download table (CSV)", id=ids.QUERY_CSV_BUTTON, n_clicks=0),
+            dcc.Download(id=ids.QUERY_CSV_DOWNLOAD),
+        ]),
+        dash_table.DataTable(id=ids.QUERY_TABLE, columns=[{"name": n, "id": i} for i, n in COLUMNS],
+                             data=[], page_size=12, style_table={"overflowX": "auto"},
+                             style_cell={"fontFamily": "inherit", "fontSize": "13px", "padding": "4px",
+                                         "whiteSpace": "normal", "height": "auto", "minWidth": "48px"},
+                             style_cell_conditional=[{"if": {"column_id": "bounds"}, "minWidth": "130px",
+                                                      "maxWidth": "170px"}],
+                             style_header={"fontWeight": "600", "whiteSpace": "normal"},
+                             tooltip_header={"range": RANGE_HELP, "interval": INTERVAL_HELP,
+                                             "typical": TYPICAL_HELP},
+                             tooltip_delay=0, tooltip_duration=None),
     ])
 
 
@@ -384,7 +394,7 @@ def register_callbacks(app, config: dict):
         sid = state.session_id()
         if not rinfo:       # new data without a release: no answers of the previous data stay
             return [], no_update, html.Div("No release of the data now loaded yet, so there are "
-                                           "no private answers: release it in panel 2.",
+                                           "no private answers: release it in step 3 (Release).",
                                            className="warning"), ""
         try:
             rel, stage, queries, notes = current_queries(sid, rinfo, geojson, extra, stage)

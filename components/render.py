@@ -163,11 +163,25 @@ class Legend:
     capped_bottom: bool
 
 
+def labels_fit(labels: list[str], width_px: float = LEGEND_PX) -> bool:
+    """Whether tick labels placed as the legend places them (evenly spaced; the first starting at
+    the bar's left end, the last ending at its right end, the others centred on their ticks)
+    stay a character apart: "800" beside a right-aligned "≥ 1,000" did not."""
+    n = len(labels) - 1
+    if n == 0:
+        return len(labels[0]) * CHAR_PX <= width_px
+    spans = []
+    for i, text in enumerate(labels):
+        w, at = len(text) * CHAR_PX, width_px * i / n
+        spans.append((at, at + w) if i == 0 else (at - w, at) if i == n else (at - w / 2, at + w / 2))
+    return all(b[0] - a[1] >= CHAR_PX for a, b in zip(spans, spans[1:]))
+
+
 def legend_scale(values: np.ndarray, diverging: bool = False, width_px: float = LEGEND_PX) -> Legend:
     """The colour range (`colour_range`) widened to round ticks, with labels that fit the bar.
 
     Both ends become multiples of a nice step, so both carry a tick; fewer ticks are used while
-    the labels would not fit side by side in `width_px`.
+    the labels would not fit side by side in `width_px` (`labels_fit`).
     """
     lo, hi = colour_range(values, diverging)
     finite = values[np.isfinite(values)]
@@ -180,7 +194,7 @@ def legend_scale(values: np.ndarray, diverging: bool = False, width_px: float = 
         labels = [tick_label(v, step) for v in at]
         labels[-1] = ("≥ " if top else "") + labels[-1]
         labels[0] = ("≤ " if bottom else "") + labels[0]
-        if sum(len(t) + 2 for t in labels) * CHAR_PX <= width_px:
+        if labels_fit(labels, width_px):
             break
     vmin, vmax = at[0], at[-1]
     ticks = tuple(((v - vmin) / (vmax - vmin), t) for v, t in zip(at, labels))

@@ -146,7 +146,7 @@ def register_callbacks(app, config: dict):
         """A link to the panel's current settings (checked as a release would check them)."""
         spec = dp.mechanisms().get(name)
         if spec is None:                     # the picker empties while it switches to new data
-            return "No link: pick a mechanism in panel 2 first"
+            return "No link: pick a mechanism in step 3 (Release) first"
         try:
             query = to_query(name, epsilon_value(eps), read_split(spec, weights),
                              spec.resolve_params(read_params(spec, pvals, pids)),

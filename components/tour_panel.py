@@ -68,16 +68,16 @@ def whom(info: dict) -> str:
         return "Here one person is one user with their region."
     if info.get("users"):
         return ("Here one person is one user with all their points that are kept (at most k "
-                "each, set in panel 1).")
+                "each, set in step 1, Data).")
     return ("Here the data has no user ids, so 'one person' is one point: someone with many "
-            "points in the data is protected less (panel 1 says so too).")
+            "points in the data is protected less (step 1, Data, says so too).")
 
 
 def data_text(f: Facts) -> list[str]:
     """Step 1: what the sample is, and that its true counts are private."""
     info = f.info
     if not info:
-        return ["No data is loaded yet: pick a built-in sample in panel 1 (Data)."]
+        return ["No data is loaded yet: pick a built-in sample in step 1 (Data)."]
     regions = info.get("kind") == "regions"
     what = "regions, one per person" if regions else "points"
     unit = ("each region as the area one person moves in" if regions
@@ -97,8 +97,8 @@ def data_text(f: Facts) -> list[str]:
 
 def published_text(f: Facts) -> list[str]:
     """Step 2: the noisy map is what is published, and the dashed box is public."""
-    made = f" It was made by {f.mechanism}, the method picked in panel 2." if f.mechanism else ""
-    return ["The coloured map (panel 3) is what gets published: a count of people for each cell, "
+    made = f" It was made by {f.mechanism}, the method picked in step 3 (Release)." if f.mechanism else ""
+    return ["The coloured map is what gets published: a count of people for each cell, "
             "with random noise added. Darker means more people. The noise hides whether any one "
             "person is there, while the overall pattern survives." + made,
             "The dashed box is the public domain: the area that is counted. It is chosen from "
@@ -110,7 +110,7 @@ def published_text(f: Facts) -> list[str]:
 def margin_sentence(f: Facts, eps: float) -> str:
     """What the release at `eps` says about its noise on the middle box, or that it is missing."""
     if eps not in f.margins:
-        return (f"There is no release at ε = {eps:g} yet: panel 2 (Mechanism) says why under its "
+        return (f"There is no release at ε = {eps:g} yet: step 3 (Release) says why under its "
                 "Release button.")
     margin, answer = f.margins[eps]
     share = f" (about {100 * margin / answer:.1f}% of it)" if answer > 0 else ""
@@ -124,7 +124,7 @@ def cost_text_at_1(f: Facts) -> list[str]:
     return ["ε (epsilon) is the privacy setting of a release. It limits how much any one person "
             "can change what is published. " + likelihood_sentence(1.0) + " Smaller ε means "
             "more noise and stronger privacy.",
-            "Next has just published a new release at ε = 1 (its status line is in panel 2). "
+            "Next has just published a new release at ε = 1 (its status line is in step 3, Release). "
             + margin_sentence(f, 1.0),
             "The chart plots that margin; each dot is one release made during this tour."]
 
@@ -163,14 +163,14 @@ def budget_text(f: Facts) -> list[str]:
     """Step 6: every release spends ε from the dataset's account; where to go next."""
     return ["Every release spends its ε from this dataset's account, and the amounts add up: two "
             "noisy maps of the same data can be averaged, so together they reveal more than "
-            f"either alone. Panel 5 (Privacy ledger) keeps the account: ε = {f.spent:.4g} of the "
+            f"either alone. Step 6 (Ledger, publish, export) keeps the account: ε = {f.spent:.4g} of the "
             f"total {f.total:g} is spent on this dataset so far, the tour's releases included. "
             "Once the total is used up, further releases are refused.",
             "Free of charge: answering rectangles from a release, exports, reloading the page, "
             "and the owner-only evaluation.",
-            "Where next: draw rectangles on the map to compare published and true counts (panel "
-            "4), compare methods and ε values on your data (panel 7, Evaluation), or upload your "
-            "own data (panel 1)."]
+            "Where next: draw rectangles on the map to compare published and true counts (step "
+            "4, Explore), compare methods and ε values on your data (step 5, Evaluate and compare), or upload your "
+            "own data (step 1, Data)."]
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,17 @@ without looking at the release (picking the rectangle whose count looks highest 
 question). The half-widths come from the exact distribution of the sum of the draws (`sum_pmf`),
 so they hold at any ε. It reads only the release (post-processing).
 
-No interval (NaN) where its premise fails (`Release.bounds_hold`, `region_noise_scales`):
-counts fitted jointly (consistency, least squares, Euler's LP); user-level releases (the
+Trees whose counts are fitted jointly (the quadtree, kd-tree, full quadtree and AG make their
+levels consistent by least squares) keep every node's own draw before the fitting (`NodeDraws`,
+`Release.node_draws`): the exact count of the node's region plus one independent discrete
+Laplace draw of known scale. The same argument then runs on nodes (`node_bounds`): the regions
+wholly inside a rectangle are covered by the highest nodes wholly inside it (far fewer draws
+than their leaves), and the regions it touches by those nodes plus the touched leaves left over.
+The fitted counts are not used, so the range need not be centred on the answer.
+
+No interval (NaN) where its premise fails (`Release.bounds_hold`, `region_noise_scales`,
+`node_draws`): counts fitted jointly with no own draws kept (DAWA's least squares over weighted
+bucket measurements, Euler's LP); user-level releases (the
 counts are of each user's kept points, not of all points); counts re-binned from a grid whose
 lines are not the release's; points clamped into the box (the bounded grid); a grid chosen by
 comparing its draws with true answers (leaky).
@@ -34,10 +43,21 @@ from __future__ import annotations
 
 import functools
 import math
+from typing import NamedTuple
 
 import numpy as np
 
 from .queries import as_rect_array, cell_coords
+
+class NodeDraws(NamedTuple):
+    """Every node's own noisy count, before any fitting: its exact count plus one independent
+    discrete Laplace draw of scale `scales` (a node inside another has a `parent`)."""
+    regions: np.ndarray     # (K, 4) int64 [r0, r1, c0, c1) in base cells
+    parent: np.ndarray      # (K,) index of the node it lies in, −1 for a top node
+    counts: np.ndarray      # (K,) integer noisy counts
+    scales: np.ndarray      # (K,) discrete Laplace scales
+    leaf: np.ndarray        # (K,) bool: a released region
+
 
 TAIL_SD = 12.0     # the exact sum's support is cut this many standard deviations out (plus 40 scales)
 
@@ -89,6 +109,9 @@ def partition_bounds(rel, rects, level: float = 0.95) -> tuple[np.ndarray, np.nd
     """(lower, upper) per rectangle, holding its true count with probability >= level whatever
     the data; NaN where the release has no such interval."""
     q = len(as_rect_array(rects))
+    draws = rel.node_draws() if rel.bounds_hold else None
+    if draws is not None:
+        return node_bounds(rel.domain, rel.regions()[0], draws, rects, level)
     scales = rel.region_noise_scales() if rel.bounds_hold else None
     if scales is None:
         return np.full(q, np.nan), np.full(q, np.nan)
@@ -112,4 +135,26 @@ def partition_bounds(rel, rects, level: float = 0.95) -> tuple[np.ndarray, np.nd
             floor = max(laplace_floor(float(scales[hidden].max()), beta) - 1, 0) * hidden.sum()
         lo[i] = max(counts[inside].sum() - floor - sum_half_width(scales[inside], lower_level), 0.0)
         hi[i] = upper[touched].sum() + sum_half_width(scales[touched], level)
+    return lo, hi
+
+
+def node_bounds(domain, grid, draws: NodeDraws, rects, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+    """(lower, upper) per rectangle from the nodes' own draws: the lower end sums the highest
+    nodes wholly inside it, the upper end those plus the leaves it touches outside them (disjoint
+    regions in both sums), each widened by its exact noise quantile."""
+    r0, r1, c0, c1 = np.asarray(draws.regions).T
+    counts = np.asarray(draws.counts, dtype=np.float64)
+    scales = np.asarray(draws.scales, dtype=np.float64)
+    parent = np.asarray(draws.parent)
+    nested = parent >= 0
+    c = cell_coords(domain, grid, rects)
+    lo, hi = np.empty(len(c)), np.empty(len(c))
+    for i, (x0, y0, x1, y1) in enumerate(c):
+        inside = (c0 >= x0) & (c1 <= x1) & (r0 >= y0) & (r1 <= y1) & (x1 > x0) & (y1 > y0)
+        top = inside.copy()
+        top[nested] &= ~inside[parent[nested]]
+        edge = draws.leaf & ~inside & _axis(c0, c1, x0, x1, grid.gx) & _axis(r0, r1, y0, y1, grid.gy)
+        below = counts[top].sum()
+        lo[i] = max(below - sum_half_width(scales[top], level), 0.0)
+        hi[i] = below + counts[edge].sum() + sum_half_width(scales[top | edge], level)
     return lo, hi

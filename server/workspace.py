@@ -189,9 +189,10 @@ def page(sid: str, default_sample: str) -> dict:
             state.points(sid, info["fingerprint"])
         except LookupError:
             info, gone = None, ws["dataset"]["name"]
-    if info is None:
+    if info is None:         # the default sample: its rectangles are kept unless other data was dropped
         return {"dataset": state.use_sample(sid, default_sample), "domain": None, "release": None,
-                "queries": [], "gone": gone, "owner": state.is_owner(),
+                "queries": [] if ws.get("dataset") else ws.get("queries", []), "gone": gone,
+                "owner": state.is_owner(),
                 "uploads": state.public_uploads()}
     rec = shown(sid)
     if rec is not None and state.key_fingerprint(rec["key"]) != info["fingerprint"]:

@@ -2,9 +2,45 @@
 and the fixtures several test modules use (an offline app, the 5k-point sample)."""
 import pytest
 from selenium.webdriver.chrome.options import Options
+from selenium.webdriver.remote.webdriver import WebDriver
+from selenium.webdriver.remote.webelement import WebElement
 
 import dp
 from app import create_app
+
+
+class StepElement(WebElement):
+    """A page element the tests touch the way a user does: when it sits in a closed step of the
+    side panel, the step's title is clicked first (opening it closes the open one). Selenium's
+    ActionChains (drags, `dash_duo.clear_input`) bypass this: click the element first."""
+    def open_step(self):
+        name = self.parent.execute_script(
+            "var d = arguments[0].closest('details.step');"
+            "if (!d || d.open || arguments[0].closest('summary')) { return null; }"
+            "var name = d.querySelector('summary .step-name');"
+            "name.scrollIntoView({block: 'nearest'}); return name;", self)
+        if name is not None:
+            WebElement.click(name)
+
+    def click(self):
+        self.open_step()
+        super().click()
+
+    def send_keys(self, *value):
+        self.open_step()
+        super().send_keys(*value)
+
+    def clear(self):
+        self.open_step()
+        super().clear()
+
+    @property
+    def text(self):
+        self.open_step()
+        return super().text
+
+
+WebDriver._web_element_cls = StepElement
 
 
 @pytest.fixture(scope="module")

@@ -111,7 +111,7 @@ def test_compare_two_mechanisms_side_by_side(dash_duo):
         poll_until(lambda: no_horizontal_overflow(dash_duo), 5)
         assert no_horizontal_overflow(dash_duo), width
 
-    # a new release in panel 2 ends the comparison: nothing stale stays on the page
+    # a new release in step 3 ends the comparison: nothing stale stays on the page
     dash_duo.find_element(f"#{ids.RELEASE_BUTTON}").click()
     dash_duo.wait_for_contains_text(f"#{ids.COMPARE_MESSAGE}", "Pick a second mechanism", timeout=30)
     assert not dash_duo.find_elements("img.compare-raster")

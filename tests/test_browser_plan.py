@@ -20,8 +20,7 @@ def spent(dash_duo) -> str:
 
 
 def plan_for(dash_duo, people: int) -> None:
-    """Open the plan, state ±`people` on the default rectangles, run it and wait for its table."""
-    dash_duo.find_element(f"#{ids.PLAN_BOX} summary").click()
+    """State ±`people` on the default rectangles in the plan step, run it and wait for its table."""
     target = dash_duo.find_element(f"#{ids.PLAN_TARGET}")
     target.clear()
     target.send_keys(str(people))

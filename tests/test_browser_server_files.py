@@ -32,6 +32,7 @@ def write_parts(folder, n=400_000, parts=4, seed=5):
 
 def open_on_server(dash_duo, text):
     box = dash_duo.find_element(f"#{ids.SERVER_PATH}")
+    box.click()                                    # opens the data step if it is closed
     dash_duo.clear_input(box)
     box.send_keys(text)
     dash_duo.find_element(f"#{ids.SERVER_OPEN}").click()

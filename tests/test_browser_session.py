@@ -104,7 +104,8 @@ def test_odd_files_load_with_plain_warnings(dash_duo, tmp_path):
 
 
 OVERLAPS = """
-var cards = Array.from(document.querySelectorAll('.card')).filter(function (c) { return c.offsetParent; });
+var cards = Array.from(document.querySelectorAll('.card')).filter(function (c) {
+  return c.offsetParent && !c.closest('details:not([open])'); });
 var boxes = cards.map(function (c) { var r = c.getBoundingClientRect();
   return [c.querySelector('h3') ? c.querySelector('h3').textContent : c.className, r.left, r.top, r.right, r.bottom]; });
 var out = [];

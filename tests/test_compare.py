@@ -33,7 +33,7 @@ def test_summary_line_counts_wins_and_gives_median_errors():
         "B was closer on 1 of 1 rectangle, A on 0; median absolute error A 2, B 1."
     assert compare_panel.summary_line([5, 6], [5, 6], [5, 7]) == \
         "A and B were equally close on all 2 rectangles; median absolute error A 0.5, B 0.5."
-    assert compare_panel.summary_line([], [], []).startswith("Draw or type rectangles in panel 4")
+    assert compare_panel.summary_line([], [], []).startswith("Draw or type rectangles in step 4")
 
 
 def test_answer_rows_show_whole_people_and_judge_what_they_show():

@@ -291,6 +291,11 @@ class Release(abc.ABC):
         `dp.partition_bounds` needs."""
         return None
 
+    def node_draws(self):
+        """Every node's own noisy count before a joint fit (`dp.partition_bounds.NodeDraws`),
+        for ranges of releases whose released counts were fitted jointly; None otherwise."""
+        return None
+
     def zero_threshold(self):
         """Per region, the largest noisy count a released 0 can hide (a threshold on the noisy
         counts zeroed it); None when a released count is always the noisy one."""

@@ -28,7 +28,7 @@ from ..summed_area import summed_area
 from .base import ADD_REMOVE_POINT, MechanismSpec, Param
 from .leaves import LeafRelease, base_shape, square_base_grid
 from .trees import (GUARANTEE_UNIT, Tree, _max_quad_height, noisy_node_counts, quadtree_partition,
-                    zero_sd_param)
+                    tree_draws, zero_sd_param)
 
 
 def depth_budgets(h: int, eps: float, ratio: float) -> np.ndarray:
@@ -64,6 +64,7 @@ def release_full_quadtree(data, domain, epsilon, split, params, rng):
     return LeafRelease(FULL_QUADTREE, domain, epsilon, split, params, ledger, base,
                        tree.regions[leaf], x[leaf], leaf_var=None,
                        eps_path=np.full(int(leaf.sum()), epsilon), nodes=tree.nodes(),
+                       draws=tree_draws(tree, y, E_depth[::-1].copy()),
                        diagnostics={"height": tree.height, "n_nodes": tree.n_nodes,
                                     "level_eps": E_depth.tolist(),
                                     "nodes_zeroed": int(zeroed.sum()),

@@ -59,10 +59,12 @@ class LeafRelease(Release):
                (leaves included), for the level-by-level "watch it grow" view
     """
 
+    draws = None            # the nodes' own draws before a joint fit (`node_draws`), never exported
     hidden_below = None     # (L,) where a threshold zeroed noisy counts up to it (PrivTree's zero_below)
 
     def __init__(self, spec, domain, epsilon, split, params, ledger, base: UniformGrid,
-                 leaves, counts, leaf_var=None, eps_path=None, nodes=None, leaf_scale=None, **kw):
+                 leaves, counts, leaf_var=None, eps_path=None, nodes=None, leaf_scale=None,
+                 draws=None, **kw):
         super().__init__(spec, domain, epsilon, split, params, ledger, **kw)
         self.base = base
         self.leaves = np.asarray(leaves, dtype=np.int64).reshape(-1, 4)
@@ -71,6 +73,7 @@ class LeafRelease(Release):
         self.leaf_scale = None if leaf_scale is None else np.asarray(leaf_scale, dtype=np.float64)
         self.eps_path = None if eps_path is None else np.asarray(eps_path, dtype=np.float64)
         self.nodes = None if nodes is None else np.asarray(nodes, dtype=np.int64).reshape(-1, 5)
+        self.draws = draws
         self._sat = None
         self._is_leaf = None
 
@@ -167,6 +170,9 @@ class LeafRelease(Release):
 
     def region_noise_scales(self):
         return None if self.leaf_scale is None or self.leaf_var is None else self.leaf_scale
+
+    def node_draws(self):
+        return self.draws
 
     def zero_threshold(self):
         return self.hidden_below

@@ -43,6 +43,7 @@ import numpy as np
 from ..budget import Ledger, geometric_budgets
 from ..errors import ParameterError
 from ..noise import count_noise, discrete_laplace_variance, rational_scale
+from ..partition_bounds import NodeDraws
 from ..postprocess import infer
 from ..summed_area import box_sums, summed_area
 from .base import ADD_REMOVE_POINT, MechanismSpec, Param
@@ -172,6 +173,12 @@ def noisy_node_counts(ledger: Ledger, rng, tree: Tree, S: np.ndarray, E: np.ndar
     return y, discrete_laplace_variance(1.0 / np.asarray(eps_node, dtype=np.float64))
 
 
+def tree_draws(tree: Tree, y: np.ndarray, E: np.ndarray) -> NodeDraws:
+    """The nodes' own draws of `noisy_node_counts(..., tree, S, E, ...)`, for the ranges."""
+    return NodeDraws(tree.regions, tree.parent, np.asarray(y), 1.0 / node_budgets(tree, tree.height, E),
+                     tree.is_leaf)
+
+
 def _base(data, domain, params):
     base = square_base_grid(domain, params["base_cells"])
     F = data.histogram(base)
@@ -258,7 +265,7 @@ def release_quadtree(data, domain, epsilon, split, params, rng):
     leaf = tree.is_leaf
     return LeafRelease(QUADTREE, domain, epsilon, split, params, ledger, base, tree.regions[leaf],
                        x[leaf], leaf_var=None, eps_path=np.full(leaf.sum(), epsilon),
-                       nodes=tree.nodes(), noisy_size=n_hat,
+                       nodes=tree.nodes(), noisy_size=n_hat, draws=tree_draws(tree, y, E),
                        diagnostics={"height": h, "n_nodes": tree.n_nodes, "level_eps": E.tolist()})
 
 
@@ -370,7 +377,7 @@ def release_kdtree(data, domain, epsilon, split, params, rng):
     eps_path = epsilon - eps_prt + eps_m * tree.depth[leaf]
     return LeafRelease(KDTREE, domain, epsilon, split, params, ledger, base, tree.regions[leaf],
                        x[leaf], leaf_var=None, eps_path=eps_path, nodes=tree.nodes(),
-                       noisy_size=n_hat,
+                       noisy_size=n_hat, draws=tree_draws(tree, y, E),
                        diagnostics={"height": h, "n_nodes": tree.n_nodes, "level_eps": E.tolist(),
                                     "median_eps_per_level": eps_m})
 
@@ -498,9 +505,14 @@ def release_ag(data, domain, epsilon, split, params, rng):
         np.column_stack([cells, np.full(len(cells), top)]),
         np.column_stack([sub[split_sub], np.full(int(split_sub.sum()), top + 1)]),
     ])
+    # the ranges' draws: every level-1 cell (v) and every sub-cell (u, inside its cell)
+    draws = NodeDraws(np.concatenate([cells, sub]), np.concatenate([np.full(len(cells), -1), cell]),
+                      np.concatenate([v, u]),
+                      np.concatenate([np.full(len(cells), 1 / eps1), np.full(len(sub), 1 / eps2)]),
+                      np.r_[np.zeros(len(cells), bool), np.ones(len(sub), bool)])
     return LeafRelease(AG, domain, epsilon, split, params, ledger, base, sub, counts,
                        leaf_var=None, eps_path=np.full(len(sub), epsilon), nodes=nodes,
-                       noisy_size=n_hat,
+                       noisy_size=n_hat, draws=draws,
                        diagnostics={"m1": m1, "m2": m2.tolist(), "n_leaves": len(sub),
                                     "alpha": alpha, "inference_weight": weight})
 
