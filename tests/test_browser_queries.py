@@ -124,6 +124,11 @@ def test_legend_ticks_are_round_distinct_and_the_capped_top_fully_visible(dash_d
         "return [last.getBoundingClientRect().right, r('#map-legend').right, r('#map').right,"
         "        window.innerWidth, last.scrollWidth <= last.clientWidth + 1];")
     assert right[0] <= right[1] <= right[2] <= right[3] and right[4], right
+    # and no label runs into its neighbour, as drawn
+    spans = dash_duo.driver.execute_script(
+        "return Array.from(document.querySelectorAll('#map-legend .legend-tick'))"
+        ".map(function (e) { var r = e.getBoundingClientRect(); return [r.left, r.right]; });")
+    assert all(b[0] > a[1] for a, b in zip(spans, spans[1:])), spans
     # the error layer is diverging: symmetric round ends, still distinct labels
     dash_duo.find_element(f"#{ids.MAP_LAYER_PICK} input[value=error]").click()
     poll_until(lambda: "−" in "".join(ticks()), 20)

@@ -453,6 +453,21 @@ def test_legend_marks_the_cap_and_its_labels_fit_the_bar():
     assert not dusty.capped_bottom and dusty.ticks[0][1] == "0"
 
 
+def test_legend_labels_never_run_into_each_other():
+    # the review's case (issue 26): capped at 1,000 with a tick every 200, "800" (centred on its
+    # tick, 40 px from the bar's end) ran under "≥ 1,000" (ending at the bar's end)
+    assert not render.labels_fit(["0", "200", "400", "600", "800", "≥ 1,000"])
+    values = np.r_[np.linspace(0, 950, 990), np.full(10, 5000.0)]
+    labels = [t for _, t in render.legend_scale(values).ticks]
+    assert labels[-1] == "≥ 1,000" and "800" not in labels and len(labels) >= 3
+    # placed as the legend places them, neighbours keep a character apart
+    n, w = len(labels) - 1, render.LEGEND_PX
+    spans = [(0, len(t) * render.CHAR_PX) if i == 0 else (w - len(t) * render.CHAR_PX, w) if i == n
+             else (w * i / n - len(t) * render.CHAR_PX / 2, w * i / n + len(t) * render.CHAR_PX / 2)
+             for i, t in enumerate(labels)]
+    assert all(b[0] - a[1] >= render.CHAR_PX for a, b in zip(spans, spans[1:]))
+
+
 def test_rectangles_are_fitted_to_the_public_domain(small):
     _, domain = small
     inside = dp.Rect(-0.2, 51.45, -0.05, 51.55)
