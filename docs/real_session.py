@@ -69,10 +69,11 @@ class Session:
         self.d, self.out, self.shots = driver, out, []
 
     def text(self, element_id: str) -> str:
-        """The element's text, '' while the page has not rendered it (or is replacing it)."""
+        """The element's text (in a closed step too), '' while the page has not rendered it (or
+        is replacing it)."""
         from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
         try:
-            return self.d.find_element("id", element_id).text
+            return self.d.find_element("id", element_id).get_attribute("textContent")
         except (NoSuchElementException, StaleElementReferenceException):
             return ""
 
@@ -83,10 +84,26 @@ class Session:
                 raise TimeoutError(f"#{element_id} never said {words!r}: {self.text(element_id)!r}")
             time.sleep(0.3)
 
+    def open_step_of(self, element_id: str) -> None:
+        """Open the side panel's step holding an element, by a click on its title (as a person
+        does); nothing when it is open already or the element is not in a step."""
+        title = self.d.execute_script(
+            "var d = document.getElementById(arguments[0]).closest('details.step');"
+            "return d && !d.open ? d.querySelector('summary .step-name') : null;", element_id)
+        if title is not None:
+            title.click()
+            time.sleep(0.3)
+
+    def click(self, element_id: str) -> None:
+        self.open_step_of(element_id)
+        self.d.find_element("id", element_id).click()
+
     def shot(self, name: str, element_id: str, title: str, caption: str):
-        """Scroll a panel into view and save the window as <out>/<name>.png."""
-        self.d.execute_script("document.getElementById(arguments[0]).scrollIntoView({block: 'start'});"
-                              "window.scrollBy(0, -20);", element_id)
+        """Open the step holding an element, scroll it into the side panel's view and save the
+        window as <out>/<name>.png."""
+        self.open_step_of(element_id)
+        self.d.execute_script("document.getElementById(arguments[0]).scrollIntoView({block: 'nearest'});",
+                              element_id)
         time.sleep(1.0)
         self.d.save_screenshot(str(self.out / f"{name}.png"))
         self.shots.append((name, title, caption))
@@ -94,9 +111,9 @@ class Session:
     def run(self, url: str, csv: Path, n: int) -> None:
         self.d.get(url)
         self.wait_text(ids.RELEASE_STATUS, "Nothing released")
-        self.d.find_element("id", ids.RELEASE_BUTTON).click()
+        self.click(ids.RELEASE_BUTTON)
         self.wait_text(ids.RELEASE_STATUS, "Released")
-        self.shot("session_1_sample", ids.DATA_SUMMARY, "The built-in sample", "A first load spends "
+        self.shot("session_1_sample", ids.RELEASE_STATUS, "The built-in sample", "A first load spends "
                   "nothing; one click on Release: the recommended mechanism (adaptive: its probe finds the "
                   "sample's points spread over the box and picks PrivTree) released at ε = 1, its "
                   "leaves on the map.")
@@ -105,29 +122,30 @@ class Session:
         self.wait_text(ids.DOMAIN_WARNING, "nothing is released")
         self.shot("session_2_domain", ids.DOMAIN_WARNING, "An upload outside the domain",
                   f"The upload ({n:,} taxi positions) lies "
-                  "outside the sample's New York box: nothing is released, every panel says so, and "
-                  "the Data panel offers boxes that hold the points.")
+                  "outside the sample's New York box: nothing is released, every step says so, and "
+                  "the Data step offers boxes that hold the points.")
         self.d.find_element("css selector", f"#{ids.DOMAIN_WARNING} button.suggest").click()
-        self.d.find_element("id", ids.RELEASE_BUTTON).click()
+        self.click(ids.RELEASE_BUTTON)
         self.wait_text(ids.RELEASE_STATUS, "Released")
         status = self.text(ids.RELEASE_STATUS)
         self.shot("session_3_release", ids.MAP, "The release", "One click on the offered preset, then Release: "
                   f"“{status}”")
-        typed = self.d.find_element("id", ids.QUERY_TYPED)
-        typed.send_keys(QUERY)
-        self.d.find_element("id", ids.QUERY_TYPED_BUTTON).click()
+        self.open_step_of(ids.QUERY_TYPED)
+        self.d.find_element("id", ids.QUERY_TYPED).send_keys(QUERY)
+        self.click(ids.QUERY_TYPED_BUTTON)
         self.wait_text(ids.QUERY_TABLE, "R1")
-        self.shot("session_4_query", ids.QUERY_TABLE, "A query", "A typed rectangle over downtown San "
-                  "Francisco: the private answer, the range its true count lies in for any data, its "
-                  "noise-only interval, the typical total error "
+        self.shot("session_4_query", ids.QUERY_TYPED, "A query", "A typed rectangle over downtown San "
+                  "Francisco, answered in the drawer under the map: the private answer, the range its "
+                  "true count lies in for any data, its noise-only interval, the typical total error "
                   "from synthetic data, and (for the owner) the true count.")
+        self.open_step_of(ids.EVAL_NQ)
         for element_id, value in ((ids.EVAL_NQ, "50"), (ids.EVAL_REPS, "1")):
             box = self.d.find_element("id", element_id)
             box.clear()
             box.send_keys(value)
-        self.d.find_element("id", ids.EVAL_RUN).click()
+        self.click(ids.EVAL_RUN)
         self.wait_text(ids.EVAL_STATUS, "Done", timeout=600)
-        self.shot("session_5_evaluation", ids.EVAL_STATUS, "What it costs", "A short evaluation on the owner's "
+        self.shot("session_5_evaluation", ids.EVAL_RESULTS, "What it costs", "A short evaluation on the owner's "
                   "data (50 rectangles per size, one repetition): bounded relative error against ε "
                   "and query size. Not charged, never published.")
 

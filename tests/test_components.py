@@ -166,8 +166,12 @@ def test_comparison_rows_match_dp(small):
     blo, bhi = rel.bounds(rects)
     assert rows[0]["range"] == f"{math.floor(blo[0]):,} to {math.ceil(bhi[0]):,}"
     assert blo[0] <= data.true_count(rects[0], domain) <= bhi[0]
-    fq = dp.release("full_quadtree", data, domain, epsilon=1.0, seed=4)
-    assert queries_panel.comparison_rows(fq, data, [("Q1", rects[0])])[0]["range"] == "none: counts fitted jointly"
+    fq = dp.release("full_quadtree", data, domain, epsilon=1.0, seed=4)      # from its nodes' draws
+    fq_lo, fq_hi = fq.bounds(rects)
+    assert queries_panel.comparison_rows(fq, data, [("Q1", rects[0])])[0]["range"] == \
+        f"{math.floor(fq_lo[0]):,} to {math.ceil(fq_hi[0]):,}"
+    dawa = dp.release("dawa", data, domain, epsilon=1.0, seed=4)
+    assert queries_panel.comparison_rows(dawa, data, [("Q1", rects[0])])[0]["range"] == "none: counts fitted jointly"
     empty = dp.Rect(0.14, 51.36, 0.1401, 51.3601)
     row = queries_panel.comparison_rows(rel, data, [("R1", empty)])[0]
     assert row["true"] == "0" and (row["rel_error"] == "n/a (true = 0)" or row["whole"] == 0)
