@@ -62,19 +62,26 @@ class NodeDraws(NamedTuple):
 TAIL_SD = 12.0     # the exact sum's support is cut this many standard deviations out (plus 40 scales)
 
 
+@functools.lru_cache(maxsize=64)
+def _log_phi(scale: float, n: int) -> np.ndarray:
+    """log φ(t) of one discrete Laplace(scale) draw at t = 2πk/n, k = 0 .. n − 1:
+    φ(t) = (1 − a)² / (1 − 2a cos t + a²), a = e^(−1/scale). Kept: queries share their scales."""
+    a = math.exp(-1.0 / scale)
+    t = 2 * np.pi * np.arange(n) / n
+    return 2 * math.log1p(-a) - np.log1p(-2 * a * np.cos(t) + a * a)
+
+
 @functools.lru_cache(maxsize=4096)
 def _half_width(scales: tuple, multiplicity: tuple, level: float) -> int:
     """Least whole h with P(|Σ Z| <= h) >= level, Z independent discrete Laplace: the sum's
-    exact distribution from the product of the draws' characteristic functions
-    φ(t) = (1 − a)² / (1 − 2a cos t + a²), a = e^(−1/scale), inverted by FFT."""
+    exact distribution from the product of the draws' characteristic functions (`_log_phi`),
+    inverted by FFT."""
     a = np.exp(-1.0 / np.asarray(scales))
     m = np.asarray(multiplicity, dtype=np.float64)
     sd = math.sqrt(float((m * 2 * a / (1 - a) ** 2).sum()))
     reach = int(math.ceil(TAIL_SD * sd + 40 * max(scales)))
     n = 1 << max(4, (2 * reach + 1).bit_length())
-    t = 2 * np.pi * np.arange(n) / n
-    log_phi = (m[:, None] * (2 * np.log1p(-a)[:, None]
-                             - np.log1p(-2 * a[:, None] * np.cos(t) + a[:, None] ** 2))).sum(0)
+    log_phi = sum(k * _log_phi(s, n) for s, k in zip(scales, multiplicity))
     pmf = np.fft.ifft(np.exp(log_phi)).real
     covered = pmf[0] + 2 * np.cumsum(pmf[1:reach + 1])       # P(|S| <= h) for h = 1 .. reach
     if pmf[0] >= level:
