@@ -16,7 +16,7 @@ import dash_leaflet as dl
 import numpy as np
 from dash import Dash, Input, Output, State, ctx, dash_table, dcc, html, no_update
 
-from dp.provenance import provenance
+from dp.provenance import provenance, with_csv_header
 from dp.whole_counts import whole_nonnegative
 
 from . import ids, inputs, ledger_panel, map_image, map_panel, queries_panel
@@ -298,15 +298,15 @@ def cells_csv(rel) -> str:
 
 
 def download(which: str, pid: str):
-    """What the browser saves for a download button: the release's GeoJSON, its cells as CSV,
-    or its map as PNG."""
+    """What the browser saves for a download button: the release's GeoJSON, its cells as CSV
+    (both with the provenance block), or its map as PNG."""
     rel = published.release(pid)
+    record = published.record(pid) or {}
+    block = provenance(rel, record.get("epsilon_spent_so_far"), record.get("epsilon_budget"))
     if which == GEOJSON_BUTTON:
-        record = published.record(pid) or {}
-        block = provenance(rel, record.get("epsilon_spent_so_far"), record.get("epsilon_budget"))
         return dict(content=rel.to_json({"provenance": block}), filename=f"published_{pid}.geojson")
     if which == CSV_BUTTON:
-        return dict(content=cells_csv(rel), filename=f"published_{pid}_cells.csv")
+        return dict(content=with_csv_header(cells_csv(rel), block), filename=f"published_{pid}_cells.csv")
     return dcc.send_bytes(map_image.map_png(rel), f"published_{pid}_map.png")
 
 

@@ -15,6 +15,7 @@ import numpy as np
 from dash import Input, Output, State, ctx, dash_table, dcc, html, no_update
 
 import dp
+from dp.provenance import provenance, with_csv_header
 
 from . import ids
 from server import state, workspace
@@ -414,7 +415,8 @@ def register_callbacks(app, config: dict):
                   State(ids.EULER_STAGE, "value"), State(ids.QUERY_TYPICAL, "data"),
                   prevent_initial_call=True)
     def download(_n, geojson, extra, rinfo, stage, typical):
-        """The query table's public columns as CSV; built from the release alone (no data read)."""
+        """The query table's public columns as CSV, under the release's provenance block; built
+        from the release alone (no data read)."""
         if not rinfo:
             return no_update, "Run a release first."
         try:
@@ -431,6 +433,8 @@ def register_callbacks(app, config: dict):
                                        "would publish the data's extremes: choose a listed or typed "
                                        "box to download.", className="error")
         typical = typical if (typical or {}).get("key") == rinfo["key"] else None
-        text = csv_text(public_rows(rel, queries, typical), rel.capabilities.snapping, rel.private)
+        account = state.account(state.session_id(), state.key_fingerprint(rinfo["key"]))
+        text = with_csv_header(csv_text(public_rows(rel, queries, typical), rel.capabilities.snapping,
+                                        rel.private), provenance(rel, account.spent, account.total))
         name = f"queries_{rel.mechanism}" + ("" if rel.private else "_NOT_PRIVATE")
         return dcc.send_string(text, f"{name}.csv"), ""

@@ -8,6 +8,7 @@ Everything here is a public setting or a time; nothing is read from the data.
 from __future__ import annotations
 
 import datetime
+import json
 import pprint
 from importlib import metadata as _pkg
 
@@ -47,6 +48,23 @@ def provenance(rel, spent: float | None = None, total: float | None = None) -> d
         block["dataset_account"] = {"epsilon_spent_so_far": spent, "epsilon_budget": total}
     block["repeat_script"] = repeat_script(rel).splitlines()
     return block
+
+
+CSV_NOTE = ("provenance (JSON: each of these lines after its '# '); read the table with a CSV "
+            "reader that skips '#' lines, e.g. pandas.read_csv(path, comment='#')")
+
+
+def with_csv_header(table: str, block: dict) -> str:
+    """A CSV export with its provenance block on top, as '# ' comment lines holding JSON."""
+    lines = [CSV_NOTE, *json.dumps(block, indent=1, default=str, ensure_ascii=False).splitlines()]
+    return "".join(f"# {line}\n" for line in lines) + table
+
+
+def read_csv_header(text: str) -> tuple[dict, str]:
+    """(provenance block, CSV table) of an export written by `with_csv_header`."""
+    lines = text.splitlines(keepends=True)
+    head = [line[2:] for line in lines if line.startswith("# ")]
+    return json.loads("".join(head[1:])), "".join(line for line in lines if not line.startswith("#"))
 
 
 def repeat_script(rel, path: str | None = None, columns: dict | None = None,

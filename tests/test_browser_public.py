@@ -4,6 +4,7 @@ its downloads, is linked from the gallery at /r/, and only the owner can unpubli
 from __future__ import annotations
 
 import csv
+import io
 import json
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from test_browser import draw_rect, poll_until   # skips without a browser
 import dp
 from app import create_app
 from components import public_page
+from dp.provenance import read_csv_header
 from server import published
 
 pytestmark = pytest.mark.browser
@@ -87,7 +89,9 @@ def test_a_published_release_has_a_public_page(dash_duo, tmp_path, small, width)
     doc = json.loads(downloaded(dash_duo, f"published_{pid}.geojson").read_text())
     assert doc["type"] == "FeatureCollection" and doc["properties"]["epsilon"] == 1.0
     dash_duo.find_element(f"#{public_page.CSV_BUTTON}").click()
-    rows = list(csv.reader(downloaded(dash_duo, f"published_{pid}_cells.csv").open()))
+    block, table = read_csv_header(downloaded(dash_duo, f"published_{pid}_cells.csv").read_text())
+    assert block == doc["properties"]["provenance"]                      # the GeoJSON's own block
+    rows = list(csv.reader(io.StringIO(table)))
     assert rows[0] == ["west", "south", "east", "north", "count", "people"] and len(rows) == len(rel.regions()[1]) + 1
     dash_duo.find_element(f"#{public_page.PNG_BUTTON}").click()
     poll_until(lambda: downloaded(dash_duo, f"published_{pid}_map.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", 10)

@@ -1,6 +1,7 @@
 """Provenance of exports (issue 26, item 6): the block every export carries, and a repeat script
 that, run on the owner's own file, makes a release of the same kind with the same settings."""
 import datetime
+import io
 import json
 from importlib import metadata
 
@@ -8,8 +9,8 @@ import numpy as np
 import pytest
 
 import dp
-from components import export_panel
-from dp.provenance import provenance, repeat_script
+from components import export_panel, public_page
+from dp.provenance import provenance, read_csv_header, repeat_script, with_csv_header
 
 
 def run_script(script: str, folder, monkeypatch) -> dp.Release:
@@ -110,6 +111,21 @@ def test_exports_carry_the_block(small):
     assert geo["properties"]["provenance"] == meta["provenance"]
     assert meta["provenance"]["dataset_account"] == {"epsilon_spent_so_far": 2.0, "epsilon_budget": 5.0}
     assert meta["provenance"]["released_at"] == rel.released_at
+
+
+def test_csv_exports_carry_the_block_as_comment_lines(small):
+    # the public cells CSV: the block on top as '# ' lines of JSON, read back exactly; a reader
+    # that skips '#' lines (pandas' comment='#') gets the table as it was without the block
+    pd = pytest.importorskip("pandas")
+    data, domain = small
+    rel = dp.release("privtree", data, domain, epsilon=1.0)
+    block = provenance(rel, 2.0, 5.0)
+    table = public_page.cells_csv(rel)
+    text = with_csv_header(table, block)
+    assert text.startswith("# provenance") and text.endswith(table)
+    assert read_csv_header(text) == (json.loads(json.dumps(block, default=str)), table)
+    framed = pd.read_csv(io.StringIO(text), comment="#")
+    assert framed.equals(pd.read_csv(io.StringIO(table))) and len(framed) == len(rel.regions()[1])
 
 
 def test_repeat_script_for_a_built_in_sample(small, tmp_path, monkeypatch):

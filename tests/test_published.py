@@ -16,6 +16,7 @@ import plotly.utils
 import pytest
 
 import dp
+from dp.provenance import read_csv_header
 from dp.whole_counts import whole_nonnegative
 from server import published
 
@@ -169,7 +170,9 @@ def test_downloads_parse_and_hold_only_the_release(folder, rel):
     pid = published.publish(rel, "downloads")
     geo = json.loads(public_page.download(public_page.GEOJSON_BUTTON, pid)["content"])
     assert geo["type"] == "FeatureCollection" and geo["properties"]["mechanism"] == "privtree"
-    rows = list(csv.reader(io.StringIO(public_page.download(public_page.CSV_BUTTON, pid)["content"])))
+    block, table = read_csv_header(public_page.download(public_page.CSV_BUTTON, pid)["content"])
+    assert block == geo["properties"]["provenance"]                  # the same block as the GeoJSON
+    rows = list(csv.reader(io.StringIO(table)))
     grid, regions, counts = rel.regions()
     assert rows[0] == ["west", "south", "east", "north", "count", "people"] and len(rows) == len(regions) + 1
     cells = np.array(rows[1:], dtype=float)
