@@ -44,7 +44,7 @@
   }
 })();
 
-/* Open the step holding an element (the tour and the plan's Use buttons send the user there). */
+/* Open the step holding an element (the guided demo opens the step it talks about). */
 window.dpSteps = {
   openFor: function (el) {
     var d = el && el.closest("details.step");
