@@ -15,7 +15,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 
 from . import state
 
@@ -149,3 +149,12 @@ def cancel_all() -> None:
     with _lock:
         for future, _ in _local.values():
             future.cancel()
+
+
+def wait_idle(timeout: float = 120.0) -> None:
+    """Wait until this process's jobs have ended (at most `timeout` s): a test that traces
+    memory process-wide must not start or stop tracing while a job thread allocates (CPython
+    3.11's tracemalloc can crash then)."""
+    with _lock:
+        futures = [future for future, _ in _local.values()]
+    wait(futures, timeout=timeout)

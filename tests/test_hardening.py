@@ -20,6 +20,7 @@ from components import ids
 from dp.contributions import WHITESPACE, canonical_user_ids
 from dp.counts import FORMAT
 from dp.points import MISSING_IDS, user_keys
+from server import jobs
 
 BOX = dp.Domain(0, 0, 1, 1, name="unit box")
 
@@ -37,7 +38,9 @@ def _counts_file(path, **override):
 
 
 def _peak_mb_while_refused(source, match) -> float:
-    """Peak Python-traced memory (MB) while load_counts refuses `source` with `match`."""
+    """Peak Python-traced memory (MB) while load_counts refuses `source` with `match`; jobs left
+    running by earlier tests (the fuzzed plan callback's) end first (`jobs.wait_idle`)."""
+    jobs.wait_idle()
     tracemalloc.start()
     try:
         with pytest.raises(dp.DataError, match=match):
