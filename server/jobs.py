@@ -151,10 +151,12 @@ def cancel_all() -> None:
             future.cancel()
 
 
-def wait_idle(timeout: float = 120.0) -> None:
-    """Wait until this process's jobs have ended (at most `timeout` s): a test that traces
-    memory process-wide must not start or stop tracing while a job thread allocates (CPython
-    3.11's tracemalloc can crash then)."""
+def stop_all(timeout: float = 120.0) -> None:
+    """Stop this process's jobs (`cancel_all`), wait until they have ended (at most `timeout`
+    s), then take new ones again: a test that traces memory process-wide must not start or stop
+    tracing while a job thread allocates (CPython 3.11's tracemalloc can crash then)."""
+    cancel_all()
     with _lock:
         futures = [future for future, _ in _local.values()]
     wait(futures, timeout=timeout)
+    _stopping.clear()

@@ -39,8 +39,8 @@ def _counts_file(path, **override):
 
 def _peak_mb_while_refused(source, match) -> float:
     """Peak Python-traced memory (MB) while load_counts refuses `source` with `match`; jobs left
-    running by earlier tests (the fuzzed plan callback's) end first (`jobs.wait_idle`)."""
-    jobs.wait_idle()
+    running by earlier tests (the fuzzed plan callback's) are stopped first (`jobs.stop_all`)."""
+    jobs.stop_all()
     tracemalloc.start()
     try:
         with pytest.raises(dp.DataError, match=match):
