@@ -49,6 +49,7 @@ import numpy as np
 
 from .queries import as_rect_array, cell_coords
 
+
 class NodeDraws(NamedTuple):
     """Every node's own noisy count, before any fitting: its exact count plus one independent
     discrete Laplace draw of scale `scales` (a node inside another has a `parent`)."""
@@ -112,6 +113,15 @@ def _axis(lo_cell, hi_cell, x0, x1, size):
     return ((lo_cell < x1) & (hi_cell > x0)) | ((x0 >= size) & (hi_cell == size))
 
 
+def _inside_and_touched(regions, rect, grid) -> tuple[np.ndarray, np.ndarray]:
+    """Which regions ((K, 4) [r0, r1, c0, c1) base cells) lie wholly inside a rectangle (x0, y0,
+    x1, y1 in base cells) and which it touches."""
+    r0, r1, c0, c1 = regions.T
+    x0, y0, x1, y1 = rect
+    inside = (c0 >= x0) & (c1 <= x1) & (r0 >= y0) & (r1 <= y1) & (x1 > x0) & (y1 > y0)
+    return inside, _axis(c0, c1, x0, x1, grid.gx) & _axis(r0, r1, y0, y1, grid.gy)
+
+
 def partition_bounds(rel, rects, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
     """(lower, upper) per rectangle, holding its true count with probability >= level whatever
     the data; NaN where the release has no such interval."""
@@ -130,11 +140,10 @@ def partition_bounds(rel, rects, level: float = 0.95) -> tuple[np.ndarray, np.nd
     upper = counts if tau is None else np.where(zero, np.floor(tau), counts)
     # with hidden zeros the lower end splits its share between the sum and the floor
     lower_level = level if tau is None else 1 - (1 - level) / 2
-    r0, r1, c0, c1 = np.asarray(ranges).T
+    ranges = np.asarray(ranges)
     lo, hi = np.empty(q), np.empty(q)
-    for i, (x0, y0, x1, y1) in enumerate(cell_coords(rel.domain, grid, rects)):
-        inside = (c0 >= x0) & (c1 <= x1) & (r0 >= y0) & (r1 <= y1) & (x1 > x0) & (y1 > y0)
-        touched = _axis(c0, c1, x0, x1, grid.gx) & _axis(r0, r1, y0, y1, grid.gy)
+    for i, rect in enumerate(cell_coords(rel.domain, grid, rects)):
+        inside, touched = _inside_and_touched(ranges, rect, grid)
         floor = 0.0
         hidden = zero & inside
         if hidden.any():
@@ -149,18 +158,18 @@ def node_bounds(domain, grid, draws: NodeDraws, rects, level: float = 0.95) -> t
     """(lower, upper) per rectangle from the nodes' own draws: the lower end sums the highest
     nodes wholly inside it, the upper end those plus the leaves it touches outside them (disjoint
     regions in both sums), each widened by its exact noise quantile."""
-    r0, r1, c0, c1 = np.asarray(draws.regions).T
+    regions = np.asarray(draws.regions)
     counts = np.asarray(draws.counts, dtype=np.float64)
     scales = np.asarray(draws.scales, dtype=np.float64)
     parent = np.asarray(draws.parent)
     nested = parent >= 0
     c = cell_coords(domain, grid, rects)
     lo, hi = np.empty(len(c)), np.empty(len(c))
-    for i, (x0, y0, x1, y1) in enumerate(c):
-        inside = (c0 >= x0) & (c1 <= x1) & (r0 >= y0) & (r1 <= y1) & (x1 > x0) & (y1 > y0)
+    for i, rect in enumerate(c):
+        inside, touched = _inside_and_touched(regions, rect, grid)
         top = inside.copy()
         top[nested] &= ~inside[parent[nested]]
-        edge = draws.leaf & ~inside & _axis(c0, c1, x0, x1, grid.gx) & _axis(r0, r1, y0, y1, grid.gy)
+        edge = draws.leaf & ~inside & touched
         below = counts[top].sum()
         lo[i] = max(below - sum_half_width(scales[top], level), 0.0)
         hi[i] = below + counts[edge].sum() + sum_half_width(scales[top | edge], level)
