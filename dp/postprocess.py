@@ -14,7 +14,9 @@ Loops run over tree levels only, never over nodes.
 - `nonnegative`: top-down non-negativity that keeps every parent equal to the sum of its children.
 - `zero_insignificant`: zero every node whose estimate is not significantly above zero, with its
   subtree.
-- `infer`: the three in that order, the full quadtree's inference, offered to every tree that
+- `redistribute`: hand each parent's value to its children that were not zeroed, in proportion,
+  so zeroing removes the noise of empty regions without removing their parents' mass.
+- `infer`: the four in that order, the full quadtree's inference, offered to every tree that
   noises all its nodes (quadtree, kd-tree) as their `zero_sd` setting.
 """
 from __future__ import annotations
@@ -40,8 +42,8 @@ def consistent(tree: "Tree", y, var) -> tuple[np.ndarray, np.ndarray]:
     Returns x, consistent estimates of every node (each internal node equals the sum of its
     children, to rounding), and v, the noise variance of each x: v_root = V_root, then top-down
     v_u = V_u + (V_u / Σ V_w)² (v_v − Σ V_w) (the Rauch-Tung-Striebel smoother's variance, exact
-    for this linear least-squares estimate; v <= V <= var). v / x are for significance tests
-    (`zero_insignificant`); x is unbiased for the true counts.
+    for this linear least-squares estimate; v <= V <= var): the noise of each fitted count. x is
+    unbiased for the true counts.
     """
     y = np.asarray(y, dtype=np.float64)
     var = np.asarray(var, dtype=np.float64)
@@ -123,8 +125,7 @@ def zero_insignificant(tree: "Tree", x, sd, k: float) -> tuple[np.ndarray, np.nd
     at the price of a bias towards 0 on small true counts (the thresholding of hierarchical
     estimates as in Cormode et al., ICDE 2012, and Hay et al., VLDB 2010). Vectorised per level:
     a node is zeroed when it is insignificant or its parent was zeroed. The ancestors of a
-    zeroed node keep their values, so the tree is in general no longer consistent; releases
-    publish the leaves only.
+    zeroed node keep their values, so the tree is no longer consistent until `redistribute`.
     """
     x = np.asarray(x, dtype=np.float64)
     z = x < float(k) * np.asarray(sd, dtype=np.float64)
@@ -135,11 +136,40 @@ def zero_insignificant(tree: "Tree", x, sd, k: float) -> tuple[np.ndarray, np.nd
     return np.where(z, 0.0, x), z
 
 
+def redistribute(tree: "Tree", x, zeroed) -> np.ndarray:
+    """Top-down, a parent's value is handed to its children that were not zeroed, in proportion
+    to their values (zeroed nodes stay 0): the mass of the zeroed regions moves to the
+    significant regions beside them, inside the same parent, instead of being lost.
+
+    x: non-negative estimates (`nonnegative`); zeroed: `zero_insignificant`'s mask. The root
+    keeps its value; a parent whose children were all zeroed keeps its value while they stay 0
+    (its mass is lost from the leaves: spreading it over the parent's area was measured far
+    worse on the DPBench matrices, as it paints whole empty regions). Post-processing.
+    """
+    out = np.where(zeroed, 0.0, np.asarray(x, dtype=np.float64))
+    starts = tree.level_bounds()
+    for d in range(1, tree.height + 1):
+        lo, hi = starts[d], starts[d + 1]
+        plo, phi = starts[d - 1], starts[d]
+        par = tree.parent[lo:hi]
+        c = out[lo:hi]
+        s = np.bincount(par - plo, c, minlength=phi - plo)[par - plo]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out[lo:hi] = np.where(s > 0, c * (out[par] / s), 0.0)
+    return out
+
+
 def infer(tree: "Tree", y, var, zero_sd: float | None) -> tuple[np.ndarray, np.ndarray]:
-    """consistent -> nonnegative -> zero_insignificant at zero_sd standard deviations (0: no
-    zeroing); None: consistency alone (the trees' smoothing as published). Returns (estimate of
-    every node, mask of zeroed nodes)."""
-    x, v = consistent(tree, y, var)
+    """consistent -> nonnegative -> zero_insignificant at zero_sd standard deviations of each
+    node's own noise (0: no zeroing) -> redistribute; None: consistency alone (the trees'
+    smoothing as published). Returns (estimate of every node, mask of zeroed nodes).
+
+    The test is against the node's own count's noise (sqrt(var)), not the smaller variance of
+    its least-squares estimate: measured on the DPBench matrices (seeds 1-3) this with
+    redistribution cut the full quadtree's error 1.3-2.7 times (`benchmarks/README.md`)."""
+    x, _ = consistent(tree, y, var)
     if zero_sd is None:
         return x, np.zeros(tree.n_nodes, dtype=bool)
-    return zero_insignificant(tree, nonnegative(tree, x), np.sqrt(v), zero_sd)
+    nn = nonnegative(tree, x)
+    _, zeroed = zero_insignificant(tree, nn, np.sqrt(np.asarray(var, dtype=np.float64)), zero_sd)
+    return redistribute(tree, nn, zeroed), zeroed

@@ -21,28 +21,34 @@ def mostly_empty(mean_full: float = 10_000.0, full: int = 16) -> np.ndarray:
     return counts
 
 
-@pytest.mark.parametrize("epsilon", [0.05, 0.1, 0.5, 2.0])
+def expect(epsilon: float, up_to: float) -> str:
+    return "full_quadtree" if epsilon <= up_to else "privtree"
+
+
+@pytest.mark.parametrize("epsilon", [0.05, 0.1, 0.5, 1.0, 2.0])
 def test_the_choice_follows_the_rule(epsilon):
     eps_probe = 0.02 * epsilon
     guard = A.GUARD / eps_probe
     assert A.choose(spread(2 * guard), eps_probe, epsilon)[:2] == ("privtree", {})
     assert A.choose(spread(0.5 * guard), eps_probe, epsilon)[:2] == ("privtree", {})   # cannot tell
-    # an occupied part over a quarter of the cells (25% above the mean): the full quadtree
+    # an occupied part over a quarter of the cells (25% above the mean): the full quadtree at any ε
     name, params, reason = A.choose(mostly_empty(8 * guard), eps_probe, epsilon)
-    assert (name, params) == ("full_quadtree", {}) and "spreads over 25%" in reason
-    # the same mass in 4 cells (6% above the mean): the leaf threshold, but at low ε
-    name, params, reason = A.choose(mostly_empty(32 * guard, full=4), eps_probe, epsilon)
-    if epsilon <= A.LOW_EPSILON:
-        assert (name, params) == ("full_quadtree", {}) and "ε ≤" in reason
-    else:
-        assert (name, params) == ("privtree", {"zero_below": A.THRESHOLD}) and "zeroed" in reason
-    # the boundary of "spreads": just below and at BUSY_SHARE of the cells above the mean
-    k_busy = int(np.ceil(A.BUSY_SHARE * A.PROBE_CELLS ** 2))
-    assert A.choose(mostly_empty(32 * guard, full=k_busy), eps_probe, epsilon)[0] == "full_quadtree"
-    assert (A.choose(mostly_empty(32 * guard, full=k_busy - 1), eps_probe, epsilon)[0]
-            == ("full_quadtree" if epsilon <= A.LOW_EPSILON else "privtree"))
-    # the boundary of "mostly empty": just below and at EMPTY_SHARE of the cells near empty
+    assert (name, params) == ("full_quadtree", {}) and "covers 25%" in reason and "any ε" in reason
+    # the same mass in 4 cells (6% above the mean: up to ε 0.5) or 2 cells (3%: up to ε 0.05)
+    for full, up_to in ((4, 0.5), (2, 0.05)):
+        name, params, reason = A.choose(mostly_empty(32 * guard, full=full), eps_probe, epsilon)
+        if epsilon <= up_to:
+            assert (name, params) == ("full_quadtree", {}) and f"ε ≤ {up_to:g}" in reason
+        else:
+            assert (name, params) == ("privtree", {"zero_below": A.THRESHOLD}) and "zeroed" in reason
+    # each boundary of the table: at a share of cells above the mean and one cell below it
     n = A.PROBE_CELLS ** 2
+    table = A.FULL_QUADTREE_UP_TO
+    for (share, up_to), (_, below) in zip(table, table[1:]):
+        k = int(np.ceil(share * n))
+        assert A.choose(mostly_empty(32 * guard, full=k), eps_probe, epsilon)[0] == expect(epsilon, up_to)
+        assert A.choose(mostly_empty(32 * guard, full=k - 1), eps_probe, epsilon)[0] == expect(epsilon, below)
+    # the boundary of "mostly empty": just below and at EMPTY_SHARE of the cells near empty
     k = int(np.ceil(A.EMPTY_SHARE * n))
     at = np.full(n, 4 * guard)
     at[:k] = 0
@@ -71,7 +77,7 @@ def quarter_points(n: int = 400_000, seed: int = 3) -> dp.PointData:
     return dp.PointData(rng.uniform(0.0, 0.5, n), rng.uniform(-0.5, 0.0, n))
 
 
-@pytest.mark.parametrize("epsilon,points,chosen", [(0.05, sparse_points, "full_quadtree"),
+@pytest.mark.parametrize("epsilon,points,chosen", [(0.5, sparse_points, "full_quadtree"),
                                                    (1.0, sparse_points, "privtree"),
                                                    (1.0, quarter_points, "full_quadtree")])
 def test_a_mostly_empty_box_gets_the_measured_winner_and_one_ledger(epsilon, points, chosen):
@@ -123,4 +129,4 @@ def test_counts_give_the_release_of_the_points(tmp_path):
 def test_it_is_the_recommendation_with_its_reason():
     rec = dp.recommend("points")
     assert rec.name == "adaptive" and dp.mechanisms()[rec.name].private
-    assert "20 of 21" in rec.reason
+    assert "20 of 21" in rec.reason and "all six" in rec.reason

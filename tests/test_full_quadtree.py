@@ -13,7 +13,7 @@ from dp.mechanisms import full_quadtree as FQ
 from dp.mechanisms import trees as T
 from dp.mechanisms.leaves import square_base_grid
 from dp.noise import discrete_laplace_variance
-from dp.postprocess import consistent, infer, nonnegative, zero_insignificant
+from dp.postprocess import consistent, infer, nonnegative, redistribute, zero_insignificant
 from dp.summed_area import box_sums, summed_area
 
 BOX = dp.Domain(-0.35, 51.35, 0.15, 51.65)
@@ -197,6 +197,33 @@ def test_zero_insignificant_zeros_whole_subtrees():
     assert zero_insignificant(tree, -x, sd, 0.0)[1].all()
 
 
+def test_redistribute_hands_the_zeroed_mass_to_the_kept_siblings():
+    # the tree and zeroing of the test above, on non-negative consistent values: root 40 =
+    # 8 + 12 + 13 + 7, each child the sum of its four children
+    tree = T.quadtree_partition((4, 4), 2)
+    x = np.array([40.0,
+                  8.0, 12.0, 13.0, 7.0,
+                  2.0, 2.0, 2.0, 2.0,                     # child 1, zeroed: its 8 goes to 2 and 3
+                  9.0, 1.0, 2.0, 0.0,                     # child 2: 1 and 0 zeroed, 9 : 2 share 12
+                  4.0, 3.0, 3.0, 3.0,                     # child 3: all kept
+                  2.0, 2.0, 2.0, 1.0])                    # child 4: all zeroed, its parent kept
+    zeroed = np.zeros(21, dtype=bool)
+    zeroed[[1, 5, 6, 7, 8, 10, 12, 17, 18, 19, 20]] = True
+    out = redistribute(tree, x, zeroed)
+    # root's 40 over the kept 12 + 13 + 7 = 32 (factor 1.25): 15, 16.25, 8.75; then 15 over
+    # 9 + 2 (9/11 and 2/11), 16.25 over 4,3,3,3 (x 1.25), child 4's 8.75 has no kept child
+    expect = np.array([40.0,
+                       0.0, 15.0, 16.25, 8.75,
+                       0.0, 0.0, 0.0, 0.0,
+                       15.0 * 9 / 11, 0.0, 15.0 * 2 / 11, 0.0,
+                       5.0, 3.75, 3.75, 3.75,
+                       0.0, 0.0, 0.0, 0.0])
+    assert out == pytest.approx(expect, rel=1e-12)
+    assert np.all(out[zeroed] == 0)
+    # nothing zeroed: a consistent input comes back unchanged
+    assert redistribute(tree, x, np.zeros(21, dtype=bool)) == pytest.approx(x, rel=1e-12)
+
+
 # ================================================================================= releases
 def _maximal(tree, zeroed):
     """Zeroed nodes whose parent was not zeroed (the tops of the zeroed subtrees)."""
@@ -207,7 +234,8 @@ def _maximal(tree, zeroed):
 
 def test_whole_box_is_close_to_n(city):
     data, dom = city
-    N, eps, k = data.n, 1.0, FQ.FULL_QUADTREE.resolve_params({})["zero_sd"]
+    params = FQ.FULL_QUADTREE.resolve_params({})
+    N, eps, k = data.n, 1.0, params["zero_sd"]
     whole = dp.Rect(*dom.bounds)
     # without zeroing the released total is the least-squares root estimate x_root (clipped at
     # 0): unbiased, with variance v_root from `consistent`; Chebyshev: |error| > 6 sd with
@@ -215,25 +243,27 @@ def test_whole_box_is_close_to_n(city):
     off = dp.release("full_quadtree", data, dom, eps, params={"zero_sd": 0}, seed=np.random.default_rng(5))
     base = off.base
     S = summed_area(data.histogram(base), whole=True)
-    tree, E, y, var = FQ.full_quadtree_counts(dp.Ledger(), np.random.default_rng(5), S, base.shape, eps, 1.5)
+    tree, E, y, var = FQ.full_quadtree_counts(dp.Ledger(), np.random.default_rng(5), S, base.shape,
+                                              eps, params["ratio"])
     x, v = consistent(tree, y, var)
     sd_root = math.sqrt(v[0])
     assert sd_root < math.sqrt(var[0])                            # better than the root's own count
     assert off.counts.sum() == pytest.approx(max(x[0], 0.0), rel=1e-9)
     assert abs(off.answer(whole) - N) <= 6 * sd_root
     assert off.diagnostics["nodes_zeroed"] == 0
-    # with zeroing, the same draws lose the mass of the zeroed subtrees: each top of one held
-    # less than k sd, so the total is N within 6 sd_root + k Σ sd over the zeroed tops
+    # with zeroing, the same draws are the pipeline nonnegative -> zero (each node's own noise
+    # sd) -> redistribute; the zeroed mass goes to kept siblings, so the total loses only what
+    # sat under kept nodes whose children were all zeroed
     on = dp.release("full_quadtree", data, dom, eps, seed=np.random.default_rng(5))
     xn = nonnegative(tree, x)
-    expect, zeroed = zero_insignificant(tree, xn, np.sqrt(v), k)
+    _, zeroed = zero_insignificant(tree, xn, np.sqrt(var), k)
+    expect = redistribute(tree, xn, zeroed)
     assert np.array_equal(on.counts, expect[tree.is_leaf])        # the release is this pipeline
     assert on.diagnostics["nodes_zeroed"] == zeroed.sum() > 0
-    top = _maximal(tree, zeroed)
+    kept = ~zeroed & ~tree.is_leaf
+    orphaned = kept & (np.bincount(tree.parent[1:], ~zeroed[1:], minlength=tree.n_nodes) == 0)
     lost = off.counts.sum() - on.counts.sum()
-    assert lost == pytest.approx(xn[top].sum(), rel=1e-9)
-    assert 0 <= lost <= k * np.sqrt(v[top]).sum()
-    assert abs(on.answer(whole) - N) <= 6 * sd_root + k * np.sqrt(v[top]).sum()
+    assert lost == pytest.approx(expect[orphaned].sum(), rel=1e-9, abs=1e-6)
     assert np.all(on.counts >= 0)
 
 
@@ -303,7 +333,7 @@ def test_parameters_are_checked_and_diagnostics_stay_private(city):
             dp.release("full_quadtree", data, dom, 1.0, params=bad)
     spec = dp.mechanisms()["full_quadtree"]
     assert spec.budget_parts == ("counts",) and spec.default_split == (1.0,)
-    assert {p.name: p.default for p in spec.params} == {"base_cells": 256, "ratio": 1.5, "zero_sd": 1.0}
+    assert {p.name: p.default for p in spec.params} == {"base_cells": 256, "ratio": 1.7, "zero_sd": 1.5}
     rel = dp.release("full_quadtree", data, dom, 1.0, params={"base_cells": 64})
     assert rel.private and set(rel.diagnostics) >= {"level_eps", "nodes_zeroed"}
     assert "nodes_zeroed" not in rel.to_json() and "level_eps" not in rel.to_json()

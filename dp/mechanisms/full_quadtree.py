@@ -9,12 +9,13 @@ significance zeroing, all post-processing (`dp.postprocess`).
   level) the release is ε-DP; a node of one cell that stops early also gets the budgets of the
   levels below it (`node_budgets`), so every root-to-cell path spends ε. Geometric budgets
   growing with depth as in Cormode et al. (ICDE 2012), whose optimum for a quadtree is
-  ratio 4^(1/3) ≈ 1.59; 1.5 was measured.
+  ratio 4^(1/3) ≈ 1.59; 1.7 was measured best with the inference below.
 - Counts: exact integer counts + discrete Laplace(1/ε_node), one ledger entry per level.
 - Then `dp.postprocess.infer`: `consistent` (Hay et al., VLDB 2010), `nonnegative` (top-down),
-  and `zero_insignificant` (a node below zero_sd standard deviations of its least-squares
-  estimate is zeroed with its subtree). The leaves (single cells) are released. The dataset
-  size is never used.
+  `zero_insignificant` (a node whose estimate is below zero_sd standard deviations of its own
+  count's noise is zeroed with its subtree) and `redistribute` (each parent's value goes to its
+  children that were kept). The leaves (single cells) are released. The dataset size is never
+  used.
 """
 from __future__ import annotations
 
@@ -76,10 +77,12 @@ FULL_QUADTREE = MechanismSpec(
     description="Noisy counts at every level of a quadtree, from the whole box down to single "
                 "base cells, with more ε on the finer levels (Cormode et al. 2012); then the "
                 "levels are made consistent by least squares (Hay et al. 2010), made "
-                "non-negative from the top down, and every region whose estimate is not "
-                "significantly above zero is released as empty. The single cells are released. "
-                "Made for large data concentrated in part of the box; on sparse data the "
-                "zeroing drops many points (see its setting).",
+                "non-negative from the top down, every region whose estimate is not "
+                "significantly above zero is released as empty, and its parent's count goes to "
+                "its siblings that were kept. The single cells are released. Made for large "
+                "data concentrated in part of the box; where points spread thinly over the "
+                "box, few regions are significant and much of the count is lost (see its "
+                "setting).",
     guarantee=f"{GUARANTEE_UNIT}: the tree does not look at the data, every level's counts get "
               "discrete Laplace noise with ε_d ∝ ratio^depth, and a point lies in one node per "
               "level, so the budgets along any root-to-cell path add up to ε. Consistency, "
@@ -92,14 +95,16 @@ FULL_QUADTREE = MechanismSpec(
                   "256 (87,381 nodes, 9 levels) is the setting measured on the DPBench matrices; "
                   "1024 as in the other trees would spread ε over 11 levels and 1.4 million "
                   "nodes, with more noise per level and 16 times the work.", min=8, max=4096),
-            Param("ratio", float, 1.5, "Budget ratio per level",
+            Param("ratio", float, 1.7, "Budget ratio per level",
                   "ε of a level is this many times the ε of the level above it (1 = the same at "
                   "every level); 4^(1/3) ≈ 1.59 minimises the total variance of a quadtree "
-                  "(Cormode et al. 2012), 1.5 was measured best.", min=1.0, max=4.0),
-            zero_sd_param(1.0, "no zeroing (non-negativity still applies)",
-                          "1 measured best on the DPBench matrices (millions of points; 1.5 was "
-                          "worse in every setting). On sparse data it drops most points (a "
-                          "5,000-point city sample kept about a quarter at ε = 1): use 0 there.")),
+                  "(Cormode et al. 2012) before inference; 1.7 was measured best with it on "
+                  "the DPBench matrices (1.5 and 1.9 close, 2.1 worse).", min=1.0, max=4.0),
+            zero_sd_param(1.5, "no zeroing (non-negativity still applies)",
+                          "1.5 measured best on the DPBench matrices (millions of points; 1.25 "
+                          "and 1.75 close, 1 worse on BeijingTaxiS). Where points spread thinly "
+                          "it drops many (a 5,000-point city sample lost most of its points at "
+                          "ε = 1): use 0 there.")),
     budget_parts=("counts",), default_split=(1.0,),
     finest_grid=base_shape, release=release_full_quadtree)
 

@@ -219,16 +219,17 @@ def zero_sd_param(default: float, zero: str, measured: str) -> Param:
     `zero` says what 0 means for that tree."""
     return Param("zero_sd", float, default, "Zero below (standard deviations)",
                  "After consistency, the estimates are made non-negative from the top down and a "
-                 "region whose estimate is below this many standard deviations of its noise is "
-                 "released as empty, with everything inside it: removes the noise of empty areas "
-                 f"at the price of dropping small true counts. 0 = {zero}. " + measured,
+                 "region whose estimate is below this many standard deviations of its own "
+                 "count's noise is released as empty, with everything inside it, its parent's "
+                 "count going to the regions beside it that were kept: removes the noise of empty "
+                 f"areas at the price of dropping small true counts. 0 = {zero}. " + measured,
                  min=0.0, max=10.0)
 
 
-P_ZERO = zero_sd_param(0.0, "off (consistency only, as published)", "0 as published. 1 cut the quadtree's error 9-30 times on the "
-                             "mostly empty DPBench matrices (checkin at ε 0.1: 23.9% against "
+P_ZERO = zero_sd_param(0.0, "off (consistency only, as published)", "0 as published. 1 cut the quadtree's error 8-43 times on the "
+                             "mostly empty DPBench matrices (checkin at ε 0.1: 21.2% against "
                              "209.9%) and raised it on a city spread over its box (0.8% to "
-                             "10.6% at ε 1); the kd-tree changed little.")
+                             "2.5% at ε 1); the kd-tree changed little.")
 P_BUDGET = Param("budget", str, "geometric", "Count budget per level",
                  "geometric: more ε near the leaves, ε_i ∝ f^((h−i)/3) (least total noise "
                  "variance over all nodes); uniform: the same ε at every level.",
