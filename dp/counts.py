@@ -11,6 +11,7 @@ import hashlib
 import io
 import math
 import zipfile
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -202,7 +203,7 @@ def _read_npz(f, read):
         return read(f)
     except FileNotFoundError:
         raise DataError(f"no such file: {f}") from None
-    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, zlib.error):
         raise DataError("not a counts file: expected a .npz written by CountData.save (with "
                         f"format {FORMAT!r}, counts, bounds and points_per_user)") from None
     finally:

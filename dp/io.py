@@ -532,9 +532,9 @@ def _floats(texts) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(values, blank, not a number) of text fields, vectorised in pyarrow: blank after
     stripping spaces, else a number as Python's float() reads it (quotes around it allowed)."""
     s = pc.utf8_trim_whitespace(pa.chunked_array(texts, pa.string()))
-    blank = pc.equal(s, "")
+    blank = pc.fill_null(pc.equal(s, ""), True)              # a null field is a missing one
     s = pc.utf8_trim(s, '"')
-    numeric = pc.match_substring_regex(s, _FLOAT)
+    numeric = pc.fill_null(pc.match_substring_regex(s, _FLOAT), False)
     values = pc.cast(pc.if_else(numeric, s, "nan"), pa.float64())
     return values.to_numpy(), blank.to_numpy(), pc.invert(numeric).to_numpy()
 
@@ -615,7 +615,16 @@ def _parse_parquet(src, lon, lat, user, max_rows):
     _refuse_too_many(pf.metadata.num_rows, max_rows)
     if pf.metadata.num_rows == 0:
         raise DataError("the Parquet file has columns but no rows; expected one point per row")
-    table = pf.read(columns=[header[i] for i in (ilon, ilat, iuser) if i is not None])
+    for i, role in ((ilon, "longitude"), (ilat, "latitude"), (iuser, "user id")):
+        kind = None if i is None else pf.schema_arrow.field(i).type
+        if kind is not None and not _plain(kind):
+            raise DataError(f"the {role} column {header[i]!r} holds values of type {kind}; expected "
+                            "numbers or text, one value per row")
+    try:
+        table = pf.read(columns=[header[i] for i in (ilon, ilat, iuser) if i is not None])
+    except (pa.ArrowException, OSError):
+        raise DataError("the Parquet file is damaged or truncated: its data could not be read; "
+                        "expected a complete Parquet file (write it again)") from None
     dropped, first_bad = {}, {}
     tx, ty = table.column(0), table.column(1)
     if pa.types.is_floating(tx.type) and pa.types.is_floating(ty.type) or             pa.types.is_integer(tx.type) and pa.types.is_integer(ty.type):
@@ -628,6 +637,14 @@ def _parse_parquet(src, lon, lat, user, max_rows):
     uid = None if iuser is None else table.column(2).cast(pa.string())
     generic = lon is None and lat is None and {cols["lon"].lower(), cols["lat"].lower()} == {"x", "y"}
     return _checked(x, y, uid, "Parquet", len(x), cols, dropped, first_bad, bad, generic)
+
+
+def _plain(kind: pa.DataType) -> bool:
+    """A Parquet column type read as one number or text per row (not lists, structs, bytes or
+    times, which no coordinate or user id is)."""
+    return (pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_decimal(kind)
+            or pa.types.is_string(kind) or pa.types.is_large_string(kind)
+            or pa.types.is_boolean(kind) or pa.types.is_null(kind))
 
 
 # ------------------------------------------------------------------------------- GeoJSON
