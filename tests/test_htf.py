@@ -312,6 +312,31 @@ def test_odometer_ledger_and_path_epsilon(mode, kw):
     assert all(np.allclose(e, info["eps_eval"]) for k, _, e, _ in log if k == "split")
 
 
+@pytest.mark.parametrize("kw", [{}, {"split_rule": "search"}, {"budget_mode": "paper"},
+                                {"split_rule": "search", "extent_first": True, "T": 1,
+                                 "stop_count": 10}])
+def test_each_draw_is_charged_where_it_is_made(kw, monkeypatch):
+    # charge where you draw: at every draw, each cell's spend so far (size and counts, splits
+    # apart) is covered by what the ledger has charged so far, and nothing is charged up front
+    charged = {"count": 0.0, "split": 0.0}
+    charge = dp.Ledger.charge
+
+    def recording(self, step, epsilon, *args, **kwargs):
+        charged["split" if step.startswith("split") else "count"] += epsilon
+        return charge(self, step, epsilon, *args, **kwargs)
+    monkeypatch.setattr(dp.Ledger, "charge", recording)
+    F = clustered_matrix((64, 48), seed=4)
+    spent = {k: np.zeros(F.shape) for k in charged}
+
+    def on_draw(kind, regions, e):
+        k = "split" if kind == "split" else "count"
+        spent[k] += paint(F.shape, regions, e)
+        assert spent[k].max() <= charged[k] * (1 + 1e-12)
+    tree = htf.build(F, 1.0, gen(5), on_draw=on_draw, **kw)
+    tree.ledger.check(1.0)
+    assert tree.ledger.entries[1].step == f"node counts at height {tree.info['h']} (root)"
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_partition_tiles_and_pruning_rule(seed):
     # spec 7 case 8: disjoint leaves covering N x M; a pruned leaf has area < θ_cells or a
