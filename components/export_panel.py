@@ -124,7 +124,8 @@ def register_callbacks(app, config: dict):
         if rel is None:
             return no_update, why_not
         if ctx.triggered_id == ids.EXPORT_PNG_BUTTON:
-            return dcc.send_bytes(map_image.map_png(rel), f"release_{rel.mechanism}_map.png"), ""
+            return (dcc.send_bytes(map_image.map_png_of(rinfo["key"], rel),
+                                   f"release_{rel.mechanism}_map.png"), "")
         fp = state.key_fingerprint(rinfo["key"])
         script = owner_script(rel, state.points(sid, fp), state.sample_of(fp))
         return dict(content=script, filename=f"repeat_{rel.mechanism}.py"), ""

@@ -4,6 +4,8 @@ page's "Map (PNG)" downloads."""
 from __future__ import annotations
 
 import math
+import threading
+from collections import OrderedDict
 
 import numpy as np
 
@@ -19,6 +21,27 @@ FONT = {                   # 3×5 pixel digits and signs for the PNG legend's en
     "−": "000000111000000", "-": "000000111000000", "≥": "100010100000111", "≤": "001010001000111",
     " ": "000000000000000",
 }
+
+
+KEEP = 8                   # PNGs kept per process (a few hundred kB each)
+_KEPT: "OrderedDict[str, bytes]" = OrderedDict()
+_LOCK = threading.Lock()
+
+
+def map_png_of(key: str, rel) -> bytes:
+    """`map_png(rel)` for the release stored under `key`, kept for the last KEEP keys in this
+    process: a stored release never changes under its key, so a second click on "Map (PNG)"
+    gets the same bytes without drawing them again."""
+    with _LOCK:
+        if key in _KEPT:
+            _KEPT.move_to_end(key)
+            return _KEPT[key]
+    png = map_png(rel)
+    with _LOCK:
+        _KEPT[key] = png
+        while len(_KEPT) > KEEP:
+            _KEPT.popitem(last=False)
+    return png
 
 
 def map_png(rel) -> bytes:

@@ -307,7 +307,7 @@ def download(which: str, pid: str):
         return dict(content=rel.to_json({"provenance": block}), filename=f"published_{pid}.geojson")
     if which == CSV_BUTTON:
         return dict(content=with_csv_header(cells_csv(rel), block), filename=f"published_{pid}_cells.csv")
-    return dcc.send_bytes(map_image.map_png(rel), f"published_{pid}_map.png")
+    return dcc.send_bytes(map_image.map_png_of(f"published/{pid}", rel), f"published_{pid}_map.png")
 
 
 # -------------------------------------------------------------------------------- callbacks

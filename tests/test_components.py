@@ -15,7 +15,7 @@ import dp
 from helpers import new_sid
 from components.numbers import count_of, plural, significant
 from components import (controls, data_panel, evaluation_panel, export_panel, ids, ledger_panel,
-                        map_panel, mechanism_panel, queries_panel, render)
+                        map_image, map_panel, mechanism_panel, queries_panel, render)
 from server import state
 
 
@@ -264,6 +264,24 @@ def test_evaluation_table_and_csv_explain_every_empty_cell_in_words():
     assert lines[1] == f"{ug},1.0,1.0,0.25,0.2,1234.5,5.0,4.0,24690.0,80.0,3,"
     assert lines[2].endswith(",,,,,,,,," + evaluation_panel.NOT_RUN) and len(lines) == 5
     assert "20%" not in evaluation_panel.note(store) and "80% of the queries" in evaluation_panel.note(store)
+
+
+def test_a_release_map_png_is_drawn_once_per_key(small, monkeypatch):
+    # a second click on "Map (PNG)" for the same stored release gets the same bytes undrawn; the
+    # last KEEP keys are kept, the oldest dropped first
+    data, domain = small
+    rel = dp.release("ug", data, domain, 1.0, seed=np.random.default_rng(3))
+    drawn = []
+    real = map_image.map_png
+    monkeypatch.setattr(map_image, "map_png", lambda r: drawn.append(r) or real(r))
+    monkeypatch.setattr(map_image, "_KEPT", type(map_image._KEPT)())
+    first = map_image.map_png_of("k0", rel)
+    assert map_image.map_png_of("k0", rel) == first and len(drawn) == 1
+    for i in range(1, map_image.KEEP + 1):
+        map_image.map_png_of(f"k{i}", rel)
+    assert list(map_image._KEPT) == [f"k{i}" for i in range(1, map_image.KEEP + 1)]
+    map_image.map_png_of("k0", rel)
+    assert len(drawn) == map_image.KEEP + 2 and first[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_evaluation_figures_keep_titles_clear_and_name_their_png():
