@@ -301,13 +301,13 @@ def download(which: str, pid: str):
     """What the browser saves for a download button: the release's GeoJSON, its cells as CSV
     (both with the provenance block), or its map as PNG."""
     rel = published.release(pid)
+    if which not in (GEOJSON_BUTTON, CSV_BUTTON):            # the PNG carries no provenance block
+        return dcc.send_bytes(map_image.map_png_of(f"published/{pid}", rel), f"published_{pid}_map.png")
     record = published.record(pid) or {}
     block = provenance(rel, record.get("epsilon_spent_so_far"), record.get("epsilon_budget"))
     if which == GEOJSON_BUTTON:
         return dict(content=rel.to_json({"provenance": block}), filename=f"published_{pid}.geojson")
-    if which == CSV_BUTTON:
-        return dict(content=with_csv_header(cells_csv(rel), block), filename=f"published_{pid}_cells.csv")
-    return dcc.send_bytes(map_image.map_png_of(f"published/{pid}", rel), f"published_{pid}_map.png")
+    return dict(content=with_csv_header(cells_csv(rel), block), filename=f"published_{pid}_cells.csv")
 
 
 # -------------------------------------------------------------------------------- callbacks

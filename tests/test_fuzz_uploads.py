@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import io
+import json
 import tracemalloc
 from collections import Counter
 
@@ -148,9 +149,8 @@ def hostile_parquet(draw) -> bytes:
 NPZ_DTYPES = ["<i8", "<u1", "<f8", "<f4", "<c16", "?", "<U3", "<U40000", "S5", "<M8[s]"]
 
 
-def _counts_fields() -> dict:
-    with np.load(io.BytesIO(_counts_file())) as z:
-        return {name: z[name] for name in z.files}
+with np.load(io.BytesIO(_counts_file())) as _z:
+    COUNTS_FIELDS = {name: _z[name] for name in _z.files}      # a valid counts file's arrays
 
 
 @st.composite
@@ -158,7 +158,7 @@ def hostile_npz(draw) -> bytes:
     """A well-formed .npz: a valid counts file with 0-3 of its arrays (or an extra one) replaced
     by arrays of drawn dtypes and shapes: the header checks must refuse every one that does not
     make a counts file."""
-    fields = _counts_fields()
+    fields = dict(COUNTS_FIELDS)
     for name in draw(st.lists(st.sampled_from(sorted(fields) + ["extra"]), max_size=3, unique=True)):
         dtype = draw(st.sampled_from(NPZ_DTYPES))
         shape = tuple(draw(st.lists(st.integers(0, 6), max_size=3)))
@@ -245,7 +245,6 @@ def test_well_formed_hostile_files_load_or_are_refused_in_words(filename, strate
 def test_the_fuzzing_finds_a_planted_bug(monkeypatch):
     # planted bug: GeoJSON features read without the checks that turn bad documents into
     # DataErrors; the same inputs then raise other exceptions, which the property catches
-    import json
     monkeypatch.setattr(dp.io, "_point_features", lambda text: json.loads(text)["features"])
     failures = Counter()
 
