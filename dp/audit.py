@@ -9,6 +9,10 @@ intervals. Candidate events are picked on a first batch of runs and tested on a 
 independent batch (so the choice cannot overfit the sample), with a Bonferroni correction over
 the picked events; the claim fails when the lower confidence bound of the loss exceeds ε.
 
+`privtree_path_loss` computes instead of sampling: PrivTree's structure loss follows exactly from
+the biased counts on the path of quadrants holding the added point (every other node's test is
+the same under both datasets).
+
 `float_laplace_impossible` reproduces Mironov's attack (CCS 2012) on numpy's floating-point
 Laplace: it tells whether a released double could have come from a neighbouring count at all.
 """
@@ -140,6 +144,41 @@ def audit(run_d: Callable, run_d2: Callable, epsilon: float, runs: int = 1000, *
             if worst is None or lower > worst.loss_lower:
                 worst = AuditResult(epsilon, name, ka / runs, kb / runs, point, lower, runs)
     return worst if worst is not None else AuditResult(epsilon, "none", 0, 0, 0, -math.inf, runs)
+
+
+# ------------------------------------------------------------------- PrivTree's exact loss
+def _log_split_stop(a: np.ndarray, q: float) -> tuple[np.ndarray, np.ndarray]:
+    """(ln P(Z > a), ln P(Z <= a)) for integer a and Z discrete Laplace with P(k) ∝ q^|k|:
+    the smaller side is the tail P(Z >= k) = q^k / (1 + q), k >= 1, the other its complement."""
+    a = np.asarray(a, dtype=np.float64)
+    tail = np.where(a >= 0, a + 1, -a) * math.log(q) - math.log1p(q)
+    rest = np.log1p(-np.exp(tail))
+    return np.where(a >= 0, tail, rest), np.where(a >= 0, rest, tail)
+
+
+def privtree_stop_log_probs(path_counts, eps_tree: float, theta: int, fanout: int = 4) -> np.ndarray:
+    """ln P(the path of nested quadrants holding one point stops at depth d), d = 0..H, for
+    PrivTree on data whose depth-d node on that path holds `path_counts[d]` points (the last
+    node a single cell, never tested). Built from the code's own pieces: λ and δ
+    (`privtree_constants`), the biased count, and the sampler's rounded-up scale."""
+    from .mechanisms.trees import privtree_biased_count, privtree_constants
+    from .noise import rational_scale
+    lam, delta = privtree_constants(eps_tree, fanout)
+    t, s = rational_scale(lam)
+    c = np.asarray(path_counts, dtype=np.int64)
+    b = privtree_biased_count(c[:-1], np.arange(len(c) - 1), theta, delta)
+    split, stop = _log_split_stop(theta - b, math.exp(-s / t))
+    return np.concatenate([[0.0], np.cumsum(split)]) + np.append(stop, 0.0)
+
+
+def privtree_path_loss(path_counts, eps_tree: float, theta: int, fanout: int = 4) -> np.ndarray:
+    """The exact privacy loss of PrivTree's split decisions, |ln P_D / P_D'| for each depth at
+    which the probe's path can stop, D' = D plus one point in the path's last cell: only the
+    path's nodes are tested differently. ε_tree-DP needs every entry at most ε_tree (Zhang, Xiao
+    & Xie 2016, Theorem 3.2), so a wrong δ shows as a loss above it."""
+    c = np.asarray(path_counts, dtype=np.int64)
+    return np.abs(privtree_stop_log_probs(c, eps_tree, theta, fanout)
+                  - privtree_stop_log_probs(c + 1, eps_tree, theta, fanout))
 
 
 # ------------------------------------------------------------------- last-bits (Mironov) check

@@ -1,0 +1,168 @@
+"""Privacy evidence from the noise draws themselves: each draw against the claim it was made for.
+
+The stochastic tester (`dp.audit`) looks only at releases, so it cannot tell noise 1.5 times too
+small on one of several steps (that step's loss stays under the total ε) or see a structure that
+is new in every run. This module records every discrete Laplace draw a release makes, at the
+point where a mechanism asks for it, with the claim it asks under: the scale (and, for
+real-valued queries, the values and their stated L1 sensitivity). Three checks then read the
+records:
+
+- `calibration`: are the draws as wide as claimed? Each |Z| is standardised by the exact mean
+  and standard deviation of |Z| for discrete Laplace of the claimed scale; under the claim
+  their sum over a call site's n draws is about N(0, n) (a sampler whose scale was rounded up
+  only raises it), so a z below −5 at any site means noise narrower than was paid for.
+- `sensitivity_excess`: for draws that carry their values (`laplace_real`), the L1 change of the
+  values between neighbouring datasets, measured on the first such draw of a release (nothing
+  released before it, so the two runs ask the same question), against the stated sensitivity.
+- `dp.audit.privtree_path_loss` (beside the tester): PrivTree's split decisions, whose exact
+  privacy loss follows from the biased counts on the probe's path.
+
+Every draw must pass through a recorded call: the sampler at the bottom counts the draws made
+outside one, and `Recorder.unrecorded` must stay 0, so a new way of drawing cannot slip past.
+"""
+from __future__ import annotations
+
+import sys
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import noise as _noise
+
+ROOT = "discrete_laplace"
+CLAIMS = ("count_noise", "discrete_laplace", "laplace_real")   # what mechanisms call to draw
+
+
+@dataclass
+class Draws:
+    """One recorded call: where it was made, the claimed scale of each draw and the noise drawn
+    (both in the call's units: counts, or grid steps for `laplace_real`), and for a real-valued
+    query its values and stated L1 sensitivity in grid steps."""
+    site: str
+    scale: np.ndarray
+    noise: np.ndarray
+    values: np.ndarray | None = None
+    sensitivity: float | None = None
+
+
+@dataclass
+class Recorder:
+    """The draws of every release made inside `recording()`, in order; a release's draws are
+    `calls[start:]` where start was `len(calls)` before it."""
+    calls: list = field(default_factory=list)
+    unrecorded: int = 0
+    depth: int = 0
+
+
+def _wrap(rec: Recorder, site: str, name: str, fn):
+    """A stand-in for `fn` at `site` that records the claim and the draws it returns."""
+    def claimed(rng, *args, **kw):
+        rec.depth += 1
+        try:
+            out = fn(rng, *args, **kw)
+        finally:
+            rec.depth -= 1
+        z = np.asarray(out, dtype=np.float64)
+        if name == "count_noise":
+            eps = np.asarray(args[0] if args else kw["epsilon"], dtype=np.float64)
+            sens = np.asarray(args[1] if len(args) > 1 else kw.get("sensitivity", 1), dtype=np.float64)
+            rec.calls.append(Draws(site, np.broadcast_to(sens / eps, z.shape).ravel(), z.ravel()))
+        elif name == "discrete_laplace":
+            scale = np.asarray(args[0] if args else kw["scale"], dtype=np.float64)
+            rec.calls.append(Draws(site, np.broadcast_to(scale, z.shape).ravel(), z.ravel()))
+        else:                                           # laplace_real(values, sens, eps, g)
+            values, sens, eps = (np.asarray(args[0], dtype=np.float64), float(args[1]), float(args[2]))
+            g = float(args[3]) if len(args) > 3 and args[3] else sens / _noise.EM_GRANULARITY
+            units = np.rint(values / g).ravel()
+            rec.calls.append(Draws(site, np.full(units.shape, (sens / g + 1.0) / eps),
+                                   np.rint(z.ravel() / g) - units, units, sens / g + 1.0))
+        return out
+    return claimed
+
+
+@contextmanager
+def recording():
+    """Record every draw of the `dp` package's mechanisms while inside: each module-level name
+    of a drawing function outside `dp.noise` is wrapped where the mechanisms look it up, and
+    `dp.noise`'s own sampler counts the draws no wrapper saw. Whatever is bound there on entry
+    (a planted bug too) is what gets recorded; every name is restored on exit."""
+    rec = Recorder()
+    saved = [(mod, name, getattr(mod, name))
+             for modname, mod in list(sys.modules.items())
+             if modname.startswith("dp.") and mod is not None and mod is not _noise
+             for name in CLAIMS if callable(getattr(mod, name, None))]
+    root = getattr(_noise, ROOT)
+
+    def counted(rng, *args, **kw):
+        if rec.depth == 0:
+            rec.unrecorded += 1
+        return root(rng, *args, **kw)
+    try:
+        for mod, name, fn in saved:
+            setattr(mod, name, _wrap(rec, f"{mod.__name__}.{name}", name, fn))
+        setattr(_noise, ROOT, counted)
+        yield rec
+    finally:
+        setattr(_noise, ROOT, root)
+        for mod, name, fn in saved:
+            setattr(mod, name, fn)
+
+
+def _abs_moments(scale: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and standard deviation of |Z| for Z ~ discrete Laplace(scale): with q = e^(−1/scale),
+    E|Z| = 2q/(1 − q²) and E Z² = 2q/(1 − q)²."""
+    q = np.exp(-1.0 / scale)
+    mean = 2 * q / ((1 - q) * (1 + q))
+    return mean, np.sqrt(2 * q / (1 - q) ** 2 - mean ** 2)
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """How wide the draws were against their claims, per call site: the narrowest site's z
+    below −limit fails (its noise is narrower than claimed)."""
+    draws: int
+    z: float                 # the lowest of the sites' z
+    site: str                # where it was drawn
+    ratio: float             # that site's total |Z| over its claimed mean total
+
+    def passed(self, limit: float = 5.0) -> bool:
+        return self.z >= -limit
+
+    def __str__(self):
+        return (f"{self.draws:,} draws; narrowest at {self.site}: z = {self.z:.2f} (below −5 "
+                f"means narrower than claimed), |Z| {self.ratio:.3f} × its claimed mean")
+
+
+def calibration(calls) -> Calibration:
+    """Per call site, Stouffer's z of the draws' |Z| standardised by their claimed scales (each
+    site on its own, so a step with few draws is not drowned by one with many); the lowest."""
+    sites: dict = {}
+    for c in calls:
+        if c.noise.size:
+            mean, sd = _abs_moments(c.scale)
+            s = sites.setdefault(c.site, [0.0, 0, 0.0, 0.0])
+            s[0] += float(np.sum((np.abs(c.noise) - mean) / sd))
+            s[1] += c.noise.size
+            s[2] += float(np.abs(c.noise).sum())
+            s[3] += float(mean.sum())
+    if not sites:
+        return Calibration(0, 0.0, "none", 1.0)
+    z = {k: v[0] / np.sqrt(v[1]) for k, v in sites.items()}
+    site = min(z, key=z.get)
+    return Calibration(sum(v[1] for v in sites.values()), float(z[site]), site,
+                       sites[site][2] / sites[site][3])
+
+
+def first_valued(calls) -> Draws | None:
+    """The first recorded call of a release that carries its values (a real-valued query)."""
+    return next((c for c in calls if c.values is not None), None)
+
+
+def sensitivity_excess(a: Draws, b: Draws) -> float:
+    """The L1 change of a real-valued query's values between neighbours, in grid steps, over its
+    stated sensitivity (1 or less holds the claim). Only meaningful for a draw nothing released
+    came before, so that both runs asked the same question."""
+    if a.values.shape != b.values.shape:
+        raise ValueError("the two runs asked queries of different sizes: not the first draw")
+    return float(np.abs(a.values - b.values).sum() / a.sensitivity)
