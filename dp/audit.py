@@ -53,10 +53,11 @@ class AuditResult:
 
 def release_features(rel, rects, probes=()) -> Features:
     """What the tester looks at in a release: a signature of its exact structure, and numbers
-    to threshold: the answers to `rects`, the released value of the region holding each probe
-    point (e.g. where the neighbours differ: the sharpest single count) and the number of
-    released regions (a coarse view of the structure, which a leaked N moves through a grid
-    size or a tree height)."""
+    to threshold that stay comparable when every run has a new structure: the answers to
+    `rects`, for each probe point (e.g. where the neighbours differ) the released value of the
+    region holding it and that region's size in base cells (a tree's depth there), and the
+    number of released regions (a coarse view of the structure, which a leaked N moves through
+    a grid size or a tree height)."""
     g, ranges, values = rel.regions()
     ranges = np.asarray(ranges)
     structure = (g.gx, g.gy, ranges.tobytes())
@@ -64,7 +65,11 @@ def release_features(rel, rects, probes=()) -> Features:
     for px, py in probes:
         j, k, _ = g.cell_index([px], [py])
         hit = (ranges[:, 0] <= j[0]) & (j[0] < ranges[:, 1]) & (ranges[:, 2] <= k[0]) & (k[0] < ranges[:, 3])
-        held.append(float(np.asarray(values)[hit][0]) if hit.any() else 0.0)
+        if hit.any():
+            r = ranges[hit][0]
+            held += [float(np.asarray(values)[hit][0]), float((r[1] - r[0]) * (r[3] - r[2]))]
+        else:
+            held += [0.0, 0.0]
     numbers = np.concatenate([np.asarray(rel.answer_many(rects), dtype=np.float64), held, [len(ranges)]])
     return structure, numbers
 

@@ -37,8 +37,15 @@ def _add(x, y, px, py):
 
 
 def _focus(fx, fy, half=0.08):
-    return np.array([[BOX.west + (fx - half) * BOX.width, BOX.south + (fy - half) * BOX.height,
-                      BOX.west + (fx + half) * BOX.width, BOX.south + (fy + half) * BOX.height]])
+    """Rectangles around (fx, fy): the given half-width and, nested, half and twice it (clipped
+    to the box), so some answer moves with the neighbour whatever the structure."""
+    out = []
+    for h in (half / 2, half, 2 * half):
+        lo = np.clip([fx - h, fy - h], 0, 1)
+        hi = np.clip([fx + h, fy + h], 0, 1)
+        out.append([BOX.west + lo[0] * BOX.width, BOX.south + lo[1] * BOX.height,
+                    BOX.west + hi[0] * BOX.width, BOX.south + hi[1] * BOX.height])
+    return np.array(out)
 
 
 def _regions(n, seed):
@@ -48,30 +55,40 @@ def _regions(n, seed):
     return [shapely.box(*_at(cx - rr, cy - rr), *_at(cx + rr, cy + rr)) for (cx, cy), rr in zip(c, r)]
 
 
-def neighbour_pair(name):
+SPOTS = {"dense spot": (0.3, 0.6),          # in the cluster: moves the structure most
+         "empty corner": (0.97, 0.03),      # where nothing is: a split appears from nothing
+         "box edge": (0.5, 0.0005),         # on the box's southern edge
+         "cell boundary": (0.5, 0.5)}       # on a line of the 16 x 16 base grid (and its halvings)
+
+
+def neighbour_pair(name, spot=SPOTS["dense spot"]):
     """(D, D', params, epsilon, focus rectangles) for one mechanism: D' differs from D by the
-    mechanism's unit of privacy, placed where it moves the structure most (a dense area)."""
+    mechanism's unit of privacy, placed at `spot` (fractions of the box)."""
     x, y = _points(300, 1)
-    px, py = _at(0.3, 0.6)
+    px, py = _at(*spot)
     add = lambda: _add(x, y, px, py)                      # noqa: E731
+    rects = _focus(*spot)
     base = {"base_cells": 16}
     if name == "ug":      # the audit's pair: N = 1102 and 1103 straddle a grid-size change
         x2, y2 = _points(1102, 2)
-        return dp.PointData(x2, y2), _add(x2, y2, px, py), {}, 1.0, _focus(0.3, 0.6)
-    if name == "shifted_grids":      # δ-neighbours: one point moves by less than δ
-        d2x = x.copy()
-        d2x[0] = min(x[0] + 0.00099, BOX.east - 1e-9)     # about 70 m < δ = 100 m
-        return (dp.PointData(x, y), dp.PointData(d2x, y),
-                {"delta_km": 0.1, "bins_per_side": 8, "m_max": 8}, 1.0, _focus(0.3, 0.6))
-    if name == "bounded_grid":       # replace one point
+        return dp.PointData(x2, y2), _add(x2, y2, px, py), {}, 1.0, rects
+    if name == "shifted_grids":      # δ-neighbours: one point at the spot moves by less than δ
+        x1 = x.copy(); y1 = y.copy()
+        x1[0], y1[0] = px, py
+        d2x = x1.copy()
+        d2x[0] += 0.00099 if spot[0] < 0.5 else -0.00099     # about 70 m < δ = 100 m, inwards
+        return (dp.PointData(x1, y1), dp.PointData(d2x, y1),
+                {"delta_km": 0.1, "bins_per_side": 8, "m_max": 8}, 1.0, rects)
+    if name == "bounded_grid":       # replace one point by one at the spot
         x2 = x.copy(); y2 = y.copy()
         x2[0], y2[0] = px, py
-        return dp.PointData(x, y), dp.PointData(x2, y2), {"bins_per_side": 8}, 1.0, _focus(0.3, 0.6)
-    if name == "euler":              # add one user's region
+        return dp.PointData(x, y), dp.PointData(x2, y2), {"bins_per_side": 8}, 1.0, rects
+    if name == "euler":              # add one user's region at the spot
         g = _regions(60, 3)
-        extra = shapely.box(*_at(0.45, 0.45), *_at(0.5, 0.5))
+        lo = np.clip(np.array(spot) - 0.025, 0.001, 0.949)
+        extra = shapely.box(*_at(*lo), *_at(*(lo + 0.05)))
         return (dp.RegionData(g), dp.RegionData(g + [extra]),
-                {"cells": 6, "bound_km": 0.2}, 1.0, _focus(0.47, 0.47, 0.1))
+                {"cells": 6, "bound_km": 0.2}, 1.0, _focus(*(lo + 0.025), 0.1))
     params = {
         "identity": {"grid_size": 8}, "uniform": {},
         "e2epriv": {"grid_sizes": [2, 4, 8], "tuning_queries": 20, "delta": 0.05},
@@ -79,7 +96,7 @@ def neighbour_pair(name):
         "privtree": base, "full_quadtree": base, "adaptive": base,
         "dawa": base,
     }[name]
-    return dp.PointData(x, y), add(), params, 1.0, _focus(0.3, 0.6)
+    return dp.PointData(x, y), add(), params, 1.0, rects
 
 
 PRIVATE = sorted(dp.mechanisms(private_only=True))
@@ -88,15 +105,16 @@ PRIVATE = sorted(dp.mechanisms(private_only=True))
 PROBE = [_at(0.3, 0.6)]      # where the neighbours differ (the added or replaced point)
 
 
-def _runner(name, data, params, eps, rects):
+def _runner(name, data, params, eps, rects, probes=PROBE):
     return lambda rng: audit.release_features(
-        dp.release(name, data, BOX, eps, params=params, seed=rng), rects, PROBE)
+        dp.release(name, data, BOX, eps, params=params, seed=rng), rects, probes)
 
 
-def _audit(name, runs, seed=0, **kw):
-    d, d2, params, eps, rects = neighbour_pair(name)
-    return audit.audit(_runner(name, d, params, eps, rects), _runner(name, d2, params, eps, rects),
-                       eps, runs, seed=seed, **kw)
+def _audit(name, runs, seed=0, spot="dense spot", **kw):
+    d, d2, params, eps, rects = neighbour_pair(name, SPOTS[spot])
+    probes = [_at(*SPOTS[spot])]
+    return audit.audit(_runner(name, d, params, eps, rects, probes),
+                       _runner(name, d2, params, eps, rects, probes), eps, runs, seed=seed, **kw)
 
 
 # ------------------------------------------------------------------------- the tester itself
@@ -107,6 +125,15 @@ def test_stochastic_tester_passes_thorough(name):
     # was dropped: it found nothing this one misses, and cost 2 minutes of the suite)
     result = _audit(name, 2000, seed=1)
     assert result.passed, f"{name}: {result}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", PRIVATE)
+@pytest.mark.parametrize("spot", [s for s in SPOTS if s != "dense spot"])
+def test_stochastic_tester_passes_at_other_spots(name, spot):
+    # the neighbour where nothing is, on the box's edge and on a cell boundary: 300 + 300 runs
+    result = _audit(name, 300, seed=2, spot=spot)
+    assert result.passed, f"{name} at the {spot}: {result}"
 
 
 FROM_COUNTS = sorted(k for k, s in dp.mechanisms(private_only=True).items()
