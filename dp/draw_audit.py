@@ -4,8 +4,8 @@ The stochastic tester (`dp.audit`) looks only at releases, so it cannot tell noi
 small on one of several steps (that step's loss stays under the total ε) or see a structure that
 is new in every run. This module records every discrete Laplace draw a release makes, at the
 point where a mechanism asks for it, with the claim it asks under: the scale (and, for
-real-valued queries, the values and their stated L1 sensitivity). Three checks then read the
-records:
+real-valued queries, the values and their stated L1 sensitivity), and every exponential
+mechanism with its scores. The checks that read the records:
 
 - `calibration`: are the draws as wide as claimed? Each |Z| is standardised by the exact mean
   and standard deviation of |Z| for discrete Laplace of the claimed scale; under the claim
@@ -14,6 +14,8 @@ records:
 - `sensitivity_excess`: for draws that carry their values (`laplace_real`), the L1 change of the
   values between neighbouring datasets, measured on the first such draw of a release (nothing
   released before it, so the two runs ask the same question), against the stated sensitivity.
+- `selection_loss`: an exponential mechanism's exact loss between neighbours asked the same
+  question, from the probabilities its discretised sampler really draws with.
 - `dp.audit.privtree_path_loss` (beside the tester): PrivTree's split decisions, whose exact
   privacy loss follows from the biased counts on the probe's path.
 
@@ -31,7 +33,8 @@ import numpy as np
 from . import noise as _noise
 
 ROOT = "discrete_laplace"
-CLAIMS = ("count_noise", "discrete_laplace", "laplace_real")   # what mechanisms call to draw
+CLAIMS = ("count_noise", "discrete_laplace", "laplace_real",    # what mechanisms call to draw
+          "exponential_mechanism")
 
 
 @dataclass
@@ -47,10 +50,20 @@ class Draws:
 
 
 @dataclass
+class Selection:
+    """One recorded exponential mechanism: its scores, ε and stated sensitivity."""
+    site: str
+    scores: np.ndarray
+    epsilon: float
+    sensitivity: np.ndarray
+
+
+@dataclass
 class Recorder:
     """The draws of every release made inside `recording()`, in order; a release's draws are
     `calls[start:]` where start was `len(calls)` before it."""
     calls: list = field(default_factory=list)
+    selections: list = field(default_factory=list)
     unrecorded: int = 0
     depth: int = 0
 
@@ -63,6 +76,10 @@ def _wrap(rec: Recorder, site: str, name: str, fn):
             out = fn(rng, *args, **kw)
         finally:
             rec.depth -= 1
+        if name == "exponential_mechanism":             # (scores, epsilon, sensitivity)
+            rec.selections.append(Selection(site, np.asarray(args[0], dtype=np.float64), float(args[1]),
+                                            np.asarray(args[2], dtype=np.float64)))
+            return out
         z = np.asarray(out, dtype=np.float64)
         if name == "count_noise":
             eps = np.asarray(args[0] if args else kw["epsilon"], dtype=np.float64)
@@ -154,9 +171,15 @@ def calibration(calls) -> Calibration:
                        sites[site][2] / sites[site][3])
 
 
-def first_valued(calls) -> Draws | None:
-    """The first recorded call of a release that carries its values (a real-valued query)."""
-    return next((c for c in calls if c.values is not None), None)
+def selection_loss(a: Selection, b: Selection) -> float:
+    """The exact privacy loss of one exponential mechanism asked the same question on
+    neighbouring datasets: the largest |ln P_D(r) / P_D'(r)| over its responses, with the
+    probabilities the discretised sampler really draws with; ε-DP needs it at most ε."""
+    if a.scores.shape != b.scores.shape or a.epsilon != b.epsilon:
+        raise ValueError("the two runs asked different questions")
+    la = _noise.exponential_mechanism_log_probs(a.scores, a.epsilon, a.sensitivity)
+    lb = _noise.exponential_mechanism_log_probs(b.scores, b.epsilon, b.sensitivity)
+    return float(np.max(np.abs(la - lb)))
 
 
 def sensitivity_excess(a: Draws, b: Draws) -> float:

@@ -350,21 +350,34 @@ def exponential_mechanism(rng: np.random.Generator, scores, epsilon: float, sens
     an owner-only diagnostic.
     """
     p = exponential_mechanism_probabilities(scores, epsilon, sensitivity)
-    s = np.asarray(scores, dtype=np.float64)
-    d = np.broadcast_to(np.asarray(sensitivity, dtype=np.float64), s.shape)
     if np.isinf(epsilon):
         return int(np.flatnonzero(p)[0]), p
-    # clipping the scaled scores to +-2^60 is 1-Lipschitz, so it keeps their sensitivity
-    k = np.clip(np.floor(s / d * EM_GRANULARITY), -2.0 ** 60, 2.0 ** 60)
-    k = [int(v) for v in (k - k.max())]            # <= 0; the best response has gamma = 0
-    e_num = math.floor(float(epsilon) * (1 << 20))
+    k, e_num, den = _em_exponents(scores, epsilon, sensitivity)
     if e_num == 0:
         return int(_uniform_below(rng, np.int64(len(k)))), p      # epsilon < 2^-20: uniform
-    den = (1 << 21) * (EM_GRANULARITY + 1)
     while True:
         r = int(_uniform_below(rng, np.int64(len(k))))
         if _bernoulli_exp_int(rng, -k[r] * e_num, den):
             return r, p
+
+
+def _em_exponents(scores, epsilon: float, sensitivity) -> tuple[list, int, int]:
+    """The discretised exponential mechanism's integers: response r is drawn with probability
+    proportional to exp(k_r e_num / den), k_r <= 0 (see `exponential_mechanism`)."""
+    s = np.asarray(scores, dtype=np.float64)
+    d = np.broadcast_to(np.asarray(sensitivity, dtype=np.float64), s.shape)
+    # clipping the scaled scores to +-2^60 is 1-Lipschitz, so it keeps their sensitivity
+    k = np.clip(np.floor(s / d * EM_GRANULARITY), -2.0 ** 60, 2.0 ** 60)
+    k = [int(v) for v in (k - k.max())]            # <= 0; the best response has gamma = 0
+    return k, math.floor(float(epsilon) * (1 << 20)), (1 << 21) * (EM_GRANULARITY + 1)
+
+
+def exponential_mechanism_log_probs(scores, epsilon: float, sensitivity) -> np.ndarray:
+    """ln of the probabilities the exact sampler `exponential_mechanism` really draws with (the
+    discretised ones), for computing its privacy loss exactly (`dp.draw_audit`)."""
+    k, e_num, den = _em_exponents(scores, epsilon, sensitivity)
+    x = np.array([Fraction(v * e_num, den) for v in k], dtype=np.float64)
+    return x - (np.log(np.exp(x - x.max()).sum()) + x.max())
 
 
 def _bernoulli_exp_int(rng, num: int, den: int) -> bool:

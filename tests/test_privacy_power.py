@@ -11,6 +11,7 @@ cannot, each shown to fail on the planted bug it exists to catch, applied to the
 - DAWA's partition noise for one level instead of the sum of all levels: the partition is new
   in nearly every run (296 of 300). `dp.draw_audit.sensitivity_excess` measures the L1 change
   of the partition's query between neighbours against the sensitivity it was noised for.
+- E2EPriv's selection: its exact loss, from the probabilities the sampler draws with.
 """
 import importlib
 import sys
@@ -23,7 +24,7 @@ import dp
 from dp import audit, draw_audit
 from dp.mechanisms.leaves import square_base_grid
 from dp.noise import make_rng
-from test_privacy_audit import BOX, FROM_COUNTS, PRIVATE, _at, _points, neighbour_pair
+from test_privacy_audit import BOX, FROM_COUNTS, PRIVATE, SPOTS, _at, _points, neighbour_pair
 
 TREES = importlib.import_module("dp.mechanisms.trees")
 DAWA_PARTITION = importlib.import_module("dp.mechanisms.dawa.partition")
@@ -191,3 +192,44 @@ def test_dawa_partition_sensitivity_holds_and_one_level_breaks_it(monkeypatch, k
                         lambda levels: DAWA_PARTITION.level_sensitivity(max(levels)))
     planted = _partition_excess(monkeypatch, kind)
     assert min(planted.values()) > 1.0, planted          # measured 1.7-4.7 against 0.24-0.68 today
+
+
+# ------------------------------------------------------------------------- E2EPriv's selection
+GRID = importlib.import_module("dp.mechanisms.grid")
+
+
+def _public_size(ledger, rng, n, epsilon, purpose):
+    """Ledger.noisy_size giving 300 whatever the data: the same earlier output in both runs."""
+    ledger.charge(f"noisy dataset size ({purpose})", epsilon, 1.0)
+    return 300
+
+
+def _selection_losses(monkeypatch, variant):
+    """E2EPriv's exact selection loss over ε1 at the four spots, the noisy size held at one
+    public value in both runs (the loss of the selection given that earlier output)."""
+    out = {}
+    for spot, xy in SPOTS.items():
+        d, d2, params, eps, _ = neighbour_pair("e2epriv", xy)
+        asked = []
+        for data in (d, d2):
+            with monkeypatch.context() as m:
+                m.setattr(dp.Ledger, "noisy_size", _public_size)
+                with draw_audit.recording() as rec:
+                    dp.release("e2epriv", data, BOX, eps, params=dict(params, variant=variant),
+                               seed=make_rng(0))
+            asked.append(rec.selections[0])
+        out[spot] = draw_audit.selection_loss(*asked) / asked[0].epsilon
+    return out
+
+
+def test_e2epriv_selection_exact_loss_holds_and_scores_in_wrong_units_break_it(monkeypatch):
+    # realistic neighbours move the tuning scores far less than their sensitivity bound (at most
+    # 3% of ε here; test_e2epriv's worst-case pairs reach 20% of the bound), so only a gross
+    # bug shows: scores 100 times too large for their stated sensitivity (e.g. a percentage)
+    for variant in ("rel", "abs"):
+        today = _selection_losses(monkeypatch, variant)
+        assert 0 < max(today.values()) <= 1.0, (variant, today)      # measured 0.002 and 0.033
+    real = GRID.grid_scores
+    monkeypatch.setattr(GRID, "grid_scores", lambda *a, **k: (lambda s: (s[0] * 100, *s[1:]))(real(*a, **k)))
+    planted = _selection_losses(monkeypatch, "abs")
+    assert max(planted.values()) > 1.0, planted                     # measured 3.9 at a cell boundary
