@@ -33,20 +33,24 @@ HTF_GROWTH = importlib.import_module("dp.mechanisms.htf.growth")
 DRAWS, MAX_RUNS = 6000, 2000      # per mechanism: enough for z < −10 at 1.5x, measured
 
 
-def _data(name, kind):
-    """The neighbour pair's D (points), or D counted on a 64 x 64 grid (what dp.aggregate makes)."""
+def _data(name, kind, defaults=False):
+    """The neighbour pair's D (points), or D counted on a 64 x 64 grid (what dp.aggregate makes),
+    with the tester's settings at ε 1, or the mechanism's defaults at ε 0.5 (shifted grids keep
+    the tester's bins: its default bins are narrower than δ on this small box)."""
     d, _, params, eps, _ = neighbour_pair(name)
     if kind == "counts":
         d = dp.CountData(d.histogram(square_base_grid(BOX, 64)), BOX)
+    if defaults:
+        params, eps = (params if name == "shifted_grids" else {}), 0.5
     return d, params, eps
 
 
-def _record(name, kind):
-    """Releases on D, fixed seeds, until DRAWS draws are recorded (or MAX_RUNS releases)."""
-    d, params, eps = _data(name, kind)
+def _record(name, kind, defaults=False, max_runs=MAX_RUNS):
+    """Releases on D, fixed seeds, until DRAWS draws are recorded (or max_runs releases)."""
+    d, params, eps = _data(name, kind, defaults)
     with draw_audit.recording() as rec:
         runs = 0
-        while runs < MAX_RUNS and sum(c.noise.size for c in rec.calls) < DRAWS:
+        while runs < max_runs and sum(c.noise.size for c in rec.calls) < DRAWS:
             dp.release(name, d, BOX, eps, params=params, seed=make_rng(runs))
             runs += 1
     return rec
@@ -74,6 +78,17 @@ def test_every_draw_is_as_wide_as_claimed(name, kind):
     cal = draw_audit.calibration(rec.calls)
     assert rec.unrecorded == 0, f"{name}: {rec.unrecorded} draws made outside a recorded call"
     assert cal.draws >= 1000 and cal.passed(), f"{name} from {kind}: {cal}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", PRIVATE)
+def test_every_draw_is_as_wide_as_claimed_at_the_defaults(name):
+    # the mechanisms' own defaults reach other code (auto grid sizes, HTF's budget plan, DAWA's
+    # default workload); from points, as their default base grids are finer than the counts';
+    # at most 200 releases each (uniform draws one count per release)
+    rec = _record(name, "points", defaults=True, max_runs=200)
+    cal = draw_audit.calibration(rec.calls)
+    assert rec.unrecorded == 0 and cal.draws >= 200 and cal.passed(), f"{name}: {cal}"
 
 
 @pytest.mark.slow
