@@ -2,12 +2,11 @@
 as PNG and a script that repeats it; nothing else."""
 from __future__ import annotations
 
-import json
 
 from dash import Input, Output, State, ctx, dcc, html, no_update
 
 import dp
-from dp.provenance import provenance, repeat_script
+from dp.provenance import export_texts, repeat_script
 
 from . import ids, map_image, server_files
 from server import published, state
@@ -73,9 +72,7 @@ def publish(sid: str, rinfo, title) -> html.Div:
 def export_files(rel, account=None) -> tuple[str, str]:
     """(GeoJSON text, metadata JSON text) built only from the release's public outputs, each with
     the provenance block (`dp.provenance`); `account`: the dataset's account, for its ε spent."""
-    block = provenance(rel, *((account.spent, account.total) if account is not None else ()))
-    return (rel.to_json({"provenance": block}),
-            json.dumps({**rel.metadata(), "provenance": block}, indent=2, default=str))
+    return export_texts(rel, *((account.spent, account.total) if account is not None else ()))
 
 
 def owner_script(rel, data, sample: str | None = None) -> str:

@@ -50,6 +50,14 @@ def provenance(rel, spent: float | None = None, total: float | None = None) -> d
     return block
 
 
+def export_texts(rel, spent: float | None = None, total: float | None = None) -> tuple[str, str]:
+    """(GeoJSON text, metadata JSON text) of a release, built only from its public outputs, each
+    with the provenance block: what the app's export and the command line write."""
+    block = provenance(rel, spent, total)
+    return (rel.to_json({"provenance": block}),
+            json.dumps({**rel.metadata(), "provenance": block}, indent=2, default=str))
+
+
 CSV_NOTE = ("provenance (JSON: each of these lines after its '# '); read the table with a CSV "
             "reader that skips '#' lines, e.g. pandas.read_csv(path, comment='#')")
 
