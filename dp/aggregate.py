@@ -28,7 +28,7 @@ from .contributions import (DEFAULT_POINTS_PER_USER, NO_USER_ID, canonical_user_
 from .counts import DEFAULT_CELLS, CountData
 from .domain import Domain, UniformGrid
 from .errors import DataError, ParameterError
-from .io import _columns
+from .io.columns import _columns
 from .mechanisms.leaves import square_base_grid
 from .points import LoadReport, multiset_hash
 

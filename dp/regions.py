@@ -17,8 +17,8 @@ import shapely
 
 from .domain import EARTH_RADIUS_M, Domain
 from .errors import DataError
-from .io import (DEFAULT_MAX_ROWS, MAX_DROP_FRACTION, USER_NAMES, _decode, _detect_format, add_load_warnings,
-                 _read_source, load_points)
+from .io import DEFAULT_MAX_ROWS, MAX_DROP_FRACTION, USER_NAMES, add_load_warnings, load_points
+from .io.source import _decode, _detect_format, _read_source
 from .convex import ConvexBodies, diameters
 from .mechanisms.euler.build import euler_build, prepare_bodies
 from .mechanisms.euler.grid import EulerGrid

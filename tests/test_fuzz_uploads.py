@@ -13,6 +13,7 @@ cannot pass unnoticed.
 from __future__ import annotations
 
 import base64
+import importlib
 import io
 import json
 import tracemalloc
@@ -245,7 +246,8 @@ def test_well_formed_hostile_files_load_or_are_refused_in_words(filename, strate
 def test_the_fuzzing_finds_a_planted_bug(monkeypatch):
     # planted bug: GeoJSON features read without the checks that turn bad documents into
     # DataErrors; the same inputs then raise other exceptions, which the property catches
-    monkeypatch.setattr(dp.io, "_point_features", lambda text: json.loads(text)["features"])
+    monkeypatch.setattr(importlib.import_module("dp.io.geojson"), "_point_features",
+                        lambda text: json.loads(text)["features"])
     failures = Counter()
 
     @settings(max_examples=100, derandomize=True, deadline=None, database=None)

@@ -2,6 +2,8 @@
 the same way on the fast and the tolerant path, and grid binning equal to the definition."""
 from __future__ import annotations
 
+import importlib
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -79,7 +81,7 @@ def test_row_limit_ignores_blank_lines():
 def test_row_limit_is_checked_before_parsing(monkeypatch):
     def no_parsing(*args, **kwargs):
         raise AssertionError("the file was parsed")
-    monkeypatch.setattr(dp.io.pcsv, "open_csv", no_parsing)
+    monkeypatch.setattr(importlib.import_module("dp.io.csv_points").pcsv, "open_csv", no_parsing)
     with pytest.raises(DataError, match="limit of 10"):
         dp.load_points(b"lon,lat\n" + b"1,2\n" * 11, filename="p.csv", max_rows=10)
 
