@@ -31,6 +31,9 @@ from .recommend import Recommendation, recommend
 from .regions import RegionData, load_regions
 from .samples import SAMPLES, load_sample
 from .samples import load_region_sample
+from .provenance import software_version
+
+__version__ = software_version()          # from the installed package: pyproject.toml
 
 __all__ = [
     "BudgetError", "DataError", "Domain", "GridRelease", "Ledger", "LedgerEntry", "LoadReport",
@@ -40,5 +43,5 @@ __all__ = [
     "RegionData", "load_regions", "load_region_sample",
     "DEFAULT_POINTS_PER_USER", "USER_LEVEL_GUARANTEE", "bound_contributions",
     "interactive", "Accountant", "Charge", "Recommendation", "recommend", "typical_error",
-    "CountData", "aggregate", "load_counts",
+    "CountData", "aggregate", "load_counts", "__version__",
 ]

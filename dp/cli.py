@@ -26,7 +26,7 @@ from .mechanisms import mechanisms, release
 from .plan import plan, plannable
 from .points import PointData
 from .presets import PRESETS, presets_containing
-from .provenance import export_texts
+from .provenance import export_texts, software_version
 from .regions import load_regions
 from .typical_error import DEFAULT_POINTS
 
@@ -185,6 +185,7 @@ def _write(path: str, text: str):
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="python -m dp", description="Differentially private "
                                   "location statistics from the command line.")
+    top.add_argument("--version", action="version", version=f"%(prog)s {software_version()}")
     sub = top.add_subparsers(dest="command", required=True)
     quiet = {"action": "store_true", "help": "no progress or ledger on stderr"}
     cols = (("--lon", "the longitude column (found by name when omitted)"),

@@ -1,8 +1,15 @@
 """The README's Python example runs as written and its claims about the ledger hold."""
 import re
+import tomllib
 from pathlib import Path
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+import pytest
+
+import dp
+from dp import cli
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
 
 
 def test_readme_python_example_runs():
@@ -38,3 +45,14 @@ def test_readme_accountant_example_refuses_past_the_total():
     assert scope["acc"].spent == 1.0 and scope["acc"].remaining == 2.0   # "spent 1 of 3"
     with pytest.raises(dp.BudgetError, match="only 2 of this dataset's total budget of 3"):
         exec(last, scope)
+
+
+def test_the_version_is_in_one_place_and_the_changelog_names_it(capsys):
+    # pyproject.toml holds it; the package, the command line and the changelog's newest entry agree
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    assert dp.__version__ == version
+    newest = re.search(r"^## (\S+) \(\d{4}-\d\d-\d\d\)$", (ROOT / "CHANGELOG.md").read_text(), re.M)
+    assert newest and newest.group(1) == version
+    with pytest.raises(SystemExit):
+        cli.main(["--version"])
+    assert capsys.readouterr().out.strip() == f"python -m dp {version}"
