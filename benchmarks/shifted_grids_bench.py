@@ -56,9 +56,9 @@ from dp.budget import Ledger  # noqa: E402
 from dp.domain import EARTH_RADIUS_M  # noqa: E402
 from dp.errors import ParameterError  # noqa: E402
 from dp.evaluate import points_from_matrix  # noqa: E402
-from dp.mechanisms.shifted_grids import (BOUNDED_GRID, MAX_BINS, REL_TOL, SHIFTED_GRIDS,  # noqa: E402
-                                         BoundedGridRelease, BoxMetres, ShiftedGridsRelease,
-                                         ShiftedLattice, plan)
+from dp.mechanisms.shifted_grids import (BOUNDED_GRID, SHIFTED_GRIDS, BoundedGridRelease,  # noqa: E402
+                                         ShiftedGridsRelease, plan)
+from dp.mechanisms.shifted_lattice import MAX_BINS, REL_TOL, BoxMetres, ShiftedLattice  # noqa: E402
 
 DATA_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "dpbench2d"
 GOWALLA_FILE = "checkin_256_256.npy"
