@@ -85,7 +85,6 @@ def _sniff_delimiter(line: str) -> str:
     return best if counts[best] else ","
 
 
-
 def _checked(x, y, uid, what, n_rows, cols, dropped, first_bad, unparsed, generic):
     """Drop unusable coordinates (counting why), refuse a mostly bad file, warn about columns
     merely named x and y; returns (x, y, user ids, report) of the rows kept."""
@@ -105,7 +104,6 @@ def _checked(x, y, uid, what, n_rows, cols, dropped, first_bad, unparsed, generi
     if uid is not None:   # Arrow strings from CSV and Parquet, a numpy array otherwise
         uid = uid[keep] if isinstance(uid, np.ndarray) else uid.filter(pa.array(keep))
     return x[keep], y[keep], uid, report
-
 
 
 def _float_values(arr: pa.Array) -> np.ndarray:

@@ -66,7 +66,6 @@ def _parse_csv(src, head, newlines, lon, lat, user, max_rows):
     return _checked(x, y, uid, "CSV", n_rows, cols, dropped, first_bad, unparsed, generic)
 
 
-
 class _CsvBody:
     """The rows below a CSV header, read by pyarrow's streaming reader straight into float64
     arrays. Rows with another number of fields than the header are handed to Python: those

@@ -9,6 +9,7 @@ from ..errors import DataError
 from ..points import LoadReport, user_keys
 from .columns import USER_NAMES, _refuse_if_mostly_bad, _validate_coords
 
+
 def _parse_geojson(text, max_rows):
     """Points (and user ids) from GeoJSON text: the features, their Point/MultiPoint positions,
     then the same coordinate checks as a CSV."""

@@ -10,6 +10,7 @@ from ..errors import DataError
 from .columns import _checked, _columns, _coords_from_texts, _refuse_too_many
 from .source import IN_MEMORY
 
+
 def _parse_parquet(src, lon, lat, user, max_rows):
     """Points from a Parquet file: columns found as in a CSV, the row limit from the file's
     metadata (before reading any data), numeric columns read as float64, text ones parsed."""
@@ -53,6 +54,3 @@ def _plain(kind: pa.DataType) -> bool:
     return (pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_decimal(kind)
             or pa.types.is_string(kind) or pa.types.is_large_string(kind)
             or pa.types.is_boolean(kind) or pa.types.is_null(kind))
-
-
-# ------------------------------------------------------------------------------- GeoJSON

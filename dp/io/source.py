@@ -187,7 +187,6 @@ def _detect_format(text: str, filename: str | None, fmt: str | None) -> str:
     return "geojson" if text.lstrip().startswith("{") else "csv"
 
 
-
 def _is_parquet(head: bytes, filename: str | None, fmt: str | None) -> bool:
     """A Parquet file by its format, its extension or its magic bytes."""
     if fmt:
