@@ -13,6 +13,7 @@ wrong and what is expected, never a value read from the data.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -123,10 +124,32 @@ def cmd_release(args) -> int:
     _write(args.output, geojson)
     if args.metadata:
         _write(args.metadata, meta)
+    if args.shapes or args.h3 is not None:
+        _write_shapes(rel, args)
     for line in _ledger_lines(rel):
         _progress(line, args.quiet)
     _progress(f"wrote {args.output}" + (f" and {args.metadata}" if args.metadata else ""), args.quiet)
     return 0
+
+
+def _write_shapes(rel, args):
+    """The release's counts per public shape (a GeoJSON of districts, or H3 cells over the box),
+    post-processing of the release: GeoJSON or GeoParquet by the file's extension."""
+    from . import shapes
+    if not args.shapes_output:
+        raise CliError("--shapes and --h3 need --shapes-output FILE (.geojson or .parquet)", EXIT_USAGE)
+    ids, polys = (shapes.h3_cells(rel.domain, args.h3) if args.h3 is not None
+                  else shapes.load_shapes(args.shapes))
+    counts = shapes.shape_counts(rel, polys, ids)
+    if args.shapes_output.lower().endswith(".parquet"):
+        try:
+            counts.to_parquet(args.shapes_output)
+        except OSError as e:
+            raise CliError(f"{args.shapes_output}: could not write ({e.strerror or e})", EXIT_OUTPUT) from None
+    else:
+        _write(args.shapes_output, json.dumps(counts.to_geojson()))
+    _progress(f"wrote {args.shapes_output}: {len(ids):,} shapes, each with its count, a "
+              f"{counts.level:.0%} noise interval and the share the release resolves", args.quiet)
 
 
 def cmd_aggregate(args) -> int:
@@ -207,6 +230,11 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--metadata", help="also write the metadata and ledger as JSON here")
     r.add_argument("--param", "-p", action="append", metavar="KEY=VALUE",
                    help="a mechanism setting, repeatable (e.g. -p zero_below=5)")
+    r.add_argument("--shapes", metavar="FILE",
+                   help="public shapes (a GeoJSON of districts) to count the release in")
+    r.add_argument("--h3", type=int, metavar="RES", help="count the release in H3 cells at this resolution")
+    r.add_argument("--shapes-output", metavar="FILE",
+                   help="where the shapes' counts go: .geojson or .parquet (GeoParquet)")
     r.add_argument("--regions", action="store_true", help="the file holds one region per user")
     for flag, text in cols:
         r.add_argument(flag, help=text)

@@ -39,6 +39,25 @@ def test_release_end_to_end(sample_csv, tmp_path):
     assert "total ε 1 of 1" in r.stderr and r.stdout == ""
 
 
+def test_release_counted_in_h3_cells_and_districts(sample_csv, tmp_path):
+    pytest.importorskip("h3", reason="the [geo] extra (h3) is not installed")
+    hexes, out = tmp_path / "hex.geojson", tmp_path / "r.geojson"
+    assert cli.main(["release", str(sample_csv), "-m", "privtree", "-e", "1", "-d", "London", "-o", str(out),
+                     "--h3", "6", "--shapes-output", str(hexes), "-q"]) == 0
+    doc = json.loads(hexes.read_text())
+    total = sum(f["properties"]["noisy_count"] for f in json.loads(out.read_text())["features"])
+    assert sum(f["properties"]["count"] for f in doc["features"]) == pytest.approx(total, abs=0.01 * len(doc["features"]))
+    districts = tmp_path / "districts.geojson"
+    districts.write_text(json.dumps({"type": "FeatureCollection", "features": [
+        {"type": "Feature", "id": "west", "geometry": {"type": "Polygon", "coordinates": [
+            [[-0.35, 51.35], [-0.1, 51.35], [-0.1, 51.65], [-0.35, 51.65], [-0.35, 51.35]]]}}]}))
+    assert cli.main(["release", str(sample_csv), "-m", "ug", "-e", "1", "-d", "London", "-o", str(out),
+                     "--shapes", str(districts), "--shapes-output", str(tmp_path / "d.geojson"), "-q"]) == 0
+    assert json.loads((tmp_path / "d.geojson").read_text())["features"][0]["properties"]["id"] == "west"
+    assert cli.main(["release", str(sample_csv), "-m", "ug", "-e", "1", "-d", "London", "-o", str(out),
+                     "--h3", "6"]) == cli.EXIT_USAGE
+
+
 def test_counts_then_release_and_a_box_typed(sample_csv, tmp_path):
     counts, out = tmp_path / "counts.npz", tmp_path / "r.geojson"
     assert cli.main(["aggregate", str(sample_csv), "-d", "London", "--cells", "128", "-o", str(counts), "-q"]) == 0

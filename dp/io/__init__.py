@@ -22,7 +22,7 @@ __all__ = ["load_points", "add_load_warnings", "DEFAULT_MAX_ROWS", "MAX_DROP_FRA
 def load_points(source, *, lon=None, lat=None, user=None, fmt: str | None = None,
                 filename: str | None = None, max_rows: int = DEFAULT_MAX_ROWS,
                 name: str | None = None) -> PointData:
-    """Load points from a CSV, GeoJSON or Parquet path or bytes.
+    """Load points from a CSV, GeoJSON, Parquet or GeoParquet path or bytes, or a GeoDataFrame.
 
     CSV and Parquet columns are found by common names (lon/lng/long/longitude/x,
     lat/latitude/y, any case) unless `lon`/`lat` (names or 0-based indices) are given; `user`
@@ -30,8 +30,15 @@ def load_points(source, *, lon=None, lat=None, user=None, fmt: str | None = None
     column (USER_NAMES), never `id` (a feature's own id); points without one are counted in the
     report's notes. Rows with unusable coordinates are dropped and counted in `data.report`; a
     file that is mostly unusable raises DataError instead. CSV is parsed by pyarrow, streamed
-    from a file path; more than `max_rows` rows are refused before parsing.
+    from a file path; more than `max_rows` rows are refused before parsing. GeoParquet files and
+    GeoDataFrames give their point geometries, in any coordinate system, as WGS84 (`dp.geo`; a
+    frame without one is taken as WGS84 when its coordinates could be degrees).
     """
+    if hasattr(source, "geometry") and hasattr(source, "crs"):        # a GeoDataFrame
+        from ..geo import geodataframe_table
+        return load_points(geodataframe_table(source, user), fmt="parquet", lon="lon", lat="lat",
+                           user="user_id" if user is not None else None, max_rows=max_rows,
+                           name=name or "GeoDataFrame")
     src, filename = _locate(source, filename)
     head = _head(src)
     if _is_parquet(head, filename, fmt):

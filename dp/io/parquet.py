@@ -7,7 +7,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..errors import DataError
-from .columns import _checked, _columns, _coords_from_texts, _refuse_too_many
+from .columns import USER_NAMES, _checked, _columns, _coords_from_texts, _find_column, _refuse_too_many
 from .source import IN_MEMORY
 
 
@@ -20,10 +20,13 @@ def _parse_parquet(src, lon, lat, user, max_rows):
         raise DataError("the file is not a readable Parquet file; expected a Parquet file with "
                         "longitude and latitude columns, or a CSV or GeoJSON file") from None
     header = pf.schema_arrow.names
-    ilon, ilat, iuser, cols = _columns(header, lon, lat, user)
+    geo = b"geo" in (pf.schema_arrow.metadata or {}) and lon is None and lat is None
+    ilon, ilat, iuser, cols = (None, None, None, None) if geo else _columns(header, lon, lat, user)
     _refuse_too_many(pf.metadata.num_rows, max_rows)
     if pf.metadata.num_rows == 0:
         raise DataError("the Parquet file has columns but no rows; expected one point per row")
+    if geo:                       # GeoParquet: the points are its primary geometry column
+        return _parse_geoparquet(pf, header, user, max_rows)
     for i, role in ((ilon, "longitude"), (ilat, "latitude"), (iuser, "user id")):
         kind = None if i is None else pf.schema_arrow.field(i).type
         if kind is not None and not _plain(kind):
@@ -46,6 +49,19 @@ def _parse_parquet(src, lon, lat, user, max_rows):
     uid = None if iuser is None else table.column(2).cast(pa.string())
     generic = lon is None and lat is None and {cols["lon"].lower(), cols["lat"].lower()} == {"x", "y"}
     return _checked(x, y, uid, "Parquet", len(x), cols, dropped, first_bad, bad, generic)
+
+
+def _parse_geoparquet(pf, header, user, max_rows):
+    """Points from a GeoParquet file's geometry (any CRS, reprojected to WGS84: `dp.geo`)."""
+    from ..geo import geoparquet_points
+    iuser = _find_column(header, user, USER_NAMES, "user id")
+    if iuser is not None and not _plain(pf.schema_arrow.field(iuser).type):
+        raise DataError(f"the user id column {header[iuser]!r} holds values of type "
+                        f"{pf.schema_arrow.field(iuser).type}; expected numbers or text, one value per row")
+    x, y, uid, col = geoparquet_points(pf, iuser, max_rows)
+    cols = {"lon": col, "lat": col, **({"user": header[iuser]} if iuser is not None else {})}
+    uid = None if uid is None else uid.cast(pa.string())
+    return _checked(x, y, uid, "GeoParquet", len(x), cols, {}, {}, np.zeros(len(x), bool), False)
 
 
 def _plain(kind: pa.DataType) -> bool:

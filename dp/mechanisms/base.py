@@ -360,6 +360,18 @@ class Release(abc.ABC):
     def to_geojson(self) -> dict:
         """The release as GeoJSON: released values and public metadata only."""
 
+    def to_geodataframe(self):
+        """The release's regions and public properties as a GeoDataFrame (WGS84; `[geo]` extra)."""
+        from ..geo import geodataframe
+        doc = self.to_geojson()
+        add_people(doc["features"])
+        return geodataframe(doc)
+
+    def to_parquet(self, path) -> None:
+        """The release as GeoParquet (`[geo]` extra): the regions with their noisy counts."""
+        from ..geo import write_geoparquet
+        write_geoparquet(self.to_geodataframe(), path)
+
     def to_json(self, properties: dict | None = None) -> str:
         """The GeoJSON as text, each cell's unbiased "noisy_count" joined by "people", whole and
         non-negative with the same total (`dp.whole_counts`); `properties` are added to the

@@ -1,0 +1,133 @@
+"""The geospatial Python ecosystem: points from a GeoDataFrame or a GeoParquet file (any CRS,
+reprojected to WGS84), releases and shape counts as GeoDataFrames and GeoParquet.
+
+GeoParquet's points are read with pyarrow and shapely alone (WKB); reprojection needs pyproj and
+GeoDataFrames need geopandas, both in the `[geo]` extra (`pip install -e ".[geo]"`), with a
+message saying so when they are missing. The app's default install stays light.
+"""
+from __future__ import annotations
+
+import io
+import json
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import shapely
+
+from .errors import DataError
+
+WGS84 = ("OGC:CRS84", "EPSG:4326", "WGS 84", "WGS84")
+GEO_EXTRA = 'install the geo extra: pip install -e ".[geo]" (geopandas, pyproj, h3)'
+
+
+def _need(module: str, what: str):
+    """Import an optional package, or say which extra provides it."""
+    try:
+        return __import__(module)
+    except ImportError:
+        raise DataError(f"{what} needs the {module} package; {GEO_EXTRA}") from None
+
+
+def _is_wgs84(crs) -> bool:
+    """Whether a CRS (a PROJJSON dict, a string or a pyproj CRS) is longitude/latitude WGS84."""
+    if crs is None:
+        return True
+    if isinstance(crs, str) and crs.strip().upper() in WGS84:
+        return True
+    if isinstance(crs, dict):
+        ident = crs.get("id") or {}
+        if (ident.get("authority"), str(ident.get("code"))) in (("OGC", "CRS84"), ("EPSG", "4326")):
+            return True
+    pyproj = _need("pyproj", "a coordinate system other than WGS84")
+    return pyproj.CRS.from_user_input(crs).equals(pyproj.CRS.from_user_input("OGC:CRS84"))
+
+
+def to_wgs84(x, y, crs):
+    """Longitude and latitude in degrees of coordinates in `crs` (pyproj, axis order x, y)."""
+    if _is_wgs84(crs):
+        return np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    pyproj = _need("pyproj", "reprojecting to WGS84")
+    t = pyproj.Transformer.from_crs(pyproj.CRS.from_user_input(crs), "OGC:CRS84", always_xy=True)
+    lon, lat = t.transform(np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64))
+    return np.asarray(lon, dtype=np.float64), np.asarray(lat, dtype=np.float64)
+
+
+def _point_xy(geoms: np.ndarray, what: str) -> tuple[np.ndarray, np.ndarray]:
+    """x, y of point geometries (NaN for missing ones, dropped later with the other bad rows);
+    anything but points is refused."""
+    kinds = shapely.get_type_id(geoms)
+    other = (kinds != 0) & (kinds != -1)           # -1: a missing geometry
+    if other.any():
+        name = shapely.GeometryType(int(kinds[other][0])).name.title()
+        raise DataError(f"the {what} holds {name} geometries; expected points (one per row). "
+                        "Regions, one per user, load with dp.load_regions")
+    return shapely.get_x(geoms), shapely.get_y(geoms)
+
+
+def geodataframe_table(gdf, user=None) -> bytes:
+    """A GeoDataFrame of points as Parquet bytes with lon, lat (WGS84) and user columns, for
+    `dp.load_points` to check like any file. A frame without a CRS is taken as WGS84 when its
+    coordinates could be degrees, and refused otherwise."""
+    geoms = np.asarray(gdf.geometry.values, dtype=object)
+    x, y = _point_xy(geoms, "GeoDataFrame")
+    if gdf.crs is None:
+        inside = np.isnan(x) | ((np.abs(x) <= 180) & (np.abs(y) <= 90))
+        if not inside.all():
+            raise DataError("the GeoDataFrame has no coordinate system and its coordinates are not "
+                            "degrees; set it first, e.g. gdf.set_crs('EPSG:27700')")
+        x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+    else:
+        x, y = to_wgs84(x, y, gdf.crs.to_json_dict())
+    cols = {"lon": pa.array(x), "lat": pa.array(y)}
+    if user is not None:
+        if user not in gdf.columns:
+            raise DataError(f"no column named {user!r} for user id; the GeoDataFrame has: "
+                            f"{', '.join(map(str, gdf.columns))}")
+        cols["user_id"] = pa.array(gdf[user].astype("string").to_numpy(na_value=None), pa.string())
+    out = io.BytesIO()
+    pq.write_table(pa.table(cols), out)
+    return out.getvalue()
+
+
+def geoparquet_points(pf: pq.ParquetFile, user_index, max_rows: int):
+    """(x, y, the user column or None, the geometry column's name) of a GeoParquet file's
+    primary geometry column, in WGS84; GeoParquet 1.x, WKB encoding."""
+    try:
+        meta = json.loads(pf.schema_arrow.metadata[b"geo"])
+        col = meta["primary_column"]
+        spec = meta["columns"][col]
+    except (ValueError, KeyError, TypeError):
+        raise DataError("the file's GeoParquet metadata is damaged; expected GeoParquet 1.x with "
+                        "a primary geometry column") from None
+    if str(spec.get("encoding", "")).upper() != "WKB":
+        raise DataError(f"the GeoParquet geometry column is encoded as {spec.get('encoding')!r}; "
+                        "expected WKB (what GeoPandas and GDAL write)")
+    if "crs" in spec and spec["crs"] is None:
+        raise DataError("the GeoParquet file says its coordinate system is unknown (crs: null); "
+                        "write it again with one, e.g. gdf.set_crs('EPSG:4326').to_parquet(...)")
+    names = [col] + ([pf.schema_arrow.names[user_index]] if user_index is not None else [])
+    try:
+        table = pf.read(columns=names)
+    except (pa.ArrowException, OSError):
+        raise DataError("the Parquet file is damaged or truncated: its data could not be read; "
+                        "expected a complete Parquet file (write it again)") from None
+    try:
+        geoms = shapely.from_wkb(table.column(0).to_numpy(zero_copy_only=False), on_invalid="raise")
+    except (shapely.errors.GEOSException, TypeError, ValueError):
+        raise DataError(f"the GeoParquet geometry column {col!r} holds values that are not "
+                        "geometries; expected WKB points") from None
+    x, y = to_wgs84(*_point_xy(geoms, "GeoParquet file"), spec.get("crs"))
+    return x, y, (table.column(1) if user_index is not None else None), col
+
+
+def geodataframe(features: dict):
+    """A GeoDataFrame (WGS84) of a GeoJSON FeatureCollection's features and properties."""
+    gpd = _need("geopandas", "a GeoDataFrame")
+    return gpd.GeoDataFrame.from_features(features["features"], crs="OGC:CRS84")
+
+
+def write_geoparquet(gdf, path) -> None:
+    """A GeoDataFrame as GeoParquet (GeoPandas writes the 'geo' metadata)."""
+    _need("geopandas", "writing GeoParquet")
+    gdf.to_parquet(path)

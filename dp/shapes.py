@@ -1,0 +1,204 @@
+"""Counts for public shapes (districts, H3 hexagons) from a release: post-processing, free.
+
+Policy users publish counts per district or hexagon more often than per rectangle. A release
+answers any shape the way it answers a rectangle: each released region (a cell or a leaf)
+contributes its value times the share of its area inside the shape (the even-spread
+assumption). Nothing but the released values is read, so nothing is charged.
+
+Each shape also gets:
+- `resolved`: the share of its area (inside the box) covered by regions wholly inside it, where
+  the release's own count is used as is; the rest is spread by area, which is exact only if the
+  points inside a region are spread evenly.
+- an interval for the noise, at `level`, where the release states one independent draw per
+  region (`Release.region_noise_scales`) or keeps its leaves' own draws before a joint fit
+  (`Release.node_draws`, centred on the leaves' draws then); NaN where it does neither, or
+  where a threshold hid the draws (`Release.zero_threshold`). Like `Release.interval` it covers
+  the noise, not the even-spread error, which `resolved` measures.
+
+The shapes must be public (a published district map, an H3 grid over the box): shapes drawn
+around the data would leak it. `h3_cells` makes hexagons from the box alone.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import numpy as np
+import shapely
+
+from .domain import Domain
+from .errors import DataError, ParameterError
+from .mechanisms.base import noise_half_width
+from .noise import discrete_laplace_variance
+
+SIMULATIONS = 4000        # per shape with at most MC_MAX_TERMS draws: its quantile to about 1%
+
+
+@dataclass
+class ShapeCounts:
+    """One row per shape: its id, geometry (WGS84, clipped to the box), the release's answer,
+    the noise interval and the share the release resolves."""
+    ids: list
+    shapes: np.ndarray
+    count: np.ndarray
+    lower: np.ndarray
+    upper: np.ndarray
+    resolved: np.ndarray
+    level: float
+
+    def rows(self) -> list[dict]:
+        """The properties of each shape, as exported."""
+        out = []
+        for i, c, lo, hi, r in zip(self.ids, self.count, self.lower, self.upper, self.resolved):
+            out.append({"id": i, "count": round(float(c), 3),
+                        "lower": None if np.isnan(lo) else round(float(lo), 3),
+                        "upper": None if np.isnan(hi) else round(float(hi), 3),
+                        "level": self.level, "resolved": round(float(r), 4)})
+        return out
+
+    def to_geojson(self) -> dict:
+        return {"type": "FeatureCollection",
+                "features": [{"type": "Feature", "properties": p,
+                              "geometry": json.loads(shapely.to_geojson(g))}
+                             for p, g in zip(self.rows(), self.shapes)]}
+
+    def to_geodataframe(self):
+        from .geo import _need
+        gpd = _need("geopandas", "a GeoDataFrame")
+        return gpd.GeoDataFrame(self.rows(), geometry=list(self.shapes), crs="OGC:CRS84")
+
+    def to_parquet(self, path) -> None:
+        """GeoParquet, with the shape's id as a column."""
+        from .geo import write_geoparquet
+        write_geoparquet(self.to_geodataframe(), path)
+
+
+def _region_boxes(rel) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(shapely boxes of the released regions in degrees, their ranges, their values)."""
+    grid, ranges, values = rel.regions()
+    r = np.asarray(ranges)
+    ex, ey = np.asarray(grid.edges_x), np.asarray(grid.edges_y)
+    boxes = shapely.box(ex[r[:, 2]], ey[r[:, 0]], ex[r[:, 3]], ey[r[:, 1]])
+    return boxes, r, np.asarray(values, dtype=np.float64)
+
+
+def _own_draws(rel, ranges: np.ndarray):
+    """(each region's own noisy count, its discrete Laplace scale) when the release has them,
+    else None: raw noisy counts per region, or the leaves' draws kept before a joint fit."""
+    if rel.zero_threshold() is not None:
+        return None
+    scales = rel.region_noise_scales()
+    if scales is not None:
+        return np.asarray(rel.regions()[2], dtype=np.float64), np.asarray(scales, dtype=np.float64)
+    draws = rel.node_draws()
+    if draws is None:
+        return None
+    leaf = np.asarray(draws.leaf, bool)
+    index = {tuple(row): i for i, row in enumerate(np.asarray(draws.regions)[leaf].tolist())}
+    at = np.array([index.get(tuple(row), -1) for row in ranges.tolist()])
+    if (at < 0).any():
+        return None
+    return (np.asarray(draws.counts, np.float64)[leaf][at], np.asarray(draws.scales, np.float64)[leaf][at])
+
+
+def shape_counts(rel, shapes, ids=None, level: float = 0.95) -> ShapeCounts:
+    """Each public shape's count from `rel` (shapely polygons in WGS84, or a GeoJSON
+    FeatureCollection dict, or `load_shapes` output), with its noise interval and resolved share."""
+    if isinstance(shapes, dict):
+        ids_, shapes = _from_geojson(shapes)
+        ids = ids if ids is not None else ids_
+    shapes = np.asarray(shapes, dtype=object)
+    if shapes.size == 0:
+        raise ParameterError("no shapes given; expected one or more polygons")
+    ids = list(range(len(shapes))) if ids is None else list(ids)
+    d = rel.domain
+    clipped = shapely.intersection(shapely.make_valid(shapes), shapely.box(d.west, d.south, d.east, d.north))
+    boxes, ranges, values = _region_boxes(rel)
+    si, ri = shapely.STRtree(boxes).query(clipped, predicate="intersects")
+    part = shapely.area(shapely.intersection(clipped[si], boxes[ri]))
+    frac = part / shapely.area(boxes[ri])
+    n = len(shapes)
+    count = np.bincount(si, frac * values[ri], minlength=n)
+    area = shapely.area(clipped)
+    whole = np.bincount(si, part * (frac >= 1 - 1e-9), minlength=n)
+    resolved = np.divide(whole, area, out=np.zeros(n), where=area > 0)
+    lower, upper = np.full(n, np.nan), np.full(n, np.nan)
+    own = _own_draws(rel, ranges)
+    if own is not None:
+        draw, scale = own
+        centre = np.bincount(si, frac * draw[ri], minlength=n)
+        var = np.bincount(si, frac ** 2 * discrete_laplace_variance(scale[ri]), minlength=n)
+        order = np.argsort(si, kind="stable")
+        cuts = np.searchsorted(si[order], np.arange(n + 1))
+        for s in range(n):                        # one interval per shape (its terms are few or normal)
+            idx = order[cuts[s]:cuts[s + 1]]
+            h = noise_half_width(var[s], (frac[idx], scale[ri[idx]]), level, n_sim=SIMULATIONS)
+            lower[s], upper[s] = centre[s] - h, centre[s] + h
+    return ShapeCounts(ids, clipped, count, lower, upper, resolved, level)
+
+
+def _from_geojson(doc: dict) -> tuple[list, list]:
+    """(ids, polygons) of a FeatureCollection: the id from the feature's `id`, else a property
+    named id/name/code, else its position."""
+    feats = doc.get("features") if isinstance(doc, dict) else None
+    if not isinstance(feats, list) or not feats:
+        raise DataError("expected a GeoJSON FeatureCollection of Polygon or MultiPolygon features")
+    ids, polys = [], []
+    for k, f in enumerate(feats):
+        try:
+            g = shapely.geometry.shape(f["geometry"])
+        except (KeyError, TypeError, ValueError, AttributeError, shapely.errors.GEOSException):
+            raise DataError(f"feature {k} has no readable geometry; expected a Polygon or "
+                            "MultiPolygon in longitude/latitude") from None
+        if g.geom_type not in ("Polygon", "MultiPolygon"):
+            raise DataError(f"feature {k} is a {g.geom_type}; expected a Polygon or MultiPolygon")
+        props = f.get("properties") or {}
+        ids.append(f.get("id", next((props[k2] for k2 in ("id", "name", "code") if k2 in props), k)))
+        polys.append(g)
+    return ids, polys
+
+
+def load_shapes(source) -> tuple[list, np.ndarray]:
+    """(ids, polygons) from a GeoJSON file, text or bytes of public shapes (e.g. districts).
+    Invalid polygons are repaired (`make_valid`), empty ones refused."""
+    if isinstance(source, (bytes, bytearray)):
+        text = source.decode("utf-8-sig")
+    elif isinstance(source, str) and source.lstrip().startswith("{"):
+        text = source
+    else:
+        with open(source, encoding="utf-8-sig") as f:
+            text = f.read()
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        raise DataError("the shapes file is not JSON; expected a GeoJSON FeatureCollection of "
+                        "Polygon or MultiPolygon features") from None
+    ids, polys = _from_geojson(doc)
+    polys = shapely.make_valid(np.asarray(polys, dtype=object))
+    empty = shapely.is_empty(polys) | (shapely.area(polys) == 0)
+    if empty.any():
+        raise DataError(f"{int(empty.sum())} shape(s) have no area (the first: feature "
+                        f"{int(np.flatnonzero(empty)[0])}); expected polygons")
+    return ids, polys
+
+
+def h3_cells(domain: Domain, resolution: int) -> tuple[list, np.ndarray]:
+    """(H3 indexes, hexagons clipped to the box) of every H3 cell at `resolution` (0-15) that
+    meets the public box: they tile it, so their counts add up to the whole box's."""
+    from .geo import _need
+    h3 = _need("h3", "H3 hexagons")
+    if not (isinstance(resolution, (int, np.integer)) and 0 <= resolution <= 15):
+        raise ParameterError(f"H3 resolution must be a whole number from 0 to 15, got {resolution!r}")
+    edge = h3.average_hexagon_edge_length(resolution, unit="km") / 111.0 * 2    # degrees, generous
+    w, s, e, n = domain.west, domain.south, domain.east, domain.north
+    scale = max(np.cos(np.radians(max(abs(s), abs(n)))), 0.05)
+    poly = h3.LatLngPoly([(s - edge, w - edge / scale), (s - edge, e + edge / scale),
+                          (n + edge, e + edge / scale), (n + edge, w - edge / scale)])
+    cells = sorted(h3.polygon_to_cells(poly, resolution))
+    if len(cells) > 200_000:
+        raise ParameterError(f"H3 resolution {resolution} gives {len(cells):,} cells over this box; "
+                             "choose a coarser resolution (fewer, larger hexagons)")
+    hexes = shapely.polygons([[(lng, lat) for lat, lng in h3.cell_to_boundary(c)] for c in cells])
+    clipped = shapely.intersection(hexes, shapely.box(w, s, e, n))
+    keep = shapely.area(clipped) > 0
+    return [c for c, k in zip(cells, keep) if k], clipped[keep]

@@ -1,0 +1,120 @@
+"""Counts for public shapes and the geo ecosystem (issue 28): H3 hexagons and districts that
+tile the box add up to the whole box's answer, a shape equal to a released cell gets that cell,
+each shape carries an interval where the release states its noise; GeoDataFrames in another
+CRS, GeoParquet round trips, and refusals in words."""
+import numpy as np
+import pytest
+import shapely
+
+import dp
+from dp import shapes
+from dp.errors import DataError
+
+gpd = pytest.importorskip("geopandas", reason="the [geo] extra (geopandas) is not installed")
+pytest.importorskip("h3", reason="the [geo] extra (h3) is not installed")
+
+
+@pytest.fixture(scope="module")
+def city():
+    return dp.load_sample("small_city_5k")
+
+
+def _whole(rel):
+    d = rel.domain
+    return rel.answer(dp.Rect(d.west, d.south, d.east, d.north))
+
+
+@pytest.mark.parametrize("mech", ["privtree", "full_quadtree", "e2epriv", "dawa"])
+def test_h3_cells_tile_the_box_and_add_up_to_it(city, mech):
+    data, dom = city
+    rel = dp.release(mech, data, dom, 1.0, seed=np.random.default_rng(5))
+    ids, hexes = shapes.h3_cells(dom, 7)
+    assert len(set(ids)) == len(ids) > 100
+    assert shapely.area(shapely.union_all(hexes)) == pytest.approx(dom.width * dom.height, rel=1e-9)
+    sc = shapes.shape_counts(rel, hexes, ids)
+    assert sc.count.sum() == pytest.approx(_whole(rel), rel=1e-9, abs=1e-6)
+    if mech == "dawa":       # fitted jointly, no own draws kept: no interval, said by NaN
+        assert np.isnan(sc.lower).all()
+    else:                    # raw noisy counts (privtree, e2epriv) or the leaves' own draws
+        assert np.isfinite(sc.lower).all() and (sc.upper > sc.lower).all()
+
+
+def test_districts_tile_the_box_and_a_cell_shaped_district_gets_that_cell(city):
+    data, dom = city
+    rel = dp.release("e2epriv", data, dom, 1.0, seed=np.random.default_rng(2))
+    seeds = shapely.points(np.random.default_rng(0).uniform([dom.west, dom.south], [dom.east, dom.north], (30, 2)))
+    box = shapely.box(dom.west, dom.south, dom.east, dom.north)
+    districts = shapely.intersection(shapely.get_parts(shapely.voronoi_polygons(shapely.multipoints(seeds), extend_to=box)), box)
+    sc = shapes.shape_counts(rel, districts)
+    assert sc.count.sum() == pytest.approx(_whole(rel), rel=1e-9)
+    # one released cell as a shape: exactly its value, wholly resolved, its draw's exact interval
+    grid, ranges, values = rel.regions()
+    k = int(np.argmax(values))
+    r = ranges[k]
+    cell = shapely.box(grid.edges_x[r[2]], grid.edges_y[r[0]], grid.edges_x[r[3]], grid.edges_y[r[1]])
+    one = shapes.shape_counts(rel, [cell], ["the cell"])
+    assert one.count[0] == pytest.approx(values[k]) and one.resolved[0] == pytest.approx(1.0)
+    h = dp.noise.discrete_laplace_quantile(rel.region_noise_scales()[k], 0.95)
+    assert one.upper[0] - one.count[0] == pytest.approx(h, abs=1.0)    # simulated quantile, integer noise
+    # a district cutting cells is only partly resolved
+    assert 0 <= sc.resolved.min() < 1
+
+
+def test_shapes_export_as_geojson_and_geoparquet(city, tmp_path):
+    data, dom = city
+    rel = dp.release("privtree", data, dom, 1.0)
+    ids, hexes = shapes.h3_cells(dom, 6)
+    sc = shapes.shape_counts(rel, hexes, ids)
+    doc = sc.to_geojson()
+    assert [f["properties"]["id"] for f in doc["features"]] == ids
+    assert {"count", "lower", "upper", "level", "resolved"} <= set(doc["features"][0]["properties"])
+    sc.to_parquet(tmp_path / "hex.parquet")
+    back = gpd.read_parquet(tmp_path / "hex.parquet")
+    assert list(back["id"]) == ids and np.allclose(back["count"], np.round(sc.count, 3))
+    assert back.crs.equals("OGC:CRS84")
+    # a release's own regions, as a GeoDataFrame and GeoParquet
+    rel.to_parquet(tmp_path / "release.parquet")
+    cells = gpd.read_parquet(tmp_path / "release.parquet")
+    assert len(cells) == len(rel.regions()[2]) and cells["noisy_count"].sum() == pytest.approx(_whole(rel))
+
+
+def test_a_geodataframe_in_another_crs_loads_to_the_same_points(city):
+    data, _ = city
+    gdf = gpd.GeoDataFrame({"user": np.arange(data.n) % 7}, geometry=gpd.points_from_xy(data.x, data.y),
+                           crs="EPSG:4326")
+    projected = gdf.to_crs("EPSG:27700")                   # British National Grid, metres
+    back = dp.load_points(projected, user="user")
+    assert back.n == data.n and back.users
+    order = np.lexsort((data.y, data.x)), np.lexsort((back.y, back.x))
+    assert np.allclose(data.x[order[0]], back.x[order[1]], atol=1e-7)
+    assert np.allclose(data.y[order[0]], back.y[order[1]], atol=1e-7)
+
+
+def test_geoparquet_round_trip_and_refusals(city, tmp_path):
+    data, _ = city
+    gdf = gpd.GeoDataFrame(geometry=gpd.points_from_xy(data.x, data.y), crs="EPSG:4326").to_crs("EPSG:3857")
+    gdf.to_parquet(tmp_path / "pts.parquet")
+    back = dp.load_points(tmp_path / "pts.parquet")
+    assert back.n == data.n and back.report.columns["lon"] == "geometry"
+    assert np.allclose(np.sort(back.x), np.sort(data.x), atol=1e-7)
+    polys = gpd.GeoDataFrame(geometry=[shapely.box(0, 0, 1, 1)], crs="EPSG:4326")
+    polys.to_parquet(tmp_path / "polys.parquet")
+    with pytest.raises(DataError, match="Polygon geometries; expected points"):
+        dp.load_points(tmp_path / "polys.parquet")
+    metres = gpd.GeoDataFrame(geometry=gpd.points_from_xy([530000.0], [180000.0]))   # no CRS
+    with pytest.raises(DataError, match="no coordinate system"):
+        dp.load_points(metres)
+
+
+def test_shape_files_are_checked(tmp_path):
+    with pytest.raises(DataError, match="not JSON"):
+        shapes.load_shapes(b"lon,lat\n1,2\n")
+    with pytest.raises(DataError, match="is a Point; expected a Polygon"):
+        shapes.load_shapes('{"type": "FeatureCollection", "features": [{"type": "Feature", '
+                           '"geometry": {"type": "Point", "coordinates": [0, 0]}}]}')
+    bow = {"type": "Polygon", "coordinates": [[[0, 0], [1, 1], [1, 0], [0, 1], [0, 0]]]}   # self-crossing
+    ids, polys = shapes.load_shapes('{"type": "FeatureCollection", "features": [{"type": "Feature", '
+                                    f'"id": "d1", "geometry": {str(bow).replace(chr(39), chr(34))}}}]}}')
+    assert ids == ["d1"] and shapely.is_valid(polys[0]) and shapely.area(polys[0]) == pytest.approx(0.5)
+    with pytest.raises(dp.ParameterError, match="resolution"):
+        shapes.h3_cells(dp.PRESETS["London"], 16)
