@@ -7,8 +7,10 @@ A release from a file in one command, for scripts and pipelines:
 
 Progress and the ledger go to stderr, results to the named file (or stdout for `plan` and
 `mechanisms`). Exit codes: 0 done, 2 a wrong command line, 3 the input data refused, 4
-impossible parameters or budget, 5 the output could not be written. Messages name what was
-wrong and what is expected, never a value read from the data.
+impossible parameters or budget, 5 the output could not be written, 6 an optional package
+missing. Messages name what was wrong and what is expected. The files written hold only the
+release; stderr, read by the data owner who runs the command, may also say how much of the
+data falls inside the box.
 """
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ import numpy as np
 
 from .counts import load_counts
 from .domain import Domain
-from .errors import BudgetError, DataError, ParameterError
+from .errors import BudgetError, DataError, MissingExtra, ParameterError
 from .io import load_points
 from .mechanisms import mechanisms, release
 from .plan import plan, plannable
@@ -31,7 +33,7 @@ from .provenance import export_texts, software_version
 from .regions import load_regions
 from .typical_error import DEFAULT_POINTS
 
-EXIT_USAGE, EXIT_DATA, EXIT_PARAMS, EXIT_OUTPUT = 2, 3, 4, 5
+EXIT_USAGE, EXIT_DATA, EXIT_PARAMS, EXIT_OUTPUT, EXIT_MISSING = 2, 3, 4, 5, 6
 
 
 class CliError(Exception):
@@ -109,8 +111,27 @@ def _ledger_lines(rel) -> list[str]:
     return ["ledger:", *rows, f"  total ε {rel.ledger.total:.6g} of {rel.epsilon:g}"]
 
 
+def _shapes_first(args):
+    """The public shapes asked for, read and checked before anything is released (and so
+    before anything is spent): (ids, polygons) or None."""
+    if args.shapes is None and args.h3 is None:
+        return None
+    if args.shapes is not None and args.h3 is not None:
+        raise CliError("give either --shapes or --h3, not both", EXIT_USAGE)
+    if not args.shapes_output:
+        raise CliError("--shapes and --h3 need --shapes-output FILE (.geojson or .parquet)", EXIT_USAGE)
+    from . import shapes
+    return (shapes.h3_cells(domain_of(args.domain), args.h3) if args.h3 is not None
+            else shapes.load_shapes(args.shapes))
+
+
 def cmd_release(args) -> int:
     domain = domain_of(args.domain)
+    spec = mechanisms()[args.mechanism]
+    if not spec.private and not args.allow_non_private:
+        raise CliError(f"{args.mechanism} is NOT differentially private (a reference for "
+                       "comparisons): add --allow-non-private to write it anyway, labelled so", EXIT_USAGE)
+    wanted = _shapes_first(args)
     _progress(f"reading {args.data} …", args.quiet)
     data = _load(args)
     for note in getattr(data.report, "warnings", []) or []:
@@ -124,30 +145,30 @@ def cmd_release(args) -> int:
     _write(args.output, geojson)
     if args.metadata:
         _write(args.metadata, meta)
-    if args.shapes or args.h3 is not None:
-        _write_shapes(rel, args)
     for line in _ledger_lines(rel):
         _progress(line, args.quiet)
+    if not rel.private:
+        _progress("warning: this release is NOT differentially private (labelled so in its file)", False)
+    if wanted is not None:
+        _write_shapes(rel, args, *wanted)
     _progress(f"wrote {args.output}" + (f" and {args.metadata}" if args.metadata else ""), args.quiet)
     return 0
 
 
-def _write_shapes(rel, args):
-    """The release's counts per public shape (a GeoJSON of districts, or H3 cells over the box),
-    post-processing of the release: GeoJSON or GeoParquet by the file's extension."""
+def _write_shapes(rel, args, ids, polys):
+    """The release's counts per public shape, post-processing of the release: GeoJSON, or
+    GeoParquet when the file name ends in .parquet."""
     from . import shapes
-    if not args.shapes_output:
-        raise CliError("--shapes and --h3 need --shapes-output FILE (.geojson or .parquet)", EXIT_USAGE)
-    ids, polys = (shapes.h3_cells(rel.domain, args.h3) if args.h3 is not None
-                  else shapes.load_shapes(args.shapes))
     counts = shapes.shape_counts(rel, polys, ids)
     if args.shapes_output.lower().endswith(".parquet"):
+        import pyarrow as pa
         try:
             counts.to_parquet(args.shapes_output)
-        except OSError as e:
-            raise CliError(f"{args.shapes_output}: could not write ({e.strerror or e})", EXIT_OUTPUT) from None
+        except (OSError, pa.ArrowException) as e:
+            raise CliError(f"{args.shapes_output}: could not write ({getattr(e, 'strerror', None) or e})",
+                           EXIT_OUTPUT) from None
     else:
-        _write(args.shapes_output, json.dumps(counts.to_geojson()))
+        _write(args.shapes_output, json.dumps(counts.to_geojson(), default=str))
     _progress(f"wrote {args.shapes_output}: {len(ids):,} shapes, each with its count, a "
               f"{counts.level:.0%} noise interval and the share the release resolves", args.quiet)
 
@@ -164,11 +185,12 @@ def cmd_aggregate(args) -> int:
             _progress(f"counting … {pct}%", args.quiet)
     counts = aggregate(args.source, domain, args.cells, lon=args.lon, lat=args.lat, user=args.user,
                        max_points_per_user=args.max_points_per_user, progress=progress)
+    out = args.output if args.output.lower().endswith(".npz") else args.output + ".npz"
     try:
-        counts.save(args.output)
+        counts.save(out)
     except OSError as e:
-        raise CliError(f"{args.output}: could not write ({e.strerror or e})", EXIT_OUTPUT) from None
-    _progress(f"wrote {args.output}: counts on a {counts.counts.shape[1]} x {counts.counts.shape[0]} "
+        raise CliError(f"{out}: could not write ({e.strerror or e})", EXIT_OUTPUT) from None
+    _progress(f"wrote {out}: counts on a {counts.counts.shape[1]} x {counts.counts.shape[0]} "
               "grid (owner only: exact counts, not a release)", args.quiet)
     return 0
 
@@ -236,6 +258,8 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--shapes-output", metavar="FILE",
                    help="where the shapes' counts go: .geojson or .parquet (GeoParquet)")
     r.add_argument("--regions", action="store_true", help="the file holds one region per user")
+    r.add_argument("--allow-non-private", action="store_true",
+                   help="write a mechanism that is NOT private (a reference), labelled so")
     for flag, text in cols:
         r.add_argument(flag, help=text)
     r.add_argument("--max-points-per-user", type=int, help="the user-level bound k")
@@ -291,3 +315,6 @@ def main(argv=None) -> int:
     except (ParameterError, BudgetError) as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_PARAMS
+    except MissingExtra as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_MISSING

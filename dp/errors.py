@@ -27,3 +27,7 @@ def positive_finite(what: str, value) -> float:
     if not (v > 0 and math.isfinite(v)):
         raise ParameterError(f"{what} must be positive and finite, got {value!r}")
     return v
+
+
+class MissingExtra(ImportError):
+    """An optional package is not installed; the message names the extra that provides it."""

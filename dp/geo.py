@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import shapely
 
-from .errors import DataError
+from .errors import DataError, MissingExtra
 
 WGS84 = ("OGC:CRS84", "EPSG:4326", "WGS 84", "WGS84")
 GEO_EXTRA = 'install the geo extra: pip install -e ".[geo]" (geopandas, pyproj, h3)'
@@ -26,7 +26,7 @@ def _need(module: str, what: str):
     try:
         return __import__(module)
     except ImportError:
-        raise DataError(f"{what} needs the {module} package; {GEO_EXTRA}") from None
+        raise MissingExtra(f"{what} needs the {module} package; {GEO_EXTRA}") from None
 
 
 def _is_wgs84(crs) -> bool:
@@ -36,11 +36,20 @@ def _is_wgs84(crs) -> bool:
     if isinstance(crs, str) and crs.strip().upper() in WGS84:
         return True
     if isinstance(crs, dict):
-        ident = crs.get("id") or {}
+        ident = crs.get("id") if isinstance(crs.get("id"), dict) else {}
         if (ident.get("authority"), str(ident.get("code"))) in (("OGC", "CRS84"), ("EPSG", "4326")):
             return True
+    return _crs(crs).equals(_crs("OGC:CRS84"))
+
+
+def _crs(crs):
+    """A pyproj CRS, or a DataError saying the coordinate system could not be read."""
     pyproj = _need("pyproj", "a coordinate system other than WGS84")
-    return pyproj.CRS.from_user_input(crs).equals(pyproj.CRS.from_user_input("OGC:CRS84"))
+    try:
+        return pyproj.CRS.from_user_input(crs)
+    except (pyproj.exceptions.CRSError, TypeError, ValueError):
+        raise DataError("the coordinate system given with the points could not be read; expected "
+                        "one pyproj knows (e.g. EPSG:4326 or a PROJJSON object)") from None
 
 
 def to_wgs84(x, y, crs):
@@ -48,7 +57,7 @@ def to_wgs84(x, y, crs):
     if _is_wgs84(crs):
         return np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
     pyproj = _need("pyproj", "reprojecting to WGS84")
-    t = pyproj.Transformer.from_crs(pyproj.CRS.from_user_input(crs), "OGC:CRS84", always_xy=True)
+    t = pyproj.Transformer.from_crs(_crs(crs), "OGC:CRS84", always_xy=True)
     lon, lat = t.transform(np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64))
     return np.asarray(lon, dtype=np.float64), np.asarray(lat, dtype=np.float64)
 
@@ -62,13 +71,18 @@ def _point_xy(geoms: np.ndarray, what: str) -> tuple[np.ndarray, np.ndarray]:
         name = shapely.GeometryType(int(kinds[other][0])).name.title()
         raise DataError(f"the {what} holds {name} geometries; expected points (one per row). "
                         "Regions, one per user, load with dp.load_regions")
-    return shapely.get_x(geoms), shapely.get_y(geoms)
+    empty = (kinds == -1) | shapely.is_empty(geoms)       # missing or POINT EMPTY: dropped later
+    x, y = np.full(len(geoms), np.nan), np.full(len(geoms), np.nan)
+    x[~empty], y[~empty] = shapely.get_x(geoms[~empty]), shapely.get_y(geoms[~empty])
+    return x, y
 
 
 def geodataframe_table(gdf, user=None) -> bytes:
     """A GeoDataFrame of points as Parquet bytes with lon, lat (WGS84) and user columns, for
     `dp.load_points` to check like any file. A frame without a CRS is taken as WGS84 when its
     coordinates could be degrees, and refused otherwise."""
+    if len(gdf) == 0:
+        raise DataError("the GeoDataFrame has no rows; expected one point per row")
     geoms = np.asarray(gdf.geometry.values, dtype=object)
     x, y = _point_xy(geoms, "GeoDataFrame")
     if gdf.crs is None:
@@ -97,6 +111,8 @@ def geoparquet_points(pf: pq.ParquetFile, user_index, max_rows: int):
         meta = json.loads(pf.schema_arrow.metadata[b"geo"])
         col = meta["primary_column"]
         spec = meta["columns"][col]
+        if not isinstance(spec, dict) or col not in pf.schema_arrow.names:
+            raise TypeError
     except (ValueError, KeyError, TypeError):
         raise DataError("the file's GeoParquet metadata is damaged; expected GeoParquet 1.x with "
                         "a primary geometry column") from None

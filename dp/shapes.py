@@ -26,11 +26,12 @@ from dataclasses import dataclass
 import numpy as np
 import shapely
 
-from .domain import Domain
+from .domain import Domain, Projection
 from .errors import DataError, ParameterError
 from .mechanisms.base import noise_half_width
 from .noise import discrete_laplace_variance
 
+MAX_H3_CELLS = 200_000    # refused above: estimated from the box's area before listing any
 SIMULATIONS = 4000        # per shape with at most MC_MAX_TERMS draws: its quantile to about 1%
 
 
@@ -45,6 +46,7 @@ class ShapeCounts:
     upper: np.ndarray
     resolved: np.ndarray
     level: float
+    provenance: dict | None = None      # the release's (`dp.provenance`), carried by the GeoJSON
 
     def rows(self) -> list[dict]:
         """The properties of each shape, as exported."""
@@ -58,6 +60,8 @@ class ShapeCounts:
 
     def to_geojson(self) -> dict:
         return {"type": "FeatureCollection",
+                "properties": {"counts_of": "public shapes, from the release below (post-processing)",
+                               "provenance": self.provenance},
                 "features": [{"type": "Feature", "properties": p,
                               "geometry": json.loads(shapely.to_geojson(g))}
                              for p, g in zip(self.rows(), self.shapes)]}
@@ -110,7 +114,7 @@ def shape_counts(rel, shapes, ids=None, level: float = 0.95) -> ShapeCounts:
     shapes = np.asarray(shapes, dtype=object)
     if shapes.size == 0:
         raise ParameterError("no shapes given; expected one or more polygons")
-    ids = list(range(len(shapes))) if ids is None else list(ids)
+    ids = [str(i) for i in (range(len(shapes)) if ids is None else ids)]
     d = rel.domain
     clipped = shapely.intersection(shapely.make_valid(shapes), shapely.box(d.west, d.south, d.east, d.north))
     boxes, ranges, values = _region_boxes(rel)
@@ -134,7 +138,8 @@ def shape_counts(rel, shapes, ids=None, level: float = 0.95) -> ShapeCounts:
             idx = order[cuts[s]:cuts[s + 1]]
             h = noise_half_width(var[s], (frac[idx], scale[ri[idx]]), level, n_sim=SIMULATIONS)
             lower[s], upper[s] = centre[s] - h, centre[s] + h
-    return ShapeCounts(ids, clipped, count, lower, upper, resolved, level)
+    from .provenance import provenance
+    return ShapeCounts(ids, clipped, count, lower, upper, resolved, level, provenance(rel))
 
 
 def _from_geojson(doc: dict) -> tuple[list, list]:
@@ -161,13 +166,19 @@ def _from_geojson(doc: dict) -> tuple[list, list]:
 def load_shapes(source) -> tuple[list, np.ndarray]:
     """(ids, polygons) from a GeoJSON file, text or bytes of public shapes (e.g. districts).
     Invalid polygons are repaired (`make_valid`), empty ones refused."""
-    if isinstance(source, (bytes, bytearray)):
-        text = source.decode("utf-8-sig")
-    elif isinstance(source, str) and source.lstrip().startswith("{"):
-        text = source
-    else:
-        with open(source, encoding="utf-8-sig") as f:
-            text = f.read()
+    try:
+        if isinstance(source, (bytes, bytearray)):
+            text = source.decode("utf-8-sig")
+        elif isinstance(source, str) and source.lstrip().startswith("{"):
+            text = source
+        else:
+            with open(source, encoding="utf-8-sig") as f:
+                text = f.read()
+    except UnicodeDecodeError:
+        raise DataError("the shapes file is not UTF-8 text; expected a GeoJSON FeatureCollection") from None
+    except OSError as e:
+        raise DataError(f"the shapes file could not be read ({e.strerror or e}); expected a GeoJSON "
+                        "FeatureCollection of Polygon or MultiPolygon features") from None
     try:
         doc = json.loads(text)
     except ValueError:
@@ -182,6 +193,15 @@ def load_shapes(source) -> tuple[list, np.ndarray]:
     return ids, polys
 
 
+def _unwrapped(boundary) -> list[tuple[float, float]]:
+    """(lon, lat) corners of an H3 cell; a cell across the antimeridian gets continuous
+    longitudes (its western corners + 360°) instead of a ring spanning the globe."""
+    lng = np.array([p[1] for p in boundary])
+    if lng.max() - lng.min() > 180:
+        lng = np.where(lng < 0, lng + 360.0, lng)
+    return [(x, p[0]) for x, p in zip(lng, boundary)]
+
+
 def h3_cells(domain: Domain, resolution: int) -> tuple[list, np.ndarray]:
     """(H3 indexes, hexagons clipped to the box) of every H3 cell at `resolution` (0-15) that
     meets the public box: they tile it, so their counts add up to the whole box's."""
@@ -189,16 +209,21 @@ def h3_cells(domain: Domain, resolution: int) -> tuple[list, np.ndarray]:
     h3 = _need("h3", "H3 hexagons")
     if not (isinstance(resolution, (int, np.integer)) and 0 <= resolution <= 15):
         raise ParameterError(f"H3 resolution must be a whole number from 0 to 15, got {resolution!r}")
-    edge = h3.average_hexagon_edge_length(resolution, unit="km") / 111.0 * 2    # degrees, generous
     w, s, e, n = domain.west, domain.south, domain.east, domain.north
-    scale = max(np.cos(np.radians(max(abs(s), abs(n)))), 0.05)
-    poly = h3.LatLngPoly([(s - edge, w - edge / scale), (s - edge, e + edge / scale),
-                          (n + edge, e + edge / scale), (n + edge, w - edge / scale)])
-    cells = sorted(h3.polygon_to_cells(poly, resolution))
-    if len(cells) > 200_000:
-        raise ParameterError(f"H3 resolution {resolution} gives {len(cells):,} cells over this box; "
-                             "choose a coarser resolution (fewer, larger hexagons)")
-    hexes = shapely.polygons([[(lng, lat) for lat, lng in h3.cell_to_boundary(c)] for c in cells])
+    if e - w > 180:
+        raise ParameterError("H3 cells need a box less than 180° wide (a wider one wraps); "
+                             "use a smaller box")
+    p = Projection(domain)
+    area_km2 = domain.width * p.mx * domain.height * p.my / 1e6
+    estimate = area_km2 / h3.average_hexagon_area(resolution, unit="km^2")
+    if estimate > MAX_H3_CELLS:
+        raise ParameterError(f"H3 resolution {resolution} gives about {estimate:,.0f} cells over this "
+                             f"box, above {MAX_H3_CELLS:,}; choose a coarser resolution")
+    box = h3.LatLngPoly([(s, w), (s, e), (n, e), (n, w)])
+    cells = sorted(h3.polygon_to_cells_experimental(box, resolution, contain="overlap"))
+    # each cell on its own: pentagons and cells crossing an icosahedron edge have 5 or 7+ corners
+    hexes = shapely.make_valid(np.array([shapely.Polygon(_unwrapped(h3.cell_to_boundary(c))) for c in cells],
+                                        dtype=object))
     clipped = shapely.intersection(hexes, shapely.box(w, s, e, n))
     keep = shapely.area(clipped) > 0
     return [c for c, k in zip(cells, keep) if k], clipped[keep]

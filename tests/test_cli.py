@@ -54,13 +54,31 @@ def test_release_counted_in_h3_cells_and_districts(sample_csv, tmp_path):
     assert cli.main(["release", str(sample_csv), "-m", "ug", "-e", "1", "-d", "London", "-o", str(out),
                      "--shapes", str(districts), "--shapes-output", str(tmp_path / "d.geojson"), "-q"]) == 0
     assert json.loads((tmp_path / "d.geojson").read_text())["features"][0]["properties"]["id"] == "west"
-    assert cli.main(["release", str(sample_csv), "-m", "ug", "-e", "1", "-d", "London", "-o", str(out),
-                     "--h3", "6"]) == cli.EXIT_USAGE
+    # shapes are checked before anything is released or written
+    fresh = tmp_path / "not_written.geojson"
+    for extra, code in ((["--h3", "6"], cli.EXIT_USAGE),
+                        (["--h3", "6", "--shapes", str(districts), "--shapes-output", "x.geojson"], cli.EXIT_USAGE),
+                        (["--h3", "16", "--shapes-output", "x.geojson"], cli.EXIT_PARAMS),
+                        (["--shapes", str(tmp_path / "none.geojson"), "--shapes-output", "x.geojson"], cli.EXIT_DATA)):
+        assert cli.main(["release", str(sample_csv), "-m", "ug", "-e", "1", "-d", "London", "-o", str(fresh),
+                         *extra]) == code
+        assert not fresh.exists()
+
+
+def test_a_non_private_mechanism_needs_saying_so(sample_csv, tmp_path, capsys):
+    out = tmp_path / "exact.geojson"
+    args = ["release", str(sample_csv), "-m", "best_nonpriv", "-e", "1", "-d", "London", "-o", str(out)]
+    assert cli.main(args) == cli.EXIT_USAGE and not out.exists()
+    assert "NOT differentially private" in capsys.readouterr().err
+    assert cli.main(args + ["--allow-non-private", "-q"]) == 0
+    assert "NOT differentially private" in capsys.readouterr().err          # said even when quiet
+    assert json.loads(out.read_text())["properties"]["differentially_private"] is False
 
 
 def test_counts_then_release_and_a_box_typed(sample_csv, tmp_path):
     counts, out = tmp_path / "counts.npz", tmp_path / "r.geojson"
-    assert cli.main(["aggregate", str(sample_csv), "-d", "London", "--cells", "128", "-o", str(counts), "-q"]) == 0
+    assert cli.main(["aggregate", str(sample_csv), "-d", "London", "--cells", "128", "-o",
+                     str(tmp_path / "counts"), "-q"]) == 0                        # .npz added
     assert dp.load_counts(counts).counts.sum() > 0
     assert cli.main(["release", str(counts), "-m", "full_quadtree", "-e", "0.5",
                      "--domain=-0.35,51.35,0.15,51.65", "-p", "base_cells=128", "-o", str(out), "-q"]) == 0
