@@ -67,6 +67,7 @@ GROW_BOX = "grow-box"              # tree releases: "watch it grow" depth contro
 GROW_DEPTH = "grow-depth"
 GROW_PLAY = "grow-play"
 GROW_TIMER = "grow-timer"
+GROW_DRAWN = "grow-drawn"            # the depth the map last finished drawing (Play waits for it)
 SERIES_BOX = "series-box"          # series of grids: which grid is shown
 SERIES_PICK = "series-pick"
 EULER_BOX = "euler-box"            # consistency stages of Euler histograms

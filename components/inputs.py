@@ -154,6 +154,7 @@ STORES = {
                        "the tour's noise margins"),
     ids.SERVER_JOB: (Either((None, Record({"id": TEXT, "text": TEXT}))),
                      "a counting job this server started"),
+    ids.GROW_DRAWN: (Either((None, COUNT)), "a tree depth, or nothing"),
 }
 
 POSITION = Row((NUMBER, NUMBER))

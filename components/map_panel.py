@@ -68,6 +68,7 @@ def layout(config: dict) -> html.Div:
                                 tooltip={"placement": "bottom", "always_visible": False}),
                      className="grow-slider", **{"data-a11y-label": "tree depth shown"}),
             dcc.Interval(id=ids.GROW_TIMER, interval=700, disabled=True),
+            dcc.Store(id=ids.GROW_DRAWN),
         ]),
         html.Div(id=ids.SERIES_BOX, hidden=True, className="grow-box", children=[
             html.Span("Grid shown (0 = all grids averaged, the published estimate)", className="grow-label"),
@@ -357,6 +358,7 @@ def layers(sid: str, key: str, layer: str, stage, depth, series: int, extras, to
 def register_callbacks(app, config: dict):
     @app.callback(Output(ids.MAP_LAYERS, "children"), Output(ids.MAP_GRID_STORE, "data"),
                   Output(ids.MAP, "viewport"), Output(ids.MAP_LEGEND, "children"),
+                  Output(ids.GROW_DRAWN, "data"),
                   Input(ids.RELEASE, "data"), Input(ids.MAP_LAYER_PICK, "value"),
                   Input(ids.MAP_POINTS_TOGGLE, "value"), Input(ids.GROW_DEPTH, "value"),
                   Input(ids.SERIES_PICK, "value"), Input(ids.EULER_STAGE, "value"),
@@ -364,18 +366,19 @@ def register_callbacks(app, config: dict):
     def draw(rinfo, layer, toggles, depth, series, stage, extras, domain_info):
         sid = state.session_id()
         if not rinfo:
-            return no_release_view(domain_info)
+            return *no_release_view(domain_info), None
         if set(ctx.triggered_prop_ids) == {f"{ids.DOMAIN}.data"}:   # a new box alone: keep the release
-            return no_update, no_update, no_update, no_update
+            return no_update, no_update, no_update, no_update, no_update
         fresh = f"{ids.RELEASE}.data" in ctx.triggered_prop_ids     # a new release: fit the map to it
+        drawn = None if fresh else depth      # what Play's next step waits for (see `grow`)
         try:
             children, hover, legend, d = state.heavy_call(
                 layers, sid, rinfo["key"], layer, stage, None if fresh else depth,
                 0 if fresh else int(series or 0), extras, toggles, idempotent=True)
         except LookupError as exc:
-            return [], None, no_update, legend_note(str(exc))
+            return [], None, no_update, legend_note(str(exc)), drawn
         viewport = {"bounds": [[d.south, d.west], [d.north, d.east]]} if fresh else no_update
-        return children, hover, viewport, legend
+        return children, hover, viewport, legend, drawn
 
     @app.callback(Output(ids.MAP, "viewport", allow_duplicate=True),
                   Input(ids.MAP_ZOOM_DOMAIN, "n_clicks"), State(ids.DOMAIN, "data"),
@@ -392,12 +395,19 @@ def register_callbacks(app, config: dict):
                   Output(ids.GROW_DEPTH, "value"), Output(ids.GROW_TIMER, "disabled"),
                   Input(ids.RELEASE, "data"), Input(ids.GROW_PLAY, "n_clicks"),
                   Input(ids.GROW_TIMER, "n_intervals"),
-                  State(ids.GROW_DEPTH, "value"), State(ids.GROW_DEPTH, "max"))
-    def grow(rinfo, _play, _tick, depth, top):
+                  State(ids.GROW_DEPTH, "value"), State(ids.GROW_DEPTH, "max"),
+                  State(ids.GROW_DRAWN, "data"))
+    def grow(rinfo, _play, _tick, depth, top, drawn):
+        """Show or hide the depth control; Play goes back to the root and each tick of the timer
+        one level deeper, once the map has drawn the level shown: on a busy server a draw can
+        take longer than a tick, and Dash drops a draw still running when the next is asked for,
+        so ticking on regardless would show no level between the root and the full tree."""
         sid = state.session_id()
         if ctx.triggered_id == ids.GROW_PLAY:
             return no_update, no_update, 0, False
         if ctx.triggered_id == ids.GROW_TIMER:
+            if drawn != depth:                # this level is not on the map yet: wait a tick
+                return no_update, no_update, no_update, no_update
             nxt = min((depth or 0) + 1, top)
             return no_update, no_update, nxt, nxt >= top
         rel = current_release(sid, rinfo)

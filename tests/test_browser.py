@@ -512,7 +512,18 @@ def test_long_evaluation_can_be_cancelled(dash_duo):
     assert done < total == 50 * 3 * 3 * 3
 
 
-def test_tree_release_shows_leaves_and_grows_level_by_level(dash_duo):
+@pytest.mark.parametrize("draw_delay", [0.0, 1.0], ids=["fast-draws", "draws-slower-than-a-tick"])
+def test_tree_release_shows_leaves_and_grows_level_by_level(dash_duo, monkeypatch, draw_delay):
+    if draw_delay:      # a busy server: each level's map takes longer than Play's 0.7 s tick
+        from components import map_panel
+        from server import state
+        heavy_call = state.heavy_call
+
+        def slow(fn, *args, **kw):
+            if fn is map_panel.layers and args[4] is not None:     # a depth picked, not a release
+                time.sleep(draw_delay)
+            return heavy_call(fn, *args, **kw)
+        monkeypatch.setattr(state, "heavy_call", slow)
     start(dash_duo)
     use_demo_seed(dash_duo, release=False)
     dash_duo.select_dcc_dropdown(f"#{ids.MECHANISM}", value="PrivTree (Zhang et al.)")
