@@ -1,5 +1,6 @@
 """Shared test configuration: Chrome flags for headless runs on a machine without a network,
-and the fixtures several test modules use (an offline app, the 5k-point sample)."""
+and the fixtures several test modules use (an offline app, the 5k-point sample, dash_duo serving
+on a free port so that test processes running side by side (pytest -n) never share one)."""
 import pytest
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.remote.webdriver import WebDriver
@@ -7,6 +8,7 @@ from selenium.webdriver.remote.webelement import WebElement
 
 import dp
 from app import create_app
+from helpers import free_port
 
 
 class StepElement(WebElement):
@@ -41,6 +43,20 @@ class StepElement(WebElement):
 
 
 WebDriver._web_element_cls = StepElement
+
+
+@pytest.fixture
+def dash_duo(dash_duo):
+    """dash's dash_duo, each app it starts served on a port free right now: dash itself numbers
+    ports from a fixed one in each process, so two test processes would start on the same port
+    (the second one's server fails to bind, and its browser could open the first one's page)."""
+    start_server = dash_duo.start_server
+
+    def start_on_a_free_port(app, navigate=True, **kwargs):
+        kwargs.setdefault("port", free_port())
+        return start_server(app, navigate=navigate, **kwargs)
+    dash_duo.start_server = start_on_a_free_port
+    return dash_duo
 
 
 @pytest.fixture(scope="module")

@@ -50,7 +50,8 @@ def http_get(url: str):
 
 
 class Gunicorn:
-    """`python app.py` with 3 gunicorn workers on a free port, a store and accounts of its own."""
+    """`python app.py` with 3 gunicorn workers on a free port, a store, accounts and published
+    releases of its own (`extra` may name other folders: the last one given counts)."""
 
     def __init__(self, folder: Path, *extra: str):
         self.port, self.folder = free_port(), folder
@@ -58,7 +59,7 @@ class Gunicorn:
         self.proc = subprocess.Popen(
             [sys.executable, "app.py", "--port", str(self.port), "--workers", "3",
              "--store-dir", str(folder / "store"), "--accounts-dir", str(folder / "accounts"),
-             "--tiles-url", OFFLINE_TILES, *extra],
+             "--published-dir", str(folder / "published"), "--tiles-url", OFFLINE_TILES, *extra],
             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
     def wait_listening(self):

@@ -103,8 +103,8 @@ if FOLDER:
 
 
 class Server:
-    """`python app.py --workers 3` on a free port, its store and accounts in `folder`, the
-    faults of this file planted (armed by files in folder/faults)."""
+    """`python app.py --workers 3` on a free port, its store, accounts and published releases
+    in `folder`, the faults of this file planted (armed by files in folder/faults)."""
 
     def __init__(self, folder: Path, *extra: str):
         self.folder, self.port = folder, free_port()
@@ -118,7 +118,7 @@ class Server:
         self.proc = subprocess.Popen(
             [sys.executable, "app.py", "--port", str(self.port), "--workers", "3",
              "--store-dir", str(folder / "store"), "--accounts-dir", str(folder / "accounts"),
-             "--tiles-url", OFFLINE_TILES, *extra],
+             "--published-dir", str(folder / "published"), "--tiles-url", OFFLINE_TILES, *extra],
             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         wait_until(lambda: self.up() or self.proc.poll() is not None, timeout=90)
         assert self.proc.poll() is None, self.proc.stdout.read()

@@ -29,7 +29,7 @@ def test_app_py_serves_the_page_and_callbacks_from_gunicorn_workers(tmp_path):
     proc = subprocess.Popen(
         [sys.executable, "app.py", "--port", str(port), "--workers", "2",
          "--store-dir", str(tmp_path / "store"), "--accounts-dir", str(tmp_path / "accounts"),
-         "--tiles-url", "http://127.0.0.1:9/{z}/{x}/{y}.png"],
+         "--published-dir", str(tmp_path / "published"), "--tiles-url", "http://127.0.0.1:9/{z}/{x}/{y}.png"],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     base = f"http://127.0.0.1:{port}"
     try:
