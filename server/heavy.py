@@ -27,11 +27,13 @@ _setup: tuple = (None, ())
 _pool: ProcessPoolExecutor | None = None      # made on first use, so never before a fork
 
 
-def _start(initializer, initargs):
-    """A pool process: a lower priority than the request threads, a watch on its worker, then
+def _start(parent, initializer, initargs):
+    """A pool process: a lower priority than the request threads, a watch on its worker (the
+    process `parent` that made the pool: when a process starts slowly, its worker may be gone
+    already, and asking for its parent now would name the process that inherited it), then
     the caller's set-up."""
     os.nice(NICE)
-    threading.Thread(target=_end_with_parent, args=(os.getppid(),), daemon=True).start()
+    threading.Thread(target=_end_with_parent, args=(parent,), daemon=True).start()
     if initializer is not None:
         initializer(*initargs)
 
@@ -71,7 +73,8 @@ def _current() -> ProcessPoolExecutor | None:
     global _pool
     with _lock:
         if _workers and _pool is None:
-            _pool = ProcessPoolExecutor(max_workers=_workers, initializer=_start, initargs=_setup,
+            _pool = ProcessPoolExecutor(max_workers=_workers, initializer=_start,
+                                        initargs=(os.getpid(), *_setup),
                                         mp_context=multiprocessing.get_context("spawn"))
         return _pool
 

@@ -75,3 +75,24 @@ def _alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+def test_a_pool_process_ends_when_its_worker_is_killed_while_it_starts(tmp_path):
+    # the pool process is still importing its set-up (slow on a busy machine) when its worker
+    # dies: it must not take the worker's successor (init) for the worker it watches
+    (tmp_path / "slow_setup.py").write_text("import time\ntime.sleep(3)\n\ndef setup():\n    pass\n")
+    worker = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {str(tmp_path)!r})
+        import slow_setup
+        from server import heavy
+        heavy.configure(1, initializer=slow_setup.setup)
+        heavy.warm()
+        print(*heavy._current()._processes, flush=True)
+        import time; time.sleep(600)
+    """)], stdout=subprocess.PIPE, text=True, cwd=os.path.dirname(os.path.dirname(__file__)))
+    (child,) = map(int, worker.stdout.readline().split())
+    worker.kill()                                          # before the child ran its set-up
+    worker.wait()
+    wait_until(lambda: not _alive(child), timeout=30)
+    assert not _alive(child)

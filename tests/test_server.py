@@ -48,6 +48,6 @@ def test_app_py_serves_the_page_and_callbacks_from_gunicorn_workers(tmp_path):
             assert answer["response"][ids.QUERY_RANDOM_NOUN]["children"] == " random rectangles of "
     finally:
         proc.send_signal(signal.SIGTERM)
-        out, _ = proc.communicate(timeout=30)
+        out, _ = proc.communicate(timeout=60)      # busy: workers wait for pools still starting
     assert "gthread" in out and out.count("Booting worker") == 2
     assert (tmp_path / "accounts" / "session.key").exists()   # one signing key for every worker
