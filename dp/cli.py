@@ -111,7 +111,7 @@ def _ledger_lines(rel) -> list[str]:
     return ["ledger:", *rows, f"  total ε {rel.ledger.total:.6g} of {rel.epsilon:g}"]
 
 
-def _shapes_first(args):
+def _shapes_first(args, domain: Domain):
     """The public shapes asked for, read and checked before anything is released (and so
     before anything is spent): (ids, polygons) or None."""
     if args.shapes is None and args.h3 is None:
@@ -121,7 +121,7 @@ def _shapes_first(args):
     if not args.shapes_output:
         raise CliError("--shapes and --h3 need --shapes-output FILE (.geojson or .parquet)", EXIT_USAGE)
     from . import shapes
-    return (shapes.h3_cells(domain_of(args.domain), args.h3) if args.h3 is not None
+    return (shapes.h3_cells(domain, args.h3) if args.h3 is not None
             else shapes.load_shapes(args.shapes))
 
 
@@ -131,7 +131,7 @@ def cmd_release(args) -> int:
     if not spec.private and not args.allow_non_private:
         raise CliError(f"{args.mechanism} is NOT differentially private (a reference for "
                        "comparisons): add --allow-non-private to write it anyway, labelled so", EXIT_USAGE)
-    wanted = _shapes_first(args)
+    wanted = _shapes_first(args, domain)
     _progress(f"reading {args.data} …", args.quiet)
     data = _load(args)
     for note in getattr(data.report, "warnings", []) or []:
@@ -227,15 +227,23 @@ def _write(path: str, text: str):
         raise CliError(f"{path}: could not write ({e.strerror or e})", EXIT_OUTPUT) from None
 
 
+QUIET = {"action": "store_true", "help": "no progress or ledger on stderr"}
+
+
+def _point_options(cmd: argparse.ArgumentParser):
+    """The options of the commands that read points: columns, the user-level bound, --quiet."""
+    cmd.add_argument("--lon", help="the longitude column (found by name when omitted)")
+    cmd.add_argument("--lat", help="the latitude column (found by name when omitted)")
+    cmd.add_argument("--user", help="a user id column: each user keeps at most --max-points-per-user points")
+    cmd.add_argument("--max-points-per-user", type=int, help="the user-level bound k")
+    cmd.add_argument("--quiet", "-q", **QUIET)
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="python -m dp", description="Differentially private "
                                   "location statistics from the command line.")
     top.add_argument("--version", action="version", version=f"%(prog)s {software_version()}")
     sub = top.add_subparsers(dest="command", required=True)
-    quiet = {"action": "store_true", "help": "no progress or ledger on stderr"}
-    cols = (("--lon", "the longitude column (found by name when omitted)"),
-            ("--lat", "the latitude column (found by name when omitted)"),
-            ("--user", "a user id column: each user keeps at most --max-points-per-user points"))
 
     r = sub.add_parser("release", help="release a private histogram of a file",
                        description="Release a private histogram of a points CSV / GeoJSON / "
@@ -260,10 +268,7 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--regions", action="store_true", help="the file holds one region per user")
     r.add_argument("--allow-non-private", action="store_true",
                    help="write a mechanism that is NOT private (a reference), labelled so")
-    for flag, text in cols:
-        r.add_argument(flag, help=text)
-    r.add_argument("--max-points-per-user", type=int, help="the user-level bound k")
-    r.add_argument("--quiet", "-q", **quiet)
+    _point_options(r)
     r.set_defaults(run=cmd_release)
 
     a = sub.add_parser("aggregate", help="count a large file or many files out of core",
@@ -274,10 +279,7 @@ def parser() -> argparse.ArgumentParser:
     a.add_argument("--domain", "-d", required=True, help="the public box (as for release)")
     a.add_argument("--cells", type=int, default=1024, help="cells on the box's longer side")
     a.add_argument("--output", "-o", required=True, help="the .npz file to write")
-    for flag, text in cols:
-        a.add_argument(flag, help=text)
-    a.add_argument("--max-points-per-user", type=int, help="the user-level bound k")
-    a.add_argument("--quiet", "-q", **quiet)
+    _point_options(a)
     a.set_defaults(run=cmd_aggregate)
 
     p = sub.add_parser("plan", help="the ε each mechanism needs for an accuracy you state (free)",
@@ -293,7 +295,7 @@ def parser() -> argparse.ArgumentParser:
                    help="plan only these (repeatable; default: every one that can be forecast)")
     p.add_argument("--points", type=int, default=DEFAULT_POINTS,
                    help=f"the assumed number of points, a public guess ({DEFAULT_POINTS:,})")
-    p.add_argument("--quiet", "-q", **quiet)
+    p.add_argument("--quiet", "-q", **QUIET)
     p.set_defaults(run=cmd_plan)
 
     m = sub.add_parser("mechanisms", help="list the mechanisms and their settings")

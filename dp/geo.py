@@ -21,7 +21,7 @@ WGS84 = ("OGC:CRS84", "EPSG:4326", "WGS 84", "WGS84")
 GEO_EXTRA = 'install the geo extra: pip install -e ".[geo]" (geopandas, pyproj, h3)'
 
 
-def _need(module: str, what: str):
+def require(module: str, what: str):
     """Import an optional package, or say which extra provides it."""
     try:
         return __import__(module)
@@ -44,7 +44,7 @@ def _is_wgs84(crs) -> bool:
 
 def _crs(crs):
     """A pyproj CRS, or a DataError saying the coordinate system could not be read."""
-    pyproj = _need("pyproj", "a coordinate system other than WGS84")
+    pyproj = require("pyproj", "a coordinate system other than WGS84")
     try:
         return pyproj.CRS.from_user_input(crs)
     except (pyproj.exceptions.CRSError, TypeError, ValueError):
@@ -56,7 +56,7 @@ def to_wgs84(x, y, crs):
     """Longitude and latitude in degrees of coordinates in `crs` (pyproj, axis order x, y)."""
     if _is_wgs84(crs):
         return np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
-    pyproj = _need("pyproj", "reprojecting to WGS84")
+    pyproj = require("pyproj", "reprojecting to WGS84")
     t = pyproj.Transformer.from_crs(_crs(crs), "OGC:CRS84", always_xy=True)
     lon, lat = t.transform(np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64))
     return np.asarray(lon, dtype=np.float64), np.asarray(lat, dtype=np.float64)
@@ -104,7 +104,7 @@ def geodataframe_table(gdf, user=None) -> bytes:
     return out.getvalue()
 
 
-def geoparquet_points(pf: pq.ParquetFile, user_index, max_rows: int):
+def geoparquet_points(pf: pq.ParquetFile, user_index):
     """(x, y, the user column or None, the geometry column's name) of a GeoParquet file's
     primary geometry column, in WGS84; GeoParquet 1.x, WKB encoding."""
     try:
@@ -139,11 +139,11 @@ def geoparquet_points(pf: pq.ParquetFile, user_index, max_rows: int):
 
 def geodataframe(features: dict):
     """A GeoDataFrame (WGS84) of a GeoJSON FeatureCollection's features and properties."""
-    gpd = _need("geopandas", "a GeoDataFrame")
+    gpd = require("geopandas", "a GeoDataFrame")
     return gpd.GeoDataFrame.from_features(features["features"], crs="OGC:CRS84")
 
 
 def write_geoparquet(gdf, path) -> None:
     """A GeoDataFrame as GeoParquet (GeoPandas writes the 'geo' metadata)."""
-    _need("geopandas", "writing GeoParquet")
+    require("geopandas", "writing GeoParquet")
     gdf.to_parquet(path)

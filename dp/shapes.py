@@ -67,8 +67,8 @@ class ShapeCounts:
                              for p, g in zip(self.rows(), self.shapes)]}
 
     def to_geodataframe(self):
-        from .geo import _need
-        gpd = _need("geopandas", "a GeoDataFrame")
+        from .geo import require
+        gpd = require("geopandas", "a GeoDataFrame")
         return gpd.GeoDataFrame(self.rows(), geometry=list(self.shapes), crs="OGC:CRS84")
 
     def to_parquet(self, path) -> None:
@@ -86,14 +86,14 @@ def _region_boxes(rel) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return boxes, r, np.asarray(values, dtype=np.float64)
 
 
-def _own_draws(rel, ranges: np.ndarray):
+def _own_draws(rel, ranges: np.ndarray, values: np.ndarray):
     """(each region's own noisy count, its discrete Laplace scale) when the release has them,
     else None: raw noisy counts per region, or the leaves' draws kept before a joint fit."""
     if rel.zero_threshold() is not None:
         return None
     scales = rel.region_noise_scales()
     if scales is not None:
-        return np.asarray(rel.regions()[2], dtype=np.float64), np.asarray(scales, dtype=np.float64)
+        return values, np.asarray(scales, dtype=np.float64)
     draws = rel.node_draws()
     if draws is None:
         return None
@@ -127,7 +127,7 @@ def shape_counts(rel, shapes, ids=None, level: float = 0.95) -> ShapeCounts:
     whole = np.bincount(si, part * (frac >= 1 - 1e-9), minlength=n)
     resolved = np.divide(whole, area, out=np.zeros(n), where=area > 0)
     lower, upper = np.full(n, np.nan), np.full(n, np.nan)
-    own = _own_draws(rel, ranges)
+    own = _own_draws(rel, ranges, values)
     if own is not None:
         draw, scale = own
         centre = np.bincount(si, frac * draw[ri], minlength=n)
@@ -205,8 +205,8 @@ def _unwrapped(boundary) -> list[tuple[float, float]]:
 def h3_cells(domain: Domain, resolution: int) -> tuple[list, np.ndarray]:
     """(H3 indexes, hexagons clipped to the box) of every H3 cell at `resolution` (0-15) that
     meets the public box: they tile it, so their counts add up to the whole box's."""
-    from .geo import _need
-    h3 = _need("h3", "H3 hexagons")
+    from .geo import require
+    h3 = require("h3", "H3 hexagons")
     if not (isinstance(resolution, (int, np.integer)) and 0 <= resolution <= 15):
         raise ParameterError(f"H3 resolution must be a whole number from 0 to 15, got {resolution!r}")
     w, s, e, n = domain.west, domain.south, domain.east, domain.north

@@ -26,7 +26,7 @@ def _parse_parquet(src, lon, lat, user, max_rows):
     if pf.metadata.num_rows == 0:
         raise DataError("the Parquet file has columns but no rows; expected one point per row")
     if geo:                       # GeoParquet: the points are its primary geometry column
-        return _parse_geoparquet(pf, header, user, max_rows)
+        return _parse_geoparquet(pf, header, user)
     for i, role in ((ilon, "longitude"), (ilat, "latitude"), (iuser, "user id")):
         kind = None if i is None else pf.schema_arrow.field(i).type
         if kind is not None and not _plain(kind):
@@ -51,14 +51,14 @@ def _parse_parquet(src, lon, lat, user, max_rows):
     return _checked(x, y, uid, "Parquet", len(x), cols, dropped, first_bad, bad, generic)
 
 
-def _parse_geoparquet(pf, header, user, max_rows):
+def _parse_geoparquet(pf, header, user):
     """Points from a GeoParquet file's geometry (any CRS, reprojected to WGS84: `dp.geo`)."""
     from ..geo import geoparquet_points
     iuser = _find_column(header, user, USER_NAMES, "user id")
     if iuser is not None and not _plain(pf.schema_arrow.field(iuser).type):
         raise DataError(f"the user id column {header[iuser]!r} holds values of type "
                         f"{pf.schema_arrow.field(iuser).type}; expected numbers or text, one value per row")
-    x, y, uid, col = geoparquet_points(pf, iuser, max_rows)
+    x, y, uid, col = geoparquet_points(pf, iuser)
     cols = {"lon": col, "lat": col, **({"user": header[iuser]} if iuser is not None else {})}
     uid = None if uid is None else uid.cast(pa.string())
     return _checked(x, y, uid, "GeoParquet", len(x), cols, {}, {}, np.zeros(len(x), bool), False)
