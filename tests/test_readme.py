@@ -1,4 +1,5 @@
-"""The README's Python example runs as written and its claims about the ledger hold."""
+"""The Python examples of the README and the docs run as written, their claims about the ledger
+hold, and the test command they show is the one CI runs."""
 import re
 import tomllib
 from pathlib import Path
@@ -10,13 +11,15 @@ from dp import cli
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
+PYTHON_API = ROOT / "docs" / "python-api.md"      # the longer examples
 
 
-def test_readme_python_example_runs():
-    code = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
-    assert code, "README has no python example"
+@pytest.mark.parametrize("page", [README, PYTHON_API], ids=lambda p: p.name)
+def test_readme_python_example_runs(page):
+    code = re.findall(r"```python\n(.*?)```", page.read_text(), re.S)
+    assert code, f"{page.name} has no python example"
     scope: dict = {}
-    exec(compile(code[0].replace("print(", "(lambda *a: None)("), "README.md", "exec"), scope)
+    exec(compile(code[0].replace("print(", "(lambda *a: None)("), page.name, "exec"), scope)
     rel, rect = scope["rel"], scope["rect"]
     assert abs(rel.ledger.total - 1.0) < 1e-12          # "sums to 1.0"
     lo, hi = rel.interval(rect)
@@ -24,10 +27,12 @@ def test_readme_python_example_runs():
     assert scope["geojson"]["features"]
 
 
-def test_readme_test_command_is_what_ci_runs():
-    ci = (Path(__file__).resolve().parents[1] / ".ci" / "run").read_text()
+@pytest.mark.parametrize("page", [README, ROOT / "docs" / "getting-started.md", ROOT / "docs" / "benchmarks.md"],
+                         ids=lambda p: p.name)
+def test_readme_test_command_is_what_ci_runs(page):
+    ci = (ROOT / ".ci" / "run").read_text()
     command = next(line for line in ci.splitlines() if line.startswith("(command -v chromedriver"))
-    assert command in README.read_text()
+    assert command in page.read_text()
 
 
 def test_readme_accountant_example_refuses_past_the_total():
@@ -36,7 +41,7 @@ def test_readme_accountant_example_refuses_past_the_total():
     import pytest
 
     import dp
-    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
+    blocks = re.findall(r"```python\n(.*?)```", PYTHON_API.read_text(), re.S)
     block = textwrap.dedent(next(b for b in blocks if "dp.Accountant(total=3)" in b))
     *first, last = block.strip().splitlines()
     data, domain = dp.load_sample("small_city_5k")
