@@ -15,7 +15,7 @@ threshold, or the full quadtree, which each win on different data (`benchmarks/R
   8 × 8 cells (exact counts): the matrices leave 70-92% of the cells below a tenth of the mean,
   the samples 0-2%; BeijingTaxiS, where the full quadtree wins at every ε, has 16% of its cells
   above the mean, checkin 9% (it wins up to ε 0.5) and cabspottingS 3% (up to 0.05). Those three
-  data sets set the table: a rule fitted on three cases, stated as such in the README.
+  data sets set the table: a rule fitted on three cases, stated as such in docs/mechanisms.md.
 - Release (the rest of ε): the chosen mechanism at its defaults. The ledger is the probe's
   entry followed by the chosen mechanism's, and sums to ε.
 """

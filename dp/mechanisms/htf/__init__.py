@@ -53,10 +53,11 @@ Implementation notes (see the spec for the [P]/[P-fix]/[REC] tags):
   the few the search compares) while one noisy value has sd ~13,200 at ε 0.1 (1,850 at ε 1),
   and the signal shrinks with the node, so below ~1e5-1e6 points per node the cut is close to
   random and often leaves a child a quarter of the side or less. On the DPBench matrices
-  midpoint had 1.7-5.5x lower error at ε 0.1 and 1 (README). Even the exact (non-private)
-  homogeneity cut at the top levels only did not beat midpoint there, so a rule that searches
-  only where the noisy count says the signal exceeds the noise was measured and not kept: it
-  still pays the partition budget and was worse than midpoint in every case.
+  midpoint had 1.7-5.5x lower error at ε 0.1 and 1 (docs/mechanisms.md, "HTF split rule").
+  Even the exact (non-private) homogeneity cut at the top levels only did not beat midpoint
+  there, so a rule that searches only where the noisy count says the signal exceeds the noise
+  was measured and not kept: it still pays the partition budget and was worse than midpoint in
+  every case.
   `root_split_snr` gives the owner the root's signal-to-noise ratio (non-private diagnostic).
 - Randomness: one numpy Generator per release, passed in; nothing here seeds a generator.
 """

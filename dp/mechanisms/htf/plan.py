@@ -14,7 +14,7 @@ from .split import OBJECTIVE_SENSITIVITY, SPLIT_GRID, split_noise_scale
 PAPER_EPS_HEIGHT = 1e-4          # [P] Sec. 5.2
 DEFAULT_SPLIT = (0.01, 0.15, 0.84)
 SPLIT_RULES = ("midpoint", "search")
-DEFAULT_SPLIT_RULE = "midpoint"  # share mode; chosen from the DPBench measurements (README)
+DEFAULT_SPLIT_RULE = "midpoint"  # share mode; measured on DPBench: docs/mechanisms.md
 
 
 # ------------------------------------------------------------------------- height and budgets
