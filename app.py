@@ -14,7 +14,7 @@ from dash import Dash, dcc, html
 import dp
 from components import (alerts, compare_panel, data_panel, evaluation_panel, export_panel, ids, inputs,
                         interactive_panel, ledger_panel, map_panel, mechanism_panel, plan_panel, public_page,
-                        queries_panel, server_files, share, steps, tour_panel)
+                        queries_panel, server_files, shapes_panel, share, steps, tour_panel)
 from server import heavy, jobs, memory, state, workspace
 from server.faults import Unavailable
 from server.store import FileStore
@@ -43,8 +43,8 @@ MIN_TOKEN_CHARS = 22         # 128 bits as URL-safe base64, what a random token 
 INSTANCE = Path(__file__).resolve().parent / "instance"
 ACCOUNTS_DIR, STORE_DIR, PUBLISHED_DIR = INSTANCE / "accounts", INSTANCE / "store", INSTANCE / "published"
 DEFAULT_WORKERS, DEFAULT_THREADS, DEFAULT_HEAVY = 3, 8, 1   # gunicorn's defaults on the command line
-PANELS = (alerts, data_panel, server_files, mechanism_panel, plan_panel, map_panel, queries_panel, compare_panel, ledger_panel,
-          export_panel, evaluation_panel, interactive_panel, share, tour_panel)
+PANELS = (alerts, data_panel, server_files, mechanism_panel, plan_panel, map_panel, queries_panel, shapes_panel,
+          compare_panel, ledger_panel, export_panel, evaluation_panel, interactive_panel, share, tour_panel)
 
 
 def serve_layout(config: dict):
@@ -79,7 +79,7 @@ def page_layout(config: dict):
                 "data": [data_panel.layout(config)],
                 "plan": [plan_panel.layout()],
                 "release": [mechanism_panel.layout(config)],
-                "explore": [queries_panel.layout(config)],
+                "explore": [queries_panel.layout(config), shapes_panel.layout(config)],
                 "evaluate": [compare_panel.layout(config), evaluation_panel.layout(config),
                              interactive_panel.layout(config)],
                 "publish": [ledger_panel.layout(config), export_panel.layout(config)]}),

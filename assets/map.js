@@ -58,6 +58,14 @@ window.dpMap = {
   valueTip: function (feature, layer) {
     layer.bindTooltip("noisy value " + feature.properties.value);
   },
+  /* Counts per district or hexagon: fill from the server's colour, its numbers on hover. */
+  shapeStyle: function (feature) {
+    return {fillColor: feature.properties.colour, fillOpacity: 0.75, color: "#3c4655", weight: 0.8,
+            opacity: 0.8};
+  },
+  shapeTip: function (feature, layer) {
+    layer.bindTooltip(feature.properties.tip, {sticky: true});
+  },
   point: function (feature, latlng) {
     return L.circleMarker(latlng, {radius: 2, color: "#222", weight: 0, fillOpacity: 0.6});
   }

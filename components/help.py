@@ -41,6 +41,21 @@ TEXTS = {
         "see what privacy costs where. They are never part of the export.",
         "Hover over a cell to read its published count and, for the owner, the true count.",
     ],
+    "shapes": [
+        "Counts per district or per hexagon are answered from the release shown, for free: each "
+        "released region gives its count to the shapes it overlaps, in proportion to the area "
+        "they share. Nothing new is drawn from the data and nothing is charged.",
+        "H3 hexagons are laid over the public box alone. Districts come from a file you upload "
+        "(GeoJSON or GeoParquet, any coordinate system): tick that they are public first, such as "
+        "published boundaries. Shapes drawn around the data, or over a box fitted to the data, "
+        "would give away where the data is, so a fitted box is refused.",
+        "The map colours each shape by its count per km², so large and small districts compare. "
+        "Hover a shape for its count, the 95% interval of the noise in it, and how much of it lies "
+        "in released regions wholly inside it (the rest is spread by area, which assumes people "
+        "are spread evenly inside each region).",
+        "The downloads hold every shape with its id (or H3 index), count, interval and resolved "
+        "share, and the release's provenance: GeoJSON, or GeoParquet for GeoPandas and GIS tools.",
+    ],
     "queries": [
         "Draw a rectangle with the ▭ tool on the map, or type its corners: the table compares the "
         "published answer with the true one, and the map labels each rectangle with its row (Q for "

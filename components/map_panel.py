@@ -97,6 +97,8 @@ def layout(config: dict) -> html.Div:
                        tile_layer(config),
                        world_outlines(),
                        dl.LayerGroup(id=ids.MAP_LAYERS),
+                       # counts per shape (components/shapes_panel) above the cells, below the borders
+                       dl.Pane(dl.LayerGroup(id=ids.SHAPES_LAYER), name="shapes", style={"zIndex": 420}),
                        dl.LayerGroup(id=ids.DRAWN),
                        rectangle_tool(ids.EDIT),
                        dl.ScaleControl(position="bottomleft"),
@@ -104,6 +106,7 @@ def layout(config: dict) -> html.Div:
             html.Div(id=ids.MAP_HOVER, className="hover-readout",
                      children="Hover over a cell to read its counts."),
             html.Div(id=ids.MAP_LEGEND, className="map-legend"),
+            html.Div(id=ids.SHAPES_LEGEND, className="map-legend shapes-legend"),
         ]),
         html.Div(id=ids.EULER_CHART_BOX, hidden=True, children=[
             dcc.Graph(id=ids.EULER_CHART, config={"displayModeBar": False}, style={"height": "220px"})]),

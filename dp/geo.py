@@ -18,7 +18,9 @@ import shapely
 from .errors import DataError, MissingExtra
 
 WGS84 = ("OGC:CRS84", "EPSG:4326", "WGS 84", "WGS84")
-GEO_EXTRA = 'install the geo extra: pip install -e ".[geo]" (geopandas, pyproj, h3)'
+GEOMETRY_TYPES = {0: "Point", 1: "LineString", 3: "Polygon", 4: "MultiPoint", 5: "MultiLineString",
+                  6: "MultiPolygon", 7: "GeometryCollection"}      # shapely's type ids, GeoParquet's names
+GEO_EXTRA = 'install the geo extra: pip install -e ".[geo]" (geopandas, pyproj)'
 
 
 def require(module: str, what: str):
@@ -104,9 +106,9 @@ def geodataframe_table(gdf, user=None) -> bytes:
     return out.getvalue()
 
 
-def geoparquet_points(pf: pq.ParquetFile, user_index):
-    """(x, y, the user column or None, the geometry column's name) of a GeoParquet file's
-    primary geometry column, in WGS84; GeoParquet 1.x, WKB encoding."""
+def _geometries(pf: pq.ParquetFile, extra: list[str], what: str):
+    """(geometries of a GeoParquet file's primary column, the table of it and `extra` columns,
+    the column's name, its CRS): GeoParquet 1.x, WKB encoding, read with pyarrow and shapely."""
     try:
         meta = json.loads(pf.schema_arrow.metadata[b"geo"])
         col = meta["primary_column"]
@@ -122,9 +124,8 @@ def geoparquet_points(pf: pq.ParquetFile, user_index):
     if "crs" in spec and spec["crs"] is None:
         raise DataError("the GeoParquet file says its coordinate system is unknown (crs: null); "
                         "write it again with one, e.g. gdf.set_crs('EPSG:4326').to_parquet(...)")
-    names = [col] + ([pf.schema_arrow.names[user_index]] if user_index is not None else [])
     try:
-        table = pf.read(columns=names)
+        table = pf.read(columns=[col] + [c for c in extra if c != col])
     except (pa.ArrowException, OSError):
         raise DataError("the Parquet file is damaged or truncated: its data could not be read; "
                         "expected a complete Parquet file (write it again)") from None
@@ -132,18 +133,45 @@ def geoparquet_points(pf: pq.ParquetFile, user_index):
         geoms = shapely.from_wkb(table.column(0).to_numpy(zero_copy_only=False), on_invalid="raise")
     except (shapely.errors.GEOSException, TypeError, ValueError):
         raise DataError(f"the GeoParquet geometry column {col!r} holds values that are not "
-                        "geometries; expected WKB points") from None
-    x, y = to_wgs84(*_point_xy(geoms, "GeoParquet file"), spec.get("crs"))
+                        f"geometries; expected WKB {what}") from None
+    return geoms, table, col, spec.get("crs")
+
+
+def geoparquet_points(pf: pq.ParquetFile, user_index):
+    """(x, y, the user column or None, the geometry column's name) of a GeoParquet file's
+    primary geometry column, in WGS84."""
+    extra = [pf.schema_arrow.names[user_index]] if user_index is not None else []
+    geoms, table, col, crs = _geometries(pf, extra, "points")
+    x, y = to_wgs84(*_point_xy(geoms, "GeoParquet file"), crs)
     return x, y, (table.column(1) if user_index is not None else None), col
+
+
+def geoparquet_polygons(pf: pq.ParquetFile) -> tuple[np.ndarray, dict]:
+    """(polygons in WGS84, the other columns as lists) of a GeoParquet file of shapes."""
+    geoms, table, col, crs = _geometries(pf, pf.schema_arrow.names, "polygons")
+    if not _is_wgs84(crs):
+        geoms = shapely.transform(geoms, lambda xy: np.column_stack(to_wgs84(xy[:, 0], xy[:, 1], crs)))
+    return geoms, {name: table.column(name).to_pylist() for name in table.column_names[1:]}
+
+
+def write_geoparquet(properties: list[dict], geometries, target) -> None:
+    """GeoParquet 1.1 (WKB; no "crs" key, which the standard reads as OGC:CRS84) of features'
+    properties and WGS84 geometries, to a path or a binary file: pyarrow and shapely alone, so
+    the app's light install writes it too."""
+    geoms = np.asarray(geometries, dtype=object)
+    names = list(dict.fromkeys(k for p in properties for k in p))
+    table = pa.table({**{k: [p.get(k) for p in properties] for k in names},
+                      "geometry": pa.array(shapely.to_wkb(geoms), pa.binary())})
+    types = sorted({GEOMETRY_TYPES[int(t)] for t in shapely.get_type_id(geoms)})
+    meta = {"version": "1.1.0", "primary_column": "geometry",
+            "columns": {"geometry": {"encoding": "WKB", "geometry_types": types,
+                                     "bbox": list(map(float, shapely.total_bounds(geoms)))}}}
+    table = table.replace_schema_metadata({**(table.schema.metadata or {}),
+                                           b"geo": json.dumps(meta).encode()})
+    pq.write_table(table, target)
 
 
 def geodataframe(features: dict):
     """A GeoDataFrame (WGS84) of a GeoJSON FeatureCollection's features and properties."""
     gpd = require("geopandas", "a GeoDataFrame")
     return gpd.GeoDataFrame.from_features(features["features"], crs="OGC:CRS84")
-
-
-def write_geoparquet(gdf, path) -> None:
-    """A GeoDataFrame as GeoParquet (GeoPandas writes the 'geo' metadata)."""
-    require("geopandas", "writing GeoParquet")
-    gdf.to_parquet(path)

@@ -20,6 +20,7 @@ around the data would leak it. `h3_cells` makes hexagons from the box alone.
 """
 from __future__ import annotations
 
+import io
 import json
 from dataclasses import dataclass
 
@@ -71,10 +72,10 @@ class ShapeCounts:
         gpd = require("geopandas", "a GeoDataFrame")
         return gpd.GeoDataFrame(self.rows(), geometry=list(self.shapes), crs="OGC:CRS84")
 
-    def to_parquet(self, path) -> None:
-        """GeoParquet, with the shape's id as a column."""
+    def to_parquet(self, target) -> None:
+        """GeoParquet (to a path or a binary file), with the shape's id as a column."""
         from .geo import write_geoparquet
-        write_geoparquet(self.to_geodataframe(), path)
+        write_geoparquet(self.rows(), self.shapes, target)
 
 
 def _region_boxes(rel) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -158,14 +159,54 @@ def _from_geojson(doc: dict) -> tuple[list, list]:
         if g.geom_type not in ("Polygon", "MultiPolygon"):
             raise DataError(f"feature {k} is a {g.geom_type}; expected a Polygon or MultiPolygon")
         props = f.get("properties") or {}
-        ids.append(f.get("id", next((props[k2] for k2 in ("id", "name", "code") if k2 in props), k)))
+        ids.append(f.get("id", next((props[k2] for k2 in ID_NAMES if k2 in props), k)))
         polys.append(g)
     return ids, polys
 
 
+ID_NAMES = ("id", "name", "code")       # a shape's id: its feature id, else the first of these
+
+
+def _from_geoparquet(source) -> tuple[list, list]:
+    """(ids, polygons in WGS84) of a GeoParquet file or its bytes."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from .geo import geoparquet_polygons
+    try:
+        pf = pq.ParquetFile(io.BytesIO(source) if isinstance(source, (bytes, bytearray)) else source)
+    except (pa.ArrowException, OSError):
+        raise DataError("the shapes file is not a readable Parquet file; expected GeoParquet (or "
+                        "GeoJSON) of Polygon or MultiPolygon features") from None
+    polys, columns = geoparquet_polygons(pf)
+    name = next((k for k in ID_NAMES if k in columns), None)
+    ids = columns[name] if name else list(range(len(polys)))
+    kinds = shapely.get_type_id(polys)
+    bad = ~np.isin(kinds, (3, 6))                       # Polygon, MultiPolygon
+    if bad.any():
+        k = int(np.flatnonzero(bad)[0])
+        what = "missing" if kinds[k] < 0 else f"a {polys[k].geom_type}"
+        raise DataError(f"shape {k} is {what}; expected a Polygon or MultiPolygon")
+    return ids, list(polys)
+
+
 def load_shapes(source) -> tuple[list, np.ndarray]:
-    """(ids, polygons) from a GeoJSON file, text or bytes of public shapes (e.g. districts).
-    Invalid polygons are repaired (`make_valid`), empty ones refused."""
+    """(ids, polygons) from a GeoJSON or GeoParquet file (a path, or its bytes; GeoJSON also as
+    text) of public shapes, e.g. districts. Invalid polygons are repaired (`make_valid`), empty
+    ones refused."""
+    parquet = (source[:4] == b"PAR1" if isinstance(source, (bytes, bytearray))
+               else str(source).lower().endswith(".parquet"))
+    ids, polys = _from_geoparquet(source) if parquet else _from_geojson(_geojson_doc(source))
+    polys = shapely.make_valid(np.asarray(polys, dtype=object))
+    empty = shapely.is_empty(polys) | (shapely.area(polys) == 0)
+    if empty.any():
+        raise DataError(f"{int(empty.sum())} shape(s) have no area (the first: feature "
+                        f"{int(np.flatnonzero(empty)[0])}); expected polygons")
+    return ids, polys
+
+
+def _geojson_doc(source) -> dict:
+    """The JSON document of a GeoJSON file, text or bytes."""
     try:
         if isinstance(source, (bytes, bytearray)):
             text = source.decode("utf-8-sig")
@@ -175,22 +216,16 @@ def load_shapes(source) -> tuple[list, np.ndarray]:
             with open(source, encoding="utf-8-sig") as f:
                 text = f.read()
     except UnicodeDecodeError:
-        raise DataError("the shapes file is not UTF-8 text; expected a GeoJSON FeatureCollection") from None
+        raise DataError("the shapes file is not UTF-8 text; expected a GeoJSON FeatureCollection "
+                        "(or a GeoParquet file)") from None
     except OSError as e:
         raise DataError(f"the shapes file could not be read ({e.strerror or e}); expected a GeoJSON "
                         "FeatureCollection of Polygon or MultiPolygon features") from None
     try:
-        doc = json.loads(text)
+        return json.loads(text)
     except ValueError:
         raise DataError("the shapes file is not JSON; expected a GeoJSON FeatureCollection of "
                         "Polygon or MultiPolygon features") from None
-    ids, polys = _from_geojson(doc)
-    polys = shapely.make_valid(np.asarray(polys, dtype=object))
-    empty = shapely.is_empty(polys) | (shapely.area(polys) == 0)
-    if empty.any():
-        raise DataError(f"{int(empty.sum())} shape(s) have no area (the first: feature "
-                        f"{int(np.flatnonzero(empty)[0])}); expected polygons")
-    return ids, polys
 
 
 def _unwrapped(boundary) -> list[tuple[float, float]]:
@@ -200,6 +235,15 @@ def _unwrapped(boundary) -> list[tuple[float, float]]:
     if lng.max() - lng.min() > 180:
         lng = np.where(lng < 0, lng + 360.0, lng)
     return [(x, p[0]) for x, p in zip(lng, boundary)]
+
+
+def h3_estimate(domain: Domain, resolution: int) -> float:
+    """About how many H3 cells at `resolution` the box holds (its area over a cell's mean
+    area), known before any is listed."""
+    from .geo import require
+    h3 = require("h3", "H3 hexagons")
+    p = Projection(domain)
+    return domain.width * p.mx * domain.height * p.my / 1e6 / h3.average_hexagon_area(resolution, unit="km^2")
 
 
 def h3_cells(domain: Domain, resolution: int) -> tuple[list, np.ndarray]:
@@ -213,9 +257,7 @@ def h3_cells(domain: Domain, resolution: int) -> tuple[list, np.ndarray]:
     if e - w > 180:
         raise ParameterError("H3 cells need a box less than 180° wide (a wider one wraps); "
                              "use a smaller box")
-    p = Projection(domain)
-    area_km2 = domain.width * p.mx * domain.height * p.my / 1e6
-    estimate = area_km2 / h3.average_hexagon_area(resolution, unit="km^2")
+    estimate = h3_estimate(domain, resolution)
     if estimate > MAX_H3_CELLS:
         raise ParameterError(f"H3 resolution {resolution} gives about {estimate:,.0f} cells over this "
                              f"box, above {MAX_H3_CELLS:,}; choose a coarser resolution")

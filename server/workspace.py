@@ -193,10 +193,10 @@ def page(sid: str, default_sample: str) -> dict:
         return {"dataset": state.use_sample(sid, default_sample), "domain": None, "release": None,
                 "queries": [] if ws.get("dataset") else ws.get("queries", []), "gone": gone,
                 "owner": state.is_owner(),
-                "uploads": state.public_uploads()}
+                "uploads": state.public_uploads(), "shapes": ws.get("shapes")}
     rec = shown(sid)
     if rec is not None and state.key_fingerprint(rec["key"]) != info["fingerprint"]:
         rec = None
     return {"dataset": info, "domain": ws.get("domain"), "release": rec,
             "queries": ws.get("queries", []), "gone": None, "owner": state.is_owner(),
-            "uploads": state.public_uploads()}
+            "uploads": state.public_uploads(), "shapes": ws.get("shapes")}

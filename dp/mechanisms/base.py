@@ -367,10 +367,15 @@ class Release(abc.ABC):
         add_people(doc["features"])
         return geodataframe(doc)
 
-    def to_parquet(self, path) -> None:
-        """The release as GeoParquet (`[geo]` extra): the regions with their noisy counts."""
+    def to_parquet(self, target) -> None:
+        """The release as GeoParquet (to a path or a binary file): the regions with their noisy
+        counts and whole people, as in `to_json`."""
+        import shapely.geometry
         from ..geo import write_geoparquet
-        write_geoparquet(self.to_geodataframe(), path)
+        features = self.to_geojson()["features"]
+        add_people(features)
+        write_geoparquet([f["properties"] for f in features],
+                         [shapely.geometry.shape(f["geometry"]) for f in features], target)
 
     def to_json(self, properties: dict | None = None) -> str:
         """The GeoJSON as text, each cell's unbiased "noisy_count" joined by "people", whole and

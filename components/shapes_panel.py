@@ -1,0 +1,264 @@
+"""Counts per district or hexagon: the shown release answered for public shapes (H3 hexagons
+over the box, or districts the user uploads), drawn on the map as a choropleth and downloaded
+as GeoJSON or GeoParquet. Post-processing of the release (`dp.shapes`): nothing is charged.
+
+What is chosen (hexagons or districts, the resolution, the district file, shown or not) lives
+in the workspace (`server.workspace`), so a reload or another worker draws the same map; the
+districts themselves are a store entry of the session, known to every worker.
+"""
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+
+import dash_leaflet as dl
+import numpy as np
+import shapely
+from dash import Input, Output, State, ctx, dcc, html, no_update
+
+import dp
+from dp import shapes
+
+from . import ids, render
+from .data_panel import decode_upload
+from .help import help_box
+from .map_panel import legend_box
+from server import state, workspace
+
+MAX_APP_SHAPES = 5000     # drawn and downloaded here; the command line makes up to shapes.MAX_H3_CELLS
+H3_RESOLUTIONS = {4: "22 km", 5: "8.5 km", 6: "3.2 km", 7: "1.2 km", 8: "460 m", 9: "170 m"}  # mean edge
+DEFAULT = {"kind": "h3", "res": 7, "shown": False, "districts": None}
+UNIT = "count per km² of the shape's area in the box"
+KEPT_COUNTS = 2           # computed choropleths a session keeps for its downloads
+
+
+def layout(config: dict) -> html.Div:
+    choice = {**DEFAULT, **(config["page"].get("shapes") or {})}
+    return html.Div(className="card", children=[
+        html.H3("Counts per district or hexagon"),
+        help_box("shapes"),
+        dcc.RadioItems(id=ids.SHAPES_KIND, value=choice["kind"], options=[
+            {"label": " H3 hexagons over the box", "value": "h3"},
+            {"label": " districts from a file (public boundaries)", "value": "districts"}]),
+        html.Div(className="row", children=[
+            html.Label("Hexagon size (H3 resolution)", htmlFor=ids.SHAPES_H3_RES),
+            dcc.Dropdown(id=ids.SHAPES_H3_RES, value=choice["res"], clearable=False, searchable=False,
+                         options=[{"label": f"{r}: edges about {edge}", "value": r}
+                                  for r, edge in H3_RESOLUTIONS.items()])]),
+        dcc.Checklist(id=ids.SHAPES_PUBLIC, value=[], options=[
+            {"label": " These districts are public (published boundaries), not drawn from the data",
+             "value": "public"}]),
+        dcc.Upload(id=ids.SHAPES_UPLOAD, className="upload", multiple=False, disabled=True,
+                   max_size=int(config["max_upload_mb"] * 1e6),
+                   children=html.Div(["Tick the box above, then drop districts here (GeoJSON or "
+                                      "GeoParquet) or ", html.A("choose a file")])),
+        html.Div(id=ids.SHAPES_FILE, className="hint", children=districts_note(choice["districts"])),
+        html.Button("Show on map", id=ids.SHAPES_SHOW, n_clicks=0),
+        html.Button("Hide", id=ids.SHAPES_HIDE, n_clicks=0),
+        html.Button("Download (GeoJSON)", id=ids.SHAPES_DL_GEOJSON, n_clicks=0),
+        html.Button("Download (GeoParquet)", id=ids.SHAPES_DL_PARQUET, n_clicks=0),
+        dcc.Download(id=ids.SHAPES_DOWNLOAD),
+        dcc.Store(id=ids.SHAPES_TICK),
+        dcc.Loading(html.Div(id=ids.SHAPES_STATUS, role="status"), type="dot"),
+    ])
+
+
+def districts_note(districts: dict | None) -> str:
+    if not districts:
+        return "No district file loaded."
+    return f"Districts: {districts['name']} ({districts['n']:,} shapes)."
+
+
+def choice_of(sid: str) -> dict:
+    return {**DEFAULT, **(workspace.get(sid).get("shapes") or {})}
+
+
+def _remember(sid: str, **changes) -> dict:
+    """The workspace's shapes choice, changed; not kept on a full store (a reload then shows the
+    choice before)."""
+    choice = {**choice_of(sid), **changes}
+    try:
+        workspace.update(sid, shapes=choice)
+    except LookupError:
+        pass
+    return choice
+
+
+def read_districts(contents: str, filename: str | None, max_bytes: int) -> tuple[list, np.ndarray]:
+    """(ids, polygons) of an uploaded district file, or a DataError saying what was wrong."""
+    ids_, polys = shapes.load_shapes(bytes(decode_upload(contents, filename, max_bytes)))
+    if len(polys) > MAX_APP_SHAPES:
+        raise dp.DataError(f"the file has {len(polys):,} shapes; the map draws at most "
+                           f"{MAX_APP_SHAPES:,} (use the command line, python -m dp release ... "
+                           "--shapes FILE, for more)")
+    return [str(i) for i in ids_], polys
+
+
+def wanted(rel, choice: dict, sid: str) -> tuple[list, np.ndarray]:
+    """(ids, polygons) of the shapes chosen, over the release's box. A box fitted to the data is
+    refused: hexagons over it, and the shares of districts inside it, would show its edges."""
+    if rel.domain.leaky:
+        raise dp.ParameterError("counts per shape need a public box, and this release's box was "
+                                "fitted to the data; choose a public box in step 1 and release again")
+    if choice["kind"] == "h3":
+        estimate = shapes.h3_estimate(rel.domain, choice["res"])
+        if estimate > MAX_APP_SHAPES:
+            raise dp.ParameterError(f"H3 resolution {choice['res']} gives about {estimate:,.0f} "
+                                    f"hexagons over this box; the map draws at most {MAX_APP_SHAPES:,}. "
+                                    "Choose a larger hexagon size (or use the command line, "
+                                    f"python -m dp release ... --h3 {choice['res']})")
+        return shapes.h3_cells(rel.domain, choice["res"])
+    if not choice["districts"]:
+        raise dp.ParameterError("no district file loaded; tick that the districts are public and "
+                                "drop a GeoJSON or GeoParquet file of them above")
+    kept = state.cache.get(choice["districts"]["key"])
+    if kept is None:
+        raise LookupError("the district file is no longer on the server; upload it again")
+    return kept["ids"], shapely.from_wkb(kept["wkb"])
+
+
+def counts_for(sid: str, key: str, choice: dict) -> shapes.ShapeCounts:
+    """The shown release's counts for the chosen shapes, computed once per (release, shapes) and
+    kept for the downloads."""
+    spec = [choice["kind"], choice["res"] if choice["kind"] == "h3" else choice["districts"]["key"]]
+    ckey = f"shapecounts:{sid}:{hashlib.sha256(repr([key, spec]).encode()).hexdigest()[:24]}"
+    found = state.cache.get(ckey)
+    if found is not None:
+        return found
+    rel = state.release(sid, key)
+    ids_, polys = wanted(rel, choice, sid)
+    out = shapes.shape_counts(rel, polys, ids_)
+    state.cache.trim(sid, "shapecounts", KEPT_COUNTS - 1)
+    state.cache.set(ckey, out)          # not kept on a full store: the next download computes it again
+    return out
+
+
+def density(sc: shapes.ShapeCounts, domain: dp.Domain) -> np.ndarray:
+    """Each shape's count per km² of its area inside the box (equirectangular at the box's
+    middle, as the cell layer's densities): shapes of different sizes compare by colour."""
+    p = dp.Projection(domain)
+    km2 = shapely.area(sc.shapes) * p.mx * p.my / 1e6
+    return np.divide(sc.count, km2, out=np.zeros(len(km2)), where=km2 > 0)
+
+
+def choropleth(sc: shapes.ShapeCounts, domain: dp.Domain):
+    """(the map layer's children, the legend's) of shape counts: colour by density, a tooltip per shape with
+    its count, noise interval and the share the release resolves."""
+    values = np.maximum(density(sc, domain), 0.0)       # below 0 is noise: drawn as empty, as cells are
+    scale = render.legend_scale(values)
+    rgba = render.colourise(values, scale.vmin, scale.vmax, render.SEQUENTIAL)
+    features = []
+    for row, geom, (r, g, b, _a) in zip(sc.rows(), sc.shapes, rgba):
+        interval = ("no interval (this release keeps no per-region noise)" if row["lower"] is None
+                    else f"{sc.level:.0%} noise interval {row['lower']:,.1f} to {row['upper']:,.1f}")
+        tip = (f"{row['id']}: count {row['count']:,.1f} · {interval} · "
+               f"{row['resolved']:.0%} resolved by whole released regions")
+        features.append({"type": "Feature", "geometry": shapely.geometry.mapping(geom),
+                         "properties": {"colour": f"#{r:02x}{g:02x}{b:02x}", "tip": tip}})
+    layer = dl.GeoJSON(data={"type": "FeatureCollection", "features": features}, id=ids.SHAPES_GEOJSON_LAYER,
+                       style={"variable": "dpMap.shapeStyle"}, onEachFeature={"variable": "dpMap.shapeTip"})
+    return [layer], legend_box(scale, render.SEQUENTIAL, f"Per shape: {UNIT}", title_id=None)
+
+
+def summary(sc: shapes.ShapeCounts) -> html.Div:
+    """One line under the controls: how many shapes, their total, how much the release resolves
+    and the typical noise."""
+    half = np.nanmedian(sc.upper - sc.lower) / 2 if np.isfinite(sc.lower).any() else None
+    parts = [f"{len(sc.ids):,} shapes on the map, adding up to {sc.count.sum():,.0f} "
+             f"(the release's answer for the box). Median share resolved by whole released "
+             f"regions: {np.median(sc.resolved):.0%}; the rest is spread by area."]
+    if half is not None:
+        parts.append(f" Median noise half-width: ±{half:,.1f}.")
+    parts.append(" Hover a shape for its numbers. Free: nothing is charged.")
+    return html.Div("".join(parts), className="ok")
+
+
+def register_callbacks(app, config: dict):
+    max_bytes = int(config["max_upload_mb"] * 1e6)
+
+    @app.callback(Output(ids.SHAPES_UPLOAD, "disabled"), Input(ids.SHAPES_PUBLIC, "value"))
+    def declared(public):
+        """Districts upload only once declared public."""
+        return "public" not in (public or [])
+
+    @app.callback(Output(ids.SHAPES_FILE, "children"), Output(ids.SHAPES_KIND, "value"),
+                  Output(ids.SHAPES_TICK, "data"), Output(ids.SHAPES_STATUS, "children"),
+                  Output(ids.SHAPES_UPLOAD, "contents"),
+                  Input(ids.SHAPES_UPLOAD, "contents"), State(ids.SHAPES_UPLOAD, "filename"),
+                  State(ids.SHAPES_PUBLIC, "value"), prevent_initial_call=True)
+    def upload(contents, filename, public):
+        """Keep an uploaded district file (declared public: checked here too, whatever the page
+        sent) for this session and switch to it; anything wrong is said and the districts
+        loaded before stay."""
+        if contents is None:
+            return no_update, no_update, no_update, no_update, no_update
+        if "public" not in (public or []):
+            return (no_update, no_update, no_update,
+                    html.Div("Not loaded: tick that these districts are public first. Counts per "
+                             "shape are private only for shapes that do not depend on the data "
+                             "(published boundaries, not shapes drawn around the points).",
+                             className="warning"), None)
+        sid = state.session_id()
+        try:
+            ids_, polys = read_districts(contents, filename, max_bytes)
+        except dp.DataError as exc:
+            return no_update, no_update, no_update, html.Div(
+                f"Not loaded: {exc}. The districts loaded before are kept.", className="error"), None
+        key = f"shapes:{sid}:{hashlib.sha256(contents.encode()).hexdigest()[:24]}"
+        state.cache.trim(sid, "shapes", 0)
+        if not state.cache.set(key, {"ids": ids_, "wkb": shapely.to_wkb(polys)}):
+            return no_update, no_update, no_update, html.Div(
+                f"Not loaded: {state.FULL}.", className="error"), None
+        districts = {"key": key, "name": filename or "districts", "n": len(ids_)}
+        _remember(sid, kind="districts", districts=districts)
+        return districts_note(districts), "districts", key, "", None
+
+    @app.callback(Output(ids.SHAPES_LAYER, "children"), Output(ids.SHAPES_LEGEND, "children"),
+                  Output(ids.SHAPES_STATUS, "children", allow_duplicate=True),
+                  Input(ids.SHAPES_SHOW, "n_clicks"), Input(ids.SHAPES_HIDE, "n_clicks"),
+                  Input(ids.SHAPES_KIND, "value"), Input(ids.SHAPES_H3_RES, "value"),
+                  Input(ids.SHAPES_TICK, "data"), Input(ids.RELEASE, "data"),
+                  prevent_initial_call="initial_duplicate")
+    def draw(_show, _hide, kind, res, _tick, rinfo):
+        """The choropleth of the shown release for the chosen shapes, when shown; it follows
+        the release and the choice, and a page load draws what the workspace says is shown."""
+        sid = state.session_id()
+        trigger = ctx.triggered_id
+        if trigger in (ids.SHAPES_SHOW, ids.SHAPES_HIDE):
+            choice = _remember(sid, kind=kind, res=res, shown=trigger == ids.SHAPES_SHOW)
+        elif trigger in (ids.SHAPES_KIND, ids.SHAPES_H3_RES):
+            choice = _remember(sid, kind=kind, res=res)
+        else:
+            choice = choice_of(sid)
+        if not choice["shown"]:
+            return [], [], "" if trigger == ids.SHAPES_HIDE else no_update
+        if not rinfo:
+            return [], [], html.Div("No release yet: press Release first (step 3).", className="warning")
+        try:
+            sc = counts_for(sid, rinfo["key"], choice)
+        except (dp.ParameterError, dp.DataError, LookupError) as exc:
+            return [], [], html.Div(f"Not shown: {exc}.", className="warning")
+        return (*choropleth(sc, state.key_domain(rinfo["key"])), summary(sc))
+
+    @app.callback(Output(ids.SHAPES_DOWNLOAD, "data"), Output(ids.SHAPES_STATUS, "children",
+                                                              allow_duplicate=True),
+                  Input(ids.SHAPES_DL_GEOJSON, "n_clicks"), Input(ids.SHAPES_DL_PARQUET, "n_clicks"),
+                  State(ids.SHAPES_KIND, "value"), State(ids.SHAPES_H3_RES, "value"),
+                  State(ids.RELEASE, "data"), prevent_initial_call=True)
+    def download(_geojson, _parquet, kind, res, rinfo):
+        """The chosen shapes' counts, intervals and resolved shares with the release's provenance."""
+        if not rinfo:
+            return no_update, html.Div("No release yet: press Release first (step 3).", className="warning")
+        sid = state.session_id()
+        choice = {**choice_of(sid), "kind": kind, "res": res}
+        try:
+            sc = counts_for(sid, rinfo["key"], choice)
+        except (dp.ParameterError, dp.DataError, LookupError) as exc:
+            return no_update, html.Div(f"Nothing downloaded: {exc}.", className="warning")
+        name = f"counts_{'h3_' + str(res) if kind == 'h3' else 'districts'}"
+        if ctx.triggered_id == ids.SHAPES_DL_PARQUET:
+            out = io.BytesIO()
+            sc.to_parquet(out)
+            return dcc.send_bytes(out.getvalue(), f"{name}.parquet"), no_update
+        return dict(content=json.dumps(sc.to_geojson(), default=str), filename=f"{name}.geojson"), no_update

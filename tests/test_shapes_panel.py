@@ -1,0 +1,115 @@
+"""Counts per shape in the app's default install (no geopandas): GeoParquet written and read
+with pyarrow and shapely alone, district files checked, and the shapes panel's refusals and
+choropleth (the browser side is in test_browser_shapes)."""
+import base64
+import io
+import json
+import warnings
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+import shapely
+
+import dp
+from components import shapes_panel
+from dp import shapes
+from dp.errors import DataError, ParameterError
+
+
+@pytest.fixture(scope="module")
+def city():
+    return dp.load_sample("small_city_5k")
+
+
+@pytest.fixture(scope="module")
+def hexes(city):
+    return shapes.h3_cells(city[1], 7)
+
+
+def as_upload(raw: bytes) -> str:
+    return "data:application/octet-stream;base64," + base64.b64encode(raw).decode()
+
+
+def test_geoparquet_is_written_without_geopandas_and_read_back_as_districts(city, hexes):
+    data, dom = city
+    rel = dp.release("privtree", data, dom, 1.0)
+    sc = shapes.shape_counts(rel, hexes[1], hexes[0])
+    out = io.BytesIO()
+    sc.to_parquet(out)
+    table = pq.read_table(io.BytesIO(out.getvalue()))
+    geo = json.loads(table.schema.metadata[b"geo"])
+    assert geo["primary_column"] == "geometry" and geo["columns"]["geometry"]["encoding"] == "WKB"
+    assert set(geo["columns"]["geometry"]["geometry_types"]) <= {"Polygon", "MultiPolygon"}
+    assert "crs" not in geo["columns"]["geometry"]            # the standard's default: OGC:CRS84
+    assert table.column("id").to_pylist() == hexes[0]
+    assert np.allclose(table.column("count").to_numpy(), np.round(sc.count, 3))
+    # the file is a district file too: the same shapes and ids come back
+    ids, polys = shapes.load_shapes(out.getvalue())
+    assert ids == hexes[0]
+    assert shapely.equals_exact(polys, shapely.make_valid(sc.shapes), tolerance=1e-12).all()
+    # and a release's own regions, as GeoParquet
+    cells = io.BytesIO()
+    rel.to_parquet(cells)
+    assert pq.read_table(io.BytesIO(cells.getvalue())).num_rows == len(rel.regions()[2])
+
+
+def test_district_files_are_checked_in_words(city):
+    points = io.BytesIO()
+    shapes_pts = shapely.points(np.array([[0.0, 51.5], [0.1, 51.5]]))
+    from dp.geo import write_geoparquet
+    write_geoparquet([{"id": 1}, {"id": 2}], shapes_pts, points)
+    with pytest.raises(DataError, match="shape 0 is a Point; expected a Polygon or MultiPolygon"):
+        shapes.load_shapes(points.getvalue())
+    with pytest.raises(DataError, match="not a readable Parquet file"):
+        shapes.load_shapes(b"PAR1" + b"\0" * 40)
+    with pytest.raises(DataError, match="not UTF-8 text"):
+        shapes.load_shapes(b"\xff\xfe{")
+    upload = as_upload(json.dumps({"type": "FeatureCollection", "features": []}).encode())
+    with pytest.raises(DataError, match="expected a GeoJSON FeatureCollection"):
+        shapes_panel.read_districts(upload, "empty.geojson", 10**6)
+    with pytest.raises(DataError, match="over the 0.0001 MB upload limit"):
+        shapes_panel.read_districts(as_upload(b"{}" * 200), "big.geojson", 100)
+
+
+def test_too_many_districts_are_refused_before_drawing():
+    boxes = shapely.box(np.arange(5001) * 1e-3, 0, np.arange(5001) * 1e-3 + 1e-3, 1e-3)
+    doc = {"type": "FeatureCollection", "features": [
+        {"type": "Feature", "properties": {}, "geometry": shapely.geometry.mapping(b)} for b in boxes]}
+    with pytest.raises(DataError, match="5,001 shapes; the map draws at most 5,000"):
+        shapes_panel.read_districts(as_upload(json.dumps(doc).encode()), "many.geojson", 10**8)
+
+
+def test_a_box_fitted_to_the_data_and_too_many_hexagons_are_refused(city):
+    data, dom = city
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", dp.PrivacyLeakWarning)
+        fitted = dp.fit_to_data(data.x, data.y)
+        rel = dp.release("privtree", data, fitted, 1.0)
+    with pytest.raises(ParameterError, match="need a public box"):
+        shapes_panel.wanted(rel, {**shapes_panel.DEFAULT, "kind": "h3"}, "sid")
+    rel = dp.release("privtree", data, dom, 1.0)
+    with pytest.raises(ParameterError, match="hexagons over this box; the map draws at most 5,000"):
+        shapes_panel.wanted(rel, {**shapes_panel.DEFAULT, "kind": "h3", "res": 12}, "sid")
+    with pytest.raises(ParameterError, match="no district file loaded"):
+        shapes_panel.wanted(rel, {**shapes_panel.DEFAULT, "kind": "districts"}, "sid")
+
+
+def test_the_choropleth_colours_by_density_and_tells_each_shapes_numbers(city, hexes):
+    data, dom = city
+    rel = dp.release("e2epriv", data, dom, 1.0)
+    sc = shapes.shape_counts(rel, hexes[1], hexes[0])
+    (layer,), legend = shapes_panel.choropleth(sc, dom)
+    feats = layer.data["features"]
+    assert len(feats) == len(hexes[0])
+    dens = shapes_panel.density(sc, dom)
+    colours = [f["properties"]["colour"] for f in feats]
+    assert all(len(c) == 7 and c.startswith("#") for c in colours)
+    # the densest shape gets the darkest colour, an empty one the lightest
+    darkness = np.array([sum(int(c[i:i + 2], 16) for i in (1, 3, 5)) for c in colours])
+    assert darkness[np.argmax(dens)] == darkness.min() and darkness[np.argmin(dens)] == darkness.max()
+    first = feats[0]["properties"]["tip"]
+    row = sc.rows()[0]
+    assert first.startswith(f"{row['id']}: count {row['count']:,.1f}")
+    assert "95% noise interval" in first and "resolved by whole released regions" in first
+    assert "count per km²" in legend[0].children
