@@ -3,14 +3,16 @@ over the box, or districts the user uploads), drawn on the map as a choropleth a
 as GeoJSON or GeoParquet. Post-processing of the release (`dp.shapes`): nothing is charged.
 
 What is chosen (hexagons or districts, the resolution, the district file, shown or not) lives
-in the workspace (`server.workspace`), so a reload or another worker draws the same map; the
-districts themselves are a store entry of the session, known to every worker.
+in the workspace (`server.workspace`, one field each, so concurrent changes never undo each
+other), so a reload or another worker draws the same map; the districts themselves are a store
+entry of the session, known to every worker.
 """
 from __future__ import annotations
 
 import hashlib
 import io
 import json
+import secrets
 
 import dash_leaflet as dl
 import numpy as np
@@ -19,6 +21,7 @@ from dash import Input, Output, State, ctx, dcc, html, no_update
 
 import dp
 from dp import shapes
+from dp.errors import MissingExtra
 
 from . import ids, render
 from .data_panel import decode_upload
@@ -26,15 +29,16 @@ from .help import help_box
 from .map_panel import legend_box
 from server import state, workspace
 
-MAX_APP_SHAPES = 5000     # drawn and downloaded here; the command line makes up to shapes.MAX_H3_CELLS
+MAX_APP_SHAPES = 5000     # drawn and downloaded here; the command line makes up to shapes.MAX_SHAPES
 H3_RESOLUTIONS = {4: "22 km", 5: "8.5 km", 6: "3.2 km", 7: "1.2 km", 8: "460 m", 9: "170 m"}  # mean edge
-DEFAULT = {"kind": "h3", "res": 7, "shown": False, "districts": None}
+DEFAULT = {"kind": "h3", "res": 7, "shown": False, "districts": None}   # kept as workspace fields shapes_<key>
 UNIT = "count per km² of the shape's area in the box"
 KEPT_COUNTS = 2           # computed choropleths a session keeps for its downloads
 
 
 def layout(config: dict) -> html.Div:
-    choice = {**DEFAULT, **(config["page"].get("shapes") or {})}
+    """The card in step 4, its controls set to the workspace's choice."""
+    choice = choice_in(config["page"].get("shapes") or {})
     return html.Div(className="card", children=[
         html.H3("Counts per district or hexagon"),
         help_box("shapes"),
@@ -65,37 +69,55 @@ def layout(config: dict) -> html.Div:
 
 
 def districts_note(districts: dict | None) -> str:
+    """The line naming the district file loaded."""
     if not districts:
         return "No district file loaded."
     return f"Districts: {districts['name']} ({districts['n']:,} shapes)."
 
 
-def choice_of(sid: str) -> dict:
-    return {**DEFAULT, **(workspace.get(sid).get("shapes") or {})}
+def choice_in(ws: dict) -> dict:
+    """The shapes chosen in a workspace (`DEFAULT` for what it does not say); a kind or a
+    resolution that is not offered (a crafted request) falls back to the default."""
+    choice = {k: ws.get(f"shapes_{k}", v) for k, v in DEFAULT.items()}
+    for k, offered in (("kind", ("h3", "districts")), ("res", H3_RESOLUTIONS)):
+        if choice[k] not in offered:
+            choice[k] = DEFAULT[k]
+    return choice
+
+
+def _fields(changes: dict) -> dict:
+    return {f"shapes_{k}": v for k, v in changes.items()}
+
+
+def choice_of(sid: str, **changes) -> dict:
+    """The session's shapes choice, with `changes` (not saved)."""
+    return choice_in({**workspace.get(sid), **_fields(changes)})
 
 
 def _remember(sid: str, **changes) -> dict:
-    """The workspace's shapes choice, changed; not kept on a full store (a reload then shows the
-    choice before)."""
-    choice = {**choice_of(sid), **changes}
+    """Change fields of the session's shapes choice (each its own workspace field, written under
+    the workspace's lock) and return the choice; not kept on a full store (a reload then shows
+    the one before)."""
     try:
-        workspace.update(sid, shapes=choice)
+        workspace.update(sid, **_fields(changes))
     except LookupError:
         pass
-    return choice
+    return choice_of(sid, **changes)
 
 
 def read_districts(contents: str, filename: str | None, max_bytes: int) -> tuple[list, np.ndarray]:
     """(ids, polygons) of an uploaded district file, or a DataError saying what was wrong."""
-    ids_, polys = shapes.load_shapes(bytes(decode_upload(contents, filename, max_bytes)))
-    if len(polys) > MAX_APP_SHAPES:
-        raise dp.DataError(f"the file has {len(polys):,} shapes; the map draws at most "
-                           f"{MAX_APP_SHAPES:,} (use the command line, python -m dp release ... "
-                           "--shapes FILE, for more)")
+    try:
+        ids_, polys = shapes.load_shapes(decode_upload(contents, filename, max_bytes), MAX_APP_SHAPES)
+    except dp.DataError as exc:
+        if "allowed here" not in str(exc):
+            raise
+        raise dp.DataError(f"{exc}: the map draws at most {MAX_APP_SHAPES:,} (the command line, "
+                           "python -m dp release ... --shapes FILE, takes more)") from None
     return [str(i) for i in ids_], polys
 
 
-def wanted(rel, choice: dict, sid: str) -> tuple[list, np.ndarray]:
+def wanted(rel, choice: dict) -> tuple[list, np.ndarray]:
     """(ids, polygons) of the shapes chosen, over the release's box. A box fitted to the data is
     refused: hexagons over it, and the shares of districts inside it, would show its edges."""
     if rel.domain.leaky:
@@ -108,7 +130,12 @@ def wanted(rel, choice: dict, sid: str) -> tuple[list, np.ndarray]:
                                     f"hexagons over this box; the map draws at most {MAX_APP_SHAPES:,}. "
                                     "Choose a larger hexagon size (or use the command line, "
                                     f"python -m dp release ... --h3 {choice['res']})")
-        return shapes.h3_cells(rel.domain, choice["res"])
+        cells = shapes.h3_cells(rel.domain, choice["res"])
+        if len(cells[0]) > MAX_APP_SHAPES:                # the estimate is a little short at times
+            raise dp.ParameterError(f"H3 resolution {choice['res']} gives {len(cells[0]):,} hexagons "
+                                    f"over this box; the map draws at most {MAX_APP_SHAPES:,}. "
+                                    "Choose a larger hexagon size")
+        return cells
     if not choice["districts"]:
         raise dp.ParameterError("no district file loaded; tick that the districts are public and "
                                 "drop a GeoJSON or GeoParquet file of them above")
@@ -127,7 +154,7 @@ def counts_for(sid: str, key: str, choice: dict) -> shapes.ShapeCounts:
     if found is not None:
         return found
     rel = state.release(sid, key)
-    ids_, polys = wanted(rel, choice, sid)
+    ids_, polys = wanted(rel, choice)
     out = shapes.shape_counts(rel, polys, ids_)
     state.cache.trim(sid, "shapecounts", KEPT_COUNTS - 1)
     state.cache.set(ckey, out)          # not kept on a full store: the next download computes it again
@@ -142,17 +169,22 @@ def density(sc: shapes.ShapeCounts, domain: dp.Domain) -> np.ndarray:
     return np.divide(sc.count, km2, out=np.zeros(len(km2)), where=km2 > 0)
 
 
+def is_private(sc: shapes.ShapeCounts) -> bool:
+    return bool((sc.provenance or {}).get("differentially_private", True))
+
+
 def choropleth(sc: shapes.ShapeCounts, domain: dp.Domain):
-    """(the map layer's children, the legend's) of shape counts: colour by density, a tooltip per shape with
-    its count, noise interval and the share the release resolves."""
+    """(the map layer's children, the legend's) of shape counts: colour by density, a tooltip
+    per shape with its count, noise interval and the share the release resolves."""
     values = np.maximum(density(sc, domain), 0.0)       # below 0 is noise: drawn as empty, as cells are
     scale = render.legend_scale(values)
     rgba = render.colourise(values, scale.vmin, scale.vmax, render.SEQUENTIAL)
+    label = "" if is_private(sc) else "NOT private · "
     features = []
     for row, geom, (r, g, b, _a) in zip(sc.rows(), sc.shapes, rgba):
         interval = ("no interval (this release keeps no per-region noise)" if row["lower"] is None
                     else f"{sc.level:.0%} noise interval {row['lower']:,.1f} to {row['upper']:,.1f}")
-        tip = (f"{row['id']}: count {row['count']:,.1f} · {interval} · "
+        tip = (f"{label}{row['id']}: count {row['count']:,.1f} · {interval} · "
                f"{row['resolved']:.0%} resolved by whole released regions")
         features.append({"type": "Feature", "geometry": shapely.geometry.mapping(geom),
                          "properties": {"colour": f"#{r:02x}{g:02x}{b:02x}", "tip": tip}})
@@ -161,20 +193,24 @@ def choropleth(sc: shapes.ShapeCounts, domain: dp.Domain):
     return [layer], legend_box(scale, render.SEQUENTIAL, f"Per shape: {UNIT}", title_id=None)
 
 
-def summary(sc: shapes.ShapeCounts) -> html.Div:
+def summary(sc: shapes.ShapeCounts, kind: str) -> html.Div:
     """One line under the controls: how many shapes, their total, how much the release resolves
-    and the typical noise."""
+    and the typical noise; a release that is not private says so first."""
     half = np.nanmedian(sc.upper - sc.lower) / 2 if np.isfinite(sc.lower).any() else None
-    parts = [f"{len(sc.ids):,} shapes on the map, adding up to {sc.count.sum():,.0f} "
-             f"(the release's answer for the box). Median share resolved by whole released "
-             f"regions: {np.median(sc.resolved):.0%}; the rest is spread by area."]
+    tiling = " (they tile the box: the release's answer for it)" if kind == "h3" else ""
+    parts = [] if is_private(sc) else ["This release is NOT private (a fixed seed, or a mechanism "
+                                       "that is not private), and neither are these counts. "]
+    parts.append(f"{len(sc.ids):,} shapes on the map, adding up to {sc.count.sum():,.0f}{tiling}. "
+                 f"Median share resolved by whole released regions: {np.median(sc.resolved):.0%}; "
+                 "the rest is spread by area.")
     if half is not None:
         parts.append(f" Median noise half-width: ±{half:,.1f}.")
     parts.append(" Hover a shape for its numbers. Free: nothing is charged.")
-    return html.Div("".join(parts), className="ok")
+    return html.Div("".join(parts), className="ok" if is_private(sc) else "warning")
 
 
 def register_callbacks(app, config: dict):
+    """The declaration, the upload, the choropleth and the downloads."""
     max_bytes = int(config["max_upload_mb"] * 1e6)
 
     @app.callback(Output(ids.SHAPES_UPLOAD, "disabled"), Input(ids.SHAPES_PUBLIC, "value"))
@@ -193,26 +229,30 @@ def register_callbacks(app, config: dict):
         loaded before stay."""
         if contents is None:
             return no_update, no_update, no_update, no_update, no_update
-        if "public" not in (public or []):
+
+        def refused(text: str):
             return (no_update, no_update, no_update,
-                    html.Div("Not loaded: tick that these districts are public first. Counts per "
-                             "shape are private only for shapes that do not depend on the data "
-                             "(published boundaries, not shapes drawn around the points).",
-                             className="warning"), None)
+                    html.Div(f"Not loaded: {text}. The districts loaded before are kept.",
+                             className="error"), None)
+        if "public" not in (public or []):
+            return refused("tick that these districts are public first (counts per shape are "
+                           "private only for shapes that do not depend on the data)")
+        if not state.public_uploads():
+            return refused(state.UPLOADS_OFF)
         sid = state.session_id()
         try:
             ids_, polys = read_districts(contents, filename, max_bytes)
-        except dp.DataError as exc:
-            return no_update, no_update, no_update, html.Div(
-                f"Not loaded: {exc}. The districts loaded before are kept.", className="error"), None
-        key = f"shapes:{sid}:{hashlib.sha256(contents.encode()).hexdigest()[:24]}"
-        state.cache.trim(sid, "shapes", 0)
+        except (dp.DataError, MissingExtra) as exc:
+            return refused(str(exc))
+        before = choice_of(sid)["districts"]
+        key = f"shapes:{sid}:{secrets.token_hex(12)}"
         if not state.cache.set(key, {"ids": ids_, "wkb": shapely.to_wkb(polys)}):
-            return no_update, no_update, no_update, html.Div(
-                f"Not loaded: {state.FULL}.", className="error"), None
+            return refused(state.FULL)
+        if before:
+            state.cache.delete(before["key"])
         districts = {"key": key, "name": filename or "districts", "n": len(ids_)}
         _remember(sid, kind="districts", districts=districts)
-        return districts_note(districts), "districts", key, "", None
+        return districts_note(districts), "districts", key.rsplit(":", 1)[1], "", None
 
     @app.callback(Output(ids.SHAPES_LAYER, "children"), Output(ids.SHAPES_LEGEND, "children"),
                   Output(ids.SHAPES_STATUS, "children", allow_duplicate=True),
@@ -239,7 +279,7 @@ def register_callbacks(app, config: dict):
             sc = counts_for(sid, rinfo["key"], choice)
         except (dp.ParameterError, dp.DataError, LookupError) as exc:
             return [], [], html.Div(f"Not shown: {exc}.", className="warning")
-        return (*choropleth(sc, state.key_domain(rinfo["key"])), summary(sc))
+        return (*choropleth(sc, state.key_domain(rinfo["key"])), summary(sc, choice["kind"]))
 
     @app.callback(Output(ids.SHAPES_DOWNLOAD, "data"), Output(ids.SHAPES_STATUS, "children",
                                                               allow_duplicate=True),
@@ -247,16 +287,18 @@ def register_callbacks(app, config: dict):
                   State(ids.SHAPES_KIND, "value"), State(ids.SHAPES_H3_RES, "value"),
                   State(ids.RELEASE, "data"), prevent_initial_call=True)
     def download(_geojson, _parquet, kind, res, rinfo):
-        """The chosen shapes' counts, intervals and resolved shares with the release's provenance."""
+        """The chosen shapes' counts, intervals and resolved shares with the release's
+        provenance; a release that is not private is named so in the file name."""
         if not rinfo:
             return no_update, html.Div("No release yet: press Release first (step 3).", className="warning")
         sid = state.session_id()
-        choice = {**choice_of(sid), "kind": kind, "res": res}
+        choice = choice_of(sid, kind=kind, res=res)
         try:
             sc = counts_for(sid, rinfo["key"], choice)
         except (dp.ParameterError, dp.DataError, LookupError) as exc:
             return no_update, html.Div(f"Nothing downloaded: {exc}.", className="warning")
-        name = f"counts_{'h3_' + str(res) if kind == 'h3' else 'districts'}"
+        name = (f"counts_{'h3_' + str(choice['res']) if choice['kind'] == 'h3' else 'districts'}"
+                f"{'' if is_private(sc) else '_NOT_PRIVATE'}")
         if ctx.triggered_id == ids.SHAPES_DL_PARQUET:
             out = io.BytesIO()
             sc.to_parquet(out)

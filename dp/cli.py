@@ -122,7 +122,7 @@ def _shapes_first(args, domain: Domain):
         raise CliError("--shapes and --h3 need --shapes-output FILE (.geojson or .parquet)", EXIT_USAGE)
     from . import shapes
     return (shapes.h3_cells(domain, args.h3) if args.h3 is not None
-            else shapes.load_shapes(args.shapes))
+            else shapes.load_shapes(args.shapes, shapes.MAX_SHAPES))
 
 
 def cmd_release(args) -> int:

@@ -50,7 +50,7 @@ def _crs(crs):
     try:
         return pyproj.CRS.from_user_input(crs)
     except (pyproj.exceptions.CRSError, TypeError, ValueError):
-        raise DataError("the coordinate system given with the points could not be read; expected "
+        raise DataError("the coordinate system given with the data could not be read; expected "
                         "one pyproj knows (e.g. EPSG:4326 or a PROJJSON object)") from None
 
 
@@ -126,7 +126,7 @@ def _geometries(pf: pq.ParquetFile, extra: list[str], what: str):
                         "write it again with one, e.g. gdf.set_crs('EPSG:4326').to_parquet(...)")
     try:
         table = pf.read(columns=[col] + [c for c in extra if c != col])
-    except (pa.ArrowException, OSError):
+    except (pa.ArrowException, OSError, KeyError):    # KeyError: two columns of one name
         raise DataError("the Parquet file is damaged or truncated: its data could not be read; "
                         "expected a complete Parquet file (write it again)") from None
     try:
@@ -146,27 +146,34 @@ def geoparquet_points(pf: pq.ParquetFile, user_index):
     return x, y, (table.column(1) if user_index is not None else None), col
 
 
-def geoparquet_polygons(pf: pq.ParquetFile) -> tuple[np.ndarray, dict]:
-    """(polygons in WGS84, the other columns as lists) of a GeoParquet file of shapes."""
-    geoms, table, col, crs = _geometries(pf, pf.schema_arrow.names, "polygons")
+def geoparquet_polygons(pf: pq.ParquetFile, id_column: str | None) -> tuple[np.ndarray, list | None]:
+    """(geometries in WGS84, the values of `id_column` or None) of a GeoParquet file of shapes."""
+    geoms, table, _col, crs = _geometries(pf, [id_column] if id_column else [], "polygons")
     if not _is_wgs84(crs):
         geoms = shapely.transform(geoms, lambda xy: np.column_stack(to_wgs84(xy[:, 0], xy[:, 1], crs)))
-    return geoms, {name: table.column(name).to_pylist() for name in table.column_names[1:]}
+    return geoms, (table.column(1).to_pylist() if id_column else None)
 
 
-def write_geoparquet(properties: list[dict], geometries, target) -> None:
+def write_geoparquet(properties: list[dict], geometries, target, extra: dict | None = None) -> None:
     """GeoParquet 1.1 (WKB; no "crs" key, which the standard reads as OGC:CRS84) of features'
     properties and WGS84 geometries, to a path or a binary file: pyarrow and shapely alone, so
-    the app's light install writes it too."""
+    the app's light install writes it too. `extra`: more file metadata, each value as JSON
+    (e.g. the release's provenance)."""
     geoms = np.asarray(geometries, dtype=object)
+    if shapely.is_missing(geoms).any():
+        raise ValueError("every feature needs a geometry")
     names = list(dict.fromkeys(k for p in properties for k in p))
     table = pa.table({**{k: [p.get(k) for p in properties] for k in names},
                       "geometry": pa.array(shapely.to_wkb(geoms), pa.binary())})
-    types = sorted({GEOMETRY_TYPES[int(t)] for t in shapely.get_type_id(geoms)})
-    meta = {"version": "1.1.0", "primary_column": "geometry",
-            "columns": {"geometry": {"encoding": "WKB", "geometry_types": types,
-                                     "bbox": list(map(float, shapely.total_bounds(geoms)))}}}
-    table = table.replace_schema_metadata({**(table.schema.metadata or {}),
+    types = sorted({GEOMETRY_TYPES[int(t)] + (" Z" if z else "")
+                    for t, z in zip(shapely.get_type_id(geoms), shapely.has_z(geoms))})
+    column = {"encoding": "WKB", "geometry_types": types}
+    bbox = shapely.total_bounds(geoms)
+    if np.isfinite(bbox).all():                       # all empty: no bbox (NaN is not JSON)
+        column["bbox"] = bbox.tolist()
+    meta = {"version": "1.1.0", "primary_column": "geometry", "columns": {"geometry": column}}
+    more = {k.encode(): json.dumps(v, default=str).encode() for k, v in (extra or {}).items()}
+    table = table.replace_schema_metadata({**(table.schema.metadata or {}), **more,
                                            b"geo": json.dumps(meta).encode()})
     pq.write_table(table, target)
 

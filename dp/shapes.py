@@ -32,7 +32,9 @@ from .errors import DataError, ParameterError
 from .mechanisms.base import noise_half_width
 from .noise import discrete_laplace_variance
 
-MAX_H3_CELLS = 200_000    # refused above: estimated from the box's area before listing any
+MAX_SHAPES = 200_000      # at most: H3 cells estimated from the box before listing any, district files by rows
+ID_NAMES = ("id", "name", "code")  # a shape's id: its feature id, else the first of these
+POLYGONAL = (shapely.GeometryType.POLYGON, shapely.GeometryType.MULTIPOLYGON)
 SIMULATIONS = 4000        # per shape with at most MC_MAX_TERMS draws: its quantile to about 1%
 
 
@@ -75,7 +77,7 @@ class ShapeCounts:
     def to_parquet(self, target) -> None:
         """GeoParquet (to a path or a binary file), with the shape's id as a column."""
         from .geo import write_geoparquet
-        write_geoparquet(self.rows(), self.shapes, target)
+        write_geoparquet(self.rows(), self.shapes, target, {"provenance": self.provenance})
 
 
 def _region_boxes(rel) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -158,17 +160,15 @@ def _from_geojson(doc: dict) -> tuple[list, list]:
                             "MultiPolygon in longitude/latitude") from None
         if g.geom_type not in ("Polygon", "MultiPolygon"):
             raise DataError(f"feature {k} is a {g.geom_type}; expected a Polygon or MultiPolygon")
-        props = f.get("properties") or {}
+        props = f.get("properties") if isinstance(f.get("properties"), dict) else {}
         ids.append(f.get("id", next((props[k2] for k2 in ID_NAMES if k2 in props), k)))
         polys.append(g)
     return ids, polys
 
 
-ID_NAMES = ("id", "name", "code")       # a shape's id: its feature id, else the first of these
-
-
-def _from_geoparquet(source) -> tuple[list, list]:
-    """(ids, polygons in WGS84) of a GeoParquet file or its bytes."""
+def _from_geoparquet(source, max_shapes: int | None) -> tuple[list, list]:
+    """(ids, polygons in WGS84) of a GeoParquet file or its bytes, refused before reading it
+    when it has more than `max_shapes` rows."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -178,11 +178,12 @@ def _from_geoparquet(source) -> tuple[list, list]:
     except (pa.ArrowException, OSError):
         raise DataError("the shapes file is not a readable Parquet file; expected GeoParquet (or "
                         "GeoJSON) of Polygon or MultiPolygon features") from None
-    polys, columns = geoparquet_polygons(pf)
-    name = next((k for k in ID_NAMES if k in columns), None)
-    ids = columns[name] if name else list(range(len(polys)))
+    _check_count(pf.metadata.num_rows, max_shapes)
+    name = next((k for k in ID_NAMES if k in pf.schema_arrow.names), None)
+    polys, id_column = geoparquet_polygons(pf, name)
+    ids = id_column if name else list(range(len(polys)))
     kinds = shapely.get_type_id(polys)
-    bad = ~np.isin(kinds, (3, 6))                       # Polygon, MultiPolygon
+    bad = ~np.isin(kinds, POLYGONAL)
     if bad.any():
         k = int(np.flatnonzero(bad)[0])
         what = "missing" if kinds[k] < 0 else f"a {polys[k].geom_type}"
@@ -190,14 +191,29 @@ def _from_geoparquet(source) -> tuple[list, list]:
     return ids, list(polys)
 
 
-def load_shapes(source) -> tuple[list, np.ndarray]:
+def _check_count(n: int, max_shapes: int | None) -> None:
+    if max_shapes is not None and n > max_shapes:
+        raise DataError(f"the file has {n:,} shapes, more than the {max_shapes:,} allowed here")
+
+
+def load_shapes(source, max_shapes: int | None = None) -> tuple[list, np.ndarray]:
     """(ids, polygons) from a GeoJSON or GeoParquet file (a path, or its bytes; GeoJSON also as
-    text) of public shapes, e.g. districts. Invalid polygons are repaired (`make_valid`), empty
-    ones refused."""
+    text) of public shapes, e.g. districts. Invalid polygons are repaired (`make_valid`); empty
+    ones, coordinates that are not numbers and more than `max_shapes` shapes are refused."""
     parquet = (source[:4] == b"PAR1" if isinstance(source, (bytes, bytearray))
                else str(source).lower().endswith(".parquet"))
-    ids, polys = _from_geoparquet(source) if parquet else _from_geojson(_geojson_doc(source))
-    polys = shapely.make_valid(np.asarray(polys, dtype=object))
+    if parquet:
+        ids, polys = _from_geoparquet(source, max_shapes)
+    else:
+        ids, polys = _from_geojson(_geojson_doc(source))
+        _check_count(len(polys), max_shapes)
+    polys = np.asarray(polys, dtype=object)
+    xy, at = shapely.get_coordinates(polys, return_index=True)
+    bad = ~np.isfinite(xy).all(axis=1)
+    if bad.any():
+        raise DataError(f"shape {int(at[bad][0])} has coordinates that are not numbers (NaN or "
+                        "infinity); expected longitudes and latitudes")
+    polys = shapely.make_valid(polys)
     empty = shapely.is_empty(polys) | (shapely.area(polys) == 0)
     if empty.any():
         raise DataError(f"{int(empty.sum())} shape(s) have no area (the first: feature "
@@ -258,9 +274,9 @@ def h3_cells(domain: Domain, resolution: int) -> tuple[list, np.ndarray]:
         raise ParameterError("H3 cells need a box less than 180° wide (a wider one wraps); "
                              "use a smaller box")
     estimate = h3_estimate(domain, resolution)
-    if estimate > MAX_H3_CELLS:
+    if estimate > MAX_SHAPES:
         raise ParameterError(f"H3 resolution {resolution} gives about {estimate:,.0f} cells over this "
-                             f"box, above {MAX_H3_CELLS:,}; choose a coarser resolution")
+                             f"box, above {MAX_SHAPES:,}; choose a coarser resolution")
     box = h3.LatLngPoly([(s, w), (s, e), (n, e), (n, w)])
     cells = sorted(h3.polygon_to_cells_experimental(box, resolution, contain="overlap"))
     # each cell on its own: pentagons and cells crossing an icosahedron edge have 5 or 7+ corners

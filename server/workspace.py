@@ -175,11 +175,17 @@ def set_queries(sid: str, rects: list) -> None:
         pass
 
 
+def _shapes(ws: dict) -> dict:
+    """The workspace's fields of the counts-per-shape choice (components/shapes_panel)."""
+    return {k: v for k, v in ws.items() if k.startswith("shapes_")}
+
+
 def page(sid: str, default_sample: str) -> dict:
     """What a page load shows, from the workspace: the current dataset (the default sample for a
     new workspace, or when an upload is no longer on the server: `gone` names it), the domain
-    chosen, the release record shown if it is of that dataset, and the typed and random
-    rectangles asked of it; and whether this browser is the data owner."""
+    chosen, the release record shown if it is of that dataset, the typed and random rectangles
+    asked of it and the shapes chosen for counts per shape; and whether this browser is the
+    data owner."""
     ws = get(sid)
     info, gone = ws.get("dataset"), None
     if info is not None and info.get("origin") == "server" and not state.is_owner():
@@ -193,10 +199,10 @@ def page(sid: str, default_sample: str) -> dict:
         return {"dataset": state.use_sample(sid, default_sample), "domain": None, "release": None,
                 "queries": [] if ws.get("dataset") else ws.get("queries", []), "gone": gone,
                 "owner": state.is_owner(),
-                "uploads": state.public_uploads(), "shapes": ws.get("shapes")}
+                "uploads": state.public_uploads(), "shapes": _shapes(ws)}
     rec = shown(sid)
     if rec is not None and state.key_fingerprint(rec["key"]) != info["fingerprint"]:
         rec = None
     return {"dataset": info, "domain": ws.get("domain"), "release": rec,
             "queries": ws.get("queries", []), "gone": None, "owner": state.is_owner(),
-            "uploads": state.public_uploads(), "shapes": ws.get("shapes")}
+            "uploads": state.public_uploads(), "shapes": _shapes(ws)}

@@ -72,11 +72,57 @@ def test_district_files_are_checked_in_words(city):
         shapes_panel.read_districts(as_upload(b"{}" * 200), "big.geojson", 100)
 
 
+def test_malformed_district_files_get_a_message_not_a_crash(tmp_path):
+    square = {"type": "Polygon", "coordinates": [[[0, 0], [1, 0], [1, 1], [0, 1], [0, 0]]]}
+    nan = {"type": "Polygon", "coordinates": [[[0, 0], [1, 0], [1, float("inf")], [0, 1], [0, 0]]]}
+    doc = {"type": "FeatureCollection", "features": [
+        {"type": "Feature", "properties": ["not", "a", "mapping"], "geometry": square},
+        {"type": "Feature", "properties": {}, "geometry": nan}]}
+    with pytest.raises(DataError, match="shape 1 has coordinates that are not numbers"):
+        shapes.load_shapes(json.dumps(doc).encode())
+    doc["features"].pop()
+    assert shapes.load_shapes(json.dumps(doc).encode())[0] == [0]     # list properties: no id, its position
+    # a GeoParquet file with too many rows is refused from its footer, before its data is read
+    from dp.geo import write_geoparquet
+    many = io.BytesIO()
+    write_geoparquet([{"id": i} for i in range(50)], shapely.box(np.arange(50), 0, np.arange(50) + 1, 1), many)
+    with pytest.raises(DataError, match="the file has 50 shapes, more than the 10 allowed here"):
+        shapes.load_shapes(many.getvalue(), max_shapes=10)
+    # the writer: no bbox for all-empty shapes (NaN is not JSON), 3D types named as such
+    empty = io.BytesIO()
+    write_geoparquet([{}], [shapely.Polygon()], empty)
+    assert "bbox" not in json.loads(pq.read_schema(io.BytesIO(empty.getvalue())).metadata[b"geo"])["columns"]["geometry"]
+    z = io.BytesIO()
+    write_geoparquet([{}], [shapely.Polygon([(0, 0, 1), (1, 0, 1), (1, 1, 1)])], z)
+    geo = json.loads(pq.read_schema(io.BytesIO(z.getvalue())).metadata[b"geo"])
+    assert geo["columns"]["geometry"]["geometry_types"] == ["Polygon Z"]
+
+
+def test_a_crafted_choice_falls_back_to_what_is_offered():
+    crafted = {"shapes_kind": "<script>", "shapes_res": -1, "shapes_shown": True}
+    choice = shapes_panel.choice_in(crafted)
+    assert choice["kind"] == "h3" and choice["res"] == shapes_panel.DEFAULT["res"] and choice["shown"]
+    assert shapes_panel.choice_in({"shapes_res": "7"})["res"] == shapes_panel.DEFAULT["res"]   # text, not offered
+
+
+def test_counts_of_a_seeded_release_say_they_are_not_private(city, hexes):
+    data, dom = city
+    sc = shapes.shape_counts(dp.release("e2epriv", data, dom, 1.0, seed=3), hexes[1], hexes[0])
+    assert not shapes_panel.is_private(sc)
+    assert "NOT private" in shapes_panel.summary(sc, "h3").children
+    (layer,), _ = shapes_panel.choropleth(sc, dom)
+    assert layer.data["features"][0]["properties"]["tip"].startswith("NOT private")
+    out = io.BytesIO()
+    sc.to_parquet(out)                    # the provenance travels in the file's metadata
+    meta = pq.read_schema(io.BytesIO(out.getvalue())).metadata
+    assert json.loads(meta[b"provenance"])["differentially_private"] is False
+
+
 def test_too_many_districts_are_refused_before_drawing():
     boxes = shapely.box(np.arange(5001) * 1e-3, 0, np.arange(5001) * 1e-3 + 1e-3, 1e-3)
     doc = {"type": "FeatureCollection", "features": [
         {"type": "Feature", "properties": {}, "geometry": shapely.geometry.mapping(b)} for b in boxes]}
-    with pytest.raises(DataError, match="5,001 shapes; the map draws at most 5,000"):
+    with pytest.raises(DataError, match="5,001 shapes, more than the 5,000 allowed here: the map draws"):
         shapes_panel.read_districts(as_upload(json.dumps(doc).encode()), "many.geojson", 10**8)
 
 
@@ -87,12 +133,12 @@ def test_a_box_fitted_to_the_data_and_too_many_hexagons_are_refused(city):
         fitted = dp.fit_to_data(data.x, data.y)
         rel = dp.release("privtree", data, fitted, 1.0)
     with pytest.raises(ParameterError, match="need a public box"):
-        shapes_panel.wanted(rel, {**shapes_panel.DEFAULT, "kind": "h3"}, "sid")
+        shapes_panel.wanted(rel, {**shapes_panel.DEFAULT, "kind": "h3"})
     rel = dp.release("privtree", data, dom, 1.0)
     with pytest.raises(ParameterError, match="hexagons over this box; the map draws at most 5,000"):
-        shapes_panel.wanted(rel, {**shapes_panel.DEFAULT, "kind": "h3", "res": 12}, "sid")
+        shapes_panel.wanted(rel, {**shapes_panel.DEFAULT, "kind": "h3", "res": 12})
     with pytest.raises(ParameterError, match="no district file loaded"):
-        shapes_panel.wanted(rel, {**shapes_panel.DEFAULT, "kind": "districts"}, "sid")
+        shapes_panel.wanted(rel, {**shapes_panel.DEFAULT, "kind": "districts"})
 
 
 def test_the_choropleth_colours_by_density_and_tells_each_shapes_numbers(city, hexes):

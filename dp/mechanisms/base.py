@@ -369,13 +369,15 @@ class Release(abc.ABC):
 
     def to_parquet(self, target) -> None:
         """The release as GeoParquet (to a path or a binary file): the regions with their noisy
-        counts and whole people, as in `to_json`."""
+        counts and whole people, as in `to_json`, and the provenance in the file's metadata."""
         import shapely.geometry
         from ..geo import write_geoparquet
+        from ..provenance import provenance
         features = self.to_geojson()["features"]
         add_people(features)
         write_geoparquet([f["properties"] for f in features],
-                         [shapely.geometry.shape(f["geometry"]) for f in features], target)
+                         [shapely.geometry.shape(f["geometry"]) for f in features], target,
+                         {"provenance": provenance(self)})
 
     def to_json(self, properties: dict | None = None) -> str:
         """The GeoJSON as text, each cell's unbiased "noisy_count" joined by "people", whole and
