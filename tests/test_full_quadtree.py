@@ -13,7 +13,8 @@ from dp.mechanisms import full_quadtree as FQ
 from dp.mechanisms import trees as T
 from dp.mechanisms.leaves import square_base_grid
 from dp.noise import discrete_laplace_variance
-from dp.postprocess import consistent, infer, nonnegative, redistribute, zero_insignificant
+from dp.postprocess import (PAINT_CELLS, consistent, infer, nonnegative, redistribute,
+                            zero_insignificant)
 from dp.summed_area import box_sums, summed_area
 
 BOX = dp.Domain(-0.35, 51.35, 0.15, 51.65)
@@ -211,17 +212,51 @@ def test_redistribute_hands_the_zeroed_mass_to_the_kept_siblings():
     zeroed[[1, 5, 6, 7, 8, 10, 12, 17, 18, 19, 20]] = True
     out = redistribute(tree, x, zeroed)
     # root's 40 over the kept 12 + 13 + 7 = 32 (factor 1.25): 15, 16.25, 8.75; then 15 over
-    # 9 + 2 (9/11 and 2/11), 16.25 over 4,3,3,3 (x 1.25), child 4's 8.75 has no kept child
+    # 9 + 2 (9/11 and 2/11), 16.25 over 4,3,3,3 (x 1.25); child 4 (4 cells, at most
+    # PAINT_CELLS) has no kept child: its 8.75 is painted evenly over its four cells
     expect = np.array([40.0,
                        0.0, 15.0, 16.25, 8.75,
                        0.0, 0.0, 0.0, 0.0,
                        15.0 * 9 / 11, 0.0, 15.0 * 2 / 11, 0.0,
                        5.0, 3.75, 3.75, 3.75,
-                       0.0, 0.0, 0.0, 0.0])
+                       8.75 / 4, 8.75 / 4, 8.75 / 4, 8.75 / 4])
+    assert PAINT_CELLS >= 4
     assert out == pytest.approx(expect, rel=1e-12)
-    assert np.all(out[zeroed] == 0)
+    assert np.all(out[zeroed & (tree.parent != 4)] == 0)
+    assert out[tree.is_leaf].sum() == pytest.approx(40.0, rel=1e-12)    # the leaves add up
+    own, kids = _child_sums(tree, out)
+    assert own == pytest.approx(kids, rel=1e-12)
+    # an orphan larger than paint_cells carries nothing: its 7 counts as zeroed, so the root's
+    # 40 goes to children 2 and 3 (12 + 13 = 25, factor 1.6)
+    big = redistribute(tree, x, zeroed, paint_cells=2)
+    expect_big = np.array([40.0,
+                           0.0, 19.2, 20.8, 0.0,
+                           0.0, 0.0, 0.0, 0.0,
+                           19.2 * 9 / 11, 0.0, 19.2 * 2 / 11, 0.0,
+                           6.4, 4.8, 4.8, 4.8,
+                           0.0, 0.0, 0.0, 0.0])
+    assert big == pytest.approx(expect_big, rel=1e-12)
+    # ... and a node whose only kept descendants are such orphans carries nothing either
+    z2 = zeroed.copy()
+    z2[[2, 3, 9, 11, 13, 14, 15, 16]] = True                # only child 4 (an orphan) is kept
+    assert redistribute(tree, x, z2, paint_cells=2).tolist() == [0.0] * 21
+    painted = redistribute(tree, x, z2)                     # painted: the root's 40 over its cells
+    assert painted[[4, 17, 18, 19, 20]] == pytest.approx([40.0, 10.0, 10.0, 10.0, 10.0], rel=1e-12)
+    # paint_cells=None (the quadtree's and kd-tree's rule): child 4 keeps its 8.75, its cells 0
+    old = redistribute(tree, x, zeroed, paint_cells=None)
+    assert old == pytest.approx(np.where(tree.parent == 4, 0.0, expect), rel=1e-12)
     # nothing zeroed: a consistent input comes back unchanged
-    assert redistribute(tree, x, np.zeros(21, dtype=bool)) == pytest.approx(x, rel=1e-12)
+    for cells in (PAINT_CELLS, 2, None):
+        assert redistribute(tree, x, np.zeros(21, dtype=bool), cells) == pytest.approx(x, rel=1e-12)
+
+
+def test_redistribute_paints_small_orphans_in_proportion_to_cells():
+    # a 3 x 2 root (6 cells) whose four children (1, 1, 2 and 2 cells) were all zeroed
+    tree = T.quadtree_partition((3, 2), 1)
+    zeroed = np.array([False, True, True, True, True])
+    out = redistribute(tree, np.array([12.0, 3.0, 3.0, 3.0, 3.0]), zeroed, paint_cells=6)
+    assert out.tolist() == pytest.approx([12.0, 2.0, 2.0, 4.0, 4.0], rel=1e-12)
+    assert redistribute(tree, np.array([12.0, 3.0, 3.0, 3.0, 3.0]), zeroed, paint_cells=5).tolist() == [0.0] * 5
 
 
 # ================================================================================= releases
@@ -252,8 +287,8 @@ def test_whole_box_is_close_to_n(city):
     assert abs(off.answer(whole) - N) <= 6 * sd_root
     assert off.diagnostics["nodes_zeroed"] == 0
     # with zeroing, the same draws are the pipeline nonnegative -> zero (each node's own noise
-    # sd) -> redistribute; the zeroed mass goes to kept siblings, so the total loses only what
-    # sat under kept nodes whose children were all zeroed
+    # sd) -> redistribute; the zeroed mass goes to the regions that carry mass and small kept
+    # regions with nothing kept inside are painted, so the total is the same root estimate
     on = dp.release("full_quadtree", data, dom, eps, seed=np.random.default_rng(5))
     xn = nonnegative(tree, x)
     _, zeroed = zero_insignificant(tree, xn, np.sqrt(var), k)
@@ -262,9 +297,29 @@ def test_whole_box_is_close_to_n(city):
     assert on.diagnostics["nodes_zeroed"] == zeroed.sum() > 0
     kept = ~zeroed & ~tree.is_leaf
     orphaned = kept & (np.bincount(tree.parent[1:], ~zeroed[1:], minlength=tree.n_nodes) == 0)
-    lost = off.counts.sum() - on.counts.sum()
-    assert lost == pytest.approx(expect[orphaned].sum(), rel=1e-9, abs=1e-6)
+    assert orphaned.any()                                         # the case that used to lose mass
+    assert on.counts.sum() == pytest.approx(off.counts.sum(), rel=1e-9)
     assert np.all(on.counts >= 0)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_the_released_total_of_a_spread_out_sample_is_its_size_up_to_the_root_noise(city, seed):
+    # small_city_5k spreads over its box, so at ε = 1 many kept regions have every child
+    # zeroed; their counts used to stay at those regions, off the released cells (1,397-1,609
+    # of the 5,000 points were released for seeds 0-2). Now the released total is the root's
+    # least-squares estimate max(x_root, 0), unbiased for N with the variance v_root that
+    # `consistent` computes from the public noise variances alone (not from the draws): by
+    # Chebyshev, |total - N| > 6 sd with probability < 1/36 for any seed
+    data, dom = city
+    N, eps = data.n, 1.0
+    rel = dp.release("full_quadtree", data, dom, eps, seed=np.random.default_rng(seed))
+    tree = _full_tree(rel.base.shape)
+    E = FQ.depth_budgets(tree.height, eps, FQ.FULL_QUADTREE.resolve_params({})["ratio"])
+    var = discrete_laplace_variance(1.0 / T.node_budgets(tree, tree.height, E[::-1].copy()))
+    sd_root = math.sqrt(consistent(tree, np.zeros(tree.n_nodes), var)[1][0])
+    assert 100 < sd_root < 400                                    # 128.5 here: 6 sd = 771
+    assert rel.diagnostics["leaves_zeroed"] > 0.9 * len(rel.counts)
+    assert abs(rel.counts.sum() - N) <= 6 * sd_root
 
 
 @pytest.mark.parametrize("name,fanout", [("quadtree", 4), ("kdtree", 2)])
@@ -290,7 +345,7 @@ def test_the_other_full_trees_take_the_same_inference(city, name, fanout):
     y, var = T.noisy_node_counts(dp.Ledger(), np.random.default_rng(2), tree, S, E, name)
     x, _ = consistent(tree, y, var)
     assert np.allclose(off.counts, x[tree.is_leaf]) and (off.counts < 0).any()
-    expect, zeroed = infer(tree, y, var, 1.0)
+    expect, zeroed = infer(tree, y, var, 1.0, paint_cells=None)   # orphans keep their mass
     assert np.array_equal(on.counts, expect[tree.is_leaf]) and zeroed.any()
     assert np.all(on.counts >= 0)
 

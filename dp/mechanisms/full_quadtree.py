@@ -14,8 +14,10 @@ significance zeroing, all post-processing (`dp.postprocess`).
 - Then `dp.postprocess.infer`: `consistent` (Hay et al., VLDB 2010), `nonnegative` (top-down),
   `zero_insignificant` (a node whose estimate is below zero_sd standard deviations of its own
   count's noise is zeroed with its subtree) and `redistribute` (each parent's value goes to its
-  children that were kept). The leaves (single cells) are released. The dataset size is never
-  used.
+  children that carry mass; a kept region of at most 2 x 2 cells whose children were all zeroed
+  is painted uniformly over its cells, a larger one's value goes to the regions beside it), so
+  the leaves add up to the root's estimate. The leaves (single cells) are released. The dataset
+  size is never used.
 """
 from __future__ import annotations
 
@@ -79,10 +81,11 @@ FULL_QUADTREE = MechanismSpec(
                 "levels are made consistent by least squares (Hay et al. 2010), made "
                 "non-negative from the top down, every region whose estimate is not "
                 "significantly above zero is released as empty, and its parent's count goes to "
-                "its siblings that were kept. The single cells are released. Made for large "
-                "data concentrated in part of the box; where points spread thinly over the "
-                "box, few regions are significant and much of the count is lost (see its "
-                "setting).",
+                "its siblings that were kept (a small significant region with nothing "
+                "significant inside is spread evenly over its cells), so the total is kept. The "
+                "single cells are released. Made for large data concentrated in part of the "
+                "box; where points spread thinly over the box, few regions are significant and "
+                "the count is placed coarsely (see its setting).",
     guarantee=f"{GUARANTEE_UNIT}: the tree does not look at the data, every level's counts get "
               "discrete Laplace noise with ε_d ∝ ratio^depth, and a point lies in one node per "
               "level, so the budgets along any root-to-cell path add up to ε. Consistency, "
@@ -103,8 +106,9 @@ FULL_QUADTREE = MechanismSpec(
             zero_sd_param(1.5, "no zeroing (non-negativity still applies)",
                           "1.5 measured best on the DPBench matrices (millions of points; 1.25 "
                           "and 1.75 close, 1 worse on BeijingTaxiS). Where points spread thinly "
-                          "it drops many (a 5,000-point city sample lost most of its points at "
-                          "ε = 1): use 0 there.")),
+                          "over the box, zeroing places their count coarsely (a 5,000-point city "
+                          "sample at ε = 1: 58% mean relative error against 25% with 0): use 0 "
+                          "there.")),
     budget_parts=("counts",), default_split=(1.0,),
     finest_grid=base_shape, release=release_full_quadtree)
 

@@ -262,7 +262,8 @@ def release_quadtree(data, domain, epsilon, split, params, rng):
     eps_counts = epsilon * split[1] + eps_moved
     E = level_budgets(h, eps_counts, params["budget"], 4)
     y, var = noisy_node_counts(ledger, rng, tree, S, E, "quadtree", extra)
-    x, _ = infer(tree, y, var, params["zero_sd"] or None)     # 0: as published
+    x, _ = infer(tree, y, var, params["zero_sd"] or None,   # 0: as published
+                 paint_cells=None)    # the earlier redistribution (postprocess.redistribute)
     leaf = tree.is_leaf
     return LeafRelease(QUADTREE, domain, epsilon, split, params, ledger, base, tree.regions[leaf],
                        x[leaf], leaf_var=None, eps_path=np.full(leaf.sum(), epsilon),
@@ -373,7 +374,8 @@ def release_kdtree(data, domain, epsilon, split, params, rng):
     ht = tree.height          # = h unless every node became a single cell earlier
     E = level_budgets(ht, eps_counts, params["budget"], 2)
     y, var = noisy_node_counts(ledger, rng, tree, S, E, "kd-tree", extra)
-    x, _ = infer(tree, y, var, params["zero_sd"] or None)     # 0: as published
+    x, _ = infer(tree, y, var, params["zero_sd"] or None,   # 0: as published
+                 paint_cells=None)    # the earlier redistribution (postprocess.redistribute)
     leaf = tree.is_leaf
     eps_path = epsilon - eps_prt + eps_m * tree.depth[leaf]
     return LeafRelease(KDTREE, domain, epsilon, split, params, ledger, base, tree.regions[leaf],
