@@ -230,12 +230,20 @@ def discrete_laplace_variance(scale) -> np.ndarray:
     return 2.0 * q / (1.0 - q) ** 2
 
 
-def discrete_laplace_quantile(scale, level: float) -> int:
-    """Smallest integer h with P(|Z| <= h) >= level for Z ~ discrete_laplace(scale) (for intervals)."""
-    q = math.exp(-1.0 / float(scale))
+def discrete_laplace_fourth_cumulant(scale) -> np.ndarray:
+    """Fourth cumulant of `discrete_laplace(scale)`, twice a geometric variable's:
+    2 q (1 + 4 q + q^2) / (1 - q)^4 with q = exp(-1/scale)."""
+    q = np.exp(-1.0 / np.asarray(scale, dtype=np.float64))
+    return 2.0 * q * (1.0 + 4.0 * q + q * q) / (1.0 - q) ** 4
+
+
+def discrete_laplace_quantile(scale, level: float):
+    """Smallest integer h with P(|Z| <= h) >= level for Z ~ discrete_laplace(scale) (for
+    intervals): an int, or an integer array for an array of scales."""
+    q = np.exp(-1.0 / np.asarray(scale, dtype=np.float64))
     # P(|Z| > h) = 2 q^(h+1) / (1 + q)
-    h = math.log((1.0 - level) * (1.0 + q) / 2.0) / math.log(q) - 1.0
-    return max(0, math.ceil(h - 1e-12))
+    h = np.maximum(0, np.ceil(np.log((1.0 - level) * (1.0 + q) / 2.0) / np.log(q) - 1.0 - 1e-12))
+    return int(h) if h.ndim == 0 else h.astype(np.int64)
 
 
 def count_noise(rng, epsilon, sensitivity=1, size=None) -> np.ndarray:

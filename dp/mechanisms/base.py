@@ -408,11 +408,11 @@ def noise_half_width(variance: float, terms=None, level: float = 0.95, n_sim: in
         keep = w != 0
         if 0 < keep.sum() <= MC_MAX_TERMS:
             sc = np.broadcast_to(np.asarray(terms[1], dtype=np.float64), w.shape)[keep]
-            return float(np.quantile(np.abs(_laplace_sim(make_rng(seed), sc, n_sim) @ w[keep]), level))
+            return float(np.quantile(np.abs(laplace_sim(make_rng(seed), sc, n_sim) @ w[keep]), level))
     return float(stats.norm.ppf(0.5 + level / 2) * math.sqrt(variance))
 
 
-def _laplace_sim(rng, scales: np.ndarray, n: int) -> np.ndarray:
+def laplace_sim(rng, scales: np.ndarray, n: int) -> np.ndarray:
     """(n, len(scales)) discrete Laplace draws, P(z) ∝ exp(-|z| / scale), for simulation only:
     G1 - G2 with G geometric of success probability 1 - exp(-1/scale)."""
     p = -np.expm1(-1.0 / scales)
