@@ -155,6 +155,7 @@ STORES = {
     ids.SERVER_JOB: (Either((None, Record({"id": TEXT, "text": TEXT}))),
                      "a counting job this server started"),
     ids.GROW_DRAWN: (Either((None, COUNT)), "a tree depth, or nothing"),
+    ids.SHAPES_TICK: (Either((None, Text(64))), "a district file's token, or nothing"),
 }
 
 POSITION = Row((NUMBER, NUMBER))
