@@ -198,6 +198,7 @@ def malformed(p: Page):
         yield {"data": json.dumps(body), "content_type": "application/json"}
 
 
+@pytest.mark.slow          # worker processes: the quick suite leaves it to the full one
 def test_no_callback_answers_a_wrong_type_with_a_server_error(page, caplog):
     caplog.set_level(logging.ERROR)
     valid, fuzzed, failing = {}, collections.Counter(), set()

@@ -77,6 +77,7 @@ def _alive(pid: int) -> bool:
     return True
 
 
+@pytest.mark.slow          # worker processes: the quick suite leaves it to the full one
 def test_a_pool_process_ends_when_its_worker_is_killed_while_it_starts(tmp_path):
     # the pool process is still importing its set-up (slow on a busy machine) when its worker
     # dies: it must not take the worker's successor (init) for the worker it watches

@@ -10,6 +10,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 from components import ids
 from helpers import free_port, wait_until
 
@@ -24,6 +26,7 @@ def get(url: str):
         return None, ""
 
 
+@pytest.mark.slow          # worker processes: the quick suite leaves it to the full one
 def test_app_py_serves_the_page_and_callbacks_from_gunicorn_workers(tmp_path):
     port = free_port()
     proc = subprocess.Popen(

@@ -163,14 +163,14 @@ def test_the_choropleth_colours_by_density_and_tells_each_shapes_numbers(city, h
 
 def test_half_widths_of_all_shapes_at_once_cover_the_noise():
     # shape 0: one draw (exact quantile, scaled by its weight); shapes 1..40: two draws of weight
-    # 1 (simulated; checked against the exact law of Z1 + Z2); shapes 41..60: 4 to 64 draws of
+    # 1 (simulated; checked against the exact law of Z1 + Z2); shapes 41..48: 4 to 64 draws of
     # mixed weights and scales (Cornish-Fisher; checked by simulation)
     from dp.mechanisms.base import laplace_sim
     from dp.noise import discrete_laplace_quantile, discrete_laplace_variance
     rng = np.random.default_rng(7)
     scales = np.linspace(2.0, 20.0, 40)
-    sizes = np.linspace(4, 64, 20).astype(int)
-    si = np.concatenate([[0], np.repeat(np.arange(1, 41), 2), np.repeat(np.arange(41, 61), sizes)])
+    sizes = np.linspace(4, 64, 8).astype(int)
+    si = np.concatenate([[0], np.repeat(np.arange(1, 41), 2), np.repeat(np.arange(41, 49), sizes)])
     w = np.concatenate([[0.5], np.ones(80), rng.uniform(0.05, 1.0, sizes.sum())])
     sc = np.concatenate([[10.0], np.repeat(scales, 2), rng.uniform(1.0, 30.0, sizes.sum())])
     var = np.bincount(si, w ** 2 * discrete_laplace_variance(sc))
@@ -188,8 +188,8 @@ def test_half_widths_of_all_shapes_at_once_cover_the_noise():
         assert total[np.abs(support) <= h[k] - 1].sum() <= 0.95 + tol, (s, h[k])
     # Cornish-Fisher: the coverage of each interval, from 100,000 simulated sums (sd 0.0007), is
     # within 0.005 of 0.95 (a quantile 2% off moves the coverage by about 0.003 here)
-    starts = np.searchsorted(si, np.arange(41, 62))
-    for k in range(41, 61):
+    starts = np.searchsorted(si, np.arange(41, 50))
+    for k in range(41, 49):
         lo, hi = starts[k - 41], starts[k - 40]
         sums = laplace_sim(rng, sc[lo:hi], 100_000) @ w[lo:hi]
         assert abs(np.mean(np.abs(sums) <= h[k]) - 0.95) < 0.005, (k, hi - lo)

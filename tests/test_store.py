@@ -133,6 +133,7 @@ def _second_worker(config, sid, commands, replies):
             replies.put(dict(obj))
 
 
+@pytest.mark.slow          # worker processes: the quick suite leaves it to the full one
 def test_state_crosses_worker_processes(config):
     from app import create_app
     from server import jobs, state
@@ -168,6 +169,7 @@ def test_state_crosses_worker_processes(config):
     assert worker.exitcode == 0
 
 
+@pytest.mark.slow          # worker processes: the quick suite leaves it to the full one
 def test_releases_and_map_layers_are_built_in_a_heavy_pool_process(config, tmp_path):
     from app import create_app
     from components import map_panel

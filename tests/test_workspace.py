@@ -63,6 +63,7 @@ def _click_in_another_worker(config, sid, rid, replies):
     replies.put(release_once(sid, rid, info, state.sample("small_city_5k")[1]))
 
 
+@pytest.mark.slow          # worker processes: the quick suite leaves it to the full one
 def test_two_workers_given_the_same_click_charge_once(app_on):
     sid, rid = new_sid(), "c" * 32
     ctx = multiprocessing.get_context("spawn")
