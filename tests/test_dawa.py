@@ -284,7 +284,8 @@ def test_uniform_data_gives_one_or_few_buckets():
 @pytest.mark.parametrize("strategy", G.STRATEGIES)
 def test_noiseless_answers_on_the_base_grid_are_bucket_averages(city, strategy):
     data, dom = city
-    params = D.DAWA.resolve_params({"base_cells": 32, "strategy": strategy})
+    # the published fit (zero_sd 0): zeroing would clear exact counts below one noise sd
+    params = D.DAWA.resolve_params({"base_cells": 32, "strategy": strategy, "zero_sd": 0.0})
     rel = D.release_dawa(data, dom, 2.0, (0.25, 0.75), params, None, noise=zero_noise)
     F = data.histogram(rel.base)
     raster, _ = rel.raster()
@@ -349,3 +350,43 @@ def test_brute_force_helper_enumerates_all_partitions():
         count += ok
     assert count == 26          # partitions of 8 into aligned dyadic intervals
     assert brute_force(dev, levels, 8, 1.0) == 1.0
+
+
+# ------------------------------------------------------------- zeroing insignificant groups
+def test_zero_groups_worked_example():
+    """Two groups of 4 cells under an unmeasured root, noisy counts 100 and 1 with variance 4
+    (sd 2): at zero_sd 1 the second is not significant (1 < 2), so it is released as empty and
+    its count goes to its neighbour: 101 and 0, the total kept. At 0: non-negativity alone."""
+    t = G.StrategyTree(lo=np.array([0, 0, 1]), hi=np.array([2, 1, 2]), parent=np.array([-1, 0, 0]),
+                       depth=np.array([0, 1, 1]), weight=np.array([0.0, 1.0, 1.0]),
+                       leaf=np.array([False, True, True]))
+    y = np.array([0.0, 100.0, 1.0])
+    var = np.array([np.inf, 4.0, 4.0])
+    x = G.least_squares(t, y, var)
+    assert np.allclose(x, [101.0, 100.0, 1.0])
+    area = np.array([4.0, 4.0])
+    out, zeroed = D.zero_groups(t, x, var, area, 1.0)
+    assert np.allclose(out, [101.0, 101.0, 0.0]) and zeroed.tolist() == [False, False, True]
+    out, zeroed = D.zero_groups(t, x, var, area, 0.0)
+    assert np.allclose(out, x) and not zeroed.any()
+    neg = G.least_squares(t, np.array([0.0, 10.0, -4.0]), var)          # clipped, total kept
+    out, _ = D.zero_groups(t, neg, var, area, 0.0)
+    assert np.allclose(out, [6.0, 6.0, 0.0])
+
+
+def test_zero_sd_releases_empty_areas_as_empty():
+    """Points in the western half only (ε 0.2, seed 2: 34 of 45 buckets in the empty east): at
+    zero_sd 1 (the default) the empty eastern half carries 53 points against 230 of noise and every count is >= 0, where the least-squares
+    estimates of 0 (as published) are noise; the same noise gives the same total (the zeroed
+    mass moves to the kept neighbours)."""
+    rng = np.random.default_rng(0)
+    pts = dp.PointData(rng.uniform(0.0, 0.5, 4000), rng.uniform(0.0, 1.0, 4000))
+    p = {"base_cells": 32, "workload_queries": 50}
+    on = dp.release("dawa", pts, UNIT, 0.2, params=p, seed=np.random.default_rng(2))
+    off = dp.release("dawa", pts, UNIT, 0.2, params={**p, "zero_sd": 0.0},
+                     seed=np.random.default_rng(2))
+    assert np.array_equal(on.leaves, off.leaves)                   # the same partition
+    assert np.all(on.counts >= 0) and off.counts.min() < 0
+    east = on.leaves[:, 2] >= 16
+    assert on.counts[east].sum() < 0.5 * np.abs(off.counts[east]).sum()
+    assert on.counts.sum() == pytest.approx(off.counts.sum(), rel=1e-9)

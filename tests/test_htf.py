@@ -22,6 +22,8 @@ from dp.errors import ParameterError
 from dp.mechanisms import htf
 from dp.mechanisms.base import ADD_REMOVE_POINT
 from dp.mechanisms.leaves import LeafRelease, paint
+from dp.mechanisms.trees import Tree
+from dp.postprocess import consistent
 from dp.summed_area import box_sums, summed_area
 
 UNIT = dp.Domain(0.0, 0.0, 1.0, 1.0)
@@ -1038,3 +1040,45 @@ def test_spec_and_params():
     assert all(q.label and len(q.help) > 20 for q in spec.params)
     with pytest.raises(ParameterError):
         spec.resolve_params({"budget_mode": "magic"})
+
+
+# ------------------------------------------------------------------ zero_sd (post-processing)
+def test_infer_leaves_worked_example():
+    """Every count draw + 1 (height: + 0), points in the western half of an 8 x 8 grid, ε 1:
+    the recorded tree matches the visited nodes, and with zero_sd 1 the leaves of the empty
+    half (noisy count 1, below one sd of their noise) are released as 0 while the leaves add up
+    to the least-squares root estimate; as published (0) they keep their 1."""
+    F = np.zeros((8, 8))
+    F[:, :4] = 40.0
+    plus_one = lambda kind, scale, size: np.zeros(size) if kind == "height" else np.ones(size)  # noqa: E731
+    t = htf.build(F, 1.0, budget_mode="share", split_rule="midpoint", stop_count=10.0,
+                  noise=plus_one)
+    assert len(t.node_parent) == len(t.nodes) == len(t.node_y) and t.node_parent[0] == -1
+    tree = Tree(t.nodes[:, :4], t.nodes[:, 4], t.node_parent)
+    assert np.array_equal(np.sort(t.leaf_node), np.flatnonzero(tree.is_leaf))
+    assert np.array_equal(t.nodes[t.leaf_node, :4], t.leaves)
+    internal = ~tree.is_leaf
+    assert np.array_equal(t.node_y[internal], box_sums(summed_area(F), t.nodes[internal, :4]) + 1)
+    empty = box_sums(summed_area(F), t.leaves) == 0
+    assert empty.any() and np.all(t.counts[empty] == 1.0)
+    assert np.all(np.sqrt(t.leaf_var[empty]) > 1.0)             # 1 is not significant
+    counts, zeroed = htf.infer_leaves(t, 1.0)
+    assert np.all(counts[empty] == 0.0) and zeroed[empty].all() and np.all(counts >= 0)
+    y = t.node_y.copy()
+    var = t.node_var.copy()
+    y[t.leaf_node], var[t.leaf_node] = t.counts, t.leaf_var
+    x, _ = consistent(tree, y, var)
+    assert counts.sum() == pytest.approx(x[0])
+
+
+def test_zero_sd_release_and_default_off():
+    rng = np.random.default_rng(0)
+    pts = dp.PointData(rng.uniform(0.0, 0.5, 3000), rng.uniform(0.0, 1.0, 3000))
+    p = {"base_cells": 64}
+    off = dp.release("htf", pts, UNIT, 0.5, params=p, seed=np.random.default_rng(3))
+    on = dp.release("htf", pts, UNIT, 0.5, params={**p, "zero_sd": 1.0},
+                    seed=np.random.default_rng(3))
+    assert htf.HTF.resolve_params({})["zero_sd"] == 0.0 and off.leaf_var is not None
+    assert np.array_equal(on.leaves, off.leaves) and on.leaf_var is None
+    assert np.all(on.counts >= 0) and on.diagnostics["leaves_zeroed"] > 0
+    assert on.ledger.total == pytest.approx(off.ledger.total) == pytest.approx(0.5)

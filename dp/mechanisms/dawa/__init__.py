@@ -9,6 +9,12 @@ Queries Under Differential Privacy", PVLDB 2014), as DPBench runs it: the histog
    (GreedyH, weighted for the workload, or H2 with the same weight per level), integer discrete
    Laplace noise on every measured count, and fitted by least squares; each bucket's estimate is
    spread evenly over its cells. See `greedyh`.
+3. Post-processing (`zero_sd`, 1 by default; 0 = as published): the fit made non-negative down
+   the hierarchy, groups below zero_sd sd of their own count's noise released as empty and their
+   count handed to the kept neighbouring buckets (`zero_groups`). Measured with peers.py's
+   protocol, seeds 1-3, MRE % at ε 0.1 / 1, published -> 1: checkin 56.4 / 5.3 -> 39.0 / 4.6,
+   BeijingTaxiS 88.8 / 11.1 -> 83.4 / 10.1, cabspottingS 60.3 / 8.0 -> 46.8 / 5.5, city_200k
+   7.97 / 1.17 -> 7.94 / 1.15, small_city_5k 71.9 / 14.3 -> 71.8 / 14.3 (benchmarks/README.md).
 
 The workload is public: random rectangles (`random_workload`, drawn from the workload seed) or a
 list of rectangles given to `release_for_workload`. It reads no data. The dataset size is never
@@ -23,9 +29,11 @@ from ...budget import Ledger
 from ...domain import UniformGrid
 from ...errors import ParameterError
 from ...noise import count_noise, discrete_laplace_variance
+from ...postprocess import nonnegative, redistribute, zero_insignificant
 from ...queries import as_rect_array, random_workload
 from ..base import ADD_REMOVE_POINT, MechanismSpec, Param
 from ..leaves import LeafRelease
+from ..trees import Tree
 from . import greedyh, hilbert, partition
 from .greedyh import STRATEGIES, StrategyTree, greedyh_tree, h2_tree, least_squares
 from .hilbert import hilbert_cells, interval_rects
@@ -89,6 +97,33 @@ def hilbert_nodes(k: int, starts, levels, step: int) -> np.ndarray:
     return np.concatenate(out)
 
 
+def zero_groups(tree: StrategyTree, x, var, area, zero_sd: float) -> tuple[np.ndarray, np.ndarray]:
+    """The strategy tree's least-squares estimates x made non-negative and cleared of
+    insignificant groups: (new estimate of every node, mask of the zeroed nodes).
+
+    Post-processing of the released noisy counts (`dp.postprocess`): top-down non-negativity,
+    then every node whose estimate is below zero_sd standard deviations of its own count's noise
+    (sqrt(var); an unmeasured node, var = inf, is never zeroed by its own test) is zeroed with
+    its subtree, and each parent's value goes to its children that carry mass
+    (`redistribute`: the zeroed mass moves to the neighbouring buckets in Hilbert order inside
+    the same parent, a kept group of at most 4 base cells with every child zeroed is painted
+    over its cells). `area`: base cells of each bucket. zero_sd 0: non-negativity alone.
+    """
+    acum = np.concatenate([[0.0], np.cumsum(np.asarray(area, dtype=np.float64))])
+    cells = (acum[tree.hi] - acum[tree.lo]).astype(np.int64)
+    zeros = np.zeros(tree.n_nodes, dtype=np.int64)
+    # each node as a strip of its number of base cells: the post-processing reads only the
+    # cell counts of the regions, and the tree structure
+    t = Tree(np.column_stack([zeros, cells, zeros, zeros + 1]), tree.depth.astype(np.int64),
+             tree.parent.astype(np.int64))
+    nn = nonnegative(t, x)
+    if not zero_sd > 0:
+        return nn, np.zeros(tree.n_nodes, dtype=bool)
+    sd = np.where(np.isfinite(var), np.sqrt(np.where(np.isfinite(var), var, 0.0)), 0.0)
+    _, zeroed = zero_insignificant(t, nn, sd, zero_sd)
+    return redistribute(t, nn, zeroed), zeroed
+
+
 def release_dawa(data, domain, epsilon, split, params, rng, *, workload=None, noise=None):
     """DAWA release (see the module docstring). `workload`: explicit public rectangles instead
     of the random one. Test hook: `noise(kind, scale, shape)` replaces every draw (kind
@@ -146,6 +181,9 @@ def release_dawa(data, domain, epsilon, split, params, rng, *, workload=None, no
     var = np.full(tree.n_nodes, np.inf)
     var[measured] = discrete_laplace_variance(1.0 / eps_node)
     x = least_squares(tree, y, var)
+    zeroed = np.zeros(tree.n_nodes, dtype=bool)
+    if params["zero_sd"] > 0:
+        x, zeroed = zero_groups(tree, x, var, area, params["zero_sd"])
 
     # a measured group of buckets is split among them by area
     leaves = np.flatnonzero(tree.leaf)
@@ -161,6 +199,7 @@ def release_dawa(data, domain, epsilon, split, params, rng, *, workload=None, no
                        workload_info=info,
                        diagnostics={"buckets": len(rects), "strategy_nodes": tree.n_nodes,
                                     "measured_nodes": int(measured.sum()),
+                                    "groups_zeroed": int(zeroed[tree.leaf].sum()),
                                     "bucket_counts": bucket_counts})
 
 
@@ -195,7 +234,19 @@ DAWA = MechanismSpec(
                   min=1e-4, max=1.0),
             Param("workload_seed", int, 0, "Workload seed",
                   "Seed of the public random workload (it never looks at the data).",
-                  min=0, max=2**31 - 1)),
+                  min=0, max=2**31 - 1),
+            Param("zero_sd", float, 1.0, "Zero below (standard deviations)",
+                  "After the least-squares fit, the estimates are made non-negative from the top "
+                  "of the measurement hierarchy down, a group of buckets whose estimate is below "
+                  "this many standard deviations of its own count's noise is released as empty, "
+                  "and its count goes to the neighbouring buckets (in Hilbert order) that were "
+                  "kept, so the total stays. Post-processing: no privacy cost. 0 = off, as "
+                  "published. 1 was measured best: on the DPBench matrices (seeds 1-3) it cut the "
+                  "error at ε 0.1 / 1 from 56.4 / 5.3 to 39.0 / 4.6 on checkin, 88.8 / 11.1 to "
+                  "83.4 / 10.1 on BeijingTaxiS, 60.3 / 8.0 to 46.8 / 5.5 on cabspottingS, and "
+                  "left the spread-out samples as they were (city_200k 8.0 / 1.17 to 7.9 / "
+                  "1.15); 1.5 and 2 are better on the matrices and worse on the samples.",
+                  min=0.0, max=10.0)),
     budget_parts=("partition", "counts"), default_split=(0.25, 0.75), workload_aware=True,
     finest_grid=lambda domain, p: (p["base_cells"], p["base_cells"]), release=release_dawa)
 

@@ -65,7 +65,7 @@ from .growth import HTFTree, build, count_step
 from .plan import (DEFAULT_SPLIT, DEFAULT_SPLIT_RULE, PAPER_EPS_HEIGHT, SPLIT_RULES,
                    affordable_height, estimate_height, grid_h_max, height_budget, plan_budget,
                    resolve_split_rule)
-from .release import HTF, SPECS, HTFRelease, release_htf
+from .release import HTF, SPECS, HTFRelease, infer_leaves, release_htf
 from .split import (OBJECTIVE_SENSITIVITY, ROOT_PROFILE_WORK, SPLIT_GRID, _noisy_objectives,
                     baseline_split, get_split_point, objective, objective_profile, objectives,
                     root_split_snr, split_noise_scale)
@@ -73,6 +73,6 @@ from .split import (OBJECTIVE_SENSITIVITY, ROOT_PROFILE_WORK, SPLIT_GRID, _noisy
 __all__ = ["DEFAULT_SPLIT", "DEFAULT_SPLIT_RULE", "HTF", "HTFRelease", "HTFTree",
            "OBJECTIVE_SENSITIVITY", "PAPER_EPS_HEIGHT", "ROOT_PROFILE_WORK", "SPECS", "SPLIT_GRID",
            "SPLIT_RULES", "_noisy_objectives", "affordable_height", "baseline_split", "build",
-           "count_step", "estimate_height", "get_split_point", "grid_h_max", "height_budget",
+           "count_step", "estimate_height", "get_split_point", "grid_h_max", "height_budget", "infer_leaves",
            "objective", "objective_profile", "objectives", "plan_budget", "release_htf",
            "resolve_split_rule", "root_split_snr", "split_noise_scale"]

@@ -103,6 +103,10 @@ class HTFTree:
     nodes: np.ndarray           # (K, 5) [r0, r1, c0, c1, depth] of every visited node
     info: dict = field(default_factory=dict)   # h, noisy size and the budget plan (all released)
     ledger: Ledger = field(default_factory=Ledger)   # every charge, each made as it is drawn
+    node_parent: np.ndarray | None = None    # (K,) index in `nodes` of each node's parent (-1: root)
+    node_y: np.ndarray | None = None         # (K,) first noisy count of each node (nan: none drawn)
+    node_var: np.ndarray | None = None       # (K,) its noise variance (nan: none drawn)
+    leaf_node: np.ndarray | None = None      # (L,) index in `nodes` of each leaf
 
 
 def build(F, epsilon: float, rng=None, *, budget_mode: str = "share", split=DEFAULT_SPLIT,
@@ -304,16 +308,27 @@ class _Leaves:
 
     def __init__(self):
         (self.nodes, self.leaves, self.counts, self.eps, self.path, self.var,
-         self.height) = ([] for _ in range(7))
+         self.height, self.parent, self.y, self.y_var, self.leaf_node) = ([] for _ in range(11))
+        self.n_seen = 0
 
-    def visit(self, R, depth: int) -> None:
-        """Record the nodes of one level with their depth."""
+    def visit(self, R, depth: int, parent) -> np.ndarray:
+        """Record the nodes of one level with their depth and parents; returns their indices."""
         self.nodes.append(np.column_stack([R, np.full(len(R), depth)]))
+        self.parent.append(np.asarray(parent, np.int64))
+        idx = self.n_seen + np.arange(len(R))
+        self.n_seen += len(R)
+        return idx
 
-    def collect(self, R, st: dict, i: int, E) -> np.ndarray:
-        """Keep count_step's pruned nodes at height i as leaves; returns the nodes to split."""
+    def collect(self, R, st: dict, i: int, E, idx) -> np.ndarray:
+        """Keep count_step's pruned nodes at height i as leaves (and every node's first noisy
+        count); returns the nodes to split."""
         pr = st["pruned"]
+        y = st["y"]
+        self.y.append(y)
+        self.y_var.append(np.where(np.isnan(y), np.nan,
+                                   float(discrete_laplace_variance(1.0 / float(E[i])))))
         if pr.any():
+            self.leaf_node.append(idx[pr])
             L = int(pr.sum())
             self.leaves.append(R[pr])
             self.counts.append(st["value"][pr])
@@ -331,7 +346,9 @@ class _Leaves:
                        eps_path=_cat(self.path), leaf_var=_cat(self.var),
                        leaf_height=_cat(self.height, np.int64),
                        nodes=np.concatenate(self.nodes).astype(np.int64).reshape(-1, 5),
-                       info=info, ledger=ledger)
+                       info=info, ledger=ledger, node_parent=_cat(self.parent, np.int64),
+                       node_y=_cat(self.y), node_var=_cat(self.y_var),
+                       leaf_node=_cat(self.leaf_node, np.int64))
 
 
 def _grow(F, plan: _TreePlan, draws: _Draws, rules: _Rules, charges: _Charges) -> _Leaves:
@@ -339,16 +356,18 @@ def _grow(F, plan: _TreePlan, draws: _Draws, rules: _Rules, charges: _Charges) -
     S = summed_area(F.astype(np.float64))
     front = _Frontier.root(F)
     out = _Leaves()
+    parent = np.array([-1], np.int64)
     for i in range(plan.h, -1, -1):
         if len(front.R) == 0:
             break
-        out.visit(front.R, plan.h - i)
+        idx = out.visit(front.R, plan.h - i, parent)
         tot = box_sums(S, front.R)
         keep = out.collect(front.R, _count_level(front.R, tot, i, plan.E, draws, rules, charges),
-                           i, plan.E)
+                           i, plan.E, idx)
         if not keep.any():
             break
         front = _split_level(S, front.keep(keep), tot[keep], i, plan, draws, rules, charges)
+        parent = np.repeat(idx[keep], 2)          # node j's children are 2j and 2j + 1
     return out
 
 

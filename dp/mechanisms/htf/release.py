@@ -6,9 +6,11 @@ import time
 
 import numpy as np
 
+from ...postprocess import infer
 from ..base import ADD_REMOVE_POINT, MechanismSpec, Param
 from ..leaves import LeafRelease, base_shape, square_base_grid
-from .growth import build
+from ..trees import Tree
+from .growth import HTFTree, build
 from .plan import DEFAULT_SPLIT, DEFAULT_SPLIT_RULE, SPLIT_RULES, _budget_parts
 from .split import root_split_snr
 
@@ -32,6 +34,32 @@ class HTFRelease(LeafRelease):
             for f, e in zip(gj["features"], self.eps_final.tolist()):
                 f["properties"]["eps_final"] = e
         return gj
+
+
+# ------------------------------------------------------------------------------ post-processing
+def infer_leaves(tree: HTFTree, zero_sd: float) -> tuple[np.ndarray, np.ndarray]:
+    """The leaves' counts after `dp.postprocess.infer` over every visited node: (counts, mask
+    of the zeroed leaves).
+
+    Every node's first noisy count (drawn at its height's budget, already paid for) and each
+    leaf's released count are made consistent by least squares (Hay et al. 2010), non-negative
+    from the top down, every node below zero_sd standard deviations of its own count's noise is
+    zeroed with its subtree and each parent's value goes to its children that carry mass, so
+    the leaves add up to the root's estimate. Post-processing: no privacy cost. An internal
+    node's count was drawn and found above the stop count, so near that count it is biased
+    upwards; dropping those counts from the fit (within 2 or 3 sd of the stop count) was
+    measured no better.
+
+    Measured (`benchmarks/README.md`, peers.py's protocol, midpoint rule, seeds 1-3, MRE % at
+    ε 0.1 / 1, as published -> zero_sd 1): checkin 46.4 / 27.6 -> 38.0 / 27.4, BeijingTaxiS
+    38.0 / 17.4 -> 24.0 / 17.3, cabspottingS 39.1 / 7.5 -> 26.4 / 7.1, city_200k 8.7 / 0.93 ->
+    5.5 / 0.84, small_city_5k 46.1 / 15.5 -> 46.3 / 15.4.
+    """
+    t = Tree(tree.nodes[:, :4], tree.nodes[:, 4], tree.node_parent)
+    y, var = tree.node_y.copy(), tree.node_var.copy()
+    y[tree.leaf_node], var[tree.leaf_node] = tree.counts, tree.leaf_var
+    x, zeroed = infer(t, y, var, zero_sd)
+    return x[tree.leaf_node], zeroed[tree.leaf_node]
 
 
 # ----------------------------------------------------------------------------------- release
@@ -61,8 +89,13 @@ def release_htf(data, domain, epsilon, split, params, rng):
                    **root_split_snr(F, info["h"], search_lvl / (2 * T + 1))}
     # a combined count is not one draw: its interval falls back to the variance
     leaf_scale = None if params["combine_pruned"] else 1.0 / tree.eps_final
+    counts, leaf_var = tree.counts, tree.leaf_var
+    if params["zero_sd"] > 0:                 # counts fitted jointly: no per-leaf variance
+        counts, zeroed = infer_leaves(tree, params["zero_sd"])
+        leaf_var = leaf_scale = None
+        diagnostics["leaves_zeroed"] = int(zeroed.sum())
     return HTFRelease(HTF, domain, epsilon, effective, params, tree.ledger, base, tree.leaves,
-                      tree.counts, leaf_var=tree.leaf_var, eps_path=tree.eps_path,
+                      counts, leaf_var=leaf_var, eps_path=tree.eps_path,
                       nodes=tree.nodes, leaf_scale=leaf_scale, tree_info=info,
                       eps_final=tree.eps_final, noisy_size=info["noisy_size"],
                       diagnostics=diagnostics)
@@ -134,6 +167,18 @@ HTF = MechanismSpec(
               "counts weighted by their precision instead of discarding the first. Less noise, "
               "but a slight downward bias for regions stopped because their first count was "
               "small."),
+        Param("zero_sd", float, 0.0, "Zero below (standard deviations)",
+              "Improvement, off in the paper: the noisy counts of every region the tree "
+              "visited (already paid for) are made consistent with the leaves by least "
+              "squares, made non-negative from the top down, a region whose estimate is below "
+              "this many standard deviations of its own count's noise is released as empty and "
+              "its parent's count goes to the regions beside it that were kept, so the total "
+              "stays. Post-processing: no privacy cost. 0 = off, as published. 1 cut the error "
+              "on the mostly empty DPBench matrices at ε 0.1 (checkin 46.4% to 38.0%, "
+              "BeijingTaxiS 38.0% to 24.0%, cabspottingS 39.1% to 26.4%) and on a 200,000-point "
+              "city (8.7% to 5.5%); at ε 1 it changed little (27.6% to 27.4% on checkin), and "
+              "on a 5,000-point city at ε 0.1 it was 46.3% against 46.1%, so it is not the "
+              "default.", min=0.0, max=10.0),
     ),
     budget_parts=("height", "partition", "counts"), default_split=DEFAULT_SPLIT,
     finest_grid=base_shape, release=release_htf)
