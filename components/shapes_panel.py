@@ -99,10 +99,9 @@ def _remember(sid: str, **changes) -> dict:
     the workspace's lock) and return the choice; not kept on a full store (a reload then shows
     the one before)."""
     try:
-        workspace.update(sid, **_fields(changes))
+        return choice_in(workspace.update(sid, **_fields(changes)))
     except LookupError:
-        pass
-    return choice_of(sid, **changes)
+        return choice_of(sid, **changes)
 
 
 def read_districts(contents: str, filename: str | None, max_bytes: int) -> tuple[list, np.ndarray]:
