@@ -70,10 +70,16 @@ def press_release(dash_duo, expect: str = "Released") -> None:
         dash_duo.wait_for_element("img.grid-raster, .leaflet-overlay-pane path", timeout=30)
 
 
+POLL_FLOOR = 30.0     # seconds: a loaded CI machine (two test processes, two browsers) is slow
+
+
 def poll_until(condition, timeout: float) -> None:
-    """Wait for the page to reach a state (Dash updates asynchronously); the caller asserts it."""
+    """Wait for the page to reach a state (Dash updates asynchronously); the caller asserts it.
+    Waits at least POLL_FLOOR: a state that comes returns at once, so the floor costs nothing
+    when a test passes and stops a busy machine from failing one (to check that something does
+    *not* happen, sleep instead)."""
     try:
-        until(condition, timeout)
+        until(condition, max(timeout, POLL_FLOOR))
     except (TimeoutException, dash_errors.TestingTimeoutError):
         pass
 
