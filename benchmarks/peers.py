@@ -99,7 +99,12 @@ def mre(answers: np.ndarray, truth: np.ndarray) -> float:
 
 
 def measure(matrix, mechanisms: dict, eps_list, seeds) -> dict:
-    """(label, eps) -> MRE % over the workload and seeds."""
+    """(label, eps) -> MRE % over the workload, averaged over the seeds."""
+    return {k: float(np.mean(v)) for k, v in measure_runs(matrix, mechanisms, eps_list, seeds).items()}
+
+
+def measure_runs(matrix, mechanisms: dict, eps_list, seeds) -> dict:
+    """(label, eps) -> MRE % over the workload, one per seed."""
     cells = workload()
     truth = box_sums(summed_area(matrix, whole=True), cells).astype(np.float64)
     rects = as_rects(cells)
@@ -112,10 +117,9 @@ def measure(matrix, mechanisms: dict, eps_list, seeds) -> dict:
             params = {"base_cells": SIDE, **params}       # the protocol's grid
         extra = {"workload": rects} if dp.mechanisms()[name].workload_aware else {}
         for eps in eps_list:
-            errs = [mre(dp.release(name, data, BOX, eps, params=params, **extra,
-                                   seed=np.random.default_rng(s)).answer_many(rects), truth)
-                    for s in seeds]
-            out[(label, eps)] = float(np.mean(errs))
+            out[(label, eps)] = [mre(dp.release(name, data, BOX, eps, params=params, **extra,
+                                                seed=np.random.default_rng(s)).answer_many(rects),
+                                     truth) for s in seeds]
     return out
 
 

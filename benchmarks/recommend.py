@@ -3,7 +3,9 @@
 The data sets are the three DPBench matrices and the two built-in point samples binned on
 256 x 256 cells of their public boxes; the protocol is `peers.py`'s (2,000 cell-aligned
 queries of 2/6/10% of the area, MRE % with ρ = 20, seeds 1-3). It prints each setting's
-errors, the winner and how often each contender wins: the evidence behind `dp.recommend`.
+errors, the winner and how often each contender wins: the evidence behind `dp.recommend`; and
+the adaptive mechanism's error over the lowest other's, with two standard errors from the
+seeds' spread (three seeds leave wide bands: `--seeds $(seq 1 20)` narrows them).
 
     python benchmarks/recommend.py [--eps 0.05 0.1 ...] [--seeds 1 2 3] [--mechanisms ...]
 """
@@ -38,6 +40,17 @@ def matrices() -> dict:
     return out
 
 
+def ratio_band(a, b) -> tuple[float, float]:
+    """mean(a) / mean(b) and two standard errors of it (delta method, independent seeds): how
+    far above the best the recommended mechanism is, and how much of that the seeds explain."""
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    r = a.mean() / b.mean()
+    if len(a) < 2:
+        return r, float("nan")
+    rel = np.sqrt(a.var(ddof=1) / len(a) / a.mean() ** 2 + b.var(ddof=1) / len(b) / b.mean() ** 2)
+    return r, 2 * r * rel
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--eps", type=float, nargs="+", default=list(EPS))
@@ -45,20 +58,31 @@ def main(argv=None) -> None:
     ap.add_argument("--mechanisms", nargs="+", default=list(CONTENDERS), choices=list(peers.PROJECT))
     args = ap.parse_args(argv)
     mechs = {k: peers.PROJECT[k] for k in args.mechanisms}
-    wins, t0 = Counter(), time.perf_counter()
-    print("| data | N | ε | " + " | ".join(mechs) + " | lowest |")
-    print("|" + "---|" * (len(mechs) + 4))
+    wins, within, t0 = Counter(), 0, time.perf_counter()
+    rec = "adaptive" if "adaptive" in mechs and len(mechs) > 1 else None
+    print("| data | N | ε | " + " | ".join(mechs) + " | lowest |"
+          + (" adaptive ÷ lowest other (± 2 SE) |" if rec else ""))
+    print("|" + "---|" * (len(mechs) + 4 + bool(rec)))
     for name, m in matrices().items():
-        res = peers.measure(m, mechs, args.eps, args.seeds)
+        runs = peers.measure_runs(m, mechs, args.eps, args.seeds)
         for eps in args.eps:
-            errs = {k: res[(k, eps)] for k in mechs}
+            errs = {k: float(np.mean(runs[(k, eps)])) for k in mechs}
             best = min(errs, key=errs.get)
             wins[best] += 1
-            print(f"| {name} | {int(m.sum()):,} | {eps:g} | "
-                  + " | ".join(f"{v:.1f}" for v in errs.values()) + f" | {best} |", flush=True)
+            row = (f"| {name} | {int(m.sum()):,} | {eps:g} | "
+                   + " | ".join(f"{v:.1f}" for v in errs.values()) + f" | {best} |")
+            if rec:
+                other = min((k for k in mechs if k != rec), key=errs.get)
+                r, band = ratio_band(runs[(rec, eps)], runs[(other, eps)])
+                within += r <= 1.1
+                row += f" {r:.2f} ± {band:.2f} |"
+            print(row, flush=True)
     total = sum(wins.values())
     print("\nlowest MRE in: " + ", ".join(f"{k} {wins[k]} of {total}" for k in mechs)
           + f" settings ({time.perf_counter() - t0:.0f} s)")
+    if rec:
+        print(f"adaptive within 10% of the lowest other in {within} of {total} settings "
+              f"(seeds {', '.join(map(str, args.seeds))})")
 
 
 if __name__ == "__main__":

@@ -387,12 +387,13 @@ def register_callbacks(app, config: dict):
                   Input(ids.MAP_ZOOM_DOMAIN, "n_clicks"), State(ids.DOMAIN, "data"),
                   prevent_initial_call=True)
     def zoom_to_domain(_, domain_info):
-        """Fit the map to the declared domain box."""
+        """Fit the map to the declared domain box: one zoom animation, not Leaflet's flight,
+        whose zoomed-out arc is where the map stays if anything stops it on the way."""
         try:
             d = domain_from_store(domain_info)
         except (dp.ParameterError, LookupError):
             return no_update
-        return {"bounds": [[d.south, d.west], [d.north, d.east]], "transition": "flyToBounds"}
+        return {"bounds": [[d.south, d.west], [d.north, d.east]], "transition": "fitBounds"}
 
     @app.callback(Output(ids.GROW_BOX, "hidden"), Output(ids.GROW_DEPTH, "max"),
                   Output(ids.GROW_DEPTH, "value"), Output(ids.GROW_TIMER, "disabled"),

@@ -171,6 +171,14 @@ return [box.left >= map.left - 1, box.right <= map.right + 1, box.top >= map.top
         box.bottom <= map.bottom + 1, box.width > map.width / 4 || box.height > map.height / 4];
 """
 
+RECTS = """
+var r = function (e) { var b = e.getBoundingClientRect(); return [b.left, b.top, b.width, b.height]; };
+var map = document.querySelector('#%s');
+return {map: r(map), dashed: Array.from(map.querySelectorAll('path'))
+  .filter(function (p) { return p.getAttribute('stroke-dasharray') === '6 4'; }).map(r),
+  window: [window.innerWidth, window.innerHeight]};
+"""
+
 
 def test_zoom_to_domain_brings_the_whole_box_back(dash_duo):
     start(dash_duo)
@@ -183,7 +191,7 @@ def test_zoom_to_domain_brings_the_whole_box_back(dash_duo):
     assert not all(dash_duo.driver.execute_script(script)[:4])        # zoomed in: the box overflows
     dash_duo.find_element(f"#{ids.MAP_ZOOM_DOMAIN}").click()
     poll_until(lambda: all(dash_duo.driver.execute_script(script)), 10)
-    assert all(dash_duo.driver.execute_script(script))
+    assert all(dash_duo.driver.execute_script(script)), dash_duo.driver.execute_script(RECTS % ids.MAP)
 
 
 def test_offline_map_shows_world_outlines_and_only_their_attribution(dash_duo):
