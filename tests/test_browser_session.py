@@ -189,6 +189,7 @@ def test_zoom_to_domain_brings_the_whole_box_back(dash_duo):
         time.sleep(0.4)
     poll_until(lambda: not all(dash_duo.driver.execute_script(script)[:4]), 10)
     assert not all(dash_duo.driver.execute_script(script)[:4])        # zoomed in: the box overflows
+    poll_until(lambda: not dash_duo.find_elements(".leaflet-zoom-anim"), 10)   # the zooms settled
     dash_duo.find_element(f"#{ids.MAP_ZOOM_DOMAIN}").click()
     poll_until(lambda: all(dash_duo.driver.execute_script(script)), 10)
     assert all(dash_duo.driver.execute_script(script)), dash_duo.driver.execute_script(RECTS % ids.MAP)
