@@ -163,14 +163,6 @@ def test_a_link_opens_with_its_settings_and_the_page_makes_such_links(dash_duo):
     dash_duo.wait_for_contains_text(f"#{ids.SHARE_NOTE}", "unknown domain 'Atlantis'", timeout=30)
 
 
-OUTLINE_INSIDE = """
-var map = document.querySelector('#%s').getBoundingClientRect();
-var box = Array.from(document.querySelectorAll('#%s path.leaflet-interactive, #%s path'))
-  .filter(function (p) { return p.getAttribute('stroke-dasharray') === '6 4'; })[0].getBoundingClientRect();
-return [box.left >= map.left - 1, box.right <= map.right + 1, box.top >= map.top - 1,
-        box.bottom <= map.bottom + 1, box.width > map.width / 4 || box.height > map.height / 4];
-"""
-
 RECTS = """
 var r = function (e) { var b = e.getBoundingClientRect(); return [b.left, b.top, b.width, b.height]; };
 var map = document.querySelector('#%s');
@@ -180,19 +172,32 @@ return {map: r(map), dashed: Array.from(map.querySelectorAll('path'))
 """
 
 
+def rects(dash_duo) -> dict:
+    """The map's box, every dashed outline's box (left, top, width, height) and the window."""
+    return dash_duo.driver.execute_script(RECTS % ids.MAP)
+
+
+def outline_inside(r: dict) -> list[bool]:
+    """The domain outline's left, right, top and bottom within the map, and its size over a
+    quarter of the map's width or height."""
+    (ml, mt, mw, mh), (bl, bt, bw, bh) = r["map"], r["dashed"][0]
+    return [bl >= ml - 1, bl + bw <= ml + mw + 1, bt >= mt - 1, bt + bh <= mt + mh + 1,
+            bw > mw / 4 or bh > mh / 4]
+
+
 def test_zoom_to_domain_brings_the_whole_box_back(dash_duo):
     start(dash_duo)
-    script = OUTLINE_INSIDE % (ids.MAP, ids.MAP, ids.MAP)
-    assert all(dash_duo.driver.execute_script(script))
+    assert all(outline_inside(rects(dash_duo)))
     for _ in range(4):
         dash_duo.find_element(".leaflet-control-zoom-in").click()
         time.sleep(0.4)
-    poll_until(lambda: not all(dash_duo.driver.execute_script(script)[:4]), 10)
-    assert not all(dash_duo.driver.execute_script(script)[:4])        # zoomed in: the box overflows
+    poll_until(lambda: not all(outline_inside(rects(dash_duo))[:4]), 10)
+    assert not all(outline_inside(rects(dash_duo))[:4])        # zoomed in: the box overflows
     poll_until(lambda: not dash_duo.find_elements(".leaflet-zoom-anim"), 10)   # the zooms settled
     dash_duo.find_element(f"#{ids.MAP_ZOOM_DOMAIN}").click()
-    poll_until(lambda: all(dash_duo.driver.execute_script(script)), 10)
-    assert all(dash_duo.driver.execute_script(script)), dash_duo.driver.execute_script(RECTS % ids.MAP)
+    poll_until(lambda: all(outline_inside(rects(dash_duo))), 10)
+    r = rects(dash_duo)
+    assert all(outline_inside(r)), r
 
 
 def test_offline_map_shows_world_outlines_and_only_their_attribution(dash_duo):
