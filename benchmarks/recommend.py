@@ -5,9 +5,10 @@ The data sets are the three DPBench matrices and the two built-in point samples 
 queries of 2/6/10% of the area, MRE % with ρ = 20, seeds 1-3). It prints each setting's
 errors, the winner and how often each contender wins: the evidence behind `dp.recommend`; and
 the adaptive mechanism's error over the lowest other's, with two standard errors from the
-seeds' spread (three seeds leave wide bands: `--seeds $(seq 1 20)` narrows them).
+seeds' spread (three seeds leave wide bands: `--seeds $(seq 1 60)` narrows them).
 
     python benchmarks/recommend.py [--eps 0.05 0.1 ...] [--seeds 1 2 3] [--mechanisms ...]
+                                   [--data BeijingTaxiS ...] [--jobs 2]
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import argparse
 import sys
 import time
 from collections import Counter
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -30,11 +32,12 @@ CONTENDERS = ("adaptive", "privtree", "privtree + leaf threshold", "full quadtre
 SAMPLES = ("city_200k", "small_city_5k")
 
 
-def matrices() -> dict:
-    """name -> 256 x 256 counts: the DPBench matrices found beside the repository, the samples."""
+def matrices(names=tuple(peers.FILES) + SAMPLES) -> dict:
+    """name -> 256 x 256 counts: those of `names` among the DPBench matrices found beside the
+    repository and the samples."""
     out = {d: np.load(peers.DATA_DIR / f) for d, f in peers.FILES.items()
-           if (peers.DATA_DIR / f).is_file()}
-    for name in SAMPLES:
+           if d in names and (peers.DATA_DIR / f).is_file()}
+    for name in (n for n in SAMPLES if n in names):
         data, domain = dp.load_sample(name)
         out[name] = data.histogram(dp.UniformGrid(domain, peers.SIDE, peers.SIDE))
     return out
@@ -51,11 +54,27 @@ def ratio_band(a, b) -> tuple[float, float]:
     return r, 2 * r * rel
 
 
+def runs_by_data(data: dict, mechs: dict, eps_list, seeds, jobs: int):
+    """Yield (data name, matrix, {(label, ε): MRE per seed}) in `data`'s order, each
+    (data set, mechanism) pair measured in one of `jobs` processes."""
+    with ProcessPoolExecutor(jobs) as pool:
+        futures = {(name, k): pool.submit(peers.measure_runs, m, {k: mechs[k]}, eps_list, seeds)
+                   for name, m in data.items() for k in mechs}
+        for name, m in data.items():
+            runs = {}
+            for k in mechs:
+                runs.update(futures[(name, k)].result())
+            yield name, m, runs
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--eps", type=float, nargs="+", default=list(EPS))
     ap.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     ap.add_argument("--mechanisms", nargs="+", default=list(CONTENDERS), choices=list(peers.PROJECT))
+    ap.add_argument("--data", nargs="+", default=list(peers.FILES) + list(SAMPLES),
+                    choices=list(peers.FILES) + list(SAMPLES), help="data sets (default all five)")
+    ap.add_argument("--jobs", type=int, default=1, help="processes to measure in (default 1)")
     args = ap.parse_args(argv)
     mechs = {k: peers.PROJECT[k] for k in args.mechanisms}
     wins, within, t0 = Counter(), 0, time.perf_counter()
@@ -63,8 +82,7 @@ def main(argv=None) -> None:
     print("| data | N | ε | " + " | ".join(mechs) + " | lowest |"
           + (" adaptive ÷ lowest other (± 2 SE) |" if rec else ""))
     print("|" + "---|" * (len(mechs) + 4 + bool(rec)))
-    for name, m in matrices().items():
-        runs = peers.measure_runs(m, mechs, args.eps, args.seeds)
+    for name, m, runs in runs_by_data(matrices(args.data), mechs, args.eps, args.seeds, args.jobs):
         for eps in args.eps:
             errs = {k: float(np.mean(runs[(k, eps)])) for k in mechs}
             best = min(errs, key=errs.get)
@@ -81,8 +99,11 @@ def main(argv=None) -> None:
     print("\nlowest MRE in: " + ", ".join(f"{k} {wins[k]} of {total}" for k in mechs)
           + f" settings ({time.perf_counter() - t0:.0f} s)")
     if rec:
+        seeds = sorted(set(args.seeds))
+        run = seeds == list(range(seeds[0], seeds[-1] + 1)) and len(seeds) > 2
+        named = f"{seeds[0]}-{seeds[-1]}" if run else ", ".join(map(str, seeds))
         print(f"adaptive within 10% of the lowest other in {within} of {total} settings "
-              f"(seeds {', '.join(map(str, args.seeds))})")
+              f"(seeds {named})")
 
 
 if __name__ == "__main__":

@@ -129,4 +129,5 @@ def test_counts_give_the_release_of_the_points(tmp_path):
 def test_it_is_the_recommendation_with_its_reason():
     rec = dp.recommend("points")
     assert rec.name == "adaptive" and dp.mechanisms()[rec.name].private
-    assert "20 of 21" in rec.reason and "all six" in rec.reason
+    # the measured result of benchmarks/README.md ("recommend.py"), the lost cell included
+    assert "all 21" in rec.reason and "34 of 35" in rec.reason and "3% above" in rec.reason
