@@ -40,7 +40,8 @@ def test_the_choice_follows_the_rule(epsilon):
         if epsilon <= up_to:
             assert (name, params) == ("full_quadtree", {}) and f"ε ≤ {up_to:g}" in reason
         else:
-            assert (name, params) == ("privtree", {"zero_below": A.THRESHOLD}) and "zeroed" in reason
+            t = A.threshold(epsilon)
+            assert (name, params) == ("privtree", {"zero_below": t}) and f"{t:g} noise scales zeroed" in reason
     # each boundary of the table: at a share of cells above the mean and one cell below it
     n = A.PROBE_CELLS ** 2
     table = A.FULL_QUADTREE_UP_TO
@@ -56,6 +57,12 @@ def test_the_choice_follows_the_rule(epsilon):
     below[k - 1] = 4 * guard
     assert A.choose(at, eps_probe, epsilon)[0] == "full_quadtree"
     assert A.choose(below, eps_probe, epsilon)[:2] == ("privtree", {})
+
+
+def test_the_leaf_threshold_falls_with_epsilon_at_the_tables_cuts():
+    # 5 noise scales up to ε 0.2, 4 up to 0.3, 3 above (benchmarks/README.md, seeds 1-60)
+    got = [A.threshold(e) for e in (0.01, 0.2, 0.2001, 0.3, 0.3001, 1.0, 50.0)]
+    assert got == [5.0, 5.0, 4.0, 4.0, 3.0, 3.0, 3.0]
 
 
 def sparse_xy(n: int = 400_000, seed: int = 2):
@@ -89,7 +96,7 @@ def test_a_mostly_empty_box_gets_the_measured_winner_and_one_ledger(epsilon, poi
     assert sum(s["epsilon"] for s in steps) == pytest.approx(epsilon, rel=1e-12)
     assert len(steps) > 1                               # the chosen mechanism's own steps follow
     if chosen == "privtree":
-        assert rel.diagnostics["chosen_params"]["zero_below"] == A.THRESHOLD
+        assert rel.diagnostics["chosen_params"]["zero_below"] == A.threshold(epsilon) == 3.0
     # the release is the chosen mechanism's on the rest of ε, drawn after the probe
     rng = np.random.default_rng(4)
     dp.Ledger().noisy_counts(rng, data.histogram(dp.UniformGrid(BOX, A.PROBE_CELLS, A.PROBE_CELLS)),
