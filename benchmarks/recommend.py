@@ -30,9 +30,18 @@ EPS = (0.05, 0.1, 0.2, 0.3, 0.5, 1.0, 2.0)
 CONTENDERS = ("adaptive", "privtree", "privtree + leaf threshold", "full quadtree + inference",
               "htf (midpoint)", "dawa", "e2epriv")
 SAMPLES = ("city_200k", "small_city_5k")
+DATA = tuple(peers.FILES) + SAMPLES
 
 
-def matrices(names=tuple(peers.FILES) + SAMPLES) -> dict:
+def positive(text: str) -> int:
+    """argparse type: a whole number of at least 1."""
+    n = int(text)
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text}")
+    return n
+
+
+def matrices(names=DATA) -> dict:
     """name -> 256 x 256 counts: those of `names` among the DPBench matrices found beside the
     repository and the samples."""
     out = {d: np.load(peers.DATA_DIR / f) for d, f in peers.FILES.items()
@@ -72,9 +81,9 @@ def main(argv=None) -> None:
     ap.add_argument("--eps", type=float, nargs="+", default=list(EPS))
     ap.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     ap.add_argument("--mechanisms", nargs="+", default=list(CONTENDERS), choices=list(peers.PROJECT))
-    ap.add_argument("--data", nargs="+", default=list(peers.FILES) + list(SAMPLES),
-                    choices=list(peers.FILES) + list(SAMPLES), help="data sets (default all five)")
-    ap.add_argument("--jobs", type=int, default=1, help="processes to measure in (default 1)")
+    ap.add_argument("--data", nargs="+", default=list(DATA), choices=DATA,
+                    help="data sets (default all five)")
+    ap.add_argument("--jobs", type=positive, default=1, help="processes to measure in (default 1)")
     args = ap.parse_args(argv)
     mechs = {k: peers.PROJECT[k] for k in args.mechanisms}
     wins, within, t0 = Counter(), 0, time.perf_counter()
@@ -82,7 +91,12 @@ def main(argv=None) -> None:
     print("| data | N | ε | " + " | ".join(mechs) + " | lowest |"
           + (" adaptive ÷ lowest other (± 2 SE) |" if rec else ""))
     print("|" + "---|" * (len(mechs) + 4 + bool(rec)))
-    for name, m, runs in runs_by_data(matrices(args.data), mechs, args.eps, args.seeds, args.jobs):
+    data = matrices(args.data)
+    missing = [d for d in args.data if d not in data]
+    if missing:
+        print(f"skipped {', '.join(missing)}: the DPBench matrices are not in the shared folder "
+              "next to the repository")
+    for name, m, runs in runs_by_data(data, mechs, args.eps, args.seeds, args.jobs):
         for eps in args.eps:
             errs = {k: float(np.mean(runs[(k, eps)])) for k in mechs}
             best = min(errs, key=errs.get)

@@ -2,7 +2,7 @@
 threshold, or the full quadtree, which each win on different data (`benchmarks/README.md`,
 "Two sound mechanisms that beat PrivTree on the DPBench matrices, and lose on the samples").
 
-- Probe (ε_probe, 5% by default): the exact counts of a public 8 × 8 grid over the box, plus
+- Probe (ε_probe, 2% by default): the exact counts of a public 8 × 8 grid over the box, plus
   discrete Laplace(1/ε_probe); the cells are disjoint, so this costs ε_probe. Everything after
   it reads only the probe's output and public inputs (ε, the box): post-processing.
 - Decision: the box is *mostly empty* when the noisy mean count m̂ is at least GUARD noise
@@ -10,13 +10,14 @@ threshold, or the full quadtree, which each win on different data (`benchmarks/R
   are below EMPTY_LEVEL · m̂. A mostly empty box gets the full quadtree up to an ε that grows
   with the share of its cells above m̂ (FULL_QUADTREE_UP_TO: the more its occupied part
   spreads, the longer the full quadtree's tree of every level beats PrivTree's adaptive
-  leaves), and above that ε PrivTree with leaves at or below `threshold(ε)` noise scales zeroed
-  (5 up to ε 0.2, 4 up to 0.3, 3 above: a noisy leaf count is worth keeping at fewer noise scales
-  the larger ε is); any other box gets PrivTree as it is. Measured on the DPBench matrices and the samples at
-  8 × 8 cells (exact counts): the matrices leave 70-92% of the cells below a tenth of the mean,
-  the samples 0-2%; BeijingTaxiS, where the full quadtree wins at every ε, has 16% of its cells
-  above the mean, checkin 9% (it wins up to ε 0.5) and cabspottingS 3% (up to 0.05). Those three
-  data sets set the table: a rule fitted on three cases, stated as such in docs/mechanisms.md.
+  leaves), and above that ε PrivTree with leaves at or below `threshold(ε)` noise scales zeroed (5
+  up to ε 0.2, 4 up to 0.3, 3 above: a noisy leaf count is worth keeping at fewer noise scales the
+  larger ε is); any other box gets PrivTree as it is. Measured on the DPBench matrices and the
+  samples at 8 × 8 cells (exact counts): the matrices leave 70-92% of the cells below a tenth of
+  the mean, the samples 0-2%; BeijingTaxiS, where the full quadtree wins at every ε, has 16% of
+  its cells above the mean, checkin 9% (it wins up to ε 0.5) and cabspottingS 3% (up to 0.05).
+  Those three data sets set the table: a rule fitted on three cases, stated as such in
+  docs/mechanisms.md.
 - Release (the rest of ε): the chosen mechanism at its defaults. The ledger is the probe's
   entry followed by the chosen mechanism's, and sums to ε.
 """
