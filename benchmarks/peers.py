@@ -103,12 +103,14 @@ def measure(matrix, mechanisms: dict, eps_list, seeds) -> dict:
     return {k: float(np.mean(v)) for k, v in measure_runs(matrix, mechanisms, eps_list, seeds).items()}
 
 
-def measure_runs(matrix, mechanisms: dict, eps_list, seeds) -> dict:
-    """(label, eps) -> MRE % over the workload, one per seed."""
+def measure_runs(matrix, mechanisms: dict, eps_list, seeds, counts: bool = False) -> dict:
+    """(label, eps) -> MRE % over the workload, one per seed. `counts`: give the mechanisms the
+    matrix as counts on the protocol's grid (`dp.CountData`) instead of points spread in its
+    cells: the same histograms on that grid, without making millions of points."""
     cells = workload()
     truth = box_sums(summed_area(matrix, whole=True), cells).astype(np.float64)
     rects = as_rects(cells)
-    data = points_from_matrix(matrix, BOX, seed=7)
+    data = dp.CountData(matrix, BOX) if counts else points_from_matrix(matrix, BOX, seed=7)
     out = {}
     for label, (name, params) in mechanisms.items():
         if name not in dp.mechanisms():

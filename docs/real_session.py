@@ -115,7 +115,7 @@ class Session:
         self.wait_text(ids.RELEASE_STATUS, "Released")
         self.shot("session_1_sample", ids.RELEASE_STATUS, "The built-in sample", "A first load spends "
                   "nothing; one click on Release: the recommended mechanism (adaptive: its probe finds the "
-                  "sample's points spread over the box and picks PrivTree) released at ε = 1, its "
+                  "sample's points spread over most of the box and picks the adaptive grid) released at ε = 1, its "
                   "leaves on the map.")
         self.d.find_element("css selector", f"#{ids.UPLOAD} input[type=file]").send_keys(str(csv))
         self.wait_text(ids.UPLOAD_STATUS, f"{n:,} points")

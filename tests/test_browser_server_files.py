@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from test_browser import ADAPTIVE_QUADTREE_STEPS, ADAPTIVE_STEPS, RECOMMENDED, draw_rect, ledger_steps, poll_until, press_release, start, table_rows   # skips without a browser
+from test_browser import RECOMMENDED, adaptive_steps, draw_rect, ledger_steps, poll_until, press_release, start, table_rows   # skips without a browser
 
 import dp
 from components import ids
@@ -59,9 +59,9 @@ def test_files_on_the_server_are_counted_and_released(dash_duo, tmp_path, width)
     dash_duo.wait_for_contains_text(f"#{ids.RELEASE_STATUS}", "Nothing released", timeout=60)
     press_release(dash_duo, f"Released {RECOMMENDED}")
     dash_duo.wait_for_element("img.grid-raster", timeout=20)
-    # the probe picks PrivTree or the full quadtree for these trips (dense in Manhattan)
-    poll_until(lambda: ledger_steps(dash_duo) in (ADAPTIVE_STEPS, ADAPTIVE_QUADTREE_STEPS), 10)
-    assert ledger_steps(dash_duo) in (ADAPTIVE_STEPS, ADAPTIVE_QUADTREE_STEPS)
+    # the probe picks the full quadtree or the adaptive grid for these trips (dense in Manhattan)
+    poll_until(lambda: adaptive_steps(ledger_steps(dash_duo), "full_quadtree", "ag"), 10)
+    assert adaptive_steps(ledger_steps(dash_duo), "full_quadtree", "ag"), ledger_steps(dash_duo)
     # a drawn rectangle gets a private answer and the owner's true count at cell resolution
     draw_rect(dash_duo)
     poll_until(lambda: len(table_rows(dash_duo)) == 1, 20)

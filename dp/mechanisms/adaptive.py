@@ -1,88 +1,109 @@
-"""Adaptive: a small charged probe of how empty the box is picks PrivTree, PrivTree with a leaf
-threshold, or the full quadtree, which each win on different data (`benchmarks/README.md`,
-"Two sound mechanisms that beat PrivTree on the DPBench matrices, and lose on the samples").
+"""Adaptive: a small charged probe of how concentrated the points are picks the full quadtree or
+the adaptive grid (AG) (`benchmarks/README.md`, "Choosing a mechanism that holds on unseen
+data").
 
-- Probe (ε_probe, 2% by default): the exact counts of a public 8 × 8 grid over the box, plus
-  discrete Laplace(1/ε_probe); the cells are disjoint, so this costs ε_probe. Everything after
-  it reads only the probe's output and public inputs (ε, the box): post-processing.
-- Decision: the box is *mostly empty* when the noisy mean count m̂ is at least GUARD noise
-  scales (so a cell's noise cannot pass for emptiness) and at least EMPTY_SHARE of the cells
-  are below EMPTY_LEVEL · m̂. A mostly empty box gets the full quadtree up to an ε that grows
-  with the share of its cells above m̂ (FULL_QUADTREE_UP_TO: the more its occupied part
-  spreads, the longer the full quadtree's tree of every level beats PrivTree's adaptive
-  leaves), and above that ε PrivTree with leaves at or below `threshold(ε)` noise scales zeroed (5
-  up to ε 0.2, 4 up to 0.3, 3 above: a noisy leaf count is worth keeping at fewer noise scales the
-  larger ε is); any other box gets PrivTree as it is. Measured on the DPBench matrices and the
-  samples at 8 × 8 cells (exact counts): the matrices leave 70-92% of the cells below a tenth of
-  the mean, the samples 0-2%; BeijingTaxiS, where the full quadtree wins at every ε, has 16% of
-  its cells above the mean, checkin 9% (it wins up to ε 0.5) and cabspottingS 3% (up to 0.05).
-  Those three data sets set the table: a rule fitted on three cases, stated as such in
-  docs/mechanisms.md.
+- Probe (ε_probe, 2% by default), on the full quadtree's public 256-cell grid over the box (or
+  the base grid, `base_cells`, where that is coarser; the full quadtree then runs on it too):
+  the points of every cell split in two, its first T − 1 (L = Σ min(c, T − 1)) and the rest
+  (M = Σ max(c − T + 1, 0)), and the number of cells holding any point (O), each plus discrete
+  Laplace(2/ε_probe). T is the count the full quadtree needs in a single cell to keep it at
+  the ε left for the release: `zero_sd` standard deviations of its finest level's noise, a
+  public function of ε. One point added to a cell adds 1 to exactly one of L and M, and 1 to
+  O if the cell was empty, so the three have L1 sensitivity 2. Everything after the probe
+  reads only its output and public inputs (ε, the box): post-processing.
+- Choice, from the noisy L, M and O:
+  1. L + M (about N) below GUARD noise scales: the probe cannot tell; PrivTree, which needs
+     no model of the data.
+  2. M ≥ KEEP_SHARE · (L + M) and O < FILLED_SHARE of the cells: most points sit in cells
+     holding enough of them for the full quadtree to keep, and most of the map is empty. The
+     full quadtree's every-level counts and zeroing then place them exactly.
+  3. Otherwise (points spread thinly, or a map mostly filled): AG, whose grid sized by N ε
+     suits points spread over the map.
+  KEEP_SHARE is one half, "most points", and FILLED_SHARE one third, "two thirds of the map's
+  cells empty"; neither is tuned: on the fitting part of the validation corpus every
+  KEEP_SHARE from 0.3 to 0.5 and every FILLED_SHARE from 0.25 to 0.45 score the same (the
+  measurements are in `benchmarks/README.md`; `benchmarks/corpus.py`,
+  `benchmarks/recommend.py --corpus`).
 - Release (the rest of ε): the chosen mechanism at its defaults. The ledger is the probe's
   entry followed by the chosen mechanism's, and sums to ε.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..budget import Ledger
-from ..domain import UniformGrid
+from ..noise import discrete_laplace_variance
 from .base import ADD_REMOVE_POINT, MechanismSpec
-from .full_quadtree import FULL_QUADTREE
-from .leaves import base_shape
-from .trees import GUARANTEE_UNIT, P_BASE, PRIVTREE
+from .full_quadtree import FULL_QUADTREE, depth_budgets
+from .leaves import base_shape, square_base_grid
+from .trees import AG, GUARANTEE_UNIT, P_BASE, PRIVTREE, _max_quad_height
 
-PROBE_CELLS = 8          # the probe's public grid, cells per side
-GUARD = 5.0              # the noisy mean count must be at least this many noise scales
-EMPTY_LEVEL = 0.1        # a cell below this share of the mean count counts as empty
-EMPTY_SHARE = 0.3        # this share of empty cells makes the box mostly empty
-# (share of cells above the mean, at least; ε up to which a mostly empty box gets the full quadtree)
-FULL_QUADTREE_UP_TO = ((0.12, float("inf")), (0.06, 0.5), (0.0, 0.05))
-# (ε up to; PrivTree's zero_below in noise scales) when it is chosen for a mostly empty box: the
-# best of 1-6 per ε on cabspottingS and checkin over seeds 1-60 (benchmarks/README.md)
-THRESHOLD_UP_TO = ((0.2, 5.0), (0.3, 4.0), (float("inf"), 3.0))
+GUARD = 3.0              # L + M must pass this many noise scales for the probe to tell anything
+KEEP_SHARE = 0.5         # M / (L + M) from which the full quadtree is chosen: "most points"
+FILLED_SHARE = 1 / 3     # O / cells below which the map is "mostly empty"
+SENSITIVITY = 2          # one point changes L or M by 1, and O by at most 1
+SPECS_BY_NAME = {s.name: s for s in (FULL_QUADTREE, PRIVTREE, AG)}
 
 
-def threshold(epsilon: float) -> float:
-    """PrivTree's zero_below for a mostly empty box at this ε (a public input)."""
-    return next(t for e, t in THRESHOLD_UP_TO if epsilon <= e)
+def keep_count(shape, epsilon: float) -> int:
+    """T: the fewest points a single cell of the full quadtree's grid of `shape` needs for its
+    default zeroing to keep it at ε (zero_sd standard deviations of the finest level's noise)."""
+    p = FULL_QUADTREE.resolve_params({})
+    eps_leaf = depth_budgets(_max_quad_height(shape), epsilon, p["ratio"])[-1]
+    sd = math.sqrt(float(discrete_laplace_variance(1.0 / eps_leaf)))
+    return max(2, math.ceil(p["zero_sd"] * sd))
 
 
-def choose(noisy: np.ndarray, eps_probe: float, epsilon: float) -> tuple[str, dict, str]:
-    """(mechanism, its parameters, the reason in words) from the probe's noisy counts and ε."""
-    mean = max(float(noisy.sum()), 0.0) / noisy.size
-    if mean < GUARD / eps_probe:
-        return "privtree", {}, ("the probe could not tell how empty the box is (too few points "
-                                "for its noise): PrivTree")
-    share = float(np.mean(noisy < EMPTY_LEVEL * mean))
-    if share < EMPTY_SHARE:
-        return "privtree", {}, (f"the points spread over the box ({100 * share:.0f}% of the "
-                                "probe's cells near empty): PrivTree")
-    busy = float(np.mean(noisy > mean))
-    up_to = next(e for b, e in FULL_QUADTREE_UP_TO if busy >= b)
-    where = (f"the box is mostly empty ({100 * share:.0f}% of the probe's cells near empty) and "
-             f"its occupied part covers {100 * busy:.0f}% of the cells")
-    if epsilon <= up_to:
-        bound = "at any ε" if up_to == float("inf") else f"at ε ≤ {up_to:g}"
-        return "full_quadtree", {}, f"{where}: the full quadtree (measured best there {bound})"
-    t = threshold(epsilon)
-    return "privtree", {"zero_below": t}, (
-        f"{where}: PrivTree with leaves at or below {t:g} noise scales zeroed (measured best there "
-        f"above ε {up_to:g})")
+def probe_counts(H: np.ndarray, t: int) -> np.ndarray:
+    """Exact (L, M, O) of counts H: each cell's first t − 1 points and the rest, summed, and
+    the cells holding any point."""
+    c = H.astype(np.int64)
+    return np.array([np.minimum(c, t - 1).sum(), np.maximum(c - t + 1, 0).sum(),
+                     np.count_nonzero(c)], dtype=np.int64)
+
+
+def choose(noisy: np.ndarray, eps_probe: float, t: int, n_cells: int) -> tuple[str, dict, str]:
+    """(mechanism, its parameters, the reason in plain words) from the probe's noisy (L, M, O),
+    T and the grid's number of cells."""
+    low, high, occupied = (max(float(v), 0.0) for v in noisy)
+    if low + high < GUARD * SENSITIVITY / eps_probe:
+        return "privtree", {}, ("the probe could not tell how concentrated the points are (too "
+                                "few points for its share of ε): PrivTree, which needs no model "
+                                "of the data")
+    share, filled = high / (low + high), min(occupied / n_cells, 1.0)
+    if share >= KEEP_SHARE and filled < FILLED_SHARE:
+        return "full_quadtree", {}, (
+            f"most points (about {100 * share:.0f}%) sit in places holding at least {t} of "
+            f"them, enough to stand out from the noise, and most of the map (about "
+            f"{100 * (1 - filled):.0f}%) is empty: the full quadtree, which places concentrated "
+            "points exactly")
+    if share >= KEEP_SHARE:
+        return "ag", {}, (f"points reach about {100 * filled:.0f}% of the map's places: the "
+                          "adaptive grid, which suits points spread over the map")
+    return "ag", {}, (f"most points (about {100 * (1 - share):.0f}%) are spread thinly, fewer "
+                      f"than {t} to a place: the adaptive grid, which suits spread-out points")
 
 
 def release_adaptive(data, domain, epsilon, split, params, rng):
     eps_probe, eps_rest = epsilon * split[0], epsilon * split[1]
     ledger = Ledger()
-    probe = UniformGrid(domain, PROBE_CELLS, PROBE_CELLS)
-    noisy = ledger.noisy_counts(rng, data.histogram(probe), eps_probe,
-                                f"probe: {PROBE_CELLS} × {PROBE_CELLS} grid counts",
-                                note="discrete Laplace(1/ε_probe) on disjoint cells; decides which "
-                                     "mechanism releases (its choice is post-processing)")
-    name, sub_params, reason = choose(np.asarray(noisy, dtype=np.float64), eps_probe, epsilon)
-    spec = {"privtree": PRIVTREE, "full_quadtree": FULL_QUADTREE}[name]
-    sub_params = spec.resolve_params({**sub_params, **({"base_cells": params["base_cells"]}
-                                                       if name == "privtree" else {})})
+    side = min(FULL_QUADTREE.resolve_params({})["base_cells"], params["base_cells"])
+    grid = square_base_grid(domain, side)
+    t = keep_count(grid.shape, eps_rest)
+    noisy = ledger.noisy_counts(
+        rng, probe_counts(data.histogram(grid), t), eps_probe,
+        f"probe: points of a {grid.gx} × {grid.gy} grid's cells, their first {t - 1} and the "
+        "rest, and the cells holding any", sensitivity=SENSITIVITY,
+        note="discrete Laplace(2/ε_probe) on each total; one point adds 1 to one of the first "
+             "two and at most 1 to the third, so L1 sensitivity 2; decides which mechanism "
+             "releases (its choice is post-processing)")
+    name, sub_params, reason = choose(noisy, eps_probe, t, grid.gx * grid.gy)
+    spec = SPECS_BY_NAME[name]
+    # the full quadtree runs on the probe's grid (its own 256 cells, or the base grid if coarser)
+    base = side if name == "full_quadtree" else params["base_cells"]
+    sub_params = spec.resolve_params({**sub_params, "base_cells": base})
     rel = spec.release(data, domain, eps_rest, tuple(spec.default_split), sub_params, rng)
     ledger.entries += rel.ledger.entries
     rel.spec, rel.epsilon, rel.split, rel.params, rel.ledger = ADAPTIVE, epsilon, split, params, ledger
@@ -93,16 +114,17 @@ def release_adaptive(data, domain, epsilon, split, params, rng):
 
 
 ADAPTIVE = MechanismSpec(
-    name="adaptive", label="Adaptive (probe + tree)",
-    description="Spends a small share of ε on a coarse noisy grid to see how empty the box is, "
-                "then releases with the mechanism that measured best for such data: PrivTree "
-                "where the points spread over the box; where most of the box is empty, the full "
-                "quadtree up to an ε that grows with how many cells the occupied part covers, "
-                "and PrivTree with near-empty leaves zeroed above it (fewer noise scales count as "
-                "near empty the larger ε is).",
-    guarantee=f"{GUARANTEE_UNIT}, with ε = ε_probe + ε_release: the probe's cells are disjoint "
-              "noisy counts, the choice reads only them and public inputs, and the chosen "
-              "mechanism spends ε_release with its own guarantee.",
+    name="adaptive", label="Adaptive (probe + quadtree or grid)",
+    description="Spends a small share of ε measuring how many points sit in places of a fine "
+                "grid that hold enough of them to stand out from the noise, and how much of the "
+                "map holds any point, then releases with the mechanism that suits such data: "
+                "the full quadtree where most points are concentrated in such places and most "
+                "of the map is empty, the adaptive grid otherwise.",
+    guarantee=f"{GUARANTEE_UNIT}, with ε = ε_probe + ε_release: the probe's three totals have "
+              "L1 sensitivity 2 together and get discrete Laplace noise of scale 2/ε_probe, the "
+              "choice reads only "
+              "them and public inputs, and the chosen mechanism spends ε_release with its own "
+              "guarantee.",
     unit=ADD_REMOVE_POINT,
     params=(P_BASE,),
     budget_parts=("probe", "release"), default_split=(0.02, 0.98),

@@ -639,8 +639,8 @@ PRIVTREE = MechanismSpec(
                   "released as 0: post-processing that removes the noise of the many empty "
                   "leaves of sparse data, at the price of dropping small true counts. 0 = off "
                   "(the paper). On the sparse DPBench matrices 5 measured best up to ε 0.2, 4 "
-                  "at 0.3 and 3 from 0.5 (a quarter less error than 5 on cabspottingS at ε 1); "
-                  "the adaptive mechanism uses these.", min=0, max=100)),
+                  "at 0.3 and 3 from 0.5 (a quarter less error than 5 on cabspottingS at ε 1).",
+                  min=0, max=100)),
     budget_parts=("tree", "counts"), default_split=(0.5, 0.5),
     finest_grid=base_shape, release=release_privtree)
 

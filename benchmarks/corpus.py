@@ -1,0 +1,251 @@
+"""The validation corpus: point data sets of varied structure, as 256 x 256 count matrices.
+
+Every generated data set is made from its own seed in the unit square and binned on the
+peers' 256 x 256 grid (row = y from the south), so it runs on `peers.py`'s protocol unchanged;
+the three DPBench matrices are read from the shared folder when it is there. Each entry says in
+one line what it is and which part it belongs to:
+
+- **fit**: the only data a measured constant of the recommended mechanism may be chosen on;
+- **validation**: scored, never used to choose anything.
+
+The parts were fixed (by kind of structure, each kind in both parts where there are two of it)
+before any result was looked at; `benchmarks/README.md` gives the rule.
+
+    python benchmarks/corpus.py        # lists the corpus: name, part, N, share of empty cells
+"""
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import peers  # noqa: E402
+
+SIDE = peers.SIDE
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One data set: how to make its 256 x 256 counts, and why it is here."""
+    name: str
+    part: str                 # "fit" or "validation"
+    what: str
+    make: Callable[[], np.ndarray]
+    seed: int | None = None   # the generator's seed (None: real data read from the shared folder)
+
+
+def binned(x, y) -> np.ndarray:
+    """Points in the unit square (outside ones dropped) -> 256 x 256 counts, row = y."""
+    x, y = np.asarray(x), np.asarray(y)
+    keep = (x >= 0) & (x < 1) & (y >= 0) & (y < 1)
+    c = (x[keep] * SIDE).astype(np.int64) + (y[keep] * SIDE).astype(np.int64) * SIDE
+    return np.bincount(c, minlength=SIDE * SIDE).reshape(SIDE, SIDE).astype(np.float64)
+
+
+def _clusters(rng, n, centres, sd, weights=None):
+    """n points from Gaussian clusters at `centres` (k, 2) with spreads `sd` (scalar or k)."""
+    k = len(centres)
+    w = np.full(k, 1.0 / k) if weights is None else np.asarray(weights, float) / np.sum(weights)
+    which = rng.choice(k, size=n, p=w)
+    sd = np.broadcast_to(np.asarray(sd, float), (k,))[which]
+    return centres[which, 0] + rng.normal(0, 1, n) * sd, centres[which, 1] + rng.normal(0, 1, n) * sd
+
+
+def dense_cores(seed, n=200_000, k=3, sd=0.02):
+    rng = np.random.default_rng(seed)
+    return binned(*_clusters(rng, n, rng.uniform(0.2, 0.8, (k, 2)), sd))
+
+
+def small_clusters(seed, n=200_000, k=300, sd=0.004):
+    rng = np.random.default_rng(seed)
+    return binned(*_clusters(rng, n, rng.uniform(0.05, 0.95, (k, 2)), sd))
+
+
+def heavy_tailed_clusters(seed, n=300_000, k=1000):
+    """Cluster sizes Pareto(1.1): a few towns hold most points, many villages the rest."""
+    rng = np.random.default_rng(seed)
+    w = rng.pareto(1.1, k) + 1
+    sd = 0.002 * np.sqrt(w / w.min()) ** 0.5
+    return binned(*_clusters(rng, n, rng.uniform(0.02, 0.98, (k, 2)), sd, w))
+
+
+def roads(seed, n=200_000, k=30, jitter=0.001):
+    """Points along k random straight segments (roads), a little off the line."""
+    rng = np.random.default_rng(seed)
+    a, b = rng.uniform(0, 1, (k, 2)), rng.uniform(0, 1, (k, 2))
+    which, t = rng.integers(0, k, n), rng.uniform(0, 1, n)
+    p = a[which] + t[:, None] * (b[which] - a[which]) + rng.normal(0, jitter, (n, 2))
+    return binned(p[:, 0], p[:, 1])
+
+
+def street_grid(seed, n=200_000, lines=12):
+    """A Manhattan street grid: points on evenly spaced horizontal and vertical streets."""
+    rng = np.random.default_rng(seed)
+    pos = np.linspace(0.1, 0.9, lines)
+    along, across = rng.uniform(0.1, 0.9, n), pos[rng.integers(0, lines, n)] + rng.normal(0, 5e-4, n)
+    vertical = rng.random(n) < 0.5
+    return binned(np.where(vertical, across, along), np.where(vertical, along, across))
+
+
+def coast(seed, n=150_000):
+    """A winding coast: density falls off exponentially inland from a sinusoidal shore."""
+    rng = np.random.default_rng(seed)
+    x = rng.uniform(0, 1, n)
+    shore = 0.3 + 0.1 * np.sin(8 * x) + 0.05 * np.sin(23 * x + 1)
+    return binned(x, shore + rng.exponential(0.03, n))
+
+
+def smooth(seed, n=100_000, k=4, sd=0.25):
+    """Smooth spread: a few wide overlapping Gaussians over the whole box."""
+    rng = np.random.default_rng(seed)
+    return binned(*_clusters(rng, n, rng.uniform(0.3, 0.7, (k, 2)), sd))
+
+
+def uniform(seed, n=50_000):
+    rng = np.random.default_rng(seed)
+    return binned(rng.uniform(0, 1, n), rng.uniform(0, 1, n))
+
+
+def background_and_cores(seed, n=100_000, share=0.7):
+    """A uniform background (share of the points) under five tight cores."""
+    rng = np.random.default_rng(seed)
+    m = int(n * share)
+    x, y = _clusters(rng, n - m, rng.uniform(0.2, 0.8, (5, 2)), 0.01)
+    return binned(np.r_[rng.uniform(0, 1, m), x], np.r_[rng.uniform(0, 1, m), y])
+
+
+def categorical(seed, n=500_000, kx=20, ky=20):
+    """Census-like: kx x ky distinct values per axis, Zipf-weighted combinations."""
+    rng = np.random.default_rng(seed)
+    vx, vy = np.sort(rng.uniform(0, 1, kx)), np.sort(rng.uniform(0, 1, ky))
+    w = 1.0 / (rng.permutation(kx * ky) + 1.0)
+    c = rng.choice(kx * ky, size=n, p=w / w.sum())
+    return binned(vx[c % kx], vy[c // kx])
+
+
+def medical(seed, n=100_000):
+    """Medical-record-like: age in whole years (0-99) against a smooth skewed measure."""
+    rng = np.random.default_rng(seed)
+    age = np.clip(np.round(rng.gamma(6, 7, n)), 0, 99)
+    measure = rng.lognormal(np.log(0.3) + 0.004 * age, 0.35, n)
+    return binned((age + 0.5) / 100, measure)
+
+
+def small_area_in_large_box(seed, n=100_000, extent=0.05):
+    """All points in a small city (5% of the box's side): a box much larger than the data."""
+    rng = np.random.default_rng(seed)
+    c = rng.uniform(0.2, 0.8 - extent, 2)
+    x, y = _clusters(rng, n, c + rng.uniform(0, extent, (20, 2)), extent / 8)
+    return binned(x, y)
+
+
+def ring(seed, n=50_000):
+    """A ring road: points on an annulus."""
+    rng = np.random.default_rng(seed)
+    t, r = rng.uniform(0, 2 * np.pi, n), 0.3 + rng.normal(0, 0.01, n)
+    return binned(0.5 + r * np.cos(t), 0.5 + r * np.sin(t))
+
+
+def country(seed, n=1_000_000, towns=3000):
+    """A country: Zipf-sized towns scattered inside a blob-shaped border, empty sea around it."""
+    rng = np.random.default_rng(seed)
+    ang = rng.uniform(0, 2 * np.pi, towns * 4)
+    rad = rng.uniform(0, 1, towns * 4) ** 0.5 * (0.35 + 0.08 * np.sin(3 * ang))
+    c = np.c_[0.5 + rad * np.cos(ang), 0.5 + rad * np.sin(ang)][:towns]
+    w = 1.0 / np.arange(1, towns + 1)
+    return binned(*_clusters(rng, n, c, 0.002 + 0.01 * np.sqrt(w / w[0]), w))
+
+
+def city(seed, n=1_000_000):
+    """A large city: a dense centre falling off with distance, plus radial roads."""
+    rng = np.random.default_rng(seed)
+    m = n // 5
+    r = rng.exponential(0.08, n - m)
+    t = rng.uniform(0, 2 * np.pi, n - m)
+    ang = rng.integers(0, 8, m) * np.pi / 4
+    d = rng.uniform(0, 0.45, m)
+    return binned(np.r_[0.5 + r * np.cos(t), 0.5 + d * np.cos(ang) + rng.normal(0, 0.002, m)],
+                  np.r_[0.5 + r * np.sin(t), 0.5 + d * np.sin(ang) + rng.normal(0, 0.002, m)])
+
+
+def gradient(seed, n=80_000):
+    """Density rising linearly from west to east."""
+    rng = np.random.default_rng(seed)
+    return binned(np.sqrt(rng.uniform(0, 1, n)), rng.uniform(0, 1, n))
+
+
+def checkerboard(seed, n=100_000, k=8):
+    """Alternate squares of a k x k board dense and empty."""
+    rng = np.random.default_rng(seed)
+    x, y = rng.uniform(0, 1, 2 * n), rng.uniform(0, 1, 2 * n)
+    on = ((x * k).astype(int) + (y * k).astype(int)) % 2 == 0
+    return binned(x[on][:n], y[on][:n])
+
+
+def dpbench(name):
+    return lambda: np.load(peers.DATA_DIR / peers.FILES[name])
+
+
+def _e(name, part, what, fn, seed, **kw):
+    return Entry(name, part, what, lambda: fn(seed, **kw), seed)
+
+
+CORPUS = (
+    Entry("checkin", "fit", "DPBench: Gowalla check-ins over the world", dpbench("checkin")),
+    Entry("BeijingTaxiS", "fit", "DPBench: Beijing taxi starts", dpbench("BeijingTaxiS")),
+    Entry("cabspottingS", "fit", "DPBench: San Francisco taxi starts",
+          dpbench("cabspottingS")),
+    _e("dense_cores", "fit", "three tight Gaussian cores", dense_cores, 11),
+    _e("dense_cores_b", "validation", "five tight cores, wider", dense_cores, 12, k=5, sd=0.04),
+    _e("small_clusters", "fit", "300 small clusters", small_clusters, 13),
+    _e("small_clusters_b", "validation", "1,000 very small clusters", small_clusters, 14,
+       n=100_000, k=1000, sd=0.002),
+    _e("heavy_tail", "validation", "Pareto-sized towns, heavy-tailed", heavy_tailed_clusters, 15),
+    _e("roads", "fit", "points on 30 straight roads", roads, 16),
+    _e("street_grid", "validation", "a Manhattan street grid", street_grid, 17),
+    _e("coast", "fit", "a winding coast, density falling inland", coast, 18),
+    _e("ring", "validation", "a ring road", ring, 19),
+    _e("smooth", "fit", "smooth spread over the whole box", smooth, 20),
+    _e("smooth_b", "validation", "smooth spread, narrower", smooth, 21, n=30_000, sd=0.15),
+    _e("uniform", "fit", "uniform over the box", uniform, 22),
+    _e("gradient", "validation", "density rising west to east", gradient, 23),
+    _e("background_cores", "fit", "uniform background under five cores",
+       background_and_cores, 24),
+    _e("checkerboard", "validation", "alternate squares dense and empty", checkerboard, 25),
+    _e("categorical", "fit", "census-like: 20 x 20 distinct values", categorical, 26),
+    _e("categorical_b", "validation", "census-like: 6 x 40 distinct values", categorical, 27,
+       n=200_000, kx=6, ky=40),
+    _e("medical", "validation", "whole-year ages against a smooth measure", medical, 28),
+    _e("tiny_clusters", "fit", "1,000 points in five clusters", dense_cores, 29, n=1000, k=5, sd=0.03),
+    _e("tiny_spread", "validation", "1,000 points spread smoothly", smooth, 30, n=1000),
+    _e("small_in_large_box", "fit", "a small city in a box 20 times its size",
+       small_area_in_large_box, 31),
+    _e("small_in_large_box_b", "validation", "a small town in a box 50 times its size",
+       small_area_in_large_box, 32, n=10_000, extent=0.02),
+    _e("city", "fit", "a large city: dense centre and radial roads", city, 33),
+    _e("country", "validation", "a country: 3,000 Zipf-sized towns, sea around", country, 34),
+)
+
+
+def entries(part: str | None = None, names=None) -> list[Entry]:
+    """The corpus, or the entries of one part, or the named ones; DPBench entries only when the
+    shared matrices are there."""
+    have = peers.DATA_DIR.is_dir()
+    return [e for e in CORPUS if (part is None or e.part == part)
+            and (names is None or e.name in names) and (e.seed is not None or have)]
+
+
+def main() -> None:
+    print("| data | part | N | cells empty | what | seed |\n|---|---|---|---|---|---|")
+    for e in entries():
+        m = e.make()
+        print(f"| {e.name} | {e.part} | {int(m.sum()):,} | {100 * np.mean(m == 0):.0f}% | {e.what} "
+              f"| {e.seed if e.seed is not None else 'real'} |")
+
+
+if __name__ == "__main__":
+    main()
