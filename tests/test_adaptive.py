@@ -29,36 +29,37 @@ def test_keep_count_is_the_full_quadtrees_own_zeroing_level():
 
 
 def test_probe_counts_by_hand_and_their_sensitivity():
-    # cells 0, 1, 5, 2 with t = 3: L = 0 + 1 + 2 + 2, M = 0 + 0 + 3 + 0, O = 3
+    # cells 0, 1, 5, 2 with t = 3: first points O = 0 + 1 + 1 + 1, 2nd points L = 0 + 0 + 1 + 1,
+    # the rest M = 0 + 0 + 3 + 0; the slabs add up to N
     H = np.array([[0, 1], [5, 2]])
-    assert A.probe_counts(H, 3).tolist() == [5, 3, 3]
-    assert A.probe_counts(H, 3)[:2].sum() == H.sum()
-    # one point added to a cell of any count changes the vector by at most SENSITIVITY in L1
+    assert A.probe_counts(H, 3).tolist() == [3, 2, 3]
+    assert A.probe_counts(H, 3).sum() == H.sum()
+    # one point added to a cell of any count adds 1 to exactly one slab: L1 sensitivity 1
     for t in (2, 3, 7):
         for c in range(3 * t):
             a, b = A.probe_counts(np.array([[c]]), t), A.probe_counts(np.array([[c + 1]]), t)
-            assert 1 <= np.abs(b - a).sum() <= A.SENSITIVITY
-    assert np.abs(A.probe_counts(np.array([[1]]), 2) - A.probe_counts(np.array([[0]]), 2)).sum() == 2
+            assert np.abs(b - a).sum() == 1 and (b - a).min() == 0
 
 
 @pytest.mark.parametrize("epsilon", [0.05, 0.1, 1.0, 2.0])
 def test_the_choice_follows_the_rule(epsilon):
     eps_probe = 0.02 * epsilon
-    guard = A.GUARD * A.SENSITIVITY / eps_probe
-    n = 100 * guard
+    guard = A.GUARD / eps_probe
+    n = max(100 * guard, 10 * CELLS)
     few = int(A.FILLED_SHARE * CELLS) - 1               # cells holding points: a mostly empty map
     # too few points for the probe's noise: PrivTree
-    assert A.choose([guard * 0.4, guard * 0.5, 10], eps_probe, 6, CELLS)[:2] == ("privtree", {})
-    # most points in cells past T and a mostly empty map: the full quadtree, up to the boundary
-    name, params, reason = A.choose([0.5 * n, 0.5 * n, few], eps_probe, 6, CELLS)
+    assert A.choose([guard * 0.2, guard * 0.3, guard * 0.4], eps_probe, 6, CELLS)[:2] == ("privtree", {})
+    # most points past T − 1 in their cell and a mostly empty map: the full quadtree, up to the
+    # boundary of both shares
+    name, params, reason = A.choose([few, 0.5 * n - few, 0.5 * n], eps_probe, 6, CELLS)
     assert (name, params) == ("full_quadtree", {}) and "at least 6 of them" in reason
-    assert A.choose([0.5 * n + 1, 0.5 * n - 1, few], eps_probe, 6, CELLS)[0] == "ag"
-    assert A.choose([0.1 * n, 0.9 * n, few + 2], eps_probe, 6, CELLS)[0] == "ag"    # a filled map
+    assert A.choose([few, 0.5 * n - few + 1, 0.5 * n - 1], eps_probe, 6, CELLS)[0] == "ag"
+    assert A.choose([few + 2, 0.1 * n, 0.9 * n], eps_probe, 6, CELLS)[0] == "ag"    # a filled map
     # most points spread thinly: AG
-    name, _, reason = A.choose([0.9 * n, 0.1 * n, 10], eps_probe, 6, CELLS)
+    name, _, reason = A.choose([10, 0.9 * n, 0.1 * n], eps_probe, 6, CELLS)
     assert name == "ag" and "about 90%" in reason and "fewer than 6" in reason
     # noise below zero is read as nothing
-    assert A.choose([n, -5 * guard, -5 * guard], eps_probe, 6, CELLS)[0] == "ag"
+    assert A.choose([-5 * guard, n, -5 * guard], eps_probe, 6, CELLS)[0] == "ag"
 
 
 def pinned(kind: str) -> dp.CountData:
@@ -92,7 +93,7 @@ def test_the_probe_is_charged_and_the_release_replays_from_the_ledger(kind, epsi
     rel = dp.release("adaptive", data, BOX, epsilon, params=BASE, seed=np.random.default_rng(4))
     steps = rel.ledger.to_list()
     assert steps[0]["step"].startswith("probe") and steps[0]["epsilon"] == pytest.approx(0.02 * epsilon)
-    assert steps[0]["sensitivity"] == 2 and steps[0]["scale"] == pytest.approx(2 / (0.02 * epsilon))
+    assert steps[0]["sensitivity"] == 1 and steps[0]["scale"] == pytest.approx(1 / (0.02 * epsilon))
     assert sum(s["epsilon"] for s in steps) == pytest.approx(epsilon, rel=1e-12)
     assert len(steps) > 1                               # the chosen mechanism's own steps follow
     # the release is the chosen mechanism's on the rest of ε, drawn after the probe
@@ -100,7 +101,7 @@ def test_the_probe_is_charged_and_the_release_replays_from_the_ledger(kind, epsi
     grid = dp.UniformGrid(BOX, 256, 256)
     t = A.keep_count(grid.shape, 0.98 * epsilon)
     dp.Ledger().noisy_counts(rng, A.probe_counts(data.histogram(grid), t), 0.02 * epsilon,
-                             "probe", sensitivity=2)
+                             "probe")
     spec = dp.mechanisms()[rel.diagnostics["chosen"]]
     direct = spec.release(data, BOX, 0.98 * epsilon, tuple(spec.default_split),
                           rel.diagnostics["chosen_params"], rng)

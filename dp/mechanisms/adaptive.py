@@ -4,17 +4,18 @@ data").
 
 - Probe (ε_probe, 2% by default), on the full quadtree's public 256-cell grid over the box (or
   the base grid, `base_cells`, where that is coarser; the full quadtree then runs on it too):
-  the points of every cell split in two, its first T − 1 (L = Σ min(c, T − 1)) and the rest
-  (M = Σ max(c − T + 1, 0)), and the number of cells holding any point (O), each plus discrete
-  Laplace(2/ε_probe). T is the count the full quadtree needs in a single cell to keep it at
-  the ε left for the release: `zero_sd` standard deviations of its finest level's noise, a
-  public function of ε. One point added to a cell adds 1 to exactly one of L and M, and 1 to
-  O if the cell was empty, so the three have L1 sensitivity 2. Everything after the probe
-  reads only its output and public inputs (ε, the box): post-processing.
-- Choice, from the noisy L, M and O:
-  1. L + M (about N) below GUARD noise scales: the probe cannot tell; PrivTree, which needs
+  every cell's points cut in three slabs, its first point, its 2nd to (T − 1)th and the rest,
+  each slab summed over the cells (O = Σ min(c, 1): the cells holding any point;
+  L = Σ clip(c − 1, 0, T − 2); M = Σ max(c − T + 1, 0)) plus discrete Laplace(1/ε_probe). T is
+  the count the full quadtree needs in a single cell to keep it at the ε left for the release:
+  `zero_sd` standard deviations of its finest level's noise, a public function of ε. One point
+  added to a cell adds 1 to exactly one slab, so the three have L1 sensitivity 1 together and
+  cost ε_probe. Everything after the probe reads only its output and public inputs (ε, the
+  box): post-processing.
+- Choice, from the noisy O, L and M (N = O + L + M):
+  1. N below GUARD noise scales: the probe cannot tell; PrivTree, which needs
      no model of the data.
-  2. M ≥ KEEP_SHARE · (L + M) and O < FILLED_SHARE of the cells: most points sit in cells
+  2. M ≥ KEEP_SHARE · N and O < FILLED_SHARE of the cells: most points sit in cells
      holding enough of them for the full quadtree to keep, and most of the map is empty. The
      full quadtree's every-level counts and zeroing then place them exactly.
   3. Otherwise (points spread thinly, or a map mostly filled): AG, whose grid sized by N ε
@@ -40,10 +41,9 @@ from .full_quadtree import FULL_QUADTREE, depth_budgets
 from .leaves import base_shape, square_base_grid
 from .trees import AG, GUARANTEE_UNIT, P_BASE, PRIVTREE, _max_quad_height
 
-GUARD = 3.0              # L + M must pass this many noise scales for the probe to tell anything
-KEEP_SHARE = 0.5         # M / (L + M) from which the full quadtree is chosen: "most points"
+GUARD = 3.0              # N must pass this many noise scales for the probe to tell anything
+KEEP_SHARE = 0.5         # M / N from which the full quadtree is chosen: "most points"
 FILLED_SHARE = 1 / 3     # O / cells below which the map is "mostly empty"
-SENSITIVITY = 2          # one point changes L or M by 1, and O by at most 1
 SPECS_BY_NAME = {s.name: s for s in (FULL_QUADTREE, PRIVTREE, AG)}
 
 
@@ -57,22 +57,23 @@ def keep_count(shape, epsilon: float) -> int:
 
 
 def probe_counts(H: np.ndarray, t: int) -> np.ndarray:
-    """Exact (L, M, O) of counts H: each cell's first t − 1 points and the rest, summed, and
-    the cells holding any point."""
+    """Exact slabs (O, L, M) of counts H: every cell's first point, its 2nd to (t − 1)th and the
+    rest, each summed over the cells; they add up to the number of points."""
     c = H.astype(np.int64)
-    return np.array([np.minimum(c, t - 1).sum(), np.maximum(c - t + 1, 0).sum(),
-                     np.count_nonzero(c)], dtype=np.int64)
+    return np.array([np.minimum(c, 1).sum(), np.clip(c - 1, 0, t - 2).sum(),
+                     np.maximum(c - t + 1, 0).sum()], dtype=np.int64)
 
 
 def choose(noisy: np.ndarray, eps_probe: float, t: int, n_cells: int) -> tuple[str, dict, str]:
-    """(mechanism, its parameters, the reason in plain words) from the probe's noisy (L, M, O),
-    T and the grid's number of cells."""
-    low, high, occupied = (max(float(v), 0.0) for v in noisy)
-    if low + high < GUARD * SENSITIVITY / eps_probe:
+    """(mechanism, its parameters, the reason in plain words) from the probe's noisy slabs
+    (O, L, M), T and the grid's number of cells."""
+    occupied, low, high = (max(float(v), 0.0) for v in noisy)
+    n = occupied + low + high
+    if n < GUARD / eps_probe:
         return "privtree", {}, ("the probe could not tell how concentrated the points are (too "
                                 "few points for its share of ε): PrivTree, which needs no model "
                                 "of the data")
-    share, filled = high / (low + high), min(occupied / n_cells, 1.0)
+    share, filled = high / n, min(occupied / n_cells, 1.0)
     if share >= KEEP_SHARE and filled < FILLED_SHARE:
         return "full_quadtree", {}, (
             f"most points (about {100 * share:.0f}%) sit in places holding at least {t} of "
@@ -94,11 +95,11 @@ def release_adaptive(data, domain, epsilon, split, params, rng):
     t = keep_count(grid.shape, eps_rest)
     noisy = ledger.noisy_counts(
         rng, probe_counts(data.histogram(grid), t), eps_probe,
-        f"probe: points of a {grid.gx} × {grid.gy} grid's cells, their first {t - 1} and the "
-        "rest, and the cells holding any", sensitivity=SENSITIVITY,
-        note="discrete Laplace(2/ε_probe) on each total; one point adds 1 to one of the first "
-             "two and at most 1 to the third, so L1 sensitivity 2; decides which mechanism "
-             "releases (its choice is post-processing)")
+        f"probe: points of a {grid.gx} × {grid.gy} grid's cells in three slabs (each cell's first, "
+        f"its 2nd to {t - 1}th, the rest)",
+        note="discrete Laplace(1/ε_probe) on each slab's total; one point adds 1 to exactly one "
+             "slab, so L1 sensitivity 1; decides which mechanism releases (its choice is "
+             "post-processing)")
     name, sub_params, reason = choose(noisy, eps_probe, t, grid.gx * grid.gy)
     spec = SPECS_BY_NAME[name]
     # the full quadtree runs on the probe's grid (its own 256 cells, or the base grid if coarser)
@@ -120,9 +121,9 @@ ADAPTIVE = MechanismSpec(
                 "map holds any point, then releases with the mechanism that suits such data: "
                 "the full quadtree where most points are concentrated in such places and most "
                 "of the map is empty, the adaptive grid otherwise.",
-    guarantee=f"{GUARANTEE_UNIT}, with ε = ε_probe + ε_release: the probe's three totals have "
-              "L1 sensitivity 2 together and get discrete Laplace noise of scale 2/ε_probe, the "
-              "choice reads only "
+    guarantee=f"{GUARANTEE_UNIT}, with ε = ε_probe + ε_release: the probe's three slab totals "
+              "have L1 sensitivity 1 together and get discrete Laplace noise of scale 1/ε_probe, "
+              "the choice reads only "
               "them and public inputs, and the chosen mechanism spends ε_release with its own "
               "guarantee.",
     unit=ADD_REMOVE_POINT,
