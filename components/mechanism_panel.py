@@ -106,9 +106,12 @@ def split_readout(spec, split, epsilon) -> list:
 
 
 def describe(rel: dp.Release) -> str:
-    """One phrase for the released structure (the release's own `describe()`) and its level."""
+    """One phrase for the released structure (the release's own `describe()`) and its level,
+    and for a mechanism that picks its method (the adaptive one) why it picked it, in words
+    read off its charged probe."""
     level = f", user-level (at most {rel.points_per_user} points per user)" if rel.points_per_user else ""
-    return rel.describe() + level
+    why = (getattr(rel, "diagnostics", None) or {}).get("reason")
+    return rel.describe() + level + (f"; {why}" if why else "")
 
 
 def register_callbacks(app, config: dict):

@@ -27,6 +27,7 @@ from .errors import BudgetError, DataError, MissingExtra, ParameterError
 from .io import load_points
 from .mechanisms import mechanisms, release
 from .plan import plan, plannable
+from .recommend import recommend
 from .points import PointData
 from .presets import PRESETS, presets_containing
 from .provenance import export_texts, software_version
@@ -127,6 +128,8 @@ def _shapes_first(args, domain: Domain):
 
 def cmd_release(args) -> int:
     domain = domain_of(args.domain)
+    if args.mechanism is None:               # the recommended one for this kind of data
+        args.mechanism = recommend("regions" if args.regions else "points").name
     spec = mechanisms()[args.mechanism]
     if not spec.private and not args.allow_non_private:
         raise CliError(f"{args.mechanism} is NOT differentially private (a reference for "
@@ -250,8 +253,10 @@ def parser() -> argparse.ArgumentParser:
                                    "Parquet file, a regions file (--regions) or counts from "
                                    "`aggregate` (.npz), as GeoJSON with its provenance.")
     r.add_argument("data", help="the input file")
-    r.add_argument("--mechanism", "-m", required=True, choices=sorted(mechanisms()),
-                   help="which mechanism (`python -m dp mechanisms` describes them)")
+    r.add_argument("--mechanism", "-m", choices=sorted(mechanisms()),
+                   help="which mechanism (`python -m dp mechanisms` describes them; default: the "
+                        f"recommended one, {recommend('points').name} for points, "
+                        f"{recommend('regions').name} for regions)")
     r.add_argument("--epsilon", "-e", type=float, required=True, help="the privacy budget ε")
     r.add_argument("--domain", "-d", required=True,
                    help='the public box: a preset ("New York") or west,south,east,north in '

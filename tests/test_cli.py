@@ -25,6 +25,14 @@ def _run(*args):
                           text=True, timeout=300)
 
 
+def test_release_without_a_mechanism_uses_the_recommended_one(sample_csv, tmp_path):
+    out = tmp_path / "release.geojson"
+    assert cli.main(["release", str(sample_csv), "-e", "1", "-d", "London", "-o", str(out),
+                     "--quiet"]) == 0
+    assert json.loads(out.read_text())["properties"]["provenance"]["mechanism"] == \
+        dp.recommend("points").name == "adaptive"
+
+
 def test_release_end_to_end(sample_csv, tmp_path):
     out, meta = tmp_path / "release.geojson", tmp_path / "release.json"
     r = _run("release", sample_csv, "-m", "privtree", "-e", 1, "-d", "London", "-o", out,

@@ -76,15 +76,15 @@ def choose(noisy: np.ndarray, eps_probe: float, t: int, n_cells: int) -> tuple[s
     share, filled = high / n, min(occupied / n_cells, 1.0)
     if share >= KEEP_SHARE and filled < FILLED_SHARE:
         return "full_quadtree", {}, (
-            f"most points (about {100 * share:.0f}%) sit in places holding at least {t} of "
+            f"most points (over {100 * share:.0f}%) sit in places holding at least {t} of "
             f"them, enough to stand out from the noise, and most of the map (about "
             f"{100 * (1 - filled):.0f}%) is empty: the full quadtree, which places concentrated "
             "points exactly")
     if share >= KEEP_SHARE:
         return "ag", {}, (f"points reach about {100 * filled:.0f}% of the map's places: the "
                           "adaptive grid, which suits points spread over the map")
-    return "ag", {}, (f"most points (about {100 * (1 - share):.0f}%) are spread thinly, fewer "
-                      f"than {t} to a place: the adaptive grid, which suits spread-out points")
+    return "ag", {}, (f"most points are spread thinly (under {max(1, math.ceil(100 * share))}% beyond the first "
+                      f"{t - 1} of their place): the adaptive grid, which suits spread-out points")
 
 
 def release_adaptive(data, domain, epsilon, split, params, rng):
