@@ -122,8 +122,8 @@ def rule_stats(m: np.ndarray, eps: float) -> tuple[float, float]:
     """The adaptive probe's two statistics, exact (no noise): the share of points beyond the
     first T − 1 of their cell, and the share of cells holding any point (`dp.mechanisms.adaptive`)."""
     t = A.keep_count(m.shape, eps * A.ADAPTIVE.default_split[1])
-    low, high, occupied = A.probe_counts(m, t)
-    return high / max(low + high, 1), occupied / m.size
+    occupied, low, high = A.probe_counts(m, t)
+    return high / max(occupied + low + high, 1), occupied / m.size
 
 
 def print_rule_loo(errs: dict, data: dict, eps_list) -> None:

@@ -27,7 +27,7 @@ RECOMMENDED = {
         "a 2% probe measures how concentrated the points are and how much of the map they "
         "reach, then picks the full quadtree (concentrated points, mostly empty map) or the "
         "adaptive grid (points spread out); on data it was never tuned on, its typical error "
-        "is 1.45 times the best mechanism's for each data set and ε (the earlier choice: 2.1 "
+        "is 1.39 times the best mechanism's for each data set and ε (the earlier choice: 2.1 "
         "times), needs no dataset size"),
     "regions": Recommendation(
         "euler", "the only mechanism here for region data (one region per user)"),
