@@ -9,7 +9,8 @@ area, MRE % with ρ = 20). It prints each setting's errors, the winner and how o
 contender wins: the evidence behind `dp.recommend`; the adaptive mechanism's error over the
 lowest other's, with two standard errors from the seeds' spread; and, leave one data set out,
 the single mechanism per ε that is best on the other data sets, scored on the one left out
-(the simplest fitted rule, as a bar for any rule that is fitted).
+(the simplest fitted rule, as a bar for any rule that is fitted), and the adaptive rule's
+two shares refitted on the fitting part without the data set left out, beside the fixed ones.
 
     python benchmarks/recommend.py [--eps 0.05 0.1 ...] [--seeds 1-20] [--mechanisms ...]
                                    [--data BeijingTaxiS ...] [--corpus validation] [--jobs 2]
