@@ -23,7 +23,8 @@ from typing import Callable
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import peers  # noqa: E402
+import peers  # noqa: E402 (puts the repository on the path)
+import dp  # noqa: E402
 
 SIDE = peers.SIDE
 
@@ -38,12 +39,12 @@ class Entry:
     seed: int | None = None   # the generator's seed (None: real data read from the shared folder)
 
 
+UNIT = dp.UniformGrid(dp.Domain(0.0, 0.0, 1.0, 1.0, name="unit square"), SIDE, SIDE)
+
+
 def binned(x, y) -> np.ndarray:
     """Points in the unit square (outside ones dropped) -> 256 x 256 counts, row = y."""
-    x, y = np.asarray(x), np.asarray(y)
-    keep = (x >= 0) & (x < 1) & (y >= 0) & (y < 1)
-    c = (x[keep] * SIDE).astype(np.int64) + (y[keep] * SIDE).astype(np.int64) * SIDE
-    return np.bincount(c, minlength=SIDE * SIDE).reshape(SIDE, SIDE).astype(np.float64)
+    return UNIT.histogram(x, y)
 
 
 def _clusters(rng, n, centres, sd, weights=None):

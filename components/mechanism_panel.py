@@ -107,11 +107,10 @@ def split_readout(spec, split, epsilon) -> list:
 
 def describe(rel: dp.Release) -> str:
     """One phrase for the released structure (the release's own `describe()`) and its level,
-    and for a mechanism that picks its method (the adaptive one) why it picked it, in words
-    read off its charged probe."""
+    and for a mechanism that picks its method (the adaptive one) why it picked it
+    (`Release.choice`, read off its charged probe)."""
     level = f", user-level (at most {rel.points_per_user} points per user)" if rel.points_per_user else ""
-    why = (getattr(rel, "diagnostics", None) or {}).get("reason")
-    return rel.describe() + level + (f"; {why}" if why else "")
+    return rel.describe() + level + (f"; {rel.choice}" if rel.choice else "")
 
 
 def register_callbacks(app, config: dict):

@@ -109,6 +109,7 @@ def release_adaptive(data, domain, epsilon, split, params, rng):
     ledger.entries += rel.ledger.entries
     rel.spec, rel.epsilon, rel.split, rel.params, rel.ledger = ADAPTIVE, epsilon, split, params, ledger
     rel.eps_path = np.full(len(rel.eps_path), epsilon)
+    rel.choice = reason
     rel.diagnostics = {**rel.diagnostics, "chosen": name, "chosen_params": sub_params,
                        "reason": reason}
     return rel

@@ -202,6 +202,9 @@ class Release(abc.ABC):
     BUDGET_ARRAYS = ("eps_path", "eps_final")
 
     requested_split = None      # the split asked for, set by dp.release (HTF may spend less)
+    # why a mechanism that picks its method picked it, in words read off charged outputs only
+    # (the adaptive mechanism's probe): private, so shown with the release (unlike diagnostics)
+    choice = None
 
     def __init__(self, spec: MechanismSpec, domain: Domain, epsilon: float, split: tuple,
                  params: dict, ledger: Ledger, diagnostics: dict | None = None, noisy_size=None):
