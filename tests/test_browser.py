@@ -124,6 +124,14 @@ def table_rows(dash_duo, table: str = ids.QUERY_TABLE) -> list[dict]:
     return out
 
 
+@retry_stale
+def hover_raster(dash_duo, dx: int, dy: int) -> None:
+    """Move the pointer onto the map image and nudge it, so Leaflet reports a mousemove; the
+    image is found afresh on each try because a late redraw replaces it."""
+    img = dash_duo.find_element("img.grid-raster")
+    ActionChains(dash_duo.driver).move_to_element(img).move_by_offset(dx, dy).move_by_offset(1, 1).perform()
+
+
 def wait_rows(dash_duo, n, timeout=20):
     poll_until(lambda: len(table_rows(dash_duo)) >= n, timeout)
     rows = table_rows(dash_duo)
@@ -177,10 +185,9 @@ def test_starts_with_sample_and_draws_cells(dash_duo):
     dash_duo.wait_for_contains_text(f"#{ids.LEDGER_GUARANTEE}", "Reproducible demo", timeout=10)
     assert "Unit of privacy: event-level: add/remove one point" in dash_duo.find_element(f"#{ids.LEDGER_GUARANTEE}").text
     _, _, rel = expected_release()
-    img = dash_duo.find_element("img.grid-raster")
     assert f"{rel.grid.gx}×{rel.grid.gy} grid" in dash_duo.find_element(f"#{ids.RELEASE_STATUS}").text
     # hovering a cell shows its noisy count and the owner-only true count
-    ActionChains(dash_duo.driver).move_to_element(img).move_by_offset(3, 2).move_by_offset(1, 1).perform()
+    hover_raster(dash_duo, 3, 2)
     dash_duo.wait_for_contains_text(f"#{ids.MAP_HOVER}", "private", timeout=10)
     text = dash_duo.find_element(f"#{ids.MAP_HOVER}").text
     j, k = (int(v) for v in text.split(":")[0].replace("Cell row ", "").split(", col "))
@@ -548,8 +555,7 @@ def test_tree_release_shows_leaves_and_grows_level_by_level(dash_duo, monkeypatc
     rel = dp.release("privtree", data, domain, epsilon=1.0, seed=1)
     assert f"{rel.n_leaves:,} leaves" in dash_duo.find_element(f"#{ids.RELEASE_STATUS}").text
     # hover over the map reads a leaf: noisy count, area and the epsilon spent on its path
-    img = dash_duo.find_element("img.grid-raster")
-    ActionChains(dash_duo.driver).move_to_element(img).move_by_offset(2, 3).move_by_offset(1, 1).perform()
+    hover_raster(dash_duo, 2, 3)
     dash_duo.wait_for_contains_text(f"#{ids.MAP_HOVER}", "ε on path", timeout=10)
     # "watch it grow": the depth control appears; Play steps from the root to the full tree
     assert dash_duo.find_element("#grow-box").is_displayed()
