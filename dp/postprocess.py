@@ -24,6 +24,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import math
+
 import numpy as np
 
 if TYPE_CHECKING:        # trees.py imports this module; the type is only named here
@@ -154,8 +156,12 @@ def redistribute(tree: "Tree", x, zeroed, paint_cells: int | None = PAINT_CELLS)
     value is painted over its cells in proportion to their numbers of cells, down to the
     leaves. So the zeroed regions' mass and a larger orphan's mass move to the carrying regions
     beside them inside the same parent, every internal node equals the sum of its children,
-    and the leaves add up to the root's value; when nothing carries (no leaf and no small
-    region significant), everything is 0. Post-processing.
+    and the leaves add up to the root's value. When a significant root has nothing below it
+    that carries (thin spread-out data at small ε: no leaf and no small region significant),
+    every orphan is painted whatever its size, so the released total is the root's estimate,
+    not 0 (a 19,435-point uniform spread at ε 0.05 was released as all zeros in 19 of 20
+    releases). Only a root that is itself insignificant gives an all-zero release.
+    Post-processing.
 
     paint_cells=None is the earlier rule, kept for the quadtree's and kd-tree's `zero_sd`: each
     parent's value goes to its kept children in proportion, and an orphan keeps its value while
@@ -192,6 +198,9 @@ def redistribute(tree: "Tree", x, zeroed, paint_cells: int | None = PAINT_CELLS)
         plo, phi = starts[d - 1], starts[d]
         below = np.bincount(tree.parent[lo:hi] - plo, carries[lo:hi], minlength=phi - plo) > 0
         carries[plo:phi] |= kept[plo:phi] & below
+    top = slice(starts[0], starts[1])
+    if np.any(kept[top] & ~carries[top]):       # a significant total that nothing below carries:
+        return redistribute(tree, x, zeroed, math.inf)    # paint every orphan, lose nothing
     out = np.where(carries, x, 0.0)
     painted = carries & ~tree.is_leaf & ~kept_child           # small orphans, then their subtrees
     for d in range(1, tree.height + 1):                       # top-down

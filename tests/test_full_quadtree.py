@@ -236,12 +236,16 @@ def test_redistribute_hands_the_zeroed_mass_to_the_kept_siblings():
                            6.4, 4.8, 4.8, 4.8,
                            0.0, 0.0, 0.0, 0.0])
     assert big == pytest.approx(expect_big, rel=1e-12)
-    # ... and a node whose only kept descendants are such orphans carries nothing either
+    # ... and a node whose only kept descendants are such orphans carries nothing either; when
+    # that node is the root, its significant total would be lost, so every orphan is painted
     z2 = zeroed.copy()
     z2[[2, 3, 9, 11, 13, 14, 15, 16]] = True                # only child 4 (an orphan) is kept
-    assert redistribute(tree, x, z2, paint_cells=2).tolist() == [0.0] * 21
     painted = redistribute(tree, x, z2)                     # painted: the root's 40 over its cells
     assert painted[[4, 17, 18, 19, 20]] == pytest.approx([40.0, 10.0, 10.0, 10.0, 10.0], rel=1e-12)
+    assert redistribute(tree, x, z2, paint_cells=2) == pytest.approx(painted, rel=1e-12)
+    z3 = z2.copy()
+    z3[0] = True                                            # an insignificant root: nothing released
+    assert redistribute(tree, x, z3).tolist() == [0.0] * 21
     # paint_cells=None (the quadtree's and kd-tree's rule): child 4 keeps its 8.75, its cells 0
     old = redistribute(tree, x, zeroed, paint_cells=None)
     assert old == pytest.approx(np.where(tree.parent == 4, 0.0, expect), rel=1e-12)
@@ -256,7 +260,9 @@ def test_redistribute_paints_small_orphans_in_proportion_to_cells():
     zeroed = np.array([False, True, True, True, True])
     out = redistribute(tree, np.array([12.0, 3.0, 3.0, 3.0, 3.0]), zeroed, paint_cells=6)
     assert out.tolist() == pytest.approx([12.0, 2.0, 2.0, 4.0, 4.0], rel=1e-12)
-    assert redistribute(tree, np.array([12.0, 3.0, 3.0, 3.0, 3.0]), zeroed, paint_cells=5).tolist() == [0.0] * 5
+    # a root larger than paint_cells with nothing kept below would lose its 12: painted all the same
+    assert redistribute(tree, np.array([12.0, 3.0, 3.0, 3.0, 3.0]), zeroed, paint_cells=5).tolist() \
+        == pytest.approx(out.tolist(), rel=1e-12)
 
 
 # ================================================================================= releases
@@ -320,6 +326,27 @@ def test_the_released_total_of_a_spread_out_sample_is_its_size_up_to_the_root_no
     assert 100 < sd_root < 400                                    # 128.5 here: 6 sd = 771
     assert rel.diagnostics["leaves_zeroed"] > 0.9 * len(rel.counts)
     assert abs(rel.counts.sum() - N) <= 6 * sd_root
+
+
+def test_thin_spread_out_data_at_small_epsilon_keep_their_total():
+    # 19,435 points spread evenly over the box: at ε 0.05 the finest levels' noise (sd ~ 500 a
+    # cell) makes every small region insignificant, and before, the root's significant total was
+    # then lost: the release was all zeros in 19 of 20 releases. Now every orphan is painted, so
+    # the released total is the root's least-squares estimate, unbiased for N with sd_root from
+    # `consistent`; Chebyshev: |total - N| > 6 sd_root with probability < 1/36 per release
+    rng = np.random.default_rng(3)
+    n, eps = 19_435, 0.05
+    data = dp.PointData(rng.uniform(BOX.west, BOX.east, n), rng.uniform(BOX.south, BOX.north, n))
+    ratio = FQ.FULL_QUADTREE.resolve_params({})["ratio"]
+    for seed in range(5):
+        rel = dp.release("full_quadtree", data, BOX, eps, seed=np.random.default_rng(seed))
+        tree = _full_tree(rel.base.shape)
+        E = FQ.depth_budgets(tree.height, eps, ratio)
+        var = discrete_laplace_variance(1.0 / T.node_budgets(tree, tree.height, E[::-1].copy()))
+        sd_root = math.sqrt(consistent(tree, np.zeros(tree.n_nodes), var)[1][0])
+        assert sd_root < n / 6                                    # the total is significant
+        assert rel.counts.sum() > 0
+        assert abs(rel.counts.sum() - n) <= 6 * sd_root
 
 
 @pytest.mark.parametrize("name,fanout", [("quadtree", 4), ("kdtree", 2)])

@@ -15,8 +15,9 @@ significance zeroing, all post-processing (`dp.postprocess`).
   `zero_insignificant` (a node whose estimate is below zero_sd standard deviations of its own
   count's noise is zeroed with its subtree) and `redistribute` (each parent's value goes to its
   children that carry mass; a kept region of at most 2 x 2 cells whose children were all zeroed
-  is painted uniformly over its cells, a larger one's value goes to the regions beside it), so
-  the leaves add up to the root's estimate. The leaves (single cells) are released. The dataset
+  is painted uniformly over its cells, a larger one's value goes to the regions beside it, and
+  when nothing below a significant root carries, every such region is painted), so the leaves
+  add up to the root's estimate and thin spread-out data are never released as all zeros. The leaves (single cells) are released. The dataset
   size is never used.
 """
 from __future__ import annotations
