@@ -128,10 +128,22 @@ def partition_bounds(rel, rects, level: float = 0.95) -> tuple[np.ndarray, np.nd
     q = len(as_rect_array(rects))
     draws = rel.node_draws() if rel.bounds_hold else None
     if draws is not None:
-        return node_bounds(rel.domain, rel.regions()[0], draws, rects, level)
+        return _ordered(*node_bounds(rel.domain, rel.regions()[0], draws, rects, level))
     scales = rel.region_noise_scales() if rel.bounds_hold else None
     if scales is None:
         return np.full(q, np.nan), np.full(q, np.nan)
+    return _ordered(*_region_bounds(rel, scales, rects, q, level))
+
+
+def _ordered(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Never an empty range: an upper end below the lower one (negative noisy counts on empty
+    ground, as PrivTree's leaves at small ε) is raised to it. A true count below the old upper
+    end is also below the new one, so the coverage can only grow."""
+    return lo, np.fmax(hi, lo)
+
+
+def _region_bounds(rel, scales, rects, q: int, level: float):
+    """`partition_bounds` over disjoint regions each with its own draw (grids, PrivTree)."""
     grid, ranges, counts = rel.regions()
     counts = np.asarray(counts, dtype=np.float64).ravel()
     scales = np.broadcast_to(np.asarray(scales, dtype=np.float64), counts.shape)
