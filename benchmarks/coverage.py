@@ -1,17 +1,21 @@
-"""Does the interval hold the true count? Coverage of the assumption-free interval
-(`Release.bounds`, `dp.partition_bounds`) and of the noise-only one, on the DPBench matrices.
+"""Does the range hold the true count? Coverage and width of `Release.bounds` on the corpus.
 
-The `peers.py` protocol (2,000 cell-aligned queries of 2/6/10% of the area, points spread
-evenly inside each matrix cell, the square box, every mechanism on the 256 grid): for each
-private point mechanism, the share of queries whose true count lies inside each 95% interval,
-and the median width. A mechanism without independent per-region noise has no assumption-free
-interval ("none"); its noise-only interval is "n/a" where no closed form exists.
+Every private point mechanism on the data sets of `corpus.py` (default: its validation part,
+never used to choose anything), at ε 0.1 and 1: each release answers six classes of
+rectangles, cell-aligned on the 256 grid or with free corners, tiny (0.05% of the box), mid
+(2-10%) or huge (40-80%). For each class: the share of (release, rectangle) pairs whose true
+count lies in the 95% range, with its binomial standard error over those pairs (pairs from one
+release are not independent, so read it as a floor), and for all classes together the median
+width over the true count (at least 1) and the number of empty ranges (upper < lower). A
+mechanism whose release has no range says "none".
 
-    python benchmarks/coverage.py [--eps 0.1 1] [--seeds 1 2 3 4 5] [--data checkin ...]
+    python benchmarks/coverage.py [--part validation] [--data ring ...] [--eps 0.1 1]
+                                  [--seeds 1-5] [--queries 200] [--mechanisms privtree ...]
 """
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import time
 from pathlib import Path
@@ -19,63 +23,115 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import corpus  # noqa: E402
+import peers  # noqa: E402 (puts the repository on the path)
 import dp  # noqa: E402
-import peers  # noqa: E402
 from dp.evaluate import points_from_matrix  # noqa: E402
-from dp.summed_area import box_sums, summed_area  # noqa: E402
+from recommend import seed_list  # noqa: E402
 
 MECHANISMS = sorted(k for k, s in dp.mechanisms(private_only=True).items()
                     if s.data_kind == "points" and s.comparable)
+SIZES = {"tiny": (0.0005, 0.0005), "mid": (0.02, 0.10), "huge": (0.40, 0.80)}   # area shares
+LEVEL = 0.95
 
 
-def run(name: str, data, eps: float, seed: int, rects, truth) -> dict:
-    """Coverage and median width of both intervals for one release."""
+def rect_classes(n: int, seed: int = 5) -> dict[str, np.ndarray]:
+    """(class -> (n, 4) rectangles in the peers' box): aligned to the 256 grid or free, three
+    sizes, aspect ratios from 1/4 to 4, fixed seed (public, chosen without the data)."""
+    rng = np.random.default_rng(seed)
+    box = peers.BOX
+    out = {}
+    for size, (a_lo, a_hi) in SIZES.items():
+        a = rng.uniform(a_lo, a_hi, n)
+        ar = np.exp(rng.uniform(np.log(0.25), np.log(4), n))
+        w = np.minimum(np.sqrt(a * ar), 1.0) * box.width
+        h = np.minimum(np.sqrt(a / ar), 1.0) * box.height
+        x0 = box.west + rng.uniform(0, 1, n) * (box.width - w)
+        y0 = box.south + rng.uniform(0, 1, n) * (box.height - h)
+        free = np.column_stack([x0, y0, x0 + w, y0 + h])
+        step = box.width / peers.SIDE
+        snap = np.round((free - [box.west, box.south, box.west, box.south]) / step)
+        snap[:, 2:] = np.maximum(snap[:, 2:], snap[:, :2] + 1)        # at least one cell
+        out[f"aligned {size}"] = snap * step + [box.west, box.south, box.west, box.south]
+        out[f"free {size}"] = free
+    return out
+
+
+def release(name: str, data, eps: float, seed: int, rects):
+    """One release on the peers' box and 256 base grid (as `peers.py` runs them)."""
     spec = dp.mechanisms()[name]
     params = {"base_cells": peers.SIDE} if any(p.name == "base_cells" for p in spec.params) else {}
     extra = {"workload": rects} if spec.workload_aware else {}
-    rel = dp.release(name, data, peers.BOX, eps, params=params, **extra, seed=np.random.default_rng(seed))
-    out = {}
-    lo, hi = rel.bounds(rects)
-    if not np.isnan(lo).all():
-        out["bounds"] = (np.mean((lo <= truth) & (truth <= hi)), np.median(hi - lo))
-    var = rel.noise_variance(rects)
-    if np.isfinite(var).all():
-        half = 1.959964 * np.sqrt(var)        # the normal rule; the app simulates few-term sums
-        out["noise"] = (np.mean(np.abs(rel.answer_many(rects) - truth) <= half), np.median(2 * half))
-    return out
+    return dp.release(name, data, peers.BOX, eps, params=params, **extra,
+                      seed=np.random.default_rng(seed))
+
+
+def measure(name: str, data, eps: float, seeds, classes: dict, truth: dict) -> dict | None:
+    """Per class (hits, pairs); all classes' widths over truth; empty ranges. None: no range."""
+    allr = np.concatenate(list(classes.values()))
+    hits = {c: 0 for c in classes}
+    widths, empty, pairs = [], 0, 0
+    for s in seeds:
+        lo, hi = release(name, data, eps, s, allr).bounds(allr, LEVEL)
+        if np.isnan(lo).all():
+            return None
+        i = 0
+        for c, r in classes.items():
+            t = truth[c]
+            a, b = lo[i:i + len(r)], hi[i:i + len(r)]
+            hits[c] += int(np.sum((a <= t) & (t <= b)))
+            widths.append((b - a) / np.maximum(t, 1.0))
+            empty += int(np.sum(b < a))
+            i += len(r)
+        pairs += 1
+    return {"hits": hits, "n": pairs, "width": float(np.median(np.concatenate(widths))),
+            "empty": empty}
 
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--part", default="validation", choices=["fit", "validation", "all"])
+    ap.add_argument("--data", nargs="+", default=None, help="corpus names (default: the part's)")
     ap.add_argument("--eps", type=float, nargs="+", default=[0.1, 1.0])
-    ap.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3, 4, 5])
-    ap.add_argument("--data", nargs="+", default=list(peers.FILES), choices=list(peers.FILES))
+    ap.add_argument("--seeds", nargs="+", default=["1-5"], help="numbers or ranges, e.g. 1-5")
+    ap.add_argument("--queries", type=int, default=200, help="rectangles per class")
     ap.add_argument("--mechanisms", nargs="+", default=MECHANISMS, choices=MECHANISMS)
     args = ap.parse_args(argv)
-    if not peers.DATA_DIR.is_dir():
-        print("skipped: needs the DPBench matrices in the shared folder next to the repository")
-        return
-    cells = peers.workload()
-    rects = peers.as_rects(cells)
+    args.seeds = seed_list(args.seeds)
+    classes = rect_classes(args.queries)
+    names = list(classes)
     t0 = time.perf_counter()
-    print("| data | ε | mechanism | assumption-free: coverage | median width | noise-only: coverage | median width |")
-    print("|---|---|---|---|---|---|---|")
-    for d in args.data:
-        m = np.load(peers.DATA_DIR / peers.FILES[d])
-        truth = box_sums(summed_area(m, whole=True), cells).astype(np.float64)
-        data = points_from_matrix(m, peers.BOX, seed=7)
+    print(f"Coverage of the {LEVEL:.0%} range (± one binomial standard error over release x "
+          f"rectangle pairs), {args.queries} rectangles per class, seeds {args.seeds[0]}-"
+          f"{args.seeds[-1]}\n")
+    print("| data | ε | mechanism | " + " | ".join(names) + " | median width ÷ truth | empty |")
+    print("|---|---|---|" + "---|" * len(names) + "---|---|")
+    worst = []
+    for e in corpus.entries(None if args.part == "all" else args.part, args.data):
+        data = points_from_matrix(e.make(), peers.BOX, seed=7)
+        truth = {c: data.true_counts(r, peers.BOX).astype(np.float64) for c, r in classes.items()}
         for eps in args.eps:
             for name in args.mechanisms:
-                res = [run(name, data, eps, s, rects, truth) for s in args.seeds]
+                m = measure(name, data, eps, args.seeds, classes, truth)
+                if m is None:
+                    print(f"| {e.name} | {eps:g} | {name} | " + " | ".join(["none"] * len(names))
+                          + " | — | — |", flush=True)
+                    continue
                 cols = []
-                for kind in ("bounds", "noise"):
-                    got = [r[kind] for r in res if kind in r]
-                    cols += ([f"{100 * np.mean([g[0] for g in got]):.1f}%",
-                              f"{np.median([g[1] for g in got]):,.0f}"] if got else
-                             ["none" if kind == "bounds" else "n/a", "—"])
-                print(f"| {d} | {eps:g} | {name} | " + " | ".join(cols) + " |", flush=True)
-    print(f"\n{len(rects)} queries, seeds {args.seeds}, {time.perf_counter() - t0:.0f} s")
+                for c in names:
+                    n = m["n"] * len(classes[c])
+                    p = m["hits"][c] / n
+                    se = math.sqrt(max(p * (1 - p), 1e-12) / n)
+                    cols.append(f"{100 * p:.1f} ± {100 * se:.1f}%")
+                    worst.append((p + 2 * se, p, e.name, eps, name, c))
+                print(f"| {e.name} | {eps:g} | {name} | " + " | ".join(cols)
+                      + f" | {m['width']:.2f} | {m['empty']} |", flush=True)
+    short = [w for w in worst if w[0] < LEVEL]
+    print(f"\n{len(short)} of {len(worst)} (data, ε, mechanism, class) cells below "
+          f"{LEVEL:.0%} by more than two standard errors" + (":" if short else "."))
+    for _, p, d, eps, name, c in sorted(short)[:20]:
+        print(f"  {d} ε {eps:g} {name} {c}: {100 * p:.1f}%")
+    print(f"\n{time.perf_counter() - t0:.0f} s")
 
 
 if __name__ == "__main__":

@@ -132,7 +132,9 @@ def partition_bounds(rel, rects, level: float = 0.95) -> tuple[np.ndarray, np.nd
     scales = rel.region_noise_scales() if rel.bounds_hold else None
     if scales is None:
         return np.full(q, np.nan), np.full(q, np.nan)
-    return _ordered(*_region_bounds(rel, scales, rects, q, level))
+    grid, ranges, counts = rel.regions()
+    return _ordered(*region_bounds(rel.domain, grid, ranges, counts, scales, rects, level,
+                                   tau=rel.zero_threshold(), clamped=rel.clamps_into_box))
 
 
 def _ordered(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -142,20 +144,27 @@ def _ordered(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return lo, np.fmax(hi, lo)
 
 
-def _region_bounds(rel, scales, rects, q: int, level: float):
-    """`partition_bounds` over disjoint regions each with its own draw (grids, PrivTree)."""
-    grid, ranges, counts = rel.regions()
+def region_bounds(domain, grid, ranges, counts, scales, rects, level: float, tau=None,
+                  clamped: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """(lower, upper) per rectangle over disjoint regions (cell ranges of `grid`) each with its
+    own draw of scale `scales`. `tau`: the zeroing threshold (`Release.zero_threshold`).
+    `clamped`: points outside the box were moved onto its edge, so a region on the box's edge
+    may hold points that lie in no rectangle; the lower end leaves such regions out (the upper
+    end may count them: it only grows)."""
+    q = len(as_rect_array(rects))
     counts = np.asarray(counts, dtype=np.float64).ravel()
     scales = np.broadcast_to(np.asarray(scales, dtype=np.float64), counts.shape)
-    tau = rel.zero_threshold()
     zero = np.zeros(counts.shape, dtype=bool) if tau is None else counts == 0
     upper = counts if tau is None else np.where(zero, np.floor(tau), counts)
     # with hidden zeros the lower end splits its share between the sum and the floor
     lower_level = level if tau is None else 1 - (1 - level) / 2
     ranges = np.asarray(ranges)
+    edge = ((ranges[:, 0] == 0) | (ranges[:, 2] == 0) | (ranges[:, 1] == grid.gy)
+            | (ranges[:, 3] == grid.gx)) if clamped else np.zeros(len(ranges), dtype=bool)
     lo, hi = np.empty(q), np.empty(q)
-    for i, rect in enumerate(cell_coords(rel.domain, grid, rects)):
+    for i, rect in enumerate(cell_coords(domain, grid, rects)):
         inside, touched = _inside_and_touched(ranges, rect, grid)
+        inside &= ~edge
         floor = 0.0
         hidden = zero & inside
         if hidden.any():
@@ -164,6 +173,17 @@ def _region_bounds(rel, scales, rects, q: int, level: float):
         lo[i] = max(counts[inside].sum() - floor - sum_half_width(scales[inside], lower_level), 0.0)
         hi[i] = upper[touched].sum() + sum_half_width(scales[touched], level)
     return lo, hi
+
+
+def intersect_bounds(parts, level: float) -> tuple[np.ndarray, np.ndarray]:
+    """One range from m ranges each holding at level 1 − (1 − level)/m (`parts`: a callable
+    level -> (lo, hi), one per partition): all hold together with probability >= level by the
+    union bound, so their intersection does (shifted grids: one partition per grid)."""
+    m = len(parts)
+    each = [part(1 - (1 - level) / m) for part in parts]
+    lo = np.max([b[0] for b in each], axis=0)
+    hi = np.min([b[1] for b in each], axis=0)
+    return _ordered(lo, hi)
 
 
 def node_bounds(domain, grid, draws: NodeDraws, rects, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:

@@ -220,12 +220,10 @@ def test_no_range_where_its_premise_fails():
     rel = dp.release("identity", counts, BOX, 1.0, params={"grid_size": 6}, seed=np.random.default_rng(1))
     lo, hi = rel.bounds([dp.Rect(0, 0, 0.5, 0.5)])                 # 6 divides 12: it holds
     assert lo[0] <= 3600 <= hi[0]
-    # points clamped into the box (the bounded grid) and a grid chosen on true answers (leaky)
-    pts = corner_points()
-    for name, params in (("bounded_grid", {"bins_per_side": 4}),
-                         ("leaky", {"grid_sizes": [2, 4]})):
-        rel = dp.release(name, pts, BOX, 1.0, params=params, seed=np.random.default_rng(1))
-        assert np.isnan(rel.bounds([dp.Rect(0, 0, 0.5, 0.5)])).all(), name
+    # a grid chosen on true answers (leaky)
+    rel = dp.release("leaky", corner_points(), BOX, 1.0, params={"grid_sizes": [2, 4]},
+                     seed=np.random.default_rng(1))
+    assert np.isnan(rel.bounds([dp.Rect(0, 0, 0.5, 0.5)])).all()
     # a rectangle of no width on the box's closed east edge touches the last column
     on_edge = dp.PointData(np.full(30, 1.0), np.full(30, 0.5))
     rel = dp.release("best_nonpriv", on_edge, BOX, 1.0, params={"grid_sizes": [4]})
@@ -251,3 +249,50 @@ def test_no_range_is_empty_on_empty_ground(name):
         assert np.all(hi >= lo) and np.all(lo >= 0)
         covered += int(np.sum((lo <= 0) & (0 <= hi)))
     assert covered >= 0.95 * 2500
+
+
+def _outside_west(n=400):
+    """Corner-packed points in the box and n just west of it: the bounded grid and shifted grids
+    clamp those onto the box's west edge, where no rectangle's true count has them."""
+    inner = corner_points()
+    return dp.PointData(np.r_[inner.x, np.full(n, -0.05)], np.r_[inner.y, np.full(n, 0.3)])
+
+
+CLAMPING = [("bounded_grid", {"bins_per_side": 4}), ("shifted_grids", {"bins_per_side": 4})]
+
+
+@pytest.mark.parametrize("name,params", CLAMPING)
+def test_clamping_mechanisms_have_ranges_that_hold(name, params):
+    # rectangles that cut the corner-packed cells, one along the west edge where the clamped
+    # points sit: over 200 releases each range holds its true count at least 95% of the time,
+    # less 4 binomial standard deviations (0.062). Shifted grids: each of the m grids' ranges
+    # at level 1 - 0.05/m, intersected
+    data = _outside_west()
+    rects = [dp.Rect(0.0, 0.0, 0.6, 0.6), dp.Rect(0.1, 0.0, 0.6, 0.5), dp.Rect(0.26, 0.26, 0.74, 0.74)]
+    truth = data.true_counts(rects, BOX)
+    runs, hits = 200, np.zeros(3)
+    for s in range(runs):
+        rel = dp.release(name, data, BOX, 0.5, params=params, seed=np.random.default_rng(s))
+        lo, hi = rel.bounds(rects)
+        assert np.all(hi >= lo)
+        hits += (lo <= truth) & (truth <= hi)
+    tol = 4 * math.sqrt(0.95 * 0.05 / runs)
+    assert np.all(hits / runs >= 0.95 - tol), hits / runs
+
+
+@pytest.mark.parametrize("name,params", CLAMPING)
+def test_a_planted_bug_that_counts_clamped_points_below_is_caught(name, params, monkeypatch):
+    # the lower end must leave out the box's edge regions, where points from outside were
+    # clamped; counting them (the slip the flag exists to stop) puts the 400 clamped points
+    # into the lower end of a rectangle along the west edge, above its true count
+    import dp.partition_bounds as PB
+    data = _outside_west()
+    rect = dp.Rect(0.0, 0.0, 0.6, 0.6)
+    truth = data.true_counts([rect], BOX)[0]
+    real = PB.region_bounds
+    monkeypatch.setattr(PB, "region_bounds", lambda *a, **kw: real(*a, **{**kw, "clamped": False}))
+    misses = 0
+    for s in range(50):
+        rel = dp.release(name, data, BOX, 0.5, params=params, seed=np.random.default_rng(s))
+        misses += rel.bounds([rect])[0][0] > truth
+    assert misses > 25

@@ -201,6 +201,8 @@ class Release(abc.ABC):
     # per-leaf budgets some subclasses export next to their counts: privacy costs, so user-level
     BUDGET_ARRAYS = ("eps_path", "eps_final")
 
+    clamps_into_box = False     # points outside the box were moved onto its edge (ranges'
+    #                             lower ends then leave the edge regions out)
     requested_split = None      # the split asked for, set by dp.release (HTF may spend less)
     # why a mechanism that picks its method picked it, in words read off charged outputs only
     # (the adaptive mechanism's probe): private, so shown with the release (unlike diagnostics)

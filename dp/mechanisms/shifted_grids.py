@@ -286,6 +286,32 @@ class ShiftedGridsRelease(Release):
         ok = (regions[:, 1] > regions[:, 0]) & (regions[:, 3] > regions[:, 2])
         return regions[ok], counts[ok]
 
+    def fine_regions(self, i: int):
+        """Grid i's in-box bins on the fine lattice: ((L, 4) ranges [r0, r1, c0, c1), counts)."""
+        lx, hx = self.lattice.axis_edges(0)
+        ly, hy = self.lattice.axis_edges(1)
+        kx = np.flatnonzero(hx[i] > lx[i])
+        ky = np.flatnonzero(hy[i] > ly[i])
+        J, I = (a.ravel() for a in np.meshgrid(ky, kx, indexing="ij"))
+        ranges = np.column_stack([ly[i][J], hy[i][J], lx[i][I], hx[i][I]]).astype(np.int64)
+        return ranges, self.counts[i][J, I]
+
+    def bounds(self, rects, level: float = 0.95):
+        """Each grid's own range over its bins (`dp.partition_bounds.region_bounds`, points
+        clamped onto the box's edge left out of the lower end) at level 1 − (1 − level)/m, and
+        their intersection, which holds with probability >= level (union bound)."""
+        from ..partition_bounds import intersect_bounds, region_bounds
+        if not self.bounds_hold:
+            q = len(as_rect_array(rects))
+            return np.full(q, np.nan), np.full(q, np.nan)
+        grid, scale = self.fine_grid, float(self.noise_scale or 0.0)
+
+        def part(i):
+            ranges, counts = self.fine_regions(i)
+            return lambda lvl: region_bounds(self.domain, grid, ranges, counts, scale, rects, lvl,
+                                             clamped=True)
+        return intersect_bounds([part(i) for i in range(self.m)], level)
+
     def bin_bounds(self, i: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Grid i's in-box bins: row and column indices, [west, south, east, north] (clipped), counts."""
         L, d = self.lattice, self.domain
@@ -424,11 +450,7 @@ class BoundedGridRelease(GridRelease):
 
     guarantee_kind = BOUNDED_KIND
     bin_km: tuple = (math.nan, math.nan)   # actual cell width and height, set by the release
-
-    def region_noise_scales(self):
-        """None: points outside the box are clamped into its edge cells, so a cell's count is not
-        the count of the points inside it and `dp.partition_bounds` does not hold."""
-        return None
+    clamps_into_box = True      # points outside the box are counted in its edge cells
 
     def metadata(self) -> dict:
         meta = super().metadata()
