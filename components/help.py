@@ -61,15 +61,13 @@ TEXTS = {
         "published answer with the true one, and the map labels each rectangle with its row (Q for "
         "drawn, R for typed or random). A rectangle partly outside the public box is clipped to it "
         "(the row says so); one wholly outside is refused, since nothing is counted there.",
-        "The 95% interval (noise only) is the range the published answer falls in 95% of the time "
-        "because of the noise alone. Where a rectangle cuts through a cell, the answer also assumes "
-        "people are spread evenly inside it, which adds error the interval does not include.",
-        "The typical total error gives a sense of both together: the same mechanism and settings are "
-        "run on a synthetic city of the size you pick, in the same box, and the median error of random "
-        "rectangles of the same area is measured there. It never uses your data, so it is a guide, "
-        "not a bound: your data may be more or less clustered than the synthetic city.",
+        "Beside each answer, 'True count lies in' gives a range that holds the true count 95% of "
+        "the time whatever the data: it adds the noise of the counts to the error of spreading "
+        "people evenly inside the cells a rectangle cuts, so it is the number to read as accuracy. "
+        "It is wide where the rectangle cuts big cells or the noise is large.",
         "Answering rectangles costs no extra privacy: it only reads the published counts. The CSV "
-        "download holds the published answers, intervals and typical errors, never the true counts.",
+        "download holds the published answers and ranges, and a 95% interval of the noise alone "
+        "(labelled so: it leaves out the spreading error), never the true counts.",
     ],
     "compare": [
         "Two mechanisms released at the same ε on the same data, side by side: A is the release "

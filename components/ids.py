@@ -95,8 +95,6 @@ QUERY_WARNING = "query-warning"
 # queries panel and map
 QUERY_RANDOM_NOUN = "random-noun"        # "random rectangle(s) of", following the number typed
 QUERY_COUNT = "query-count"              # "1 row", "2 rows"
-QUERY_TYPICAL = "query-typical"          # store: typical total error per query area (synthetic data)
-QUERY_TYPICAL_SIZE = "query-typical-size"  # the public assumed size of the synthetic city
 QUERY_CSV_BUTTON = "query-csv-button"
 QUERY_CSV_DOWNLOAD = "query-csv-download"
 

@@ -18,7 +18,6 @@ from dash import dcc
 from werkzeug.exceptions import BadRequest
 
 import dp
-from dp.typical_error import AREA_BUCKETS
 from server import workspace
 
 from . import ids, map_panel, tour_panel
@@ -137,9 +136,6 @@ STORES = {
     ids.LINK_OVER: (Either((None, BOOL)), "true or false"),
     ids.ACCOUNT_TICK: (Either((None, NUMBER)), "a time stamp"),
     ids.QUERY_EXTRA: (Either((None, ListOf(BOX))), "a list of rectangles of four numbers each"),
-    ids.QUERY_TYPICAL: (Either((None, Record({"key": TEXT, "unavailable": TEXT}), Record(
-        {"key": TEXT, "areas": Row(tuple(OneOf((a,)) for a in AREA_BUCKETS)),
-         "errors": Row((NUMBER,) * len(AREA_BUCKETS))}))), "the typical errors of a release"),
     ids.PLAN_JOB: (Either((None, Record({"id": TEXT, "request": Record(
         {"area": NUMBER, "target": NUMBER, "level": NUMBER, "points": NUMBER}),
         "domain": DOMAIN, "k": Either((None, COUNT))}))), "a plan this server started"),

@@ -1,11 +1,10 @@
 """Queries panel: drawn, typed and random rectangles, each compared private vs true, with the
-noise-only interval, a typical total error from public synthetic data and a CSV download."""
+range the true count lies in (95%, any data) and a CSV download (which adds the noise-only
+interval, labelled as such)."""
 from __future__ import annotations
 
 import csv
-import functools
 import io
-import json
 import math
 import time
 from typing import NamedTuple
@@ -23,9 +22,6 @@ from .controls import EXACT_STAGE, fit_to_domain, labelled_rects, parse_typed
 from .help import help_box
 from .numbers import plural, shown_people, significant
 
-INTERVAL_HELP = ("The range the published answer falls in 95% of the time because of the noise "
-                 "alone. Answers also assume people are spread evenly inside every cell or leaf a "
-                 "rectangle cuts through; that adds error this interval does not show.")
 RANGE_HELP = ("Where the true count lies, 95% of the time, whatever the data: between the "
               "noisy count of the cells or leaves wholly inside the rectangle and that of every "
               "one it touches, each widened by its noise. It needs no assumption about how people "
@@ -34,23 +30,22 @@ RANGE_HELP = ("Where the true count lies, 95% of the time, whatever the data: be
               "each region's own noisy count from before that fitting, so the range need not be "
               "centred on the answer. 'none' where no such count exists (DAWA fits its counts "
               "jointly).")
-TYPICAL_HELP = ("Median error, noise and even spreading together, of the same mechanism and "
-                "settings on random rectangles of this area over a synthetic city in the same box. "
-                "Computed from public synthetic data only, never from yours.")
+NOISE_ONLY_NOTE = ("The CSV also has a 95% interval of the noise alone (columns "
+                   "interval95_noise_only_*): it leaves out the error of spreading people evenly "
+                   "inside the cells a rectangle cuts, so it is not a range for the true count.")
 COLUMNS = [
     ("id", "#"), ("bounds", "Rectangle (W, S, E, N)"), ("private", "Private answer"),
-    ("range", "True count lies in (95%, any data)"), ("interval", "95% interval (noise only)"), ("typical", "Typical total error (synthetic data)"),
+    ("range", "True count lies in (95%, any data)"),
     ("true", "True count (owner only)"), ("abs_error", "Abs. error"), ("rel_error", "Rel. error"),
 ]
 SNAP_COLUMNS = [("snapped", "Answered rectangle (snapped to cells)"), ("raw", "Raw (before clamping at 0)"),
                 ("true_drawn", "True on drawn rectangle (owner only)")]
-ASSUMED_SIZES = (10_000, 100_000, 1_000_000)
 CLIPPED = " (clipped to the domain)"
 # what the CSV holds: the release's answers and public settings only, never a true count
 CSV_FIELDS = ("id", "west", "south", "east", "north", "clipped_to_domain", "private_answer",
               "private_people",
               "count_range95_any_data_low", "count_range95_any_data_high",
-              "interval95_noise_only_low", "interval95_noise_only_high", "typical_total_error_synthetic",
+              "interval95_noise_only_low", "interval95_noise_only_high",
               "differentially_private")
 CSV_SNAP_FIELDS = ("answered_rectangle", "raw_answer")
 
@@ -84,20 +79,9 @@ def layout(config: dict) -> html.Div:
         html.Div(id=ids.QUERY_WARNING, role="alert"),
         html.Div(className="hint query-note", children=[
             html.P([html.B("True count lies in: "), RANGE_HELP]),
-            html.P([html.B("95% interval (noise only): "), INTERVAL_HELP]),
-            html.P([html.B("Typical total error: "),
-                    "the median error of the same mechanism and settings on random rectangles of "
-                    "the same area over a synthetic clustered city in the same box. It is public "
-                    "synthetic data, never yours: pick the size nearest your data's."]),
-            html.Div(className="size-row", children=[
-                html.Span("Synthetic city size:"),
-                dcc.Dropdown(id=ids.QUERY_TYPICAL_SIZE, value=ASSUMED_SIZES[1], clearable=False,
-                             className="inline-dd", searchable=False,
-                             options=[{"label": f"{n:,} points", "value": n} for n in ASSUMED_SIZES]),
-            ]),
+            html.P(NOISE_ONLY_NOTE, className="small-print"),
         ]),
         dcc.Store(id=ids.QUERY_EXTRA, data=config["page"]["queries"]),
-        dcc.Store(id=ids.QUERY_TYPICAL),
     ])
 
 
@@ -118,8 +102,7 @@ def answers_layout() -> html.Section:
                              style_cell_conditional=[{"if": {"column_id": "bounds"}, "minWidth": "130px",
                                                       "maxWidth": "170px"}],
                              style_header={"fontWeight": "600", "whiteSpace": "normal"},
-                             tooltip_header={"range": RANGE_HELP, "interval": INTERVAL_HELP,
-                                             "typical": TYPICAL_HELP},
+                             tooltip_header={"range": RANGE_HELP},
                              tooltip_delay=0, tooltip_duration=None),
     ])
 
@@ -151,26 +134,6 @@ def queries_in(domain: dp.Domain, labelled) -> tuple[list[Query], list[str]]:
     return out, notes
 
 
-def typical_text(value) -> str:
-    """A typical error to two significant digits ('±1,200', '±3.4'), or what stands in for it."""
-    if isinstance(value, str):
-        return value
-    if value <= 0:
-        return "±0"
-    return "±" + significant(value)
-
-
-def typical_for(rel, query: Query, typical: dict | None):
-    """The typical total error of a query's area from the typical-error store, or a short reason
-    it has none ('computing…' while the store belongs to another release)."""
-    if not typical:
-        return "computing…"
-    if "unavailable" in typical:
-        return typical["unavailable"]
-    table = dict(zip(typical["areas"], typical["errors"]))
-    return table[dp.typical_error.area_bucket(query.rect.area / rel.domain.area)]
-
-
 def count_range(lo: float, hi: float, rel) -> str:
     """The assumption-free range in whole people, or why the release has none."""
     if math.isnan(lo):
@@ -182,11 +145,11 @@ def count_range(lo: float, hi: float, rel) -> str:
     return f"{math.floor(lo):,} to {math.ceil(hi):,}"
 
 
-def public_rows(rel, queries: list[Query], typical: dict | None = None) -> list[dict]:
+def public_rows(rel, queries: list[Query]) -> list[dict]:
     """Per rectangle what the release alone gives (no data is read): the private answer, the
-    range that holds the true count for any data (`Release.bounds`), the noise-only interval,
-    the typical total error and, for releases that snap rectangles to cells (Euler), the
-    answered rectangle and the raw answer before clamping."""
+    range that holds the true count for any data (`Release.bounds`), the noise-only interval
+    (for the CSV) and, for releases that snap rectangles to cells (Euler), the answered
+    rectangle and the raw answer before clamping."""
     if not queries:
         return []
     rects = [q.rect for q in queries]
@@ -197,23 +160,18 @@ def public_rows(rel, queries: list[Query], typical: dict | None = None) -> list[
     rows = []
     for i, (q, p) in enumerate(zip(queries, answers)):
         lo, hi = rel.interval(q.rect)
-        typ = typical_for(rel, q, typical)
         r = q.rect
         row = {"id": q.label, "bounds": _fmt(r) + (CLIPPED if q.clipped else ""),
                "west": r.west, "south": r.south, "east": r.east, "north": r.north, "clipped": q.clipped,
                "answer": float(p), "whole": shown_people(p), "private": f"{shown_people(p):,}", "lo": lo, "hi": hi,
-               "range": count_range(blo[i], bhi[i], rel), "range_lo": float(np.floor(blo[i])), "range_hi": float(np.ceil(bhi[i])),
-               "interval": f"[{lo:.1f}, {hi:.1f}]" if not np.isnan(lo) else (
-                   "n/a (no closed form for this stage)" if rel.capabilities.stages
-                   else "n/a (counts fitted jointly)"),
-               "typical": typical_text(typ), "typical_value": None if isinstance(typ, str) else typ}
+               "range": count_range(blo[i], bhi[i], rel), "range_lo": float(np.floor(blo[i])), "range_hi": float(np.ceil(bhi[i]))}
         if snapping:
             row.update(snapped=_fmt(rel.snap(r) or r), raw=round(float(raw[i]), 1))
         rows.append(row)
     return rows
 
 
-def comparison_rows(rel, data, labelled_rects, stage: str | None = None, typical: dict | None = None) -> list[dict]:
+def comparison_rows(rel, data, labelled_rects, stage: str | None = None) -> list[dict]:
     """One table row per rectangle: `public_rows` plus the owner-only true count and errors.
 
     A release that snaps rectangles to its cells (Euler) answers the snapped rectangle, so the
@@ -222,7 +180,7 @@ def comparison_rows(rel, data, labelled_rects, stage: str | None = None, typical
     `labelled_rects`: `Query` tuples or (label, rect) pairs already inside the domain.
     """
     queries = [Query(*q) for q in labelled_rects]
-    rows = public_rows(rel, queries, typical)
+    rows = public_rows(rel, queries)
     if not rows:
         return []
     rects = [q.rect for q in queries]
@@ -230,9 +188,9 @@ def comparison_rows(rel, data, labelled_rects, stage: str | None = None, typical
     true = data.true_counts([rel.snap(r) or r for r in rects] if snapping else rects, rel.domain)
     if stage == EXACT_STAGE:
         for row, t in zip(rows, true):
-            row.update(answer=float(t), whole=int(t), private=f"{int(t):,}", interval=f"[{t:.1f}, {t:.1f}]",
+            row.update(answer=float(t), whole=int(t), private=f"{int(t):,}", lo=float(t), hi=float(t),
                        range=f"{int(t):,} to {int(t):,}", range_lo=float(t), range_hi=float(t),
-                       typical="n/a (exact answers)", **({"raw": float(t)} if snapping else {}))
+                       **({"raw": float(t)} if snapping else {}))
     shown = np.array([row["whole"] for row in rows], dtype=np.float64)      # errors of what is shown
     rel_err = dp.metrics.relative_error(shown, true)
     true_drawn = data.true_counts(rects, rel.domain) if snapping else None
@@ -245,17 +203,16 @@ def comparison_rows(rel, data, labelled_rects, stage: str | None = None, typical
 
 
 def csv_text(rows: list[dict], snapping: bool = False, private: bool = True) -> str:
-    """The public part of the query table as CSV: answers, noise-only intervals and typical
-    errors, each row saying whether the release is differentially private (a fixed-seed demo
-    is not); no true count or error against the data (see CSV_FIELDS)."""
+    """The public part of the query table as CSV: answers, ranges and noise-only intervals,
+    each row saying whether the release is differentially private (a fixed-seed demo is not);
+    no true count or error against the data (see CSV_FIELDS)."""
     out = io.StringIO()
     writer = csv.writer(out)
     writer.writerow(CSV_FIELDS + (CSV_SNAP_FIELDS if snapping else ()))
     for r in rows:
         line = [r["id"], r["west"], r["south"], r["east"], r["north"], "yes" if r["clipped"] else "no",
                 round(r["answer"], 3), r["whole"], _blank_nan(r["range_lo"]), _blank_nan(r["range_hi"]),
-                _blank_nan(r["lo"]), _blank_nan(r["hi"]),
-                "" if r["typical_value"] is None else r["typical_value"], "yes" if private else "no"]
+                _blank_nan(r["lo"]), _blank_nan(r["hi"]), "yes" if private else "no"]
         writer.writerow(line + ([r["snapped"], r["raw"]] if snapping else []))
     return out.getvalue()
 
@@ -263,32 +220,6 @@ def csv_text(rows: list[dict], snapping: bool = False, private: bool = True) -> 
 def _blank_nan(v: float):
     """An interval end for the CSV: blank where it is unknown (no closed form)."""
     return "" if np.isnan(v) else round(float(v), 3)
-
-
-def release_settings(rel, key: str) -> str | None:
-    """The public settings a typical-error simulation reproduces, as JSON: the mechanism, domain,
-    ε, split and parameters the release was asked for (its cache key). None for region data or
-    a box fitted to the data (the simulation must never see the data's bounding box). A
-    user-level release runs its mechanism at ε/k per point, and so does the simulation."""
-    _, domain, mechanism, params, split, epsilon, _, _ = json.loads(key)
-    if rel.spec.data_kind != "points" or rel.domain.leaky:
-        return None
-    return json.dumps({"mechanism": mechanism, "domain": domain, "params": params, "split": split,
-                       "epsilon": epsilon / (rel.points_per_user or 1)}, sort_keys=True)
-
-
-@functools.lru_cache(maxsize=256)
-def typical_table(sid: str, settings: str, n_points: int) -> tuple[tuple, tuple]:
-    """(areas, median total errors) of `dp.typical_error` for public settings at an assumed size.
-
-    Cached per (session, mechanism, ε, split, parameters, domain, size), every area at once:
-    rows of any size then read it instantly. The session is part of the key so that no visitor
-    can time a result another one computed.
-    """
-    s = json.loads(settings)
-    errors = dp.typical_error.typical_errors(s["mechanism"], dp.Domain.from_dict(s["domain"]), s["epsilon"],
-                                             split=s["split"], params=s["params"], n_points=n_points)
-    return tuple(errors), tuple(errors.values())
 
 
 def current_queries(sid, rinfo, geojson, extra, stage):
@@ -369,29 +300,11 @@ def register_callbacks(app, config: dict):
         return [label_layer(r, label, outline=label.startswith("R"))
                 for label, r in labelled_rects(geojson, extra)]
 
-    @app.callback(Output(ids.QUERY_TYPICAL, "data"), Input(ids.RELEASE, "data"),
-                  Input(ids.QUERY_TYPICAL_SIZE, "value"))
-    def typical(rinfo, n_points):
-        """The typical-error table of the current release's public settings (all areas)."""
-        sid = state.session_id()
-        if not rinfo:
-            return no_update
-        try:
-            rel = state.release(sid, rinfo["key"])
-        except LookupError:
-            return no_update
-        settings = release_settings(rel, rinfo["key"])
-        if settings is None:
-            why = "regions" if rel.spec.data_kind != "points" else "box fitted to the data"
-            return {"key": rinfo["key"], "unavailable": f"n/a ({why})"}
-        areas, errors = typical_table(sid, settings, int(n_points))
-        return {"key": rinfo["key"], "areas": list(areas), "errors": list(errors)}
-
     @app.callback(Output(ids.QUERY_TABLE, "data"), Output(ids.QUERY_TABLE, "columns"),
                   Output(ids.QUERY_WARNING, "children"), Output(ids.QUERY_COUNT, "children"),
                   Input(ids.EDIT, "geojson"), Input(ids.QUERY_EXTRA, "data"), Input(ids.RELEASE, "data"),
-                  Input(ids.EULER_STAGE, "value"), Input(ids.QUERY_TYPICAL, "data"))
-    def compare(geojson, extra, rinfo, stage, typical):
+                  Input(ids.EULER_STAGE, "value"))
+    def compare(geojson, extra, rinfo, stage):
         sid = state.session_id()
         if not rinfo:       # new data without a release: no answers of the previous data stay
             return [], no_update, html.Div("No release of the data now loaded yet, so there are "
@@ -402,8 +315,7 @@ def register_callbacks(app, config: dict):
             data = state.points(sid, state.key_fingerprint(rinfo["key"]))
         except LookupError:
             return [], no_update, "", ""
-        typical = typical if (typical or {}).get("key") == rinfo["key"] else None
-        rows = comparison_rows(rel, data, queries, stage, typical)
+        rows = comparison_rows(rel, data, queries, stage)
         warnings = [html.Div(w, className="warning") for w in rel.warnings() + notes]
         count = f"{len(rows):,} {plural(len(rows), 'row')}"
         return rows, columns_for(rel, stage), warnings or "", count
@@ -412,9 +324,9 @@ def register_callbacks(app, config: dict):
                   Output(ids.QUERY_MESSAGE, "children", allow_duplicate=True),
                   Input(ids.QUERY_CSV_BUTTON, "n_clicks"),
                   State(ids.EDIT, "geojson"), State(ids.QUERY_EXTRA, "data"), State(ids.RELEASE, "data"),
-                  State(ids.EULER_STAGE, "value"), State(ids.QUERY_TYPICAL, "data"),
+                  State(ids.EULER_STAGE, "value"),
                   prevent_initial_call=True)
-    def download(_n, geojson, extra, rinfo, stage, typical):
+    def download(_n, geojson, extra, rinfo, stage):
         """The query table's public columns as CSV, under the release's provenance block; built
         from the release alone (no data read)."""
         if not rinfo:
@@ -432,9 +344,8 @@ def register_callbacks(app, config: dict):
             return no_update, html.Div("The domain was fitted to the data, so rectangles clipped to it "
                                        "would publish the data's extremes: choose a listed or typed "
                                        "box to download.", className="error")
-        typical = typical if (typical or {}).get("key") == rinfo["key"] else None
         account = state.account(state.session_id(), state.key_fingerprint(rinfo["key"]))
-        text = with_csv_header(csv_text(public_rows(rel, queries, typical), rel.capabilities.snapping,
+        text = with_csv_header(csv_text(public_rows(rel, queries), rel.capabilities.snapping,
                                         rel.private), provenance(rel, account.spent, account.total))
         name = f"queries_{rel.mechanism}" + ("" if rel.private else "_NOT_PRIVATE")
         return dcc.send_string(text, f"{name}.csv"), ""

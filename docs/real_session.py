@@ -136,8 +136,7 @@ class Session:
         self.wait_text(ids.QUERY_TABLE, "R1")
         self.shot("session_4_query", ids.QUERY_TYPED, "A query", "A typed rectangle over downtown San "
                   "Francisco, answered in the drawer under the map: the private answer, the range its "
-                  "true count lies in for any data, its noise-only interval, the typical total error "
-                  "from synthetic data, and (for the owner) the true count.")
+                  "true count lies in for any data, and (for the owner) the true count.")
         self.open_step_of(ids.EVAL_NQ)
         for element_id, value in ((ids.EVAL_NQ, "50"), (ids.EVAL_REPS, "1")):
             box = self.d.find_element("id", element_id)

@@ -13,7 +13,7 @@ Too many points for memory: count them where they live, then release from the co
 
 `dp` never imports dash or flask; the dashboard is one client of this API.
 """
-from . import evaluate, metrics, noise, typical_error
+from . import evaluate, metrics, noise
 from . import interactive
 from .accountant import Accountant, Charge
 from .aggregate import aggregate
@@ -42,6 +42,6 @@ __all__ = [
     "load_points", "load_sample", "mechanisms", "metrics", "noise", "random_workload", "release",
     "RegionData", "load_regions", "load_region_sample",
     "DEFAULT_POINTS_PER_USER", "USER_LEVEL_GUARANTEE", "bound_contributions",
-    "interactive", "Accountant", "Charge", "Recommendation", "recommend", "typical_error",
+    "interactive", "Accountant", "Charge", "Recommendation", "recommend",
     "CountData", "aggregate", "load_counts", "__version__",
 ]

@@ -32,7 +32,7 @@ from .points import PointData
 from .presets import PRESETS, presets_containing
 from .provenance import export_texts, software_version
 from .regions import load_regions
-from .typical_error import DEFAULT_POINTS
+from .plan import DEFAULT_POINTS
 
 EXIT_USAGE, EXIT_DATA, EXIT_PARAMS, EXIT_OUTPUT, EXIT_MISSING = 2, 3, 4, 5, 6
 

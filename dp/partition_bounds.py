@@ -23,9 +23,12 @@ wholly inside a rectangle are covered by the highest nodes wholly inside it (far
 than their leaves), and the regions it touches by those nodes plus the touched leaves left over.
 The fitted counts are not used, so the range need not be centred on the answer.
 
+DAWA's measured nodes are groups of buckets in Hilbert order, not rectangles: a node is inside
+a rectangle when all its buckets are, touched when one is; a node that was not measured
+(weight 0) is left out and its measured descendants hang from its nearest measured ancestor.
+
 No interval (NaN) where its premise fails (`Release.bounds_hold`, `region_noise_scales`,
-`node_draws`): counts fitted jointly with no own draws kept (DAWA's least squares over weighted
-bucket measurements, Euler's LP); user-level releases (the
+`node_draws`): counts fitted jointly with no own draws kept (Euler's LP); user-level releases (the
 counts are of each user's kept points, not of all points); counts re-binned from a grid whose
 lines are not the release's; points clamped into the box (the bounded grid); a grid chosen by
 comparing its draws with true answers (leaky).
@@ -58,6 +61,22 @@ class NodeDraws(NamedTuple):
     counts: np.ndarray      # (K,) integer noisy counts
     scales: np.ndarray      # (K,) discrete Laplace scales
     leaf: np.ndarray        # (K,) bool: a released region
+    # nodes that are not rectangles (DAWA's groups of buckets in Hilbert order): each node is
+    # the buckets span[k, 0] .. span[k, 1] − 1 of `buckets` ((B, 4) rectangles), and `regions`
+    # holds only their bounding boxes
+    buckets: np.ndarray | None = None
+    span: np.ndarray | None = None
+
+
+def _node_membership(draws: NodeDraws, rect, grid) -> tuple[np.ndarray, np.ndarray]:
+    """(node wholly inside the rectangle, node touched by it) for every node."""
+    if draws.buckets is None:
+        return _inside_and_touched(np.asarray(draws.regions), rect, grid)
+    inside, touched = _inside_and_touched(np.asarray(draws.buckets), rect, grid)
+    lo, hi = np.asarray(draws.span).T
+    ci = np.concatenate([[0], np.cumsum(inside)])
+    ct = np.concatenate([[0], np.cumsum(touched)])
+    return ci[hi] - ci[lo] == hi - lo, ct[hi] - ct[lo] > 0
 
 
 TAIL_SD = 12.0     # the exact sum's support is cut this many standard deviations out (plus 40 scales)
@@ -190,7 +209,6 @@ def node_bounds(domain, grid, draws: NodeDraws, rects, level: float = 0.95) -> t
     """(lower, upper) per rectangle from the nodes' own draws: the lower end sums the highest
     nodes wholly inside it, the upper end those plus the leaves it touches outside them (disjoint
     regions in both sums), each widened by its exact noise quantile."""
-    regions = np.asarray(draws.regions)
     counts = np.asarray(draws.counts, dtype=np.float64)
     scales = np.asarray(draws.scales, dtype=np.float64)
     parent = np.asarray(draws.parent)
@@ -198,7 +216,7 @@ def node_bounds(domain, grid, draws: NodeDraws, rects, level: float = 0.95) -> t
     c = cell_coords(domain, grid, rects)
     lo, hi = np.empty(len(c)), np.empty(len(c))
     for i, rect in enumerate(c):
-        inside, touched = _inside_and_touched(regions, rect, grid)
+        inside, touched = _node_membership(draws, rect, grid)
         top = inside.copy()
         top[nested] &= ~inside[parent[nested]]
         edge = draws.leaf & ~inside & touched

@@ -7,7 +7,9 @@ import re
 
 import pytest
 
+import dp
 from components import ids
+from dp import plan as planning
 from helpers import spy_on_exact_counts
 from test_browser import poll_until, start  # skips without a browser
 
@@ -34,10 +36,12 @@ def test_plan_is_free_and_fills_in_the_release(dash_duo, monkeypatch):
     read = spy_on_exact_counts(monkeypatch)
 
     plan_for(dash_duo, 200)
-    assert set(read) == {"synthetic clustered"}                 # the twin only, never the data
+    assert set(read) == {f"synthetic {s}" for s in planning.SHAPES}    # the twins, never the data
     assert spent(dash_duo) == before
     rows = dash_duo.find_elements(f"#{ids.PLAN_RESULT} tbody tr")
-    assert len(rows) >= 3 and "Uniform grid" in dash_duo.find_element(f"#{ids.PLAN_RESULT}").text
+    table = dash_duo.find_element(f"#{ids.PLAN_RESULT}").text
+    assert len(rows) >= 3 and "Uniform grid" in table
+    assert dp.mechanisms()[dp.recommend("points").name].label in table      # the recommended one too
     use = dash_duo.find_elements(f"#{ids.PLAN_RESULT} tbody button")[0]
     eps = float(use.text.split("=")[1])
     use.click()

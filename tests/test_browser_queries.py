@@ -2,8 +2,9 @@
 
 Typed rectangles are added once (Enter, Add or both), rectangles outside the public domain are
 refused or clipped with a message, every rectangle carries its row label on the map, the
-legend's ticks are round and distinct with the cap marked and fully visible, the interval says
-it covers the noise only next to a typical total error, and the table downloads as CSV. Layout
+legend's ticks are round and distinct with the cap marked and fully visible, the table leads
+with the range the true count lies in (the noise-only interval is in the CSV, labelled in small
+print), and the table downloads as CSV. Layout
 checks run at 1280 and 1600 pixels wide and assert that the page never scrolls sideways.
 """
 from __future__ import annotations
@@ -141,17 +142,17 @@ def test_legend_ticks_are_round_distinct_and_the_capped_top_fully_visible(dash_d
 
 
 @pytest.mark.parametrize("width", WIDTHS)
-def test_interval_says_noise_only_beside_a_typical_total_error(dash_duo, width):
+def test_the_table_leads_with_the_range_and_says_which_number_is_noise_only(dash_duo, width):
     start_at(dash_duo, width)
     type_rect(dash_duo, INSIDE)
-    wait_rows(dash_duo, 1)
+    rows = wait_rows(dash_duo, 1)
     headers = [h.text.replace("\n", " ") for h in dash_duo.find_elements(f"#{ids.QUERY_TABLE} th")]
-    assert "95% interval (noise only)" in headers
-    assert "Typical total error (synthetic data)" in headers
-    poll_until(lambda: table_rows(dash_duo)[0]["typical"].startswith("±"), 30)
-    assert table_rows(dash_duo)[0]["typical"].startswith("±")
+    assert headers.index("True count lies in (95%, any data)") == headers.index("Private answer") + 1
+    assert not any("noise only" in h or "Typical" in h for h in headers)
+    lo, hi = (number(v) for v in rows[0]["range"].split(" to "))
+    assert 0 <= lo <= hi
     note = dash_duo.find_element(".query-note").text
-    assert "noise alone" in note and "never yours" in note and "spread evenly" in note
+    assert "whatever the data" in note and "noise alone" in note and "not a range for the true count" in note
     assert_no_sideways_scroll(dash_duo)
 
 
@@ -161,8 +162,6 @@ def test_query_table_downloads_as_csv_without_true_counts(dash_duo):
     wait_rows(dash_duo, 1)
     dash_duo.find_element(f"#{ids.RANDOM_BUTTON}").click()
     rows = wait_rows(dash_duo, 6)
-    poll_until(lambda: all(r["typical"].startswith("±") for r in table_rows(dash_duo)), 30)
-    rows = table_rows(dash_duo)
     dash_duo.find_element(f"#{ids.QUERY_CSV_BUTTON}").click()
     path = Path(dash_duo.download_path) / "queries_e2epriv.csv"
     poll_until(path.exists, 20)
@@ -174,6 +173,7 @@ def test_query_table_downloads_as_csv_without_true_counts(dash_duo):
     for line, row in zip(got, rows):
         assert number(line["private_people"]) == number(row["private"]) == max(0, round(float(line["private_answer"])))
         assert float(line["interval95_noise_only_low"]) <= float(line["private_answer"])
-        assert queries_panel.typical_text(float(line["typical_total_error_synthetic"])) == row["typical"]
+        assert f"{number(line['count_range95_any_data_low']):,.0f} to {number(line['count_range95_any_data_high']):,.0f}" \
+            == row["range"]
     assert "true" not in table.lower()                       # no true count, nor a column for one
     assert not any("true" in key for key in block)           # the block: public settings only

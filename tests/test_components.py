@@ -160,8 +160,7 @@ def test_comparison_rows_match_dp(small):
     assert rows[0]["private"] == f"{max(0, round(rel.answer(rects[0]))):,}"    # whole people, >= 0
     assert rows[0]["true"] == f"{data.true_count(rects[0], domain):,}"
     assert rows[0]["abs_error"] == f"{abs(rows[0]['whole'] - data.true_count(rects[0], domain)):,}"
-    lo, hi = rel.interval(rects[0])
-    assert rows[0]["interval"] == f"[{lo:.1f}, {hi:.1f}]"
+    assert (rows[0]["lo"], rows[0]["hi"]) == rel.interval(rects[0])     # for the CSV, noise only
     # the range for any data: whole people around rel.bounds, holding the true count here
     blo, bhi = rel.bounds(rects)
     assert rows[0]["range"] == f"{math.floor(blo[0]):,} to {math.ceil(bhi[0]):,}"
@@ -171,7 +170,9 @@ def test_comparison_rows_match_dp(small):
     assert queries_panel.comparison_rows(fq, data, [("Q1", rects[0])])[0]["range"] == \
         f"{math.floor(fq_lo[0]):,} to {math.ceil(fq_hi[0]):,}"
     dawa = dp.release("dawa", data, domain, epsilon=1.0, seed=4)
-    assert queries_panel.comparison_rows(dawa, data, [("Q1", rects[0])])[0]["range"] == "none: counts fitted jointly"
+    d_lo, d_hi = dawa.bounds(rects)                                          # its measured groups
+    assert queries_panel.comparison_rows(dawa, data, [("Q1", rects[0])])[0]["range"] == \
+        f"{math.floor(d_lo[0]):,} to {math.ceil(d_hi[0]):,}"
     empty = dp.Rect(0.14, 51.36, 0.1401, 51.3601)
     row = queries_panel.comparison_rows(rel, data, [("R1", empty)])[0]
     assert row["true"] == "0" and (row["rel_error"] == "n/a (true = 0)" or row["whole"] == 0)
@@ -510,40 +511,31 @@ def test_rectangles_are_fitted_to_the_public_domain(small):
     assert count_of(1, "point") == "1 point" and count_of(2000, "point") == "2,000 points"
 
 
-def test_query_rows_carry_the_typical_error_and_the_csv_no_true_count(small):
+def test_query_rows_lead_with_the_range_and_the_csv_has_no_true_count(small):
     data, domain = small
     rel = dp.release("ug", data, domain, epsilon=1.0, seed=2)
-    key = state.release_key(data.fingerprint, domain, "ug", {}, [0.05, 0.95], 1.0, 2)
-    settings = queries_panel.release_settings(rel, key)
-    assert data.fingerprint not in settings and json.loads(settings)["epsilon"] == 1.0
-    areas, errors = queries_panel.typical_table(new_sid(), settings, 10_000)
-    typical = {"key": key, "areas": list(areas), "errors": list(errors)}
     rect = dp.Rect(-0.2, 51.45, -0.05, 51.55)                           # 12% of the box
     q = queries_panel.Query("R1", rect, True)
-    row = queries_panel.comparison_rows(rel, data, [q], typical=typical)[0]
-    expected = dict(zip(areas, errors))[dp.typical_error.area_bucket(rect.area / domain.area)]
-    assert row["typical_value"] == expected and row["typical"] == queries_panel.typical_text(expected)
+    row = queries_panel.comparison_rows(rel, data, [q])[0]
+    lo, hi = rel.bounds([rect])
+    assert row["range"] == f"{math.floor(lo[0]):,} to {math.ceil(hi[0]):,}"
     assert row["bounds"].endswith("(clipped to the domain)") and row["true"] == f"{data.true_count(rect, domain):,}"
-    assert queries_panel.public_rows(rel, [q])[0]["typical"] == "computing…"
-    assert [queries_panel.typical_text(v) for v in (1234.5, 3.44, 0.44, 0)] == ["±1,200", "±3.4", "±0.44", "±0"]
-    text = queries_panel.csv_text(queries_panel.public_rows(rel, [q], typical))
+    shown = [c["id"] for c in queries_panel.columns_for(rel)]
+    assert shown.index("range") == shown.index("private") + 1 and "interval" not in shown
+    text = queries_panel.csv_text(queries_panel.public_rows(rel, [q]))
     header, line = text.strip().splitlines()
     assert header.split(",") == list(queries_panel.CSV_FIELDS)
     values = dict(zip(header.split(","), line.split(",")))
     assert float(values["private_answer"]) == pytest.approx(rel.answer(rect), abs=5e-4)
     assert int(values["private_people"]) == max(0, round(rel.answer(rect)))
-    assert values["clipped_to_domain"] == "yes" and float(values["typical_total_error_synthetic"]) == expected
+    assert values["clipped_to_domain"] == "yes"
+    assert (float(values["count_range95_any_data_low"]), float(values["count_range95_any_data_high"])) \
+        == (math.floor(lo[0]), math.ceil(hi[0]))
+    assert float(values["interval95_noise_only_low"]) == pytest.approx(rel.interval(rect)[0], abs=5e-4)
     assert values["differentially_private"] == "yes"
-    demo_line = queries_panel.csv_text(queries_panel.public_rows(rel, [q], typical), private=False)
+    demo_line = queries_panel.csv_text(queries_panel.public_rows(rel, [q]), private=False)
     assert demo_line.strip().splitlines()[1].endswith(",no")        # a fixed-seed demo says so
     assert "true" not in text.lower()
-    with pytest.warns(dp.PrivacyLeakWarning):
-        fitted = dp.fit_to_data(data.x, data.y)
-    leaky = dp.release("ug", data, fitted, 1.0, seed=2)
-    assert queries_panel.release_settings(leaky, key) is None           # the data's bounding box
-    regions, rdomain = dp.load_region_sample("home_ranges_3k")
-    euler = dp.release("euler", regions, rdomain, epsilon=1.0, seed=2)
-    assert queries_panel.release_settings(euler, key) is None           # no synthetic regions
 
 
 def test_a_release_of_every_cell_in_tree_order_is_painted_where_its_cells_are(small):

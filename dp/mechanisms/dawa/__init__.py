@@ -29,6 +29,7 @@ from ...budget import Ledger
 from ...domain import UniformGrid
 from ...errors import ParameterError
 from ...noise import count_noise, discrete_laplace_variance
+from ...partition_bounds import NodeDraws
 from ...postprocess import nonnegative, redistribute, zero_insignificant
 from ...queries import as_rect_array, random_workload
 from ..base import ADD_REMOVE_POINT, MechanismSpec, Param
@@ -124,6 +125,33 @@ def zero_groups(tree: StrategyTree, x, var, area, zero_sd: float) -> tuple[np.nd
     return redistribute(t, nn, zeroed), zeroed
 
 
+def measured_draws(tree: StrategyTree, y, eps_node, buckets) -> NodeDraws | None:
+    """The measured nodes' own draws for the ranges (`dp.partition_bounds`): each measured node
+    is its buckets' exact count plus one discrete Laplace(1/(w ε2)) draw; a node that was not
+    measured is left out and its measured children hang from its nearest measured ancestor.
+    None when a leaf group was not measured (the touched buckets could not all be covered)."""
+    measured = tree.weight > 0
+    if not measured[tree.leaf].all():
+        return None
+    anc = np.full(tree.n_nodes, -1, dtype=np.int64)        # nearest measured ancestor
+    for d in range(1, int(tree.depth.max()) + 1):
+        idx = np.flatnonzero(tree.depth == d)
+        p = tree.parent[idx]
+        anc[idx] = np.where(measured[p], p, anc[p])
+    keep = np.flatnonzero(measured)
+    new = np.full(tree.n_nodes, -1, dtype=np.int64)
+    new[keep] = np.arange(len(keep))
+    lo, hi = tree.lo[keep], tree.hi[keep]
+    owner = np.repeat(np.arange(len(keep)), hi - lo)        # each node's buckets, for its box
+    member = np.arange(owner.size) - np.repeat(np.cumsum(hi - lo) - (hi - lo), hi - lo) + np.repeat(lo, hi - lo)
+    box = np.column_stack([np.full(len(keep), np.iinfo(np.int64).max), np.zeros(len(keep), np.int64)] * 2)
+    for j, fold in enumerate((np.minimum, np.maximum, np.minimum, np.maximum)):
+        fold.at(box[:, j], owner, buckets[member, j])
+    return NodeDraws(box, np.where(anc[keep] >= 0, new[np.maximum(anc[keep], 0)], -1),
+                     np.asarray(y)[keep], 1.0 / np.asarray(eps_node), tree.leaf[keep],
+                     buckets=np.asarray(buckets), span=np.column_stack([lo, hi]))
+
+
 def release_dawa(data, domain, epsilon, split, params, rng, *, workload=None, noise=None):
     """DAWA release (see the module docstring). `workload`: explicit public rectangles instead
     of the random one. Test hook: `noise(kind, scale, shape)` replaces every draw (kind
@@ -196,7 +224,7 @@ def release_dawa(data, domain, epsilon, split, params, rng, *, workload=None, no
     nodes = hilbert_nodes(k, starts, blevels, step)
     return DawaRelease(DAWA, domain, epsilon, split, params, ledger, grid, rects, est,
                        leaf_var=None, eps_path=np.full(len(rects), epsilon), nodes=nodes,
-                       workload_info=info,
+                       workload_info=info, draws=measured_draws(tree, y, eps_node, rects),
                        diagnostics={"buckets": len(rects), "strategy_nodes": tree.n_nodes,
                                     "measured_nodes": int(measured.sum()),
                                     "groups_zeroed": int(zeroed[tree.leaf].sum()),
