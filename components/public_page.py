@@ -9,7 +9,6 @@ import csv
 import datetime
 import functools
 import io
-import math
 from pathlib import Path
 
 import dash_leaflet as dl
@@ -31,7 +30,7 @@ MAP, EDIT, GRID, ANSWERS, ANSWER_NOTES = "pub-map", "pub-edit", "pub-grid", "pub
 GEOJSON_BUTTON, CSV_BUTTON, PNG_BUTTON, DOWNLOAD = "pub-geojson", "pub-csv", "pub-png", "pub-download"
 UNPUBLISH, UNPUBLISH_STATUS = "pub-unpublish", "pub-unpublish-status"
 ANSWER_COLUMNS = [("id", "#"), ("bounds", "Rectangle (W, S, E, N)"), ("count", "Private count"),
-                  ("range", "True count lies in (95%, any data)"), ("interval", "95% interval (noise only)")]
+                  ("range", "True count lies in (95%, any data)")]
 SNAPPED_COLUMN = ("snapped", "Answered rectangle (snapped to cells)")
 MAX_DRAWN = 100           # rectangles a visitor's drawing gets answered (each takes a little CPU)
 TABLE_STYLE = {**ledger_panel.TABLE_STYLE, "fontFamily": "inherit"}
@@ -151,7 +150,7 @@ def release_view(pid: str, record: dict, rel, config: dict) -> list:
                 style_table={"overflowX": "auto"},
                 style_cell={**TABLE_STYLE, "fontSize": "13px", "padding": "4px"},
                 style_header={"fontWeight": "600"},
-                tooltip_header={"range": queries_panel.RANGE_HELP, "interval": queries_panel.INTERVAL_HELP}, tooltip_delay=0,
+                tooltip_header={"range": queries_panel.RANGE_HELP}, tooltip_delay=0,
                 tooltip_duration=None),
             html.Div(id=ANSWER_NOTES, role="status")]),
         html.Section(className="card pub-downloads", children=[
@@ -221,7 +220,7 @@ def answering_words(rel) -> str:
                 "rectangle answered), then counted from the published values alone.")
     return ("Its count adds up the published cells inside it, and the cells it cuts in proportion "
             "to the area it covers: people are assumed spread evenly inside a cell, which adds "
-            "error the interval does not show.")
+            "error that only the range shows.")
 
 
 def about(rel, meta: dict) -> html.Section:
@@ -244,8 +243,9 @@ def about(rel, meta: dict) -> html.Section:
                 {"name": "Share", "id": "share"}, {"name": "Noise", "id": "noise"},
                 {"name": "Note", "id": "note"}],
             style_table={"overflowX": "auto"}, style_cell=TABLE_STYLE),
-        html.P([html.B("How a rectangle is answered. "), answering_words(rel), " The 95% interval "
-                "is the range the answer falls in 95% of the time because of the noise alone. "
+        html.P([html.B("How a rectangle is answered. "), answering_words(rel), " Beside each count, "
+                "'True count lies in' is a range that holds the true count 95% of the time "
+                "whatever the data: it covers both the noise and the even-spreading error. "
                 "Answers are rounded to whole counts here; the downloaded cells keep their values, "
                 "negative ones included: noise is added to every cell, empty ones too, and "
                 "nothing is clipped (that would bias every sum)."]),
@@ -264,8 +264,8 @@ def answer_columns(rel) -> list[tuple[str, str]]:
 
 
 def answer_rows(rel, geojson) -> tuple[list[dict], list[str]]:
-    """(table rows, notes) for the drawn rectangles: private answers and noise-only intervals
-    from the release alone, rounded to whole counts; notes for rectangles not answered. Drawn
+    """(table rows, notes) for the drawn rectangles: private answers and the ranges their true
+    counts lie in, from the release alone, rounded to whole counts; notes for rectangles not answered. Drawn
     shapes are checked as the dashboard's are (`inputs.PROPS`), and at most MAX_DRAWN answered."""
     if not inputs.fits(geojson, inputs.PROPS["geojson"][0]):
         return [], [f"The drawn shapes could not be read: expected {inputs.PROPS['geojson'][1]}."]
@@ -275,9 +275,7 @@ def answer_rows(rel, geojson) -> tuple[list[dict], list[str]]:
     notes += refused
     rows = []
     for r in queries_panel.public_rows(rel, queries):
-        lo, hi = r["lo"], r["hi"]
         rows.append({"id": r["id"], "bounds": r["bounds"], "count": r["private"], "range": r["range"],
-                     "interval": "n/a (no closed form)" if math.isnan(lo) else f"{whole(lo)} to {whole(hi)}",
                      **({"snapped": r["snapped"]} if "snapped" in r else {})})
     return rows, notes
 

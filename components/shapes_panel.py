@@ -174,15 +174,15 @@ def is_private(sc: shapes.ShapeCounts) -> bool:
 
 def choropleth(sc: shapes.ShapeCounts, domain: dp.Domain):
     """(the map layer's children, the legend's) of shape counts: colour by density, a tooltip
-    per shape with its count, noise interval and the share the release resolves."""
+    per shape with its count, the range its true count lies in (or the noise-only interval,
+    labelled so, where the release has no range) and the share the release resolves."""
     values = np.maximum(density(sc, domain), 0.0)       # below 0 is noise: drawn as empty, as cells are
     scale = render.legend_scale(values)
     rgba = render.colourise(values, scale.vmin, scale.vmax, render.SEQUENTIAL)
     label = "" if is_private(sc) else "NOT private · "
     features = []
     for row, geom, (r, g, b, _a) in zip(sc.rows(), sc.shapes, rgba):
-        interval = ("no interval (this release keeps no per-region noise)" if row["lower"] is None
-                    else f"{sc.level:.0%} noise interval {row['lower']:,.1f} to {row['upper']:,.1f}")
+        interval = shape_range_words(row, sc.level)
         tip = (f"{label}{row['id']}: count {row['count']:,.1f} · {interval} · "
                f"{row['resolved']:.0%} resolved by whole released regions")
         features.append({"type": "Feature", "geometry": shapely.geometry.mapping(geom),
@@ -192,18 +192,31 @@ def choropleth(sc: shapes.ShapeCounts, domain: dp.Domain):
     return [layer], legend_box(scale, render.SEQUENTIAL, f"Per shape: {UNIT}", title_id=None)
 
 
+def shape_range_words(row: dict, level: float) -> str:
+    """What a shape's tooltip says of its accuracy: the range its true count lies in, else the
+    noise-only interval said to be one, else that there is neither."""
+    if row["range_low"] is not None:
+        return f"true count lies in {row['range_low']:,} to {row['range_high']:,} ({level:.0%}, any data)"
+    if row["noise_only_low"] is not None:
+        return (f"{level:.0%} interval of the noise only {row['noise_only_low']:,.1f} to {row['noise_only_high']:,.1f} "
+                "(not a range for the true count)")
+    return "no range (this release keeps no per-region noise)"
+
+
 def summary(sc: shapes.ShapeCounts, kind: str) -> html.Div:
     """One line under the controls: how many shapes, their total, how much the release resolves
-    and the typical noise; a release that is not private says so first."""
-    half = np.nanmedian(sc.upper - sc.lower) / 2 if np.isfinite(sc.lower).any() else None
+    and the median width of their ranges; a release that is not private says so first."""
+    ranged = sc.range_low is not None and np.isfinite(sc.range_low).any()
+    width = np.nanmedian(sc.range_high - sc.range_low) if ranged else None
     tiling = " (they tile the box: the release's answer for it)" if kind == "h3" else ""
     parts = [] if is_private(sc) else ["This release is NOT private (a fixed seed, or a mechanism "
                                        "that is not private), and neither are these counts. "]
     parts.append(f"{len(sc.ids):,} shapes on the map, adding up to {sc.count.sum():,.0f}{tiling}. "
                  f"Median share resolved by whole released regions: {np.median(sc.resolved):.0%}; "
                  "the rest is spread by area.")
-    if half is not None:
-        parts.append(f" Median noise half-width: ±{half:,.1f}.")
+    if width is not None:
+        parts.append(f" Median width of the range each true count lies in ({sc.level:.0%}, any "
+                     f"data): {width:,.0f}.")
     parts.append(" Hover a shape for its numbers. Free: nothing is charged.")
     return html.Div("".join(parts), className="ok" if is_private(sc) else "warning")
 

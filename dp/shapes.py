@@ -9,11 +9,15 @@ Each shape also gets:
 - `resolved`: the share of its area (inside the box) covered by regions wholly inside it, where
   the release's own count is used as is; the rest is spread by area, which is exact only if the
   points inside a region are spread evenly.
-- an interval for the noise, at `level`, where the release states one independent draw per
-  region (`Release.region_noise_scales`) or keeps its leaves' own draws before a joint fit
-  (`Release.node_draws`, centred on the leaves' draws then); NaN where it does neither, or
-  where a threshold hid the draws (`Release.zero_threshold`). Like `Release.interval` it covers
-  the noise, not the even-spread error, which `resolved` measures.
+- a range the true count lies in at `level` whatever the data (`range_low`, `range_high`), as
+  `Release.bounds` gives for rectangles (`dp.partition_bounds`): the regions wholly inside the
+  shape below, every region it touches above, each sum widened by its exact noise quantile at
+  (1 + level)/2, so both ends hold together at `level`. It needs each region's own draw (one
+  per region, `Release.region_noise_scales`, or the leaves' draws kept before a joint fit,
+  `Release.node_draws`) and counts of the points inside each region (`Release.bounds_hold`);
+  NaN otherwise, or where a threshold hid the draws (`Release.zero_threshold`).
+- an interval for the noise alone (`lower`, `upper`), from the same draws: it leaves out the
+  even-spread error, which `resolved` measures, so it is not a range for the true count.
 
 The shapes must be public (a published district map, an H3 grid over the box): shapes drawn
 around the data would leak it. `h3_cells` makes hexagons from the box alone.
@@ -49,19 +53,27 @@ class ShapeCounts:
     ids: list
     shapes: np.ndarray
     count: np.ndarray
-    lower: np.ndarray
+    lower: np.ndarray           # the noise-only interval
     upper: np.ndarray
     resolved: np.ndarray
     level: float
     provenance: dict | None = None      # the release's (`dp.provenance`), carried by the GeoJSON
+    range_low: np.ndarray | None = None     # where the true count lies at `level`, any data
+    range_high: np.ndarray | None = None
 
     def rows(self) -> list[dict]:
         """The properties of each shape, as exported."""
+        n = len(self.ids)
+        rlo = np.full(n, np.nan) if self.range_low is None else self.range_low
+        rhi = np.full(n, np.nan) if self.range_high is None else self.range_high
         out = []
-        for i, c, lo, hi, r in zip(self.ids, self.count, self.lower, self.upper, self.resolved):
+        for i, c, a, b, lo, hi, r in zip(self.ids, self.count, rlo, rhi, self.lower, self.upper,
+                                         self.resolved):
             out.append({"id": i, "count": round(float(c), 3),
-                        "lower": None if np.isnan(lo) else round(float(lo), 3),
-                        "upper": None if np.isnan(hi) else round(float(hi), 3),
+                        "range_low": None if np.isnan(a) else int(np.floor(a)),
+                        "range_high": None if np.isnan(b) else int(np.ceil(b)),
+                        "noise_only_low": None if np.isnan(lo) else round(float(lo), 3),
+                        "noise_only_high": None if np.isnan(hi) else round(float(hi), 3),
                         "level": self.level, "resolved": round(float(r), 4)})
         return out
 
@@ -134,6 +146,7 @@ def shape_counts(rel, shapes, ids=None, level: float = 0.95) -> ShapeCounts:
     whole = np.bincount(si, part * (frac >= 1 - 1e-9), minlength=n)
     resolved = np.divide(whole, area, out=np.zeros(n), where=area > 0)
     lower, upper = np.full(n, np.nan), np.full(n, np.nan)
+    range_low, range_high = np.full(n, np.nan), np.full(n, np.nan)
     own = _own_draws(rel, ranges, values)
     if own is not None:
         draw, scale = own
@@ -141,8 +154,45 @@ def shape_counts(rel, shapes, ids=None, level: float = 0.95) -> ShapeCounts:
         var = np.bincount(si, frac ** 2 * discrete_laplace_variance(scale[ri]), minlength=n)
         h = _half_widths(si, frac, scale[ri], var, level)
         lower, upper = centre - h, centre + h
+        if rel.bounds_hold:
+            edge = _edge_regions(ranges, grid_shape(rel)) if rel.clamps_into_box else None
+            range_low, range_high = _shape_ranges(si, ri, frac, draw, scale, n, level, edge)
     from .provenance import provenance
-    return ShapeCounts(ids, clipped, count, lower, upper, resolved, level, provenance(rel))
+    return ShapeCounts(ids, clipped, count, lower, upper, resolved, level, provenance(rel),
+                       range_low, range_high)
+
+
+def grid_shape(rel) -> tuple[int, int]:
+    """(rows, columns) of the grid the release's regions are ranges of."""
+    grid = rel.regions()[0]
+    return grid.gy, grid.gx
+
+
+def _edge_regions(ranges: np.ndarray, shape) -> np.ndarray:
+    """Regions on the box's edge (where a release that clamps points into the box put them)."""
+    r = np.asarray(ranges)
+    return (r[:, 0] == 0) | (r[:, 2] == 0) | (r[:, 1] == shape[0]) | (r[:, 3] == shape[1])
+
+
+def _shape_ranges(si, ri, frac, draw, scale, n: int, level: float, edge=None):
+    """(low, high) per shape: the draws of the regions wholly inside it less their exact noise
+    quantile, and of every region it touches plus theirs, each end at (1 + level)/2 (union
+    bound: both hold at `level`); the low end at least 0, the high end at least the low.
+    `edge`: regions left out of the low end (points clamped onto the box's edge)."""
+    from .partition_bounds import sum_half_width
+    inside = frac >= 1 - 1e-9
+    if edge is not None:
+        inside &= ~edge[ri]
+    low = np.bincount(si[inside], draw[ri][inside], minlength=n)
+    high = np.bincount(si, draw[ri], minlength=n)
+    order = np.argsort(si, kind="stable")
+    bounds = np.searchsorted(si[order], np.arange(n + 1))
+    for j in range(n):                   # a shape's sums need its own draws' exact quantile
+        mine = order[bounds[j]:bounds[j + 1]]
+        low[j] -= sum_half_width(scale[ri[mine][inside[mine]]], level)
+        high[j] += sum_half_width(scale[ri[mine]], level)
+    low = np.maximum(low, 0.0)
+    return low, np.maximum(high, low)
 
 
 def _half_widths(si: np.ndarray, w: np.ndarray, scale: np.ndarray, var: np.ndarray,

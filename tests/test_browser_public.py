@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -79,11 +80,15 @@ def test_a_published_release_has_a_public_page(dash_duo, tmp_path, small, width)
     expected = shown(rel.answer(RECT))
     poll_until(lambda: cells(dash_duo, "count") == [expected], 10)
     assert cells(dash_duo, "count") == [expected]
-    lo, hi = rel.interval(RECT)
-    assert cells(dash_duo, "interval") == [f"{round(lo):,} to {round(hi):,}"]
+    lo, hi = rel.bounds([RECT])
+    assert cells(dash_duo, "range") == [f"{math.floor(lo[0]):,} to {math.ceil(hi[0]):,}"]
+    headers = [h.text for h in dash_duo.find_elements(f"#{public_page.ANSWERS} th")]
+    assert "True count lies in (95%, any data)" in headers and not any("noise only" in h for h in headers)
+    about = dash_duo.find_element(".pub-about").text
+    assert "95% of the time whatever the data" in about
     truth = f"{data.true_count(RECT, domain):,}"
     if truth != expected:            # the noise moved it: the true count is shown nowhere
-        assert truth not in cells(dash_duo, "count") + cells(dash_duo, "interval")
+        assert truth not in cells(dash_duo, "count")
     # downloads: GeoJSON, the cells as CSV, the map as PNG
     dash_duo.find_element(f"#{public_page.GEOJSON_BUTTON}").click()
     doc = json.loads(downloaded(dash_duo, f"published_{pid}.geojson").read_text())

@@ -90,7 +90,7 @@ def test_districts_choropleth_downloads_reload_and_hexagons(page, tmp_path):
     dash_duo.find_element(f"#{ids.SHAPES_DL_GEOJSON}").click()
     doc = json.loads(downloaded(dash_duo, "counts_districts.geojson").read_text())
     assert [f["properties"]["id"] for f in doc["features"]] == codes
-    assert {"count", "lower", "upper", "resolved"} <= set(doc["features"][0]["properties"])
+    assert {"count", "range_low", "range_high", "noise_only_low", "noise_only_high", "resolved"} <= set(doc["features"][0]["properties"])
     assert doc["properties"]["provenance"]["mechanism"]
     total = sum(f["properties"]["count"] for f in doc["features"])
     assert f"adding up to {total:,.0f}" in shapes_status(dash_duo)

@@ -157,7 +157,8 @@ def test_the_choropleth_colours_by_density_and_tells_each_shapes_numbers(city, h
     first = feats[0]["properties"]["tip"]
     row = sc.rows()[0]
     assert first.startswith(f"{row['id']}: count {row['count']:,.1f}")
-    assert "95% noise interval" in first and "resolved by whole released regions" in first
+    assert f"true count lies in {row['range_low']:,} to {row['range_high']:,} (95%, any data)" in first
+    assert "resolved by whole released regions" in first and "noise" not in first
     assert "count per km²" in legend[0].children
 
 
