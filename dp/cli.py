@@ -26,13 +26,13 @@ from .domain import Domain
 from .errors import BudgetError, DataError, MissingExtra, ParameterError
 from .io import load_points
 from .mechanisms import mechanisms, release
-from .plan import plan, plannable
+from .plan import DEFAULT_POINTS, plan, plannable
+from .plan import SHAPES as PLAN_SHAPES
 from .recommend import recommend
 from .points import PointData
 from .presets import PRESETS, presets_containing
 from .provenance import export_texts, software_version
 from .regions import load_regions
-from .plan import DEFAULT_POINTS
 
 EXIT_USAGE, EXIT_DATA, EXIT_PARAMS, EXIT_OUTPUT, EXIT_MISSING = 2, 3, 4, 5, 6
 
@@ -172,8 +172,9 @@ def _write_shapes(rel, args, ids, polys):
                            EXIT_OUTPUT) from None
     else:
         _write(args.shapes_output, json.dumps(counts.to_geojson(), default=str))
-    _progress(f"wrote {args.shapes_output}: {len(ids):,} shapes, each with its count, a "
-              f"{counts.level:.0%} noise interval and the share the release resolves", args.quiet)
+    _progress(f"wrote {args.shapes_output}: {len(ids):,} shapes, each with its count, the range its "
+              f"true count lies in ({counts.level:.0%}, any data), a noise-only interval and the "
+              "share the release resolves", args.quiet)
 
 
 def cmd_aggregate(args) -> int:
@@ -200,11 +201,12 @@ def cmd_aggregate(args) -> int:
 
 def cmd_plan(args) -> int:
     domain = domain_of(args.domain)
-    _progress("planning on a public synthetic twin (free: no data read, nothing charged) …", args.quiet)
+    _progress("planning on four public synthetic twins (free: no data read, nothing charged) …", args.quiet)
     plans = plan(domain, args.area, args.target, args.level, n_points=args.points, names=args.mechanism,
                  progress=lambda done, total: _progress(f"  {done}/{total} mechanisms", args.quiet))
     print(f"The least ε for rectangles of {args.area:.2%} of the box within ±{args.target:g} people "
-          f"{args.level:.0%} of the time, on a twin of {args.points:,} points (a forecast):")
+          f"{args.level:.0%} of the time, on every one of four twins of {args.points:,} points "
+          f"({', '.join(PLAN_SHAPES)}; a forecast):")
     for p in plans:
         print(f"  {p.mechanism:15s} " + (f"ε = {p.epsilon:g} (±{p.error:.3g} people)" if p.met else
                                          f"misses it even at ε = 10 (±{p.error:.3g} people)"))
@@ -290,14 +292,15 @@ def parser() -> argparse.ArgumentParser:
     p = sub.add_parser("plan", help="the ε each mechanism needs for an accuracy you state (free)",
                        description="Plan before spending: per mechanism, the least ε with which "
                                    "rectangles of --area of the box are within ±--target people "
-                                   "--level of the time, forecast on a public synthetic twin of "
-                                   "--points points in the box (reads no data, charges nothing).")
+                                   "--level of the time, forecast on four public synthetic twins "
+                                   "of --points points in the box (a clustered city, an even "
+                                   "spread, tight cores, roads: the need must hold on each) (reads no data, charges nothing).")
     p.add_argument("--domain", "-d", required=True, help="the public box (as for release)")
     p.add_argument("--area", type=float, default=0.01, help="the rectangles' share of the box (0.01)")
     p.add_argument("--target", type=float, default=50.0, help="the error you accept, in people (50)")
     p.add_argument("--level", type=float, default=0.95, help="how often it must hold (0.95)")
     p.add_argument("--mechanism", "-m", action="append", choices=plannable(),
-                   help="plan only these (repeatable; default: every one that can be forecast)")
+                   help="plan only these (repeatable; default: all)")
     p.add_argument("--points", type=int, default=DEFAULT_POINTS,
                    help=f"the assumed number of points, a public guess ({DEFAULT_POINTS:,})")
     p.add_argument("--quiet", "-q", **QUIET)

@@ -143,7 +143,10 @@ def test_legend_ticks_are_round_distinct_and_the_capped_top_fully_visible(dash_d
 
 @pytest.mark.parametrize("width", WIDTHS)
 def test_the_table_leads_with_the_range_and_says_which_number_is_noise_only(dash_duo, width):
-    start_at(dash_duo, width)
+    dash_duo.driver.set_window_size(width, 1000)
+    start(dash_duo, mechanism=None)                  # the app's default: the recommended mechanism
+    label = dp.mechanisms()[dp.recommend("points").name].label
+    assert label in dash_duo.find_element(f"#{ids.MECHANISM}").text
     type_rect(dash_duo, INSIDE)
     rows = wait_rows(dash_duo, 1)
     headers = [h.text.replace("\n", " ") for h in dash_duo.find_elements(f"#{ids.QUERY_TABLE} th")]
