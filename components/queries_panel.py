@@ -134,15 +134,20 @@ def queries_in(domain: dp.Domain, labelled) -> tuple[list[Query], list[str]]:
     return out, notes
 
 
-def count_range(lo: float, hi: float, rel) -> str:
-    """The assumption-free range in whole people, or why the release has none."""
-    if math.isnan(lo):
-        if rel.spec.data_kind == "regions":
-            return "none: regions are counted where they overlap, not per cell"
-        if rel.points_per_user:
-            return "none: user-level counts are of each user's kept points"
-        return "none: counts fitted jointly" if rel.region_noise_scales() is None else "none for this release"
-    return f"{math.floor(lo):,} to {math.ceil(hi):,}"
+def count_range(lo: float, hi: float, rel, noise=(math.nan, math.nan)) -> str:
+    """The assumption-free range in whole people, or why the release has none, followed by
+    the noise-only interval (`noise`), said to be one, where there is such an interval."""
+    if not math.isnan(lo):
+        return f"{math.floor(lo):,} to {math.ceil(hi):,}"
+    if rel.spec.data_kind == "regions":
+        why = "none: regions are counted where they overlap, not per cell"
+    elif rel.points_per_user:
+        why = "none: user-level counts are of each user's kept points"
+    else:
+        why = "none: counts fitted jointly" if rel.region_noise_scales() is None else "none for this release"
+    if math.isnan(noise[0]):
+        return why
+    return f"{why} (the noise alone: {noise[0]:,.1f} to {noise[1]:,.1f})"
 
 
 def public_rows(rel, queries: list[Query]) -> list[dict]:
@@ -164,7 +169,7 @@ def public_rows(rel, queries: list[Query]) -> list[dict]:
         row = {"id": q.label, "bounds": _fmt(r) + (CLIPPED if q.clipped else ""),
                "west": r.west, "south": r.south, "east": r.east, "north": r.north, "clipped": q.clipped,
                "answer": float(p), "whole": shown_people(p), "private": f"{shown_people(p):,}", "lo": lo, "hi": hi,
-               "range": count_range(blo[i], bhi[i], rel), "range_lo": float(np.floor(blo[i])), "range_hi": float(np.ceil(bhi[i]))}
+               "range": count_range(blo[i], bhi[i], rel, (lo, hi)), "range_lo": float(np.floor(blo[i])), "range_hi": float(np.ceil(bhi[i]))}
         if snapping:
             row.update(snapped=_fmt(rel.snap(r) or r), raw=round(float(raw[i]), 1))
         rows.append(row)

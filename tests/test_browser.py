@@ -607,10 +607,11 @@ def test_region_sample_euler_stages_and_snapped_queries(dash_duo):
     assert row["private"] == shown(rel.answer(rect))
     assert number(row["true"]) == regions.true_count(snapped, domain)
     assert number(row["true_drawn"]) == regions.true_count(rect, domain)
-    # the default stage (Round) has an interval too, and the noise's dominance is said plainly
+    # no range for any data, but the default stage (Round) has a noise interval, said to be the
+    # noise alone; and the noise's dominance is said plainly
     lo, hi = rel.interval(rect)
-    assert row["interval"] == f"[{lo:.1f}, {hi:.1f}]"
-    assert row["range"] == "none: regions are counted where they overlap, not per cell"
+    assert row["range"] == ("none: regions are counted where they overlap, not per cell "
+                            f"(the noise alone: {lo:,.1f} to {hi:,.1f})")
     dash_duo.wait_for_contains_text(f"#{ids.QUERY_WARNING}", "The noise dominates", timeout=10)
     # the stage selector redraws the table: DiffPriv answers differ from Round's
     dash_duo.find_element("#euler-stage input[value=diffpriv]").click()

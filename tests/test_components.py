@@ -588,3 +588,15 @@ def test_evaluation_chart_axes_are_ticked_at_the_values_run():
     assert list(fig.layout.xaxis.ticktext) == ["0.1", "0.5", "1"]
     assert fig.layout.yaxis.type == "log"
     assert list(fig.layout.yaxis.ticktext) == ["2", "5", "10", "20", "50", "100"]
+
+
+def test_a_release_without_a_range_says_so_and_labels_its_noise_interval():
+    # region data (Euler) has no range for any data; its noise interval is shown in the same
+    # cell, said to be the noise alone, never as the range
+    regions, domain = dp.load_region_sample("home_ranges_3k")
+    rel = dp.release("euler", regions, domain, epsilon=1.0, seed=1)
+    rect = dp.Rect(116.35, 39.85, 116.45, 39.95)
+    row = queries_panel.public_rows(rel, [queries_panel.Query("R1", rect)])[0]
+    lo, hi = rel.interval(rect)
+    assert row["range"] == ("none: regions are counted where they overlap, not per cell "
+                            f"(the noise alone: {lo:,.1f} to {hi:,.1f})")
