@@ -38,7 +38,8 @@ N_QUERIES, REPETITIONS = 200, 3
 @dataclass(frozen=True)
 class Plan:
     """What one mechanism needs: `epsilon` (None when even the top of the ladder misses the
-    target) and the error at the stated level it gave there, on the twin."""
+    target) and the error at the stated level it gave there: the worst twin's, or, when the
+    target is missed, the first twin's that missed it."""
 
     mechanism: str
     epsilon: float | None
@@ -115,12 +116,19 @@ class Twin:
         return release(mechanism, self.twins[twin], self.domain, epsilon, split=split, params=params,
                        seed=[self.seed, 2, SHAPES.index(self.shapes[twin]), rep])
 
-    def error(self, mechanism: str, epsilon: float, level: float, params=None, split=None) -> float:
+    def error(self, mechanism: str, epsilon: float, level: float, params=None, split=None,
+              stop_above: float | None = None) -> float:
         """The worst over the twins of the `level` quantile of |answer − true| over the
-        rectangles and REPETITIONS releases."""
-        return max(float(np.quantile(np.concatenate(
-            [np.abs(self.release(mechanism, epsilon, params, split, r, t).answer_many(self.rects) - truth)
-             for r in range(REPETITIONS)]), level)) for t, truth in enumerate(self.truth))
+        rectangles and REPETITIONS releases. With `stop_above`, the first twin whose error is
+        above it ends the search (the need is missed whatever the others give): its error."""
+        worst = 0.0
+        for t, truth in enumerate(self.truth):
+            errs = [np.abs(self.release(mechanism, epsilon, params, split, r, t).answer_many(self.rects) - truth)
+                    for r in range(REPETITIONS)]
+            worst = max(worst, float(np.quantile(np.concatenate(errs), level)))
+            if stop_above is not None and worst > stop_above:
+                break
+        return worst
 
 
 def epsilon_for(twin: Twin, mechanism: str, target: float, level: float = 0.95, params=None,
@@ -136,7 +144,7 @@ def epsilon_for(twin: Twin, mechanism: str, target: float, level: float = 0.95, 
 
     def err(i: int) -> float:
         if i not in cache:
-            cache[i] = twin.error(mechanism, LADDER[i] / k, level, params, split)
+            cache[i] = twin.error(mechanism, LADDER[i] / k, level, params, split, stop_above=target)
         return cache[i]
 
     top = len(LADDER) - 1
