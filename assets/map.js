@@ -64,7 +64,10 @@ window.dpMap = {
             opacity: 0.8};
   },
   shapeTip: function (feature, layer) {
-    layer.bindTooltip(feature.properties.tip, {sticky: true});
+    // a district's name comes from an uploaded file: written as text, never parsed as HTML
+    var tip = document.createElement("span");
+    tip.textContent = feature.properties.tip;
+    layer.bindTooltip(tip, {sticky: true});
   },
   point: function (feature, latlng) {
     return L.circleMarker(latlng, {radius: 2, color: "#222", weight: 0, fillOpacity: 0.6});

@@ -116,3 +116,38 @@ def test_districts_choropleth_downloads_reload_and_hexagons(page, tmp_path):
     assert drawn(dash_duo) == 0 and not dash_duo.find_element(f"#{ids.SHAPES_LEGEND}").text
     assert len(charges(accounts)) == spent
     assert not severe_errors(dash_duo)
+
+
+PAYLOAD = '<img src=x onerror="window.__xss = 1">'
+
+
+def test_a_district_name_is_text_never_html(page, tmp_path):
+    # a district file whose names carry a script: Leaflet writes a string tooltip with
+    # innerHTML, so the name would run in the owner's page; it must show as the text it is
+    dash_duo, _ = page
+    dash_duo.wait_for_contains_text(f"#{ids.RELEASE_STATUS}", "Nothing released", timeout=60)
+    press_release(dash_duo)
+    d = state.sample(state.DEFAULT_SAMPLE)[1]
+    xs, ys = np.linspace(d.west, d.east, 3), np.linspace(d.south, d.north, 3)
+    cells = [shapely.box(xs[i], ys[j], xs[i + 1], ys[j + 1]) for i in range(2) for j in range(2)]
+    (tmp_path / "evil.geojson").write_text(json.dumps({"type": "FeatureCollection", "features": [
+        {"type": "Feature", "properties": {"name": f"{PAYLOAD} {k}"}, "geometry": shapely.geometry.mapping(g)}
+        for k, g in enumerate(cells)]}))
+    dash_duo.find_element(f"#{ids.SHAPES_KIND} input[value=districts]").click()
+    dash_duo.find_element(f"#{ids.SHAPES_PUBLIC} input").click()
+    upload = f"#{ids.SHAPES_UPLOAD} input[type=file]"
+    poll_until(lambda: not dash_duo.find_element(upload).get_attribute("disabled"), 10)
+    dash_duo.find_element(upload).send_keys(str(tmp_path / "evil.geojson"))
+    dash_duo.wait_for_contains_text(f"#{ids.SHAPES_FILE}", "evil.geojson (4 shapes)", timeout=30)
+    dash_duo.find_element(f"#{ids.SHAPES_SHOW}").click()
+    dash_duo.wait_for_contains_text(f"#{ids.SHAPES_STATUS}", "4 shapes on the map", timeout=60)
+    poll_until(lambda: drawn(dash_duo) >= 4, 30)
+    for k in range(4):
+        path = dash_duo.driver.execute_script(
+            "return document.querySelectorAll('.leaflet-shapes-pane path.leaflet-interactive')[arguments[0]];", k)
+        ActionChains(dash_duo.driver).move_to_element(path).perform()
+        poll_until(lambda: PAYLOAD in dash_duo.find_element(".leaflet-tooltip").text
+                   if dash_duo.find_elements(".leaflet-tooltip") else False, 10)
+        assert PAYLOAD in dash_duo.find_element(".leaflet-tooltip").text
+    assert not dash_duo.find_elements(".leaflet-tooltip img")
+    assert dash_duo.driver.execute_script("return window.__xss === undefined;")
