@@ -147,16 +147,16 @@ def partition_bounds(rel, rects, level: float = 0.95) -> tuple[np.ndarray, np.nd
     q = len(as_rect_array(rects))
     draws = rel.node_draws() if rel.bounds_hold else None
     if draws is not None:
-        return _ordered(*node_bounds(rel.domain, rel.regions()[0], draws, rects, level))
+        return ordered(*node_bounds(rel.domain, rel.regions()[0], draws, rects, level))
     scales = rel.region_noise_scales() if rel.bounds_hold else None
     if scales is None:
         return np.full(q, np.nan), np.full(q, np.nan)
     grid, ranges, counts = rel.regions()
-    return _ordered(*region_bounds(rel.domain, grid, ranges, counts, scales, rects, level,
+    return ordered(*region_bounds(rel.domain, grid, ranges, counts, scales, rects, level,
                                    tau=rel.zero_threshold(), clamped=rel.clamps_into_box))
 
 
-def _ordered(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def ordered(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Never an empty range: an upper end below the lower one (negative noisy counts on empty
     ground, as PrivTree's leaves at small ε) is raised to it. A true count below the old upper
     end is also below the new one, so the coverage can only grow."""
@@ -178,8 +178,7 @@ def region_bounds(domain, grid, ranges, counts, scales, rects, level: float, tau
     # with hidden zeros the lower end splits its share between the sum and the floor
     lower_level = level if tau is None else 1 - (1 - level) / 2
     ranges = np.asarray(ranges)
-    edge = ((ranges[:, 0] == 0) | (ranges[:, 2] == 0) | (ranges[:, 1] == grid.gy)
-            | (ranges[:, 3] == grid.gx)) if clamped else np.zeros(len(ranges), dtype=bool)
+    edge = edge_regions(ranges, grid) if clamped else np.zeros(len(ranges), dtype=bool)
     lo, hi = np.empty(q), np.empty(q)
     for i, rect in enumerate(cell_coords(domain, grid, rects)):
         inside, touched = _inside_and_touched(ranges, rect, grid)
@@ -194,6 +193,13 @@ def region_bounds(domain, grid, ranges, counts, scales, rects, level: float, tau
     return lo, hi
 
 
+def edge_regions(ranges, grid) -> np.ndarray:
+    """Regions ((K, 4) cell ranges of `grid`) on the box's edge, where a release that clamps
+    points into the box put the points from outside it."""
+    r = np.asarray(ranges)
+    return (r[:, 0] == 0) | (r[:, 2] == 0) | (r[:, 1] == grid.gy) | (r[:, 3] == grid.gx)
+
+
 def intersect_bounds(parts, level: float) -> tuple[np.ndarray, np.ndarray]:
     """One range from m ranges each holding at level 1 − (1 − level)/m (`parts`: a callable
     level -> (lo, hi), one per partition): all hold together with probability >= level by the
@@ -202,7 +208,7 @@ def intersect_bounds(parts, level: float) -> tuple[np.ndarray, np.ndarray]:
     each = [part(1 - (1 - level) / m) for part in parts]
     lo = np.max([b[0] for b in each], axis=0)
     hi = np.min([b[1] for b in each], axis=0)
-    return _ordered(lo, hi)
+    return ordered(lo, hi)
 
 
 def node_bounds(domain, grid, draws: NodeDraws, rects, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:

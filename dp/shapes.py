@@ -37,6 +37,7 @@ from .errors import DataError, ParameterError
 from .mechanisms.base import laplace_sim
 from .noise import (discrete_laplace_fourth_cumulant, discrete_laplace_quantile, discrete_laplace_variance,
                     make_rng)
+from .partition_bounds import edge_regions, ordered, sum_half_width
 
 MAX_SHAPES = 200_000      # at most: H3 cells estimated from the box before listing any, district files by rows
 ID_NAMES = ("id", "name", "code")  # a shape's id: its feature id, else the first of these
@@ -96,13 +97,13 @@ class ShapeCounts:
         write_geoparquet(self.rows(), self.shapes, target, {"provenance": self.provenance})
 
 
-def _region_boxes(rel) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(shapely boxes of the released regions in degrees, their ranges, their values)."""
+def _region_boxes(rel):
+    """(the grid, shapely boxes of the released regions in degrees, their ranges, their values)."""
     grid, ranges, values = rel.regions()
     r = np.asarray(ranges)
     ex, ey = np.asarray(grid.edges_x), np.asarray(grid.edges_y)
     boxes = shapely.box(ex[r[:, 2]], ey[r[:, 0]], ex[r[:, 3]], ey[r[:, 1]])
-    return boxes, r, np.asarray(values, dtype=np.float64)
+    return grid, boxes, r, np.asarray(values, dtype=np.float64)
 
 
 def _own_draws(rel, ranges: np.ndarray, values: np.ndarray):
@@ -136,7 +137,7 @@ def shape_counts(rel, shapes, ids=None, level: float = 0.95) -> ShapeCounts:
     ids = [str(i) for i in (range(len(shapes)) if ids is None else ids)]
     d = rel.domain
     clipped = shapely.intersection(shapely.make_valid(shapes), shapely.box(d.west, d.south, d.east, d.north))
-    boxes, ranges, values = _region_boxes(rel)
+    grid, boxes, ranges, values = _region_boxes(rel)
     si, ri = shapely.STRtree(boxes).query(clipped, predicate="intersects")
     part = shapely.area(shapely.intersection(clipped[si], boxes[ri]))
     frac = part / shapely.area(boxes[ri])
@@ -155,23 +156,11 @@ def shape_counts(rel, shapes, ids=None, level: float = 0.95) -> ShapeCounts:
         h = _half_widths(si, frac, scale[ri], var, level)
         lower, upper = centre - h, centre + h
         if rel.bounds_hold:
-            edge = _edge_regions(ranges, grid_shape(rel)) if rel.clamps_into_box else None
+            edge = edge_regions(ranges, grid) if rel.clamps_into_box else None
             range_low, range_high = _shape_ranges(si, ri, frac, draw, scale, n, level, edge)
     from .provenance import provenance
     return ShapeCounts(ids, clipped, count, lower, upper, resolved, level, provenance(rel),
                        range_low, range_high)
-
-
-def grid_shape(rel) -> tuple[int, int]:
-    """(rows, columns) of the grid the release's regions are ranges of."""
-    grid = rel.regions()[0]
-    return grid.gy, grid.gx
-
-
-def _edge_regions(ranges: np.ndarray, shape) -> np.ndarray:
-    """Regions on the box's edge (where a release that clamps points into the box put them)."""
-    r = np.asarray(ranges)
-    return (r[:, 0] == 0) | (r[:, 2] == 0) | (r[:, 1] == shape[0]) | (r[:, 3] == shape[1])
 
 
 def _shape_ranges(si, ri, frac, draw, scale, n: int, level: float, edge=None):
@@ -179,7 +168,6 @@ def _shape_ranges(si, ri, frac, draw, scale, n: int, level: float, edge=None):
     quantile, and of every region it touches plus theirs, each end at (1 + level)/2 (union
     bound: both hold at `level`); the low end at least 0, the high end at least the low.
     `edge`: regions left out of the low end (points clamped onto the box's edge)."""
-    from .partition_bounds import sum_half_width
     inside = frac >= 1 - 1e-9
     if edge is not None:
         inside &= ~edge[ri]
@@ -191,8 +179,7 @@ def _shape_ranges(si, ri, frac, draw, scale, n: int, level: float, edge=None):
         mine = order[bounds[j]:bounds[j + 1]]
         low[j] -= sum_half_width(scale[ri[mine][inside[mine]]], level)
         high[j] += sum_half_width(scale[ri[mine]], level)
-    low = np.maximum(low, 0.0)
-    return low, np.maximum(high, low)
+    return ordered(np.maximum(low, 0.0), high)
 
 
 def _half_widths(si: np.ndarray, w: np.ndarray, scale: np.ndarray, var: np.ndarray,

@@ -166,6 +166,6 @@ def test_no_shape_range_without_counts_of_the_points_inside_each_region():
 def test_a_planted_bug_that_keeps_clamped_edge_regions_in_the_low_end_is_caught(monkeypatch):
     # the bounded grid counts points from outside the box in its edge cells: a shape range that
     # kept those cells in its low end misses the shape along the west edge every time
-    monkeypatch.setattr(shapes, "_edge_regions", lambda r, s: np.zeros(len(r), bool))
+    monkeypatch.setattr(shapes, "edge_regions", lambda r, g: np.zeros(len(r), bool))
     with pytest.raises(AssertionError, match=r"1\., 1\., 0\."):
         test_shape_ranges_hold_the_true_count_whatever_the_spread("bounded_grid", {"bins_per_side": 4})
