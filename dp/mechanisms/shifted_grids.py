@@ -288,13 +288,17 @@ class ShiftedGridsRelease(Release):
 
     def fine_regions(self, i: int):
         """Grid i's in-box bins on the fine lattice: ((L, 4) ranges [r0, r1, c0, c1), counts)."""
+        J, I, ranges = self._in_box_bins(i)
+        return ranges, self.counts[i][J, I]
+
+    def _in_box_bins(self, i: int):
+        """Grid i's in-box bins: row and column indices, and their fine ranges [r0, r1, c0, c1)."""
         lx, hx = self.lattice.axis_edges(0)
         ly, hy = self.lattice.axis_edges(1)
         kx = np.flatnonzero(hx[i] > lx[i])
         ky = np.flatnonzero(hy[i] > ly[i])
         J, I = (a.ravel() for a in np.meshgrid(ky, kx, indexing="ij"))
-        ranges = np.column_stack([ly[i][J], hy[i][J], lx[i][I], hx[i][I]]).astype(np.int64)
-        return ranges, self.counts[i][J, I]
+        return J, I, np.column_stack([ly[i][J], hy[i][J], lx[i][I], hx[i][I]]).astype(np.int64)
 
     def bounds(self, rects, level: float = 0.95):
         """Each grid's own range over its bins (`dp.partition_bounds.region_bounds`, points
@@ -315,18 +319,13 @@ class ShiftedGridsRelease(Release):
     def bin_bounds(self, i: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Grid i's in-box bins: row and column indices, [west, south, east, north] (clipped), counts."""
         L, d = self.lattice, self.domain
-        lx, hx = L.axis_edges(0)
-        ly, hy = L.axis_edges(1)
-        kx = np.flatnonzero(hx[i] > lx[i])
-        ky = np.flatnonzero(hy[i] > ly[i])
-        J, I = np.meshgrid(ky, kx, indexing="ij")
-        J, I = J.ravel(), I.ravel()
+        J, I, ranges = self._in_box_bins(i)
+        r0, r1, c0, c1 = ranges.T
         fx = d.width / L.ux
         fy = d.height / L.uy
-        b = np.column_stack([d.west + lx[i][I] * fx, d.south + ly[i][J] * fy,
-                             d.west + hx[i][I] * fx, d.south + hy[i][J] * fy])
-        b[:, 2] = np.where(hx[i][I] == L.ux, d.east, b[:, 2])
-        b[:, 3] = np.where(hy[i][J] == L.uy, d.north, b[:, 3])
+        b = np.column_stack([d.west + c0 * fx, d.south + r0 * fy, d.west + c1 * fx, d.south + r1 * fy])
+        b[:, 2] = np.where(c1 == L.ux, d.east, b[:, 2])
+        b[:, 3] = np.where(r1 == L.uy, d.north, b[:, 3])
         return J, I, b, self.counts[i][J, I]
 
     # ---------------------------------------------------------------- export
