@@ -15,7 +15,7 @@ import dp
 from components import (alerts, compare_panel, data_panel, evaluation_panel, export_panel, ids, inputs,
                         interactive_panel, ledger_panel, map_panel, mechanism_panel, plan_panel, public_page,
                         queries_panel, server_files, shapes_panel, share, steps, tour_panel)
-from server import heavy, jobs, memory, state, workspace
+from server import guard, heavy, jobs, memory, state, workspace
 from server.faults import Unavailable
 from server.store import FileStore
 
@@ -138,8 +138,11 @@ def create_app(config: dict | None = None) -> Dash:
     app.layout = serve_layout(config)
     for panel in PANELS:
         panel.register_callbacks(app, config)
-    inputs.register(app)
     public = public_page.mount(app.server, config)
+    for dash_app in (app, public):
+        inputs.register(dash_app)
+    guard.install(app.server, [d.config.routes_pathname_prefix + "_dash-update-component"
+                               for d in (app, public)])
     prepare_before_fork(app)
     prepare_before_fork(public)
     return app

@@ -245,6 +245,11 @@ def _set_cookie(response):
     return response
 
 
+def has_session() -> bool:
+    """True when this request carries a session cookie this server issued."""
+    return _valid(flask.request.cookies.get(COOKIE))
+
+
 def session_id() -> str:
     """This browser's session id (a hash of its signed cookie); a cookie the server did not
     issue is ignored and replaced, so nobody can choose or guess a session id."""
