@@ -150,7 +150,7 @@ def print_rule_loo(errs: dict, data: dict, eps_list) -> None:
     print("| data | part | shares chosen on the other fitting data | its error ÷ lowest | "
           "fixed shares (½, ⅓) |")
     print("|---|---|---|---|---|")
-    out = {"fit": ([], []), "validation": ([], [])}
+    out = {p: ([], []) for p in dict.fromkeys(e.part for e in corpus.CORPUS)}
     for name in data:
         train = [r for r in rows if part[r[0]] == "fit" and r[0] != name]
         if not train:
@@ -180,7 +180,7 @@ def main(argv=None) -> None:
     ap.add_argument("--mechanisms", nargs="+", choices=list(MECHANISMS),
                     help="contenders (default: the trees; with --corpus every sound mechanism)")
     ap.add_argument("--data", nargs="+", help="data sets (default all of the chosen set)")
-    ap.add_argument("--corpus", choices=("fit", "validation", "all"),
+    ap.add_argument("--corpus", choices=("fit", "validation", "holdout", "all"),
                     help="measure a part of the validation corpus (corpus.py) instead")
     ap.add_argument("--jobs", type=positive, default=1, help="processes to measure in (default 1)")
     args = ap.parse_args(argv)

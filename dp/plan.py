@@ -33,6 +33,7 @@ DEFAULT_POINTS = 100_000         # the public assumed dataset size
 SHAPES = ("clustered", "uniform", "cores", "lines")
 LADDER = tuple(float(f"{e:.3g}") for e in np.logspace(-2, 1, 19))   # 0.01 … 10, ratio 10^(1/6)
 N_QUERIES, REPETITIONS = 200, 3
+MARGIN = 0          # rungs of LADDER added to the least ε that meets the need on every twin
 
 
 @dataclass(frozen=True)
@@ -132,9 +133,10 @@ class Twin:
 
 
 def epsilon_for(twin: Twin, mechanism: str, target: float, level: float = 0.95, params=None,
-                split=None, points_per_user: int | None = None) -> Plan:
-    """The least ε of LADDER whose error at `level` is at most `target` people on the twin.
-    With `points_per_user` k the mechanism runs at ε/k per point, as a user-level release does."""
+                split=None, points_per_user: int | None = None, margin: int = MARGIN) -> Plan:
+    """The least ε of LADDER whose error at `level` is at most `target` people on every twin,
+    raised by `margin` rungs (at most to the top) for data shaped unlike any twin. With
+    `points_per_user` k the mechanism runs at ε/k per point, as a user-level release does."""
     if not target > 0:
         raise ParameterError(f"the error you can accept must be above 0 people, got {target:g}")
     if not 0 < level < 1:
@@ -157,7 +159,7 @@ def epsilon_for(twin: Twin, mechanism: str, target: float, level: float = 0.95, 
             hi = mid
         else:
             lo = mid
-    return Plan(mechanism, LADDER[hi], err(hi), target)
+    return Plan(mechanism, LADDER[min(hi + margin, top)], err(hi), target)
 
 
 def plan(domain: Domain, area_frac: float, target: float, level: float = 0.95,
