@@ -318,7 +318,11 @@ def use_sample(sid: str, name: str) -> dict:
 
 
 def put_upload(sid: str, data) -> dict:
-    """Keep an upload for this session only; re-uploading the same file finds the same account."""
+    """Keep an upload for this session only; re-uploading the same file finds the same account.
+    An owner's upload is the server's data, as if opened from its folder: it spends from the
+    server's one account for these points, whichever way and by whichever owner link they came."""
+    if is_owner():
+        return {**put_server_data(sid, data), "origin": "upload"}
     if not public_uploads():
         raise LookupError(UPLOADS_OFF)
     if not cache.set(f"dataset:{sid}:{data.fingerprint}", data):
@@ -337,8 +341,9 @@ def put_server_data(sid: str, data) -> dict:
 
 
 def scope(sid: str, fingerprint: str) -> str:
-    """Whose budget a dataset spends: the server's (`accounts.SERVER`) for data from the server's
-    folder, else this browser session's (samples, its own uploads). Derived on the server from
+    """Whose budget a dataset spends: the server's (`accounts.SERVER`) for data an owner opened
+    from the server's folder or uploaded, else this browser session's (samples, a visitor's
+    uploads). Derived on the server from
     where the data is kept, never from anything the page sends."""
     return SERVER if cache.has(f"serverdata:{sid}:{fingerprint}") else sid
 

@@ -157,6 +157,28 @@ def test_server_data_has_one_budget_whichever_owner_browser_spends_it(tmp_path, 
         assert state.account(owners[1][1], info["fingerprint"]).spent == pytest.approx(10.0)
 
 
+def test_the_same_points_uploaded_by_an_owner_share_the_servers_budget(tmp_path, folder):
+    """The owner who uploads the file the server also serves spends one budget, whichever owner
+    link (browser) uploads it (the upload used to get a fresh account: 0 spent beside 4)."""
+    import base64
+    server = make_server(tmp_path, folder, default_budget=10.0)
+    first, fsid = browser(server, owner=True)
+    info = counts_info(server, first, fsid, folder)
+    with as_browser(server, first):
+        release_of(fsid, info["fingerprint"], 4.0)
+    npz = "data:application/octet-stream;base64," + base64.b64encode((folder / "city.npz").read_bytes()).decode()
+    for client, sid in (browser(server, owner=True), (first, fsid)):
+        with as_browser(server, client):
+            current = state.use_sample(sid, "small_city_5k")
+        body = dash_call(client, f"{ids.DATASET}.data", {
+            f"{ids.UPLOAD}.contents": npz, f"{ids.UPLOAD}.filename": "city.npz",
+            f"{ids.UPLOAD_KIND}.value": "points", f"{ids.DATASET}.data": current}).get_json()
+        uploaded = body["response"][ids.DATASET]["data"]
+        assert uploaded["origin"] == "upload"
+        with as_browser(server, client):
+            assert state.account(sid, uploaded["fingerprint"]).spent == pytest.approx(4.0)
+
+
 def test_a_browser_that_is_no_longer_an_owner_cannot_spend_server_data(tmp_path, folder):
     server = make_server(tmp_path, folder)
     client, sid = browser(server, owner=True)
