@@ -1,7 +1,8 @@
 """The server-side store every worker process shares: bounded in bytes, split by session.
 
 Keys name their session ("kind:session:rest"); a session's entries count against its own
-quota (SESSION_SHARE of the store's bytes, PER_SESSION entries), its oldest dropped first. At
+quota (SESSION_SHARE of the store's bytes, PER_SESSION entries), its oldest dropped first but
+never its workspace (`PINNED`: the record of its paid requests goes only when it expires). At
 the store's byte bound a session with too little of its own to drop is refused (`set` returns
 False) instead of anyone else being evicted, so one browser can never push out, read or time
 another's entries. Two backends: a folder (flask-caching's FileSystemCache, one sub-folder per
@@ -30,6 +31,8 @@ from .faults import speaking
 
 SESSION_SHARE = 4        # a session may hold up to 1/SESSION_SHARE of the store's bytes
 PER_SESSION = 64         # and at most this many entries
+PINNED = frozenset({"workspace"})   # kinds never dropped to make room: a session's workspace
+                                    # (its request ids and release records) goes only when it expires
 LOCK_STRIPES = 64        # per-key locks (jobs, interactive sessions, workspaces: each held briefly) share these files
 LOCK_TIMEOUT = 120       # seconds a Redis lock is held at most (a crashed worker's lock expires)
 OUT_OF_BAND_BYTES = 1 << 20   # a dataset's arrays this large are stored apart and memory-mapped
@@ -144,7 +147,11 @@ class SessionQuota:
         without evicting anyone else's: the store has room, or `who` has entries to drop."""
         nbytes = self.max_bytes // 100 if nbytes is None else nbytes
         with speaking("store"), self._guard():
-            return self._usage() + nbytes <= self.max_bytes or bool(self._own(who))
+            return self._usage() + nbytes <= self.max_bytes or bool(self._droppable(who))
+
+    def _droppable(self, who: str, but=None) -> list:
+        """`who`'s entries that may be dropped to make room, oldest first (not `but`, not pinned)."""
+        return [e for e in self._own(who) if e[0] != but and e[1] not in PINNED]
 
     def set(self, key: str, value, timeout=None) -> bool:
         """Store, dropping the owner's own oldest entries past its quota or at the store's bound;
@@ -160,18 +167,19 @@ class SessionQuota:
             return False
         with self._guard():
             entries, handle = self._own(who), self._handle(key)
-            mine = [e for e in entries if e[0] != handle]
+            mine = [e for e in entries if e[0] != handle and e[1] not in PINNED]
             replaced = sum(e[2] for e in entries if e[0] == handle)
-            mine_bytes = sum(e[2] for e in mine)
+            kept = [e for e in entries if e[0] != handle and e[1] in PINNED]
+            mine_bytes = sum(e[2] for e in mine + kept)
             drop = 0
-            while drop < len(mine) and (len(mine) - drop + 1 > PER_SESSION
+            while drop < len(mine) and (len(mine) + len(kept) - drop + 1 > PER_SESSION
                                         or mine_bytes + n > self.session_bytes):
                 mine_bytes -= mine[drop][2]
                 drop += 1
             freed = replaced + sum(e[2] for e in mine[:drop])
             if self._usage() - freed + n > self.max_bytes:
                 self._purge_expired()
-                mine = [e for e in self._own(who) if e[0] != handle]
+                mine = self._droppable(who, but=handle)
                 freed = replaced + sum(e[2] for e in mine[:drop])
                 while drop < len(mine) and self._usage() - freed + n > self.max_bytes:
                     freed += mine[drop][2]

@@ -31,7 +31,9 @@ MAX_QUERIES = 1000        # typed and random rectangles kept per workspace
 
 
 def _key(sid: str) -> str:
-    return f"workspace:{sid}"
+    """The workspace's entry: the session's own (its quota, never another's), and pinned, so
+    room made for its releases never drops it (`store.PINNED`)."""
+    return f"workspace:{sid}:page"
 
 
 @contextmanager

@@ -15,8 +15,8 @@ import pytest
 import dp
 from app import create_app
 from components import evaluation_panel, ids
-from server import jobs, state, store
-from helpers import wait_until
+from server import jobs, state, store, workspace
+from helpers import new_sid, wait_until
 
 CSV = b"lon,lat\n-0.12,51.50\n-0.10,51.51\n-0.13,51.49\n-0.11,51.52\n"
 
@@ -175,6 +175,31 @@ def test_a_full_cache_refuses_newcomers_instead_of_evicting_others(tmp_path):
     assert small.set("dataset:b:2", blob)                                     # b drops its own oldest
     assert all(small.get(f"release:{s}:1") == blob for s in "acd")
     assert small.get("dataset:b:1") is None and small.get("dataset:b:2") == blob
+
+
+def test_the_owners_workspace_and_paid_requests_survive_a_hundred_visitors(server, monkeypatch, tmp_path):
+    """Workspaces are their session's own entries and never dropped to make room: 100 fresh
+    visitors filling the store (the audit's 70 evicted the owner's workspace, and with it the
+    record of a paid click, which was then charged again) leave the owner's alone."""
+    monkeypatch.setattr(state, "cache", store.FileStore(tmp_path, max_bytes=300_000, front_bytes=0))
+    owner, charged = new_sid(), []
+    paid = workspace.once(owner, "owner-click-1", lambda: charged.append(1) or {"released": "k"})
+    workspace.add_release(owner, {"key": "k"})
+    refused = 0
+    for _ in range(100):
+        visitor = new_sid()
+        try:
+            workspace.update(visitor, queries=[[0.0, 0.0, 1.0, 1.0]] * 20)
+            if not state.cache.set(f"dataset:{visitor}:upload", bytes(4000)):
+                refused += 1
+        except LookupError:          # the store is full: a newcomer is refused, nobody evicted
+            refused += 1
+    assert refused > 0                                               # the store did fill up
+    assert workspace.once(owner, "owner-click-1", lambda: charged.append(2)) == paid
+    assert charged == [1] and workspace.shown(owner)["key"] == "k"
+    for i in range(3 * store.PER_SESSION):         # nor do the owner's own releases push it out
+        state.cache.set(f"release:{owner}:{i}", bytes(100))
+    assert workspace.get(owner)["requests"]["owner-click-1"] == paid
 
 
 def test_interactive_sessions_of_others_are_never_pushed_out(server, monkeypatch, tmp_path):
