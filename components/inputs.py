@@ -25,6 +25,9 @@ from . import ids, map_panel, tour_panel
 MAX_DEPTH = 20          # nesting levels of any value
 MAX_ITEMS = 100_000     # items of a list, keys of an object
 MAX_CHARS = 100_000     # characters of a string (an upload's contents excepted)
+MAX_VALUES = 200_000    # JSON values in one callback request, counted before it is parsed (a
+                        # page sends a few thousand; a file travels as one string), so parsing
+                        # costs a small multiple of the body, not 20 times it
 
 
 @dataclass(frozen=True)
@@ -402,6 +405,10 @@ def register(app) -> None:
             return None
         if not values:
             values.update(value_shapes(app))
+        raw = flask.request.get_data(cache=True)
+        if raw.count(b",") + raw.count(b":") >= MAX_VALUES:
+            return BadRequest(f"Refused callback request: it holds more than {MAX_VALUES:,} values, "
+                              "far more than the page sends (a file travels as one text).")
         try:
             body = flask.request.get_json(silent=True)
         except RecursionError:           # nested deeper than the JSON parser goes

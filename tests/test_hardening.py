@@ -171,6 +171,22 @@ def test_an_oversize_request_is_refused_in_words_before_its_body_is_read(small_l
     assert client.get("/").status_code == 200
 
 
+def test_a_body_of_many_small_values_is_refused_before_it_is_parsed(small_limit):
+    """A 2 MB body of half a million numbers is refused in words at a small multiple of its size
+    (parsed, it cost about ten times its size: the audit's 20 MB body took 433 MB)."""
+    _, client = small_limit
+    body = b"[" + b"1.5," * 499_999 + b"1.5]"
+    jobs.stop_all()
+    tracemalloc.start()
+    try:
+        answer = client.post(UPDATE, data=body, content_type="application/json")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 3 * len(body)
+    assert answer.status_code == 400 and "more than 200,000 values" in answer.get_data(as_text=True)
+
+
 def test_a_body_just_under_the_limit_is_not_refused_by_size(small_limit):
     _, client = small_limit
     answer = client.post(UPDATE, data=json.dumps("z" * (MAX_BODY - 100)),
