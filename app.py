@@ -213,7 +213,8 @@ def main(argv=None):
                    help="folder of the store the workers share (ignored with --redis-url)")
     p.add_argument("--redis-url", help="keep the shared store in Redis, e.g. redis://127.0.0.1:6379/0")
     p.add_argument("--store-mb", type=float, default=DEFAULT_CONFIG["store_mb"],
-                   help="bytes the shared store holds at most; each session at most a quarter")
+                   help="bytes the shared store holds at most; each session at most a quarter, all "
+                        "visitors together three quarters (the rest is kept for the owner)")
     p.add_argument("--memory-mb", type=float, default=DEFAULT_CONFIG["memory_mb"],
                    help="unpickled copies of stored objects each worker keeps in memory")
     p.add_argument("--max-upload-mb", type=float, default=DEFAULT_CONFIG["max_upload_mb"])

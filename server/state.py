@@ -209,7 +209,7 @@ def _owner_link():
         return flask.Response("<h1>This owner link is not valid for this server.</h1><p>Use the "
                               "link the server printed when it started (a server started without "
                               "--owner-token prints a new one each time).</p>", status=403)
-    session = _new_token()          # a new session: one someone else knew never becomes an owner's
+    session = _new_token(owner=True)   # a new session: one someone else knew never becomes an owner's
     response = flask.redirect("/")
     for name, value in ((COOKIE, session),
                         (OWNER_COOKIE, _owner_mark(_sid_of(session)))):
@@ -219,21 +219,31 @@ def _owner_link():
     return response
 
 
-def _sign(nonce: str) -> str:
-    return hmac.new(_secret, nonce.encode(), hashlib.sha256).hexdigest()[:32]
+def _sign(nonce: str, owner: bool = False) -> str:
+    """The HMAC of a session cookie: an owner link's sessions are signed apart from visitors'."""
+    text = f"owner-session:{nonce}" if owner else nonce
+    return hmac.new(_secret, text.encode(), hashlib.sha256).hexdigest()[:32]
 
 
-def _new_token() -> str:
+def _new_token(owner: bool = False) -> str:
     nonce = secrets.token_urlsafe(24)
-    return f"{nonce}.{_sign(nonce)}"
+    return f"{nonce}.{_sign(nonce, owner)}"
+
+
+def _kind(token) -> str | None:
+    """"owner" or "visitor" for a cookie this server issued (the right shape and an HMAC that
+    checks out), else None."""
+    if not isinstance(token, str) or not TOKEN_SHAPE.fullmatch(token):
+        return None
+    nonce, mac = token.split(".")
+    if hmac.compare_digest(mac, _sign(nonce)):
+        return "visitor"
+    return "owner" if hmac.compare_digest(mac, _sign(nonce, owner=True)) else None
 
 
 def _valid(token) -> bool:
-    """True for a cookie this server issued: the right shape and an HMAC that checks out."""
-    if not isinstance(token, str) or not TOKEN_SHAPE.fullmatch(token):
-        return False
-    nonce, mac = token.split(".")
-    return hmac.compare_digest(mac, _sign(nonce))
+    """True for a cookie this server issued."""
+    return _kind(token) is not None
 
 
 def _set_cookie(response):
@@ -261,7 +271,10 @@ def session_id() -> str:
 
 
 def _sid_of(token: str) -> str:
-    return hashlib.blake2b(token.encode(), digest_size=16).hexdigest()
+    """A session id: a hash of the cookie, marked as an owner link's session (`store.RESERVED`,
+    which may use the store's share kept from visitors) when the server signed it as one."""
+    sid = hashlib.blake2b(token.encode(), digest_size=16).hexdigest()
+    return store.RESERVED + sid if _kind(token) == "owner" else sid
 
 
 def load_samples() -> None:

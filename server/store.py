@@ -2,7 +2,9 @@
 
 Keys name their session ("kind:session:rest"); a session's entries count against its own
 quota (SESSION_SHARE of the store's bytes, PER_SESSION entries), its oldest dropped first but
-never its workspace (`PINNED`: the record of its paid requests goes only when it expires). At
+never its workspace (`PINNED`: the record of its paid requests goes only when it expires), and
+all visitors' sessions together hold at most VISITOR_SHARE of the bytes, so the owner's
+sessions (`RESERVED`) always find room that visitors cannot take. At
 the store's byte bound a session with too little of its own to drop is refused (`set` returns
 False) instead of anyone else being evicted, so one browser can never push out, read or time
 another's entries. Two backends: a folder (flask-caching's FileSystemCache, one sub-folder per
@@ -31,6 +33,9 @@ from .faults import speaking
 
 SESSION_SHARE = 4        # a session may hold up to 1/SESSION_SHARE of the store's bytes
 PER_SESSION = 64         # and at most this many entries
+VISITOR_SHARE = 0.75     # all visitors' sessions together hold at most this share of the store's
+                         # bytes: the rest is the owner's, whom visitors can never lock out
+RESERVED = "owner-"      # the start of an owner's session id (`server.state`): not a visitor's
 PINNED = frozenset({"workspace"})   # kinds never dropped to make room: a session's workspace
                                     # (its request ids and release records) goes only when it expires
 LOCK_STRIPES = 64        # per-key locks (jobs, interactive sessions, workspaces: each held briefly) share these files
@@ -47,6 +52,11 @@ def owner(key: str) -> str:
     """The session a key belongs to ("kind:session:rest"), or "" for shared entries."""
     parts = key.split(":", 2)
     return parts[1] if len(parts) == 3 else ""
+
+
+def reserved(who: str) -> bool:
+    """True for an owner's session, which may use the store's share kept from visitors."""
+    return who.startswith(RESERVED)
 
 
 def kind(key: str) -> str:
@@ -97,7 +107,7 @@ class SessionQuota:
 
     A backend supplies: `_version(key)`, `_load(key)` -> (value, bytes in memory, version),
     `_write(key, (pickle, buffers), timeout)` -> version, `_remove(key)`, `_own(owner)` -> [(handle, kind, bytes)] oldest first,
-    `_drop(handle)`, `_usage()` (bytes held), `_purge_expired()`, `_guard()` (a lock across
+    `_drop(handle)`, `_usage(visitors)` (bytes held, by visitors' sessions only or by all), `_purge_expired()`, `_guard()` (a lock across
     processes around changes of sizes) and `_lock(key)` (a lock across processes for one key).
     Every public method turns the backend's failures (a full or read-only disk, Redis down)
     into `faults.Unavailable`, a message saying so.
@@ -106,6 +116,7 @@ class SessionQuota:
     def _setup_quota(self, max_bytes: int, front_bytes: int):
         self.max_bytes = int(max_bytes)
         self.session_bytes = self.max_bytes // SESSION_SHARE
+        self.visitor_bytes = int(self.max_bytes * VISITOR_SHARE)
         self.front = FrontCache(front_bytes)
 
     def get(self, key: str):
@@ -147,7 +158,14 @@ class SessionQuota:
         without evicting anyone else's: the store has room, or `who` has entries to drop."""
         nbytes = self.max_bytes // 100 if nbytes is None else nbytes
         with speaking("store"), self._guard():
-            return self._usage() + nbytes <= self.max_bytes or bool(self._droppable(who))
+            return not self._over(who, 0, nbytes) or bool(self._droppable(who))
+
+    def _over(self, who: str, freed: int, n: int) -> bool:
+        """True when `n` more bytes, once `freed` of `who`'s own are dropped, would pass a bound:
+        the store's, or for a visitor the share all visitors together may hold."""
+        if self._usage() - freed + n > self.max_bytes:
+            return True
+        return not reserved(who) and self._usage(visitors=True) - freed + n > self.visitor_bytes
 
     def _droppable(self, who: str, but=None) -> list:
         """`who`'s entries that may be dropped to make room, oldest first (not `but`, not pinned)."""
@@ -177,14 +195,14 @@ class SessionQuota:
                 mine_bytes -= mine[drop][2]
                 drop += 1
             freed = replaced + sum(e[2] for e in mine[:drop])
-            if self._usage() - freed + n > self.max_bytes:
+            if self._over(who, freed, n):
                 self._purge_expired()
                 mine = self._droppable(who, but=handle)
                 freed = replaced + sum(e[2] for e in mine[:drop])
-                while drop < len(mine) and self._usage() - freed + n > self.max_bytes:
+                while drop < len(mine) and self._over(who, freed, n):
                     freed += mine[drop][2]
                     drop += 1
-                if self._usage() - freed + n > self.max_bytes:
+                if self._over(who, freed, n):
                     return False
             for handle, _, _ in mine[:drop]:
                 self._drop(handle)
@@ -223,7 +241,8 @@ class FileStore(SessionQuota, FileSystemCache):
 
     def _folder(self, who: str) -> Path:
         """A session's sub-folder, named by a hash of its id (\"\" for shared entries)."""
-        return self._root / "data" / hashlib.sha256(f"session:{who}".encode()).hexdigest()[:32]
+        name = hashlib.sha256(f"session:{who}".encode()).hexdigest()[:32]
+        return self._root / "data" / (RESERVED + name if reserved(who) else name)
 
     def _get_filename(self, key: str) -> str:
         return str(self._folder(owner(key)) / f"{kind(key)}-{hashlib.sha256(key.encode()).hexdigest()}")
@@ -351,9 +370,11 @@ class FileStore(SessionQuota, FileSystemCache):
             out.append((st.st_mtime_ns, e.path, e.name.split("-", 1)[0], st.st_size))
         return [(path, k, size) for _, path, k, size in sorted(out)]
 
-    def _usage(self) -> int:
+    def _usage(self, visitors: bool = False) -> int:
         total = 0
         for folder in self._folders():
+            if visitors and folder.name.startswith(RESERVED):
+                continue
             for e in self._files(folder):
                 try:
                     total += e.stat().st_size
@@ -475,8 +496,11 @@ class RedisStore(SessionQuota):
                 self._drop(k)
         return out
 
-    def _usage(self) -> int:
-        return sum(int(n) for n in self.r.hvals(f"{self.p}sizes"))
+    def _usage(self, visitors: bool = False) -> int:
+        if not visitors:
+            return sum(int(n) for n in self.r.hvals(f"{self.p}sizes"))
+        return sum(int(n) for k, n in self.r.hgetall(f"{self.p}sizes").items()
+                   if not reserved(owner(k.decode())))
 
     def _purge_expired(self):
         for who in self.r.smembers(f"{self.p}owners"):

@@ -8,6 +8,7 @@ answers (and their timing) are those of a key that never existed.
 from __future__ import annotations
 
 import json
+import math
 import pickle
 
 import pytest
@@ -168,7 +169,8 @@ def test_one_session_filling_the_cache_evicts_only_its_own_entries(server):
 def test_a_full_cache_refuses_newcomers_instead_of_evicting_others(tmp_path):
     blob = bytes(900)
     entry = len(pickle.dumps(blob, protocol=pickle.HIGHEST_PROTOCOL)) + store.HEADER
-    small = store.FileStore(tmp_path, max_bytes=4 * entry, front_bytes=10_000)   # 4 entries
+    small = store.FileStore(tmp_path, max_bytes=math.ceil(4 * entry / store.VISITOR_SHARE),
+                            front_bytes=10_000)                    # visitors: 4 entries
     assert small.set("release:a:1", blob) and small.set("dataset:b:1", blob)
     assert small.set("release:c:1", blob) and small.set("release:d:1", blob)   # full now
     assert not small.room_for("e") and not small.set("dataset:e:1", blob)     # refused, no eviction

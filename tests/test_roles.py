@@ -14,7 +14,7 @@ import pytest
 import dp
 from app import create_app
 from components import ids
-from server import state, workspace
+from server import state, store, workspace
 from helpers import dash_call
 
 TOKEN = "owner-token-for-tests"
@@ -90,10 +90,16 @@ def test_the_owner_link_starts_a_new_session(tmp_path, folder):
     client = server.test_client()
     client.get("/")
     known = client.get_cookie(state.COOKIE).value        # a session someone else may know
+    with as_browser(server, client):
+        assert not state.session_id().startswith(store.RESERVED)      # a visitor's session
     client.get(f"/owner?token={TOKEN}")
     assert client.get_cookie(state.COOKIE).value != known
     with as_browser(server, client):
         assert state.is_owner()
+        assert state.session_id().startswith(store.RESERVED)   # uses the store's share kept from visitors
+    nonce = known.split(".")[0]                  # a visitor cannot make its cookie an owner's
+    with server.test_request_context(headers={"Cookie": f"{state.COOKIE}={nonce}.{'0' * 32}"}):
+        assert not state.session_id().startswith(store.RESERVED)
 
 
 def test_a_new_token_ends_every_earlier_owner(tmp_path, folder):

@@ -204,3 +204,20 @@ def test_every_mechanisms_release_goes_through_the_store(tmp_path):
         back = other.get(f"release:me:{name}")               # unpickled by another worker
         rect = dp.Rect(*domain.bounds)
         assert back.spec is rel.spec and back.answer(rect) == rel.answer(rect), name
+
+
+def test_visitors_filling_the_store_leave_the_owners_share(config):
+    """All visitors together hold at most VISITOR_SHARE of the store: an owner link's session
+    (`store.RESERVED`) still stores its data when they have filled their part (the audit's 25
+    visitor cookies filled 1 GiB and locked the owner out for 4 hours)."""
+    blob = bytes(900)
+    entry = entry_bytes(config, blob)
+    small = make_store(config, 8 * entry)
+    visitors = 0
+    while small.set(f"dataset:{new_sid()}-{visitors}:1", blob):
+        visitors += 1
+    assert visitors == int(8 * store.VISITOR_SHARE)                 # refused at their share
+    owner = store.RESERVED + new_sid()
+    assert small.room_for(owner, entry)
+    assert small.set(f"serverdata:{owner}:1", blob) and small.set(f"workspace:{owner}:page", blob)
+    assert small._usage(visitors=True) == visitors * entry and small._usage() == (visitors + 2) * entry
