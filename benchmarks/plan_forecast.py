@@ -65,9 +65,10 @@ class RealErrors:
         return hi
 
 
-def measure(entries, mechanisms, margins, out=None) -> list[dict]:
+def measure(entries, mechanisms, margins, out=None, least=False) -> list[dict]:
     """One row per (data, need, mechanism): the plan's rung without margin, the real error at
-    that rung raised by each margin, and the rung the real data needed."""
+    that rung raised by each margin, and the rung the real data needed. With `least` (for
+    choosing the margin, cheaper): only the least of `margins` at which the need was met."""
     rows = []
     top = len(planning.LADDER) - 1
     for e in entries:
@@ -84,34 +85,54 @@ def measure(entries, mechanisms, margins, out=None) -> list[dict]:
                 p = planning.epsilon_for(twin, mech, target, LEVEL, margin=0)
                 rung = planning.LADDER.index(p.epsilon) if p.met else None
                 row = {"data": e.name, "part": e.part, "area": area, "target": target, "mechanism": mech,
-                       "rung": rung, "needed": real.needed(target),
-                       "real": {k: real(min(rung + k, top)) / target for k in margins} if p.met else {}}
+                       "rung": rung}
+                if least:
+                    row["least"] = next((k for k in sorted(margins) if p.met
+                                         and real(min(rung + k, top)) <= target), None)
+                else:
+                    row["needed"] = real.needed(target)
+                    row["real"] = {k: real(min(rung + k, top)) / target for k in margins} if p.met else {}
                 rows.append(row)
                 if out:
                     print(json.dumps(row), file=out, flush=True)
     return rows
 
 
-def summary(rows, margin: int) -> None:
-    """Per mechanism, the plans raised by `margin` rungs: met, missed far, ε over what was needed."""
+def summary(rows, margin: int | None) -> None:
+    """Per mechanism, the plans raised by `margin` rungs (None: each mechanism's own,
+    `dp.plan.MARGIN`): met, missed far, ε over what was needed."""
     top = len(planning.LADDER) - 1
-    print(f"\n| mechanism | plans | met (real ≤ target) | missed by > 1.5× | planned ÷ needed: median, "
-          f"worst | met where ε was to spare: median real ÷ target |\n|---|---|---|---|---|---|")
+    name = "dp.plan's margins" if margin is None else f"margin {margin} rung(s)"
+    print(f"\n{name}:\n\n| mechanism | margin | plans | met (real ≤ target) | missed by > 1.5× | "
+          f"planned ÷ needed: median, worst | met where ε was to spare: median real ÷ target |"
+          f"\n|---|---|---|---|---|---|---|")
     tot = [0, 0, 0]
+    kept = margin
     for mech in dict.fromkeys(r["mechanism"] for r in rows):
-        mine = [r for r in rows if r["mechanism"] == mech and r["rung"] is not None]
+        margin = planning.MARGIN.get(mech, 0) if kept is None else kept
+        mine = [r for r in rows if r["mechanism"] == mech and r["rung"] is not None
+                and margin in r["real"]]
         real = np.array([r["real"][margin] for r in mine])
         over = np.array([planning.LADDER[min(r["rung"] + margin, top)] / planning.LADDER[r["needed"]]
                          for r in mine if r["needed"] is not None])
         spare = [r["real"][margin] for r in mine
                  if r["needed"] is not None and min(r["rung"] + margin, top) > r["needed"]]
         tot = [tot[0] + len(mine), tot[1] + int(np.sum(real <= 1)), tot[2] + int(np.sum(real > 1.5))]
-        print(f"| {mech} | {len(mine)} | {int(np.sum(real <= 1))} | {int(np.sum(real > 1.5))} | "
+        print(f"| {mech} | {margin} | {len(mine)} | {int(np.sum(real <= 1))} | {int(np.sum(real > 1.5))} | "
               f"{np.median(over) if over.size else float('nan'):.2f}, "
               f"{over.max() if over.size else float('nan'):.1f} | "
               f"{np.median(spare) if spare else float('nan'):.2f} |")
-    print(f"\nmargin {margin} rung(s): {tot[1]} of {tot[0]} plans met ({100 * tot[1] / max(tot[0], 1):.0f}%), "
+    print(f"\n{name}: {tot[1]} of {tot[0]} plans met ({100 * tot[1] / max(tot[0], 1):.1f}%), "
           f"{tot[2]} missed by more than 1.5×")
+
+
+def least_summary(rows, margins) -> None:
+    """For choosing the margin: the share of plans met when raised by each margin."""
+    made = [r for r in rows if r["rung"] is not None]
+    print("\n| margin (rungs) | plans met | share |\n|---|---|---|")
+    for k in sorted(margins):
+        met = sum(r["least"] is not None and r["least"] <= k for r in made)
+        print(f"| {k} | {met} of {len(made)} | {100 * met / max(len(made), 1):.1f}% |")
 
 
 def main(argv=None) -> None:
@@ -119,22 +140,30 @@ def main(argv=None) -> None:
     ap.add_argument("--part", default="holdout", choices=["fit", "validation", "holdout", "all"])
     ap.add_argument("--data", nargs="+", default=None, help="corpus names (default: the part's)")
     ap.add_argument("--mechanisms", nargs="+", default=planning.plannable())
-    ap.add_argument("--margins", type=int, nargs="+", default=[0, planning.MARGIN],
-                    help="rungs added to the plan's ε, each scored (default: none and dp.plan's)")
+    ap.add_argument("--margins", type=int, nargs="+", default=sorted({0, *planning.MARGIN.values()}),
+                    help="rungs added to the plan's ε, each scored, and dp.plan's own margins "
+                         "when all of theirs are among them (default: 0 and dp.plan's)")
     ap.add_argument("--out", type=Path, help="also write one JSON line per plan here")
     ap.add_argument("--rows", type=Path, help="summarise rows written by --out instead of measuring")
+    ap.add_argument("--least", action="store_true",
+                    help="only the least margin meeting each need (to choose dp.plan.MARGIN)")
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
     if args.rows:
         rows = [json.loads(line) for line in args.rows.read_text().splitlines()]
         for r in rows:
-            r["real"] = {int(k): v for k, v in r["real"].items()}
+            r["real"] = {int(k): v for k, v in r.get("real", {}).items()}
     else:
         entries = corpus.entries(None if args.part == "all" else args.part, args.data)
         with open(args.out, "w") if args.out else contextlib.nullcontext() as out:
-            rows = measure(entries, args.mechanisms, args.margins, out)
-    for k in sorted({k for r in rows for k in r["real"]}):
+            rows = measure(entries, args.mechanisms, args.margins, out, args.least)
+    if args.least or any("least" in r for r in rows):
+        least_summary(rows, args.margins)
+    measured = {k for r in rows for k in r.get("real", {})}
+    for k in sorted(measured):
         summary(rows, k)
+    if set(planning.MARGIN.values()) <= measured:
+        summary(rows, None)
     print(f"\n{time.perf_counter() - t0:.0f} s")
 
 
