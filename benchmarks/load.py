@@ -287,14 +287,15 @@ def folder_mb(folder: Path) -> float:
     return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file()) / 2**20 if folder.exists() else 0.0
 
 
-def start_server(a, port: int, tmp: Path) -> subprocess.Popen:
-    """The server under test: gunicorn through `python app.py`, or one threaded dev-server process."""
+def start_server(a, port: int, tmp: Path, extra=()) -> subprocess.Popen:
+    """The server under test: gunicorn through `python app.py` (with `extra` options), or one
+    threaded dev-server process."""
     repo = Path(a.repo).resolve()
     if a.server == "gunicorn":
         cmd = [sys.executable, "app.py", "--host", HOST, "--port", str(port), "--workers", str(a.workers),
                "--threads", str(a.threads), "--heavy-workers", str(a.heavy_workers),
                "--store-dir", str(tmp / "store"), "--accounts-dir", str(tmp / "accounts"),
-               "--default-budget", "1000", "--tiles-url", OFFLINE_TILES]
+               "--default-budget", "1000", "--tiles-url", OFFLINE_TILES, *extra]
     else:
         cfg = {"tiles_url": OFFLINE_TILES, "accounts_dir": str(tmp / "accounts"),
                "store_dir": str(tmp / "store"), "default_budget": 1000.0}

@@ -32,6 +32,7 @@ METRICS = {
     "bounded": {"key": "re_sanity", "label": "bounded relative error", "file": "bounded_relative_error"},
     "absolute": {"key": "abs_error", "label": "absolute error (points)", "file": "absolute_error"},
 }
+MAX_EPSILONS = 12        # ε values in one evaluation (each is a round of releases of every mechanism)
 STORED = ("mechanism", "epsilon", "area_frac", "reps", "n_queries", "n_small",
           *(f"{q}_{m['key']}" for m in METRICS.values() for q in ("median", "q25", "q75")))
 
@@ -102,6 +103,9 @@ def parse_epsilons(text: str) -> list[float]:
         raise dp.ParameterError(f"ε values must be numbers separated by commas, got {text!r}") from None
     if not eps or any(not 0 < e <= 100 for e in eps):
         raise dp.ParameterError("give at least one ε, each in (0, 100]")
+    if len(eps) > MAX_EPSILONS:
+        raise dp.ParameterError(f"give at most {MAX_EPSILONS} ε values (got {len(eps)}): each is a "
+                                "round of releases, and a chart of more is hard to read")
     return eps
 
 

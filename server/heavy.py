@@ -1,12 +1,17 @@
-"""A bounded pool of processes for heavy work (building releases), so cheap callbacks stay fast.
+"""Bounded pools of processes for heavy work (building releases, parsing uploads), so cheap
+callbacks stay fast and visitors' work never holds up the owner's.
 
 A request that builds a release hands it to one of `max_workers` processes of its worker's own
 pool and waits; the worker's request threads stay free for cheap callbacks (answering a
 rectangle on a cached release), and the heavy processes, at a lower OS priority (nice), cannot
-hold the request threads' interpreter lock or get the CPU before them. The pool processes reach
-the same shared store and budget accounts as the workers (their `initializer`). With 0 workers
-heavy work runs in the calling thread (one process: tests, the Python API, the dev server).
-A pool whose process died is replaced at once, and a pool process ends when its worker does.
+hold the request threads' interpreter lock or get the CPU before them. There is one pool per
+lane: the owner's work never queues behind visitors' (a dozen visitor uploads held an owner's
+release for 42 s in one shared queue), visitors' long background jobs (evaluations, plans)
+never queue beside their releases, and the CPU goes to the owner's processes first, then to
+visitors' releases, then to visitors' background jobs (`NICE`). The pool processes reach the same shared store and budget
+accounts as the workers (their `initializer`). With 0 workers heavy work runs in the calling
+thread (one process: tests, the Python API, the dev server). A pool whose process died is
+replaced at once, and a pool process ends when its worker does.
 """
 from __future__ import annotations
 
@@ -18,21 +23,22 @@ from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
 DEFAULT_WORKERS = 0
-NICE = 10
+OWNER, VISITOR, BACKGROUND = "owner", "visitor", "background"     # the lanes
+NICE = {OWNER: 5, VISITOR: 10, BACKGROUND: 15}    # their OS priorities (higher: the CPU comes later)
 PARENT_CHECK = 0.5        # seconds between a pool process's checks that its worker is alive
 
 _lock = threading.Lock()
 _workers = DEFAULT_WORKERS
 _setup: tuple = (None, ())
-_pool: ProcessPoolExecutor | None = None      # made on first use, so never before a fork
+_pools: dict[str, ProcessPoolExecutor] = {}   # lane -> its pool, made on first use (never before a fork)
 
 
-def _start(parent, initializer, initargs):
+def _start(parent, nice, initializer, initargs):
     """A pool process: a lower priority than the request threads, a watch on its worker (the
     process `parent` that made the pool: when a process starts slowly, its worker may be gone
     already, and asking for its parent now would name the process that inherited it), then
     the caller's set-up."""
-    os.nice(NICE)
+    os.nice(nice)
     threading.Thread(target=_end_with_parent, args=(parent,), daemon=True).start()
     if initializer is not None:
         initializer(*initargs)
@@ -58,34 +64,35 @@ def configure(max_workers: int = DEFAULT_WORKERS, initializer=None, initargs=())
 
 
 def shutdown() -> None:
-    """Let this process's pool finish its running tasks and go (a new one is made when needed).
-    It waits for the pool's processes to end: a worker leaves none behind, and Python's own exit
-    hook does not then wake a pool whose pipe is already closed (a traceback at every exit)."""
-    global _pool
+    """Let this process's pools finish their running tasks and go (new ones are made when
+    needed). It waits for the pools' processes to end: a worker leaves none behind, and Python's
+    own exit hook does not then wake a pool whose pipe is already closed (a traceback at every
+    exit)."""
     with _lock:
-        if _pool is not None:
-            _pool.shutdown(wait=True, cancel_futures=True)
-            _pool = None
+        pools = list(_pools.values())
+        _pools.clear()
+    for pool in pools:
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _current() -> ProcessPoolExecutor | None:
-    """This process's pool, made on first use (None with 0 workers)."""
-    global _pool
+def _current(lane: str = VISITOR) -> ProcessPoolExecutor | None:
+    """This process's pool for one lane, made on first use (None with 0 workers)."""
     with _lock:
-        if _workers and _pool is None:
-            _pool = ProcessPoolExecutor(max_workers=_workers, initializer=_start,
-                                        initargs=(os.getpid(), *_setup),
-                                        mp_context=multiprocessing.get_context("spawn"))
-        return _pool
+        if _workers and lane not in _pools:
+            _pools[lane] = ProcessPoolExecutor(max_workers=_workers, initializer=_start,
+                                               initargs=(os.getpid(), NICE[lane], *_setup),
+                                               mp_context=multiprocessing.get_context("spawn"))
+        return _pools.get(lane)
 
 
 def warm() -> None:
-    """Start the pool's processes now, without waiting (a worker just booted): the first
-    release then does not wait for them to start."""
-    pool = _current()
-    if pool is not None:
-        for _ in range(_workers):
-            pool.submit(os.getpid)
+    """Start the owner's and the visitors' pools now, without waiting (a worker just booted):
+    the first release then does not wait for them to start."""
+    for lane in (OWNER, VISITOR):
+        pool = _current(lane)
+        if pool is not None:
+            for _ in range(_workers):
+                pool.submit(os.getpid)
 
 
 BROKEN = ("a process building releases on the server stopped before it finished; a new one has "
@@ -96,14 +103,14 @@ class Broken(LookupError):
     """The pool process running a task died (killed, out of memory); the pool was replaced."""
 
 
-def run(fn, *args, idempotent: bool = False):
-    """fn(*args) in a pool process (fn and args picklable), or inline with 0 workers; waits for
-    its result (or its exception). A pool whose process died (killed, out of memory) is
-    replaced; an `idempotent` task (one that charges nothing) is then run once more in the new
-    pool, any other is refused with Broken(BROKEN): it may have charged a budget before it
-    died, and only its caller can tell (see `state.release`)."""
+def run(fn, *args, idempotent: bool = False, lane: str = VISITOR):
+    """fn(*args) in a process of the lane's pool (fn and args picklable), or inline with 0
+    workers; waits for its result (or its exception). A pool whose process died
+    (killed, out of memory) is replaced; an `idempotent` task (one that charges nothing) is then
+    run once more in the new pool, any other is refused with Broken(BROKEN): it may have
+    charged a budget before it died, and only its caller can tell (see `state.release`)."""
     for attempt in (1, 2):
-        pool = _current()
+        pool = _current(lane)
         if pool is None:
             return fn(*args)
         try:
@@ -116,8 +123,7 @@ def run(fn, *args, idempotent: bool = False):
 
 def _discard(pool: ProcessPoolExecutor) -> None:
     """Forget a broken pool (the next call makes a new one) and let its processes go."""
-    global _pool
     with _lock:
-        if _pool is pool:
-            _pool = None
+        for lane in [k for k, v in _pools.items() if v is pool]:
+            del _pools[lane]
     pool.shutdown(wait=False, cancel_futures=True)

@@ -1,10 +1,13 @@
-"""Background jobs for long evaluations: a bounded pool of worker threads, progress polled by the page.
+"""Background jobs for long evaluations and plans: a bounded pool of worker threads, progress
+polled by the page.
 
 At most `max_workers` jobs run at once in each process (the app's `eval_workers` setting, 2 by
-default); a job waiting for a free worker reports itself as queued, and the page says so. A job
-runs in the worker process that got its start request, but its state (queued, progress,
-result, a cancellation request) is an entry of the shared store (`state.cache`), so any worker
-can report or cancel it.
+default); a job waiting for a free worker reports itself as queued, and the page says so. An
+owner's job runs in a thread of the worker process that got its start request; a visitor's is
+handed from there to the background lane of `server.heavy` (processes at the lowest priority),
+so visitors' evaluations never take the CPU from the owner's releases or anyone's page. A job's
+state (queued, progress, result, a cancellation request) is an entry of the shared store
+(`state.cache`), so any process can run, report or cancel it.
 
 A job belongs to the browser session that started it: its key names the session, so any other
 session asking for it gets nothing, as if it did not exist. Finished results also go to the
@@ -17,7 +20,8 @@ import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor, wait
 
-from . import state
+from . import heavy, state
+from .faults import Unavailable
 
 DEFAULT_WORKERS = 2
 PROGRESS_EVERY = 0.5          # seconds between progress writes (and cancellation checks) of a job
@@ -75,41 +79,62 @@ def start(fn, owner: str, **kwargs) -> str:
     if not state.cache.set(key, {"queued": True, "done": 0, "total": 1, "finished": False,
                                  "cancelled": False, "result": None, "error": None}):
         raise LookupError(state.FULL)
-    last = {"wrote": 0.0, "read": 0.0, "stop": False}
     role = state.is_owner()              # the job runs with the role of the request that started it
 
-    def progress(done, total):
-        if time.monotonic() - last["wrote"] >= PROGRESS_EVERY or done >= total:
-            last["wrote"] = last["read"] = time.monotonic()
-            job = _update(key, done=done, total=total)
-            last["stop"] = job is None or job["cancelled"]
-
-    def should_stop():
-        if time.monotonic() - last["read"] >= PROGRESS_EVERY:
-            last["read"] = time.monotonic()
-            job = state.cache.get(key)
-            last["stop"] = job is None or job["cancelled"]
-        return last["stop"] or _stopping.is_set()
-
     def run():
-        job = _update(key, queued=False)
-        if job is None or job["cancelled"]:       # forgotten or cancelled as a worker picked it up
-            _update(key, finished=True)
-            return
-        result = error = None
         try:
-            with state.acting(role):
-                result = fn(progress=progress, should_stop=should_stop, **kwargs)
-        except Exception as exc:   # reported to the page; the app keeps running
-            error = f"{type(exc).__name__}: {exc}"
+            if role:
+                _work(key, role, fn, kwargs)
+            else:          # a visitor's: in the background lane, after everyone's releases
+                heavy.run(_work, key, role, fn, kwargs, lane=heavy.BACKGROUND, idempotent=True)
+        except Exception as exc:   # the lane's process died twice: reported to the page
+            _update(key, error=f"{type(exc).__name__}: {exc}", finished=True)
         finally:
-            _update(key, result=result, error=error, finished=True)
             with _lock:
                 _local.pop(job_id, None)
 
     with _lock:
         _local[job_id] = (_executor().submit(run), key)
     return job_id
+
+
+class _Progress:
+    """A job's progress written to its store entry, and its cancellation read from there (at
+    most every PROGRESS_EVERY seconds), so any process can run the job and any can report it."""
+
+    def __init__(self, key: str):
+        self.key, self.wrote, self.read, self.stop = key, 0.0, 0.0, False
+
+    def report(self, done, total):
+        if time.monotonic() - self.wrote >= PROGRESS_EVERY or done >= total:
+            self.wrote = self.read = time.monotonic()
+            job = _update(self.key, done=done, total=total)
+            self.stop = job is None or job["cancelled"]
+
+    def should_stop(self) -> bool:
+        if time.monotonic() - self.read >= PROGRESS_EVERY:
+            self.read = time.monotonic()
+            job = state.cache.get(self.key)
+            self.stop = job is None or job["cancelled"]
+        return self.stop or _stopping.is_set()
+
+
+def _work(key: str, role: bool, fn, kwargs: dict) -> None:
+    """Run a queued job with the role of the request that started it (in a job thread, or a
+    process of the background lane), its result or error written to its store entry."""
+    job = _update(key, queued=False)
+    if job is None or job["cancelled"]:       # forgotten or cancelled while it waited
+        _update(key, finished=True)
+        return
+    result = error = None
+    p = _Progress(key)
+    try:
+        with state.acting(role):
+            result = fn(progress=p.report, should_stop=p.should_stop, **kwargs)
+    except Exception as exc:   # reported to the page; the app keeps running
+        error = f"{type(exc).__name__}: {exc}"
+    finally:
+        _update(key, result=result, error=error, finished=True)
 
 
 def status(job_id: str | None, owner: str) -> dict | None:
@@ -147,8 +172,13 @@ def cancel_all() -> None:
     current step, so the process does not wait for long evaluations to finish before it exits."""
     _stopping.set()
     with _lock:
-        for future, _ in _local.values():
-            future.cancel()
+        running = list(_local.values())
+    for future, key in running:
+        future.cancel()
+        try:                       # a visitor's job in a background process reads this flag
+            _update(key, cancelled=True)
+        except Unavailable:        # the store is gone already: its process ends with this one
+            pass
 
 
 def stop_all(timeout: float = 120.0) -> None:

@@ -495,10 +495,12 @@ def committed(sid: str, key: str) -> bool:
 
 
 def heavy_call(fn, *args, idempotent: bool = False):
-    """fn(*args) in the heavy pool (`server.heavy`), in a process that has made the same
+    """fn(*args) in the heavy pool of this request's role (`server.heavy`), in a process that has made the same
     built-in samples as this one (their fingerprints then name the same public data); an
     `idempotent` task (it charges nothing) is run again if its process died."""
-    return heavy.run(_with_samples, sorted(_samples), is_owner(), fn, *args, idempotent=idempotent)
+    owner = is_owner()
+    return heavy.run(_with_samples, sorted(_samples), owner, fn, *args, idempotent=idempotent,
+                     lane=heavy.OWNER if owner else heavy.VISITOR)
 
 
 def _with_samples(names: list, owner: bool, fn, *args):

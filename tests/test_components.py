@@ -213,6 +213,9 @@ def test_evaluation_inputs_and_figures(small):
     for bad in ("", "a, b", "-1"):
         with pytest.raises(dp.ParameterError):
             evaluation_panel.parse_epsilons(bad)
+    assert len(evaluation_panel.parse_epsilons(",".join(f"{e / 10}" for e in range(1, 13)))) == 12
+    with pytest.raises(dp.ParameterError, match="at most 12 ε values"):   # a visitor's 1,000 ε values
+        evaluation_panel.parse_epsilons(",".join(f"{e / 100}" for e in range(1, 1001)))
     data, domain = small
     rows = dp.evaluate.evaluate(data, domain, ["ug", "uniform"], [0.5, 1.0], [0.01, 0.09],
                                 n_queries=20, repetitions=2, seed=0)

@@ -35,6 +35,22 @@ def test_a_killed_pool_process_is_replaced_and_its_call_refused_in_words(pool):
     assert heavy.run(os.getpid) == second
 
 
+def test_the_owners_work_never_waits_behind_visitors(pool):
+    """The owner's tasks have a pool of their own, at a higher OS priority than visitors'
+    releases, which come before visitors' background jobs: an owner's release does not queue
+    behind a visitor's long task (one shared queue held it for 42 s)."""
+    import threading
+    busy = threading.Thread(target=heavy.run, args=(time.sleep, 8))      # a visitor's long task
+    busy.start()
+    owner_pid = heavy.run(os.getpid, lane=heavy.OWNER)
+    assert busy.is_alive()                          # answered while the visitor's task still runs
+    busy.join()
+    assert owner_pid not in (heavy.run(os.getpid), os.getpid())
+    niceness = [heavy.run(os.getpriority, os.PRIO_PROCESS, 0, lane=lane)
+                for lane in (heavy.OWNER, heavy.VISITOR, heavy.BACKGROUND)]
+    assert niceness[0] < niceness[1] < niceness[2]
+
+
 def _kill_self_once(marker: str) -> int:
     """Die (SIGKILL) the first time, as a process killed mid-task; answer the second time."""
     if not os.path.exists(marker):
@@ -89,11 +105,12 @@ def test_a_pool_process_ends_when_its_worker_is_killed_while_it_starts(tmp_path)
         from server import heavy
         heavy.configure(1, initializer=slow_setup.setup)
         heavy.warm()
-        print(*heavy._current()._processes, flush=True)
+        print(*heavy._current(heavy.OWNER)._processes, *heavy._current(heavy.VISITOR)._processes, flush=True)
         import time; time.sleep(600)
     """)], stdout=subprocess.PIPE, text=True, cwd=os.path.dirname(os.path.dirname(__file__)))
-    (child,) = map(int, worker.stdout.readline().split())
-    worker.kill()                                          # before the child ran its set-up
+    children = list(map(int, worker.stdout.readline().split()))      # the owner's pool's and the visitors'
+    assert len(children) == 2
+    worker.kill()                                          # before the children ran their set-up
     worker.wait()
-    wait_until(lambda: not _alive(child), timeout=30)
-    assert not _alive(child)
+    wait_until(lambda: not any(map(_alive, children)), timeout=30)
+    assert not any(map(_alive, children))

@@ -193,6 +193,38 @@ def test_releases_and_map_layers_are_built_in_a_heavy_pool_process(config, tmp_p
         heavy.configure(0)
 
 
+def _where(progress, should_stop):
+    """A job that says which process ran it, at what OS priority."""
+    progress(1, 1)
+    return os.getpid(), os.getpriority(os.PRIO_PROCESS, 0)
+
+
+@pytest.mark.slow          # worker processes: the quick suite leaves it to the full one
+def test_a_visitors_job_runs_in_the_background_lane_an_owners_in_its_worker(config, tmp_path):
+    """Visitors' evaluations and plans run in processes at the lowest priority (six of them,
+    in the worker's threads, slowed an owner's release from 0.05 s to 50 s); the owner's run
+    in the worker as before."""
+    from app import create_app
+    from server import heavy, jobs, state
+    create_app({"tiles_url": "http://127.0.0.1:9/{z}/{x}/{y}.png", "heavy_workers": 1,
+                "accounts_dir": str(tmp_path / "accounts"), **config})
+    try:
+        sid, here = new_sid(), (os.getpid(), os.getpriority(os.PRIO_PROCESS, 0))
+        results = []
+        for owner in (False, True):
+            with state.acting(owner):
+                job = jobs.start(_where, owner=sid)
+            wait_until(lambda: jobs.status(job, sid)["finished"], timeout=120)
+            st = jobs.status(job, sid)
+            assert st["error"] is None and st["done"] == 1
+            results.append(tuple(st["result"]))
+        visitor, owner = results
+        assert owner == here
+        assert visitor[0] != os.getpid() and visitor[1] == min(here[1] + heavy.NICE[heavy.BACKGROUND], 19)
+    finally:
+        heavy.configure(0)
+
+
 def test_every_mechanisms_release_goes_through_the_store(tmp_path):
     from server import state  # noqa: F401  (registers how releases' specs pickle)
     points, regions = dp.load_sample("small_city_5k"), dp.load_region_sample("home_ranges_3k")
