@@ -90,9 +90,14 @@ def result_view(rows: list, request: dict) -> html.Div:
         html.P(f"Forecast on four synthetic twins of {request['points']:,} points in your box "
                "(a clustered city, an even spread, three tight cores and thirty roads), rectangles "
                f"of {significant(request['area'] * 100, trim=True)}% of the box: each ε meets the "
-               "need on all four, so it holds for data shaped like any of them and may spend more "
-               "than data like yours needs. Nothing of your data is read. The preview shows the "
+               "need on all four, raised a few steps as a safety margin, so it may spend more than "
+               "data like yours needs. Nothing of your data is read. The preview shows the "
                "clustered city.",
+               className="hint"),
+        html.P("How far to trust it: on twelve test data sets unlike the twins, plans met the need "
+               "in 99% of cases for data such as cities, roads, coasts and towns, but only in 56% "
+               "where points sit on an exact grid of values (street grids, census tables, ages in "
+               "whole years): for such data, plan for a smaller error than you need.",
                className="hint")])
 
 

@@ -206,10 +206,13 @@ def cmd_plan(args) -> int:
                  progress=lambda done, total: _progress(f"  {done}/{total} mechanisms", args.quiet))
     print(f"The least ε for rectangles of {args.area:.2%} of the box within ±{args.target:g} people "
           f"{args.level:.0%} of the time, on every one of four twins of {args.points:,} points "
-          f"({', '.join(PLAN_SHAPES)}; a forecast):")
+          f"({', '.join(PLAN_SHAPES)}), raised by each mechanism's safety margin (a forecast):")
     for p in plans:
-        print(f"  {p.mechanism:15s} " + (f"ε = {p.epsilon:g} (±{p.error:.3g} people)" if p.met else
-                                         f"misses it even at ε = 10 (±{p.error:.3g} people)"))
+        print(f"  {p.mechanism:15s} " + (f"ε = {p.epsilon:g} (±{p.error:.3g} people on the twins)" if p.met
+                                         else f"misses it even at ε = 10 (±{p.error:.3g} people)"))
+    print("On test data unlike the twins these plans met the need in 99% of cases for cities, roads "
+          "and coasts, 56% for points on an exact grid of values (street grids, census tables): "
+          "plan for less error than you need on such data.")
     return 0
 
 

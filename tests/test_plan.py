@@ -36,7 +36,7 @@ def test_the_need_must_hold_on_every_twin(box):
     # the plan's error is the worst twin's: each twin's own error at the planned ε is at most
     # the target, and one ladder step below, some twin misses it
     twin = planning.Twin(box, 0.01, 20_000)
-    p = planning.epsilon_for(twin, "ug", 40)
+    p = planning.epsilon_for(twin, "ug", 40, margin=0)
     assert p.met
     one = [planning.Twin(box, 0.01, 20_000, shapes=(s,)) for s in planning.SHAPES]
     assert max(t.error("ug", p.epsilon, 0.95) for t in one) == pytest.approx(p.error)
@@ -46,11 +46,23 @@ def test_the_need_must_hold_on_every_twin(box):
 
 def test_plan_finds_the_least_epsilon_on_the_ladder_meeting_the_need(box):
     twin = planning.Twin(box, 0.01, 5_000)
-    p = planning.epsilon_for(twin, "ug", 30)
+    p = planning.epsilon_for(twin, "ug", 30, margin=0)
     assert p.met and p.error <= 30 and p.epsilon in planning.LADDER
     i = planning.LADDER.index(p.epsilon)
     if i > 0:                                         # one step cheaper misses it
         assert twin.error("ug", planning.LADDER[i - 1], 0.95) > 30
+
+
+@pytest.mark.parametrize("mech", ["privtree", "ag", "full_quadtree"])
+def test_a_plan_adds_its_mechanisms_margin_chosen_on_the_fitting_part(box, mech):
+    """The plan spends MARGIN rungs above the least ε meeting the need on the twins (chosen on
+    the corpus's fitting part, `benchmarks/plan_forecast.py`), never beyond the ladder's top."""
+    twin = planning.Twin(box, 0.01, 5_000)
+    bare, kept = planning.epsilon_for(twin, mech, 40, margin=0), planning.epsilon_for(twin, mech, 40)
+    assert bare.met and kept.met and kept.error == bare.error
+    i = planning.LADDER.index(bare.epsilon)
+    assert kept.epsilon == planning.LADDER[min(i + planning.MARGIN[mech], len(planning.LADDER) - 1)]
+    assert set(planning.MARGIN) == set(planning.plannable()) - {"uniform"}
 
 
 def test_a_need_no_epsilon_meets_is_said(box):
