@@ -1,15 +1,19 @@
 """Does a plan keep its promise on data it never saw? `dp.plan` against real releases.
 
-For each data set of the corpus (`corpus.py`; default its validation part, which no plan
-setting was chosen on) and each stated need "rectangles of A% of the box within ±T people,
-95% of the time" (T a share of N, at least 5), the plan is made from public inputs only (the
-box, the owner's stated N, here the true one); the real points are then released at the
-planned ε with five fresh seeds and the 95th percentile of |answer − true| is measured over
-400 random rectangles of that area. Beside it, the least ε of the plan's ladder that meets the
-need on the real data (same releases, by bisection): planned ÷ needed below 1 means the plan
-under-spent and missed, above 1 that it over-spent (one step of the ladder is 1.47 times).
+For each data set of a part of the corpus (`corpus.py`; default its holdout part, scored only
+after `dp.plan.MARGIN` was chosen on the fitting part) and each stated need "rectangles of A%
+of the box within ±T people, 95% of the time" (T a share of N, at least 5), the plan is made
+from public inputs only (the box, the owner's stated N, here the true one); the real points are
+then released at the planned ε raised by each margin of rungs asked, with five fresh seeds, and
+the 95th percentile of |answer − true| is measured over 400 random rectangles of that area.
+Beside it, the least ε of the plan's ladder that meets the need on the real data (same
+releases, by bisection): planned ÷ needed below 1 means the plan under-spent and missed, above
+1 that it over-spent (one step of the ladder is 1.47 times). `--least` records only the least
+margin meeting each need (what `dp.plan.MARGIN` is chosen from).
 
-    python benchmarks/plan_forecast.py [--part validation] [--data ring ...] [--mechanisms ...]
+    python benchmarks/plan_forecast.py [--part holdout] [--data ring ...] [--mechanisms ...]
+                                       [--margins 0 1 2 3 4] [--least] [--out rows.jsonl]
+    python benchmarks/plan_forecast.py --rows rows.jsonl       # the tables from saved rows
 """
 from __future__ import annotations
 
