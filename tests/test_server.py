@@ -43,10 +43,12 @@ def test_app_py_serves_the_page_and_callbacks_from_gunicorn_workers(tmp_path):
                 "outputs": {"id": ids.QUERY_RANDOM_NOUN, "property": "children"},
                 "inputs": [{"id": ids.RANDOM_N, "property": "value", "value": 3}],
                 "changedPropIds": [f"{ids.RANDOM_N}.value"], "state": []}
+        browser = urllib.request.build_opener(urllib.request.HTTPCookieProcessor())
+        browser.open(base + "/", timeout=10).read()       # the page gives this browser its session cookie
         for _ in range(4):                   # several requests: more than one worker answers
             req = urllib.request.Request(base + "/_dash-update-component", json.dumps(body).encode(),
                                          {"Content-Type": "application/json"})
-            with urllib.request.urlopen(req, timeout=10) as r:
+            with browser.open(req, timeout=10) as r:
                 answer = json.loads(r.read())
             assert answer["response"][ids.QUERY_RANDOM_NOUN]["children"] == " random rectangles of "
     finally:
