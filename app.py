@@ -196,6 +196,18 @@ def serve(app: Dash, host: str, port: int, workers: int, threads: int):
     }).run()
 
 
+def settings_of(a, token: str) -> dict:
+    """The app's settings from the command line's arguments."""
+    return {"max_upload_mb": a.max_upload_mb, "tiles_url": a.tiles_url,
+            "accounts_dir": a.accounts_dir, "default_budget": a.default_budget,
+            "secure_cookies": a.secure_cookies, "eval_workers": a.eval_workers,
+            "mechanism": a.mechanism, "heavy_workers": a.heavy_workers,
+            "store_dir": a.store_dir, "redis_url": a.redis_url,
+            "store_mb": a.store_mb, "memory_mb": a.memory_mb, "data_dir": a.data_dir,
+            "owner_token": token, "public_uploads": a.public_uploads,
+            "published_dir": a.published_dir}
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--host", default="127.0.0.1")
@@ -256,14 +268,10 @@ def main(argv=None):
         p.error("--store-mb must be positive and --memory-mb not negative")
     memory.keep_flat()
     token = a.owner_token or secrets.token_urlsafe(32)
-    app = create_app({"max_upload_mb": a.max_upload_mb, "tiles_url": a.tiles_url,
-                      "accounts_dir": a.accounts_dir, "default_budget": a.default_budget,
-                      "secure_cookies": a.secure_cookies, "eval_workers": a.eval_workers,
-                      "mechanism": a.mechanism, "heavy_workers": a.heavy_workers,
-                      "store_dir": a.store_dir, "redis_url": a.redis_url,
-                      "store_mb": a.store_mb, "memory_mb": a.memory_mb, "data_dir": a.data_dir,
-                      "owner_token": token, "public_uploads": a.public_uploads,
-                      "published_dir": a.published_dir})
+    try:
+        app = create_app(settings_of(a, token))
+    except ValueError as exc:            # a setting the server cannot run with, said in words
+        p.error(str(exc))
     shown_host = "127.0.0.1" if a.host in ("0.0.0.0", "::") else a.host
     print(f"\nOwner link (keep it secret: it lets a browser open the server's files, see true "
           f"counts, spend and publish):\n    http://{shown_host}:{a.port}/owner?token={token}\n"

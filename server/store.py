@@ -45,6 +45,9 @@ ALIGN = 64
 HEAD = "IIQ"                  # a stored file starts with: expiry, buffer count, pickle length
 HEADER = struct.calcsize(HEAD)
 REDIS_TIMEOUT = 10            # seconds a Redis call waits before the store reports it unreachable
+NOT_PERSISTENT = ("this Redis keeps nothing across a restart (no append-only file, no snapshots): "
+                  "a restart would lose paid releases while their charges stay. Start it with "
+                  "--appendonly yes (or snapshots: --save), or use the folder store")
 STALE_TEMPORARY = 600         # seconds after which a half-written file (its writer died) is removed
 
 
@@ -428,9 +431,21 @@ class RedisStore(SessionQuota):
         self.r = redis.Redis.from_url(url, socket_timeout=REDIS_TIMEOUT,
                                       socket_connect_timeout=REDIS_TIMEOUT)
         self.r.ping()
+        if self.persists() is False:
+            raise ValueError(NOT_PERSISTENT)
         self.p = prefix
         self.default_timeout = int(default_timeout)
         self._setup_quota(max_bytes, front_bytes)
+
+    def persists(self) -> bool | None:
+        """Whether this Redis keeps its data across a restart (an append-only file or
+        snapshots); None when it will not say (hosted Redis may disable CONFIG)."""
+        import redis
+        try:
+            conf = {**self.r.config_get("appendonly"), **self.r.config_get("save")}
+        except redis.ResponseError:
+            return None
+        return conf.get("appendonly") == "yes" or bool(str(conf.get("save", "")).strip())
 
     def _handle(self, key: str) -> str:
         return key

@@ -269,7 +269,7 @@ def test_a_truncated_account_file_is_refused_in_words_and_its_budget_never_reset
 
 def redis_server(port: int, folder: Path) -> subprocess.Popen:
     proc = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1",
-                             "--dir", str(folder), "--save", "", "--appendonly", "no"],
+                             "--dir", str(folder), "--save", "", "--appendonly", "yes"],
                             stdout=subprocess.DEVNULL)
     import redis
     client = redis.Redis(port=port)

@@ -255,3 +255,6 @@ def test_the_command_line_prints_the_owner_link_and_refuses_a_short_token(tmp_pa
     with pytest.raises(SystemExit):
         app_module.main([*common, "--owner-token", "short"])
     assert "at least 22 characters" in capsys.readouterr().err
+    with pytest.raises(SystemExit):                      # a setting it cannot run with: words, no traceback
+        app_module.main([*common, "--data-dir", str(tmp_path / "no-such-folder")])
+    assert "does not exist or is not a folder" in capsys.readouterr().err

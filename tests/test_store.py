@@ -23,14 +23,15 @@ REDIS = shutil.which("redis-server")
 
 
 @pytest.fixture(scope="module")
-def redis_url():
-    """A throwaway redis-server on a free loopback port, without persistence."""
+def redis_url(tmp_path_factory):
+    """A throwaway redis-server on a free loopback port, persisting to a temporary folder."""
     if REDIS is None:
         pytest.skip("redis-server is not installed (Debian: apt-get install redis-server)")
     import redis
     port = free_port()
     proc = subprocess.Popen([REDIS, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                             "--appendonly", "no"], stdout=subprocess.DEVNULL)
+                             "--appendonly", "yes", "--dir", str(tmp_path_factory.mktemp("redis"))],
+                            stdout=subprocess.DEVNULL)
     url = f"redis://127.0.0.1:{port}/0"
     client = redis.Redis.from_url(url)
 
@@ -253,3 +254,19 @@ def test_visitors_filling_the_store_leave_the_owners_share(config):
     assert small.room_for(owner, entry)
     assert small.set(f"serverdata:{owner}:1", blob) and small.set(f"workspace:{owner}:page", blob)
     assert small._usage(visitors=True) == visitors * entry and small._usage() == (visitors + 2) * entry
+
+
+def test_a_redis_that_keeps_nothing_across_a_restart_is_refused_in_words(redis_url):
+    """Paid releases live in the store and charges in the accounts: a Redis without persistence
+    would lose the first on a restart and keep the second, silently."""
+    import redis
+    r = redis.Redis.from_url(redis_url)
+    r.config_set("appendonly", "no")
+    try:
+        with pytest.raises(ValueError, match="keeps nothing across a restart"):
+            store.RedisStore(redis_url, 10**6, 0)
+        r.config_set("save", "3600 1")                      # snapshots will do
+        assert store.RedisStore(redis_url, 10**6, 0).persists()
+    finally:
+        r.config_set("save", "")
+        r.config_set("appendonly", "yes")
