@@ -22,16 +22,15 @@ from helpers import free_port, new_sid, wait_until
 REDIS = shutil.which("redis-server")
 
 
-@pytest.fixture(scope="module")
-def redis_url(tmp_path_factory):
-    """A throwaway redis-server on a free loopback port, persisting to a temporary folder."""
+def start_redis(folder, *options) -> tuple[subprocess.Popen, str]:
+    """A throwaway redis-server on a free loopback port, keeping its files in `folder`, with
+    these options (persistence), once it answers: (process, URL)."""
     if REDIS is None:
         pytest.skip("redis-server is not installed (Debian: apt-get install redis-server)")
     import redis
     port = free_port()
-    proc = subprocess.Popen([REDIS, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                             "--appendonly", "yes", "--dir", str(tmp_path_factory.mktemp("redis"))],
-                            stdout=subprocess.DEVNULL)
+    proc = subprocess.Popen([REDIS, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(folder),
+                             *options], stdout=subprocess.DEVNULL)
     url = f"redis://127.0.0.1:{port}/0"
     client = redis.Redis.from_url(url)
 
@@ -41,6 +40,13 @@ def redis_url(tmp_path_factory):
         except redis.ConnectionError:
             return False
     wait_until(up)
+    return proc, url
+
+
+@pytest.fixture(scope="module")
+def redis_url(tmp_path_factory):
+    """A throwaway redis-server persisting to an append-only file in a temporary folder."""
+    proc, url = start_redis(tmp_path_factory.mktemp("redis"), "--save", "", "--appendonly", "yes")
     yield url
     proc.terminate()
     proc.wait(timeout=10)
@@ -256,17 +262,16 @@ def test_visitors_filling_the_store_leave_the_owners_share(config):
     assert small._usage(visitors=True) == visitors * entry and small._usage() == (visitors + 2) * entry
 
 
-def test_a_redis_that_keeps_nothing_across_a_restart_is_refused_in_words(redis_url):
+def test_a_redis_that_keeps_nothing_across_a_restart_is_refused_in_words(tmp_path):
     """Paid releases live in the store and charges in the accounts: a Redis without persistence
     would lose the first on a restart and keep the second, silently."""
     import redis
-    r = redis.Redis.from_url(redis_url)
-    r.config_set("appendonly", "no")
+    proc, url = start_redis(tmp_path, "--save", "", "--appendonly", "no")
     try:
         with pytest.raises(ValueError, match="keeps nothing across a restart"):
-            store.RedisStore(redis_url, 10**6, 0)
-        r.config_set("save", "3600 1")                      # snapshots will do
-        assert store.RedisStore(redis_url, 10**6, 0).persists()
+            store.RedisStore(url, 10**6, 0)
+        redis.Redis.from_url(url).config_set("save", "3600 1")      # snapshots will do
+        assert store.RedisStore(url, 10**6, 0).persists()
     finally:
-        r.config_set("save", "")
-        r.config_set("appendonly", "yes")
+        proc.kill()
+        proc.wait(timeout=10)
