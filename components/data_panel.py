@@ -279,8 +279,7 @@ def register_callbacks(app, config: dict):
                 if not state.public_uploads():       # before reading a byte of it
                     raise LookupError(state.UPLOADS_OFF)
                 data = heavy.run(parse_upload, contents, filename, kind, lon, lat, user, max_bytes,
-                                 idempotent=True,
-                                 lane=heavy.OWNER if state.is_owner() else heavy.VISITOR)   # not beside cheap answers' threads
+                                 idempotent=True, lane=heavy.lane_of(state.is_owner()))   # not beside cheap answers' threads
                 info = state.put_upload(sid, data)
             except (dp.DataError, dp.ParameterError, LookupError) as exc:
                 msg = html.Div(className="error", children=[

@@ -25,6 +25,11 @@ from concurrent.futures.process import BrokenProcessPool
 DEFAULT_WORKERS = 0
 OWNER, VISITOR, BACKGROUND = "owner", "visitor", "background"     # the lanes
 NICE = {OWNER: 5, VISITOR: 10, BACKGROUND: 15}    # their OS priorities (higher: the CPU comes later)
+
+
+def lane_of(owner: bool) -> str:
+    """The lane of a request's releases, map layers and uploads: the owner's or visitors'."""
+    return OWNER if owner else VISITOR
 PARENT_CHECK = 0.5        # seconds between a pool process's checks that its worker is alive
 
 _lock = threading.Lock()

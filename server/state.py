@@ -356,8 +356,8 @@ def put_server_data(sid: str, data) -> dict:
 def scope(sid: str, fingerprint: str) -> str:
     """Whose budget a dataset spends: the server's (`accounts.SERVER`) for data an owner opened
     from the server's folder or uploaded, else this browser session's (samples, a visitor's
-    uploads). Derived on the server from
-    where the data is kept, never from anything the page sends."""
+    uploads). Derived on the server from where the data is kept, never from anything the page
+    sends."""
     return SERVER if cache.has(f"serverdata:{sid}:{fingerprint}") else sid
 
 
@@ -495,12 +495,12 @@ def committed(sid: str, key: str) -> bool:
 
 
 def heavy_call(fn, *args, idempotent: bool = False):
-    """fn(*args) in the heavy pool of this request's role (`server.heavy`), in a process that has made the same
-    built-in samples as this one (their fingerprints then name the same public data); an
+    """fn(*args) in the heavy pool of this request's role (`server.heavy`), in a process that has
+    made the same built-in samples as this one (their fingerprints then name the same public data); an
     `idempotent` task (it charges nothing) is run again if its process died."""
     owner = is_owner()
     return heavy.run(_with_samples, sorted(_samples), owner, fn, *args, idempotent=idempotent,
-                     lane=heavy.OWNER if owner else heavy.VISITOR)
+                     lane=heavy.lane_of(owner))
 
 
 def _with_samples(names: list, owner: bool, fn, *args):

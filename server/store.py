@@ -62,6 +62,11 @@ def reserved(who: str) -> bool:
     return who.startswith(RESERVED)
 
 
+def _droppable(entries: list, but=None) -> list:
+    """The entries of `_own` that may be dropped to make room, oldest first (not `but`, not pinned)."""
+    return [e for e in entries if e[0] != but and e[1] not in PINNED]
+
+
 def kind(key: str) -> str:
     """The kind of entry a key names (dataset, release, job, live, ...)."""
     return key.split(":", 1)[0]
@@ -161,18 +166,19 @@ class SessionQuota:
         without evicting anyone else's: the store has room, or `who` has entries to drop."""
         nbytes = self.max_bytes // 100 if nbytes is None else nbytes
         with speaking("store"), self._guard():
-            return not self._over(who, 0, nbytes) or bool(self._droppable(who))
+            return not self._over(self._usages(who), 0, nbytes) or bool(_droppable(self._own(who)))
 
-    def _over(self, who: str, freed: int, n: int) -> bool:
-        """True when `n` more bytes, once `freed` of `who`'s own are dropped, would pass a bound:
+    def _usages(self, who: str) -> tuple[int, int | None]:
+        """(bytes the store holds, bytes all visitors hold; None for an owner's session, which
+        the visitors' share does not bound), read once per decision."""
+        return self._usage(), None if reserved(who) else self._usage(visitors=True)
+
+    def _over(self, usages: tuple, freed: int, n: int) -> bool:
+        """True when `n` more bytes, once `freed` of the writer's own are dropped, would pass a bound:
         the store's, or for a visitor the share all visitors together may hold."""
-        if self._usage() - freed + n > self.max_bytes:
-            return True
-        return not reserved(who) and self._usage(visitors=True) - freed + n > self.visitor_bytes
-
-    def _droppable(self, who: str, but=None) -> list:
-        """`who`'s entries that may be dropped to make room, oldest first (not `but`, not pinned)."""
-        return [e for e in self._own(who) if e[0] != but and e[1] not in PINNED]
+        total, visitors = usages
+        return total - freed + n > self.max_bytes or (
+            visitors is not None and visitors - freed + n > self.visitor_bytes)
 
     def set(self, key: str, value, timeout=None) -> bool:
         """Store, dropping the owner's own oldest entries past its quota or at the store's bound;
@@ -188,7 +194,7 @@ class SessionQuota:
             return False
         with self._guard():
             entries, handle = self._own(who), self._handle(key)
-            mine = [e for e in entries if e[0] != handle and e[1] not in PINNED]
+            mine = _droppable(entries, but=handle)
             replaced = sum(e[2] for e in entries if e[0] == handle)
             kept = [e for e in entries if e[0] != handle and e[1] in PINNED]
             mine_bytes = sum(e[2] for e in mine + kept)
@@ -198,14 +204,14 @@ class SessionQuota:
                 mine_bytes -= mine[drop][2]
                 drop += 1
             freed = replaced + sum(e[2] for e in mine[:drop])
-            if self._over(who, freed, n):
+            if self._over(self._usages(who), freed, n):
                 self._purge_expired()
-                mine = self._droppable(who, but=handle)
+                mine, usages = _droppable(self._own(who), but=handle), self._usages(who)
                 freed = replaced + sum(e[2] for e in mine[:drop])
-                while drop < len(mine) and self._over(who, freed, n):
+                while drop < len(mine) and self._over(usages, freed, n):
                     freed += mine[drop][2]
                     drop += 1
-                if self._over(who, freed, n):
+                if self._over(usages, freed, n):
                     return False
             for handle, _, _ in mine[:drop]:
                 self._drop(handle)
