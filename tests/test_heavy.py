@@ -35,20 +35,29 @@ def test_a_killed_pool_process_is_replaced_and_its_call_refused_in_words(pool):
     assert heavy.run(os.getpid) == second
 
 
-def test_the_owners_work_never_waits_behind_visitors(pool):
+def test_the_owners_work_never_waits_behind_visitors(pool, tmp_path):
     """The owner's tasks have a pool of their own, at a higher OS priority than visitors'
     releases, which come before visitors' background jobs: an owner's release does not queue
     behind a visitor's long task (one shared queue held it for 42 s)."""
     import threading
-    busy = threading.Thread(target=heavy.run, args=(time.sleep, 8))      # a visitor's long task
+    release = tmp_path / "go"
+    busy = threading.Thread(target=heavy.run, args=(_wait_for, str(release)))   # a visitor's long task
     busy.start()
     owner_pid = heavy.run(os.getpid, lane=heavy.OWNER)
-    assert busy.is_alive()                          # answered while the visitor's task still runs
+    assert busy.is_alive()              # answered while the visitor's task waits (until told to end)
+    release.touch()
     busy.join()
     assert owner_pid not in (heavy.run(os.getpid), os.getpid())
     niceness = [heavy.run(os.getpriority, os.PRIO_PROCESS, 0, lane=lane)
                 for lane in (heavy.OWNER, heavy.VISITOR, heavy.BACKGROUND)]
     assert niceness[0] < niceness[1] < niceness[2]
+
+
+def _wait_for(path: str) -> None:
+    """Block until `path` exists (at most two minutes): a task that ends when the test says."""
+    end = time.monotonic() + 120
+    while not os.path.exists(path) and time.monotonic() < end:
+        time.sleep(0.05)
 
 
 def _kill_self_once(marker: str) -> int:
