@@ -178,12 +178,13 @@ def _b64decode(text: str, start: int) -> bytearray:
 
 
 def parse_upload(contents: str, filename: str | None, kind: str | None, lon, lat, user,
-                 max_bytes: int):
+                 max_bytes: int, max_counts_bytes: int | None = None):
     """The data of a dcc.Upload payload: decoded once (`decode_upload`), then read as saved
-    counts, regions or points."""
+    counts (refused before unpacking when they unpack to more than `max_counts_bytes`, what
+    the store keeps for one session), regions or points."""
     raw = decode_upload(contents, filename, max_bytes)
     if (filename or "").lower().endswith(server_files.COUNTS_EXT):
-        return dp.load_counts(raw, name=filename.rsplit(".", 1)[0])
+        return dp.load_counts(raw, name=filename.rsplit(".", 1)[0], max_bytes=max_counts_bytes)
     loader = dp.load_regions if kind == "regions" else dp.load_points
     return loader(raw, filename=filename, lon=lon or None, lat=lat or None, user=user or None)
 
@@ -279,7 +280,8 @@ def register_callbacks(app, config: dict):
                 if not state.public_uploads():       # before reading a byte of it
                     raise LookupError(state.UPLOADS_OFF)
                 data = heavy.run(parse_upload, contents, filename, kind, lon, lat, user, max_bytes,
-                                 idempotent=True, lane=heavy.lane_of(state.is_owner()))   # not beside cheap answers' threads
+                                 state.cache.session_bytes, idempotent=True,
+                                 lane=heavy.lane_of(state.is_owner()))   # not beside cheap answers' threads
                 info = state.put_upload(sid, data)
             except (dp.DataError, dp.ParameterError, LookupError) as exc:
                 msg = html.Div(className="error", children=[

@@ -106,7 +106,8 @@ def register_callbacks(app, config: dict):
                 raise LookupError(state.OWNERS_ONLY)
             files = resolve(folder, text)
             if files[0].lower().endswith(COUNTS_EXT):
-                data = dp.load_counts(Path(files[0]).read_bytes(), name=Path(text).stem)
+                data = dp.load_counts(files[0], name=Path(text).stem,
+                                      max_bytes=state.cache.session_bytes)
                 info = state.put_server_data(sid, data)
                 workspace.use_dataset(sid, info)
                 return info, loaded(text, data), None, no_update, True, True

@@ -176,15 +176,22 @@ class CountData:
                             points_hash=np.frombuffer(self.points_hash or b"", dtype=np.uint8))
 
 
-def load_counts(source, name: str | None = None) -> CountData:
+def load_counts(source, name: str | None = None, max_bytes: int | None = None) -> CountData:
     """Read counts saved by `CountData.save` (a path, or the file's bytes) into a CountData.
     Every array's header is checked first (`_check_headers`): its type, shape and size in bytes,
-    so a small file cannot unpack into a huge one nor hold anything but the arrays expected.
-    The bound per user is what the file declares; the report says so."""
+    so a small file cannot unpack into a huge one nor hold anything but the arrays expected;
+    with `max_bytes`, the arrays together must unpack to at most that many bytes (a server
+    charges an upload by what it expands to, before expanding it). The bound per user is what
+    the file declares; the report says so."""
     f = io.BytesIO(source) if isinstance(source, (bytes, bytearray)) else Path(source)
-    wrong = _read_npz(f, _check_headers)
+    wrong, unpacked = _read_npz(f, _check_headers)
     if wrong:
         raise DataError(wrong)
+    if max_bytes is not None and unpacked > max_bytes:
+        raise DataError(f"the counts unpack to {unpacked / 1e6:,.1f} MB, more than the "
+                        f"{max_bytes / 1e6:,.1f} MB this server keeps for one browser's data; "
+                        "count on a coarser grid (python -m dp aggregate --cells) or ask the "
+                        "server's owner for more room (--store-mb)")
     counts, bounds, k, box_name, leaky, key = _read_npz(f, _arrays)
     w, s, e, n = (float(b) for b in bounds)
     label = name or (Path(source).stem if not isinstance(source, (bytes, bytearray)) else "counts")
@@ -240,16 +247,18 @@ _EXPECTED = {
 }
 
 
-def _check_headers(f) -> str | None:
-    """What is wrong with a .npz's arrays, read from their headers alone (no array is unpacked):
-    each must be one `_EXPECTED` names, of a type, shape and size in bytes it allows. None when
-    all are as expected (missing ones are found when the arrays are read)."""
+def _check_headers(f) -> tuple[str | None, int]:
+    """(what is wrong with a .npz's arrays, the bytes they unpack to), read from their headers
+    alone (no array is unpacked): each must be one `_EXPECTED` names, of a type, shape and size
+    in bytes it allows. None when all are as expected (missing ones are found when the arrays
+    are read)."""
+    unpacked = 0
     with zipfile.ZipFile(f) as z:
         for member in z.namelist():
             field = member[:-4] if member.endswith(".npy") else member
             if field not in _EXPECTED:
                 return (f"the counts file holds an unexpected entry {member!r}; a counts file "
-                        f"holds only {', '.join(_EXPECTED)} (written by CountData.save)")
+                        f"holds only {', '.join(_EXPECTED)} (written by CountData.save)", unpacked)
             with z.open(member) as fh:
                 version = np.lib.format.read_magic(fh)
                 read = (np.lib.format.read_array_header_1_0 if version == (1, 0)
@@ -257,8 +266,9 @@ def _check_headers(f) -> str | None:
                 shape, _, dtype = read(fh)
             wrong = _wrong_array(field, shape, dtype)
             if wrong:
-                return wrong
-    return None
+                return wrong, unpacked
+            unpacked += math.prod(shape) * dtype.itemsize
+    return None, unpacked
 
 
 def _wrong_array(field: str, shape: tuple, dtype: np.dtype) -> str | None:

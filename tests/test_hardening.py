@@ -114,6 +114,57 @@ def test_object_arrays_are_never_unpickled(tmp_path):
         dp.load_counts(path)
 
 
+def _zeros_counts(path, side: int):
+    """A well-formed counts file of side x side int64 zeros: it compresses about 1000x."""
+    return _counts_file(path, counts=np.zeros((side, side), np.int64))
+
+
+def test_counts_are_charged_by_what_they_unpack_to_before_unpacking(tmp_path):
+    """Item 2/5 of the audit: a 0.13 MB file of counts that unpacks to 134 MB (within the cells
+    a histogram may have) is refused from its headers when the server keeps less for one
+    browser, at a small fraction of the unpacked size (it was unpacked first, then refused)."""
+    bomb = _zeros_counts(tmp_path / "zeros.npz", 4096)
+    assert bomb.stat().st_size < 0.2e6
+    jobs.stop_all()
+    tracemalloc.start()
+    try:
+        with pytest.raises(dp.DataError, match=r"the counts unpack to 134\.2 MB, more than the "
+                                               r"64\.0 MB this server keeps for one browser's data"):
+            dp.load_counts(bomb.read_bytes(), max_bytes=64_000_000)
+        peak = tracemalloc.get_traced_memory()[1] / 1e6
+    finally:
+        tracemalloc.stop()
+    assert peak < 5, f"{peak:.1f} MB traced while refusing"
+    # counts within the bound load as before
+    small = _zeros_counts(tmp_path / "small.npz", 64)
+    assert dp.load_counts(small, max_bytes=64 * 64 * 8 + 1000).counts.shape == (64, 64)
+
+
+def test_an_upload_of_counts_bigger_than_a_sessions_share_is_refused_in_words(tmp_path):
+    """The page's upload: the store of this app keeps 16 MB for one browser; a 0.05 MB upload
+    unpacking to 33.6 MB is refused before it is unpacked, and what was loaded stays."""
+    from test_fuzz import Page
+
+    app = create_app({"tiles_url": "http://127.0.0.1:9/{z}/{x}/{y}.png", "store_mb": 64})
+    client = app.server.test_client()
+    assert client.get("/").status_code == 200
+    page = Page(app, client)
+    raw = _zeros_counts(tmp_path / "zeros.npz", 2048).read_bytes()
+    page.props[(ids.UPLOAD, "contents")] = "data:application/octet-stream;base64," + \
+        base64.b64encode(raw).decode()
+    page.props[(ids.UPLOAD, "filename")] = "zeros.npz"
+    output = next(o for o in app.callback_map
+                  if f"{ids.UPLOAD_STATUS}.children" in o and f"{ids.DATASET}.data" in o)
+    changed = [d["id"] for d in app.callback_map[output]["inputs"]].index(ids.UPLOAD)
+    answer = client.post(UPDATE, json=page.body(output, changed))
+    assert answer.status_code == 200, answer.get_data(as_text=True)[:500]
+    response = answer.get_json()["response"]
+    status = json.dumps(response[ids.UPLOAD_STATUS]["children"])
+    assert "the counts unpack to 33.6 MB, more than the 16.8 MB this server keeps" in status
+    assert "The previously loaded data is still in use." in status
+    assert ids.DATASET not in response          # what was loaded is kept (no_update)
+
+
 # ----------------------------------------------------------- request size (HTTP 413)
 LIMIT_MB = 1
 MAX_BODY = int(LIMIT_MB * 1e6 * 4 / 3) + 1_000_000      # what create_app allows for 1 MB
