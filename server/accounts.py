@@ -6,8 +6,10 @@ is a JSON file signed with the server's key (HMAC over the account and its file 
 atomically and locked across processes, so a server restart does not hand out a fresh budget and
 a file changed or copied by hand is refused. Every change is read, copied, changed and written
 back under the account's lock, so two tabs cannot overspend by racing, and no stored object is
-ever changed in place. The store holds at most `max_accounts` accounts: a new one may push out
-session accounts idle longer than the store keeps a session's upload, never server accounts.
+ever changed in place. The store holds at most `max_accounts` visitors' accounts: a new one may
+push out visitors' accounts idle longer than the store keeps a session's upload; the server's
+accounts and those of an owner's sessions neither count nor go, so visitors filling the bound
+never keep an owner from releasing.
 A folder that cannot be written, a damaged or unsigned account file and a full store are
 refused with `faults.Unavailable` (a message): an unreadable account is never silently
 replaced by a fresh budget.
@@ -28,6 +30,7 @@ from pathlib import Path
 import dp
 
 from .faults import Unavailable, speaking
+from .store import RESERVED, reserved
 
 SERVER = "server"               # the scope of the server's own data: one account per dataset
 MAX_ACCOUNTS = 10_000
@@ -43,6 +46,11 @@ TAMPERED = ("this dataset's budget account on the server does not carry the serv
             "restores it from a backup (nothing was charged)")
 FULL_ACCOUNTS = ("the server keeps as many budget accounts as it can right now; try again later "
                  "(nothing was charged)")
+
+
+def _owners(name: str) -> bool:
+    """True for an account (file) name made for the server's data or an owner's session."""
+    return name.startswith(("server-", RESERVED))
 
 
 def _canonical(account: dict) -> bytes:
@@ -71,8 +79,11 @@ class AccountStore:
 
     @staticmethod
     def _name(scope: str, fingerprint: str) -> str:
+        """The account's file name: a digest, marked when the bound on visitors' accounts
+        does not apply to it (the server's, an owner session's)."""
         digest = hashlib.blake2b(f"{scope}:{fingerprint}".encode(), digest_size=16).hexdigest()
-        return f"server-{digest}" if scope == SERVER else digest
+        return (f"server-{digest}" if scope == SERVER
+                else f"{RESERVED}{digest}" if reserved(scope) else digest)
 
     def _mac(self, name: str, account: dict) -> str:
         """The signature of an account under its file name: a file copied over another is refused."""
@@ -186,17 +197,17 @@ class AccountStore:
             raise
 
     def _make_room(self, new: str):
-        """Under the store's lock, before a new session account: at the bound, remove enough
-        session accounts idle for `IDLE_SECONDS`, oldest first, or refuse with FULL_ACCOUNTS.
-        The server's accounts (made by owners only) neither count nor wait: browsers filling
-        the bound never keep an owner from opening new data."""
-        if new.startswith("server-"):
+        """Under the store's lock, before a new visitor's account: at the bound, remove enough
+        visitors' accounts idle for `IDLE_SECONDS`, oldest first, or refuse with FULL_ACCOUNTS.
+        Owners' accounts (`_owners`) neither count nor wait: browsers filling the bound never
+        keep an owner from opening new data or releasing a sample."""
+        if _owners(new):
             return
         if self.folder is None:
-            written = {name: t for name, (t, _) in self._memory.items() if not name.startswith("server-")}
+            written = {name: t for name, (t, _) in self._memory.items() if not _owners(name)}
         else:
             with speaking(FOLDER), os.scandir(self.folder) as entries:
-                files = [e for e in entries if e.name.endswith(".json") and not e.name.startswith("server-")]
+                files = [e for e in entries if e.name.endswith(".json") and not _owners(e.name)]
             if len(files) < self.max_accounts:
                 return
             with speaking(FOLDER):
@@ -205,8 +216,7 @@ class AccountStore:
         if excess <= 0:
             return
         cutoff = time.time() - IDLE_SECONDS
-        idle = sorted((t, name) for name, t in written.items()
-                      if t < cutoff and not name.startswith("server-"))
+        idle = sorted((t, name) for name, t in written.items() if t < cutoff)
         for _, name in idle:
             if self._remove_idle(name, cutoff):
                 excess -= 1

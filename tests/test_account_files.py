@@ -11,6 +11,7 @@ import pytest
 from server import accounts
 from server.accounts import DAMAGED, FULL_ACCOUNTS, IDLE_SECONDS, SERVER, TAMPERED, AccountStore
 from server.faults import Unavailable
+from server.store import RESERVED
 
 KEY = b"the server's key"
 
@@ -160,6 +161,26 @@ def test_server_scope_accounts_are_never_removed_and_never_refused(tmp_path):
     assert str(full.value) == FULL_ACCOUNTS
     store.update(SERVER, "c", charge())                 # an owner's new data is never refused
     assert store.get(SERVER, "c").spent == 1.0
+
+
+@pytest.mark.parametrize("folder", [True, False], ids=["files", "memory"])
+def test_visitors_filling_the_bound_never_refuse_an_owners_session(tmp_path, folder):
+    """Issue 41, item 6: visitors' accounts filling the bound (the audit's 10,000 in 3 minutes)
+    refused the owner too; an owner's session (its id marked `store.RESERVED`) releasing a
+    sample now gets its account, and its accounts do not count towards the visitors' bound."""
+    store = AccountStore(tmp_path if folder else None, key=KEY, max_accounts=3)
+    for i in range(3):
+        store.update(sid(i), "fp", charge())
+    with pytest.raises(Unavailable) as full:
+        store.update(sid(9), "fp", charge())
+    assert str(full.value) == FULL_ACCOUNTS
+    for i in range(5):                                   # owner links' sessions, each a sample
+        store.update(f"{RESERVED}{sid(i)}", "sample", charge())
+        assert store.get(f"{RESERVED}{sid(i)}", "sample").spent == 1.0
+    with pytest.raises(Unavailable):                    # and they left the visitors' bound as it was
+        store.update(sid(9), "fp", charge())
+    if folder:
+        assert sum(p.name.startswith(RESERVED) for p in accounts_in(tmp_path)) == 5
 
 
 def test_at_the_bound_with_recent_accounts_a_new_one_is_refused_and_nothing_written(tmp_path):
