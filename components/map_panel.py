@@ -115,8 +115,10 @@ def layout(config: dict) -> html.Div:
 
 
 def tile_layer(config: dict):
-    """The base map's tiles with their attribution; the page notices when none loads (offline)."""
-    return dl.TileLayer(url=config["tiles_url"],
+    """The base map's tiles with their attribution; the page notices when none loads (offline).
+    Tiles are fetched as anonymous cross-origin images, without cookies or referrer: a tile
+    server on the dashboard's host (cookies ignore the port) never sees the owner's cookies."""
+    return dl.TileLayer(url=config["tiles_url"], crossOrigin="anonymous", referrerPolicy="no-referrer",
                         attribution=f'<span class="tile-attribution">{config["tiles_attribution"]}</span>'
                                     '<span class="outline-attribution">Outlines: Natural Earth</span>',
                         eventHandlers={"tileerror": {"variable": "dpMap.tileError"},
