@@ -56,7 +56,10 @@ window.dpMap = {
                                    fillColor: feature.properties.colour, fillOpacity: 1});
   },
   valueTip: function (feature, layer) {
-    layer.bindTooltip("noisy value " + feature.properties.value);
+    // written as text, like every tooltip: Leaflet parses a string tooltip as HTML
+    var tip = document.createElement("span");
+    tip.textContent = "noisy value " + feature.properties.value;
+    layer.bindTooltip(tip);
   },
   /* Counts per district or hexagon: fill from the server's colour, its numbers on hover. */
   shapeStyle: function (feature) {

@@ -126,3 +126,25 @@ def test_only_the_owner_unpublishes(dash_duo, tmp_path, small):
     assert published.record(pid) is None
     dash_duo.wait_for_page(f"{base}/r/{pid}")
     dash_duo.wait_for_contains_text(f"#{public_page.BODY}", "Not published", timeout=10)
+
+
+PAYLOAD = '<img src=x onerror="window.__xss = 1">'
+
+
+def test_names_from_files_and_people_are_text_on_the_public_page(dash_duo, tmp_path, small):
+    """Issue 41, item 1, on the public page: a box name (a counts file carries one) and the
+    owner's title holding a script show as the text they are, in the gallery and on the page."""
+    app = create_app({"tiles_url": OFFLINE, "owner_token": TOKEN})
+    published.configure(tmp_path / "published", b"p" * 32)
+    data, domain = small
+    box = dp.Domain(*domain.bounds, name=f"{PAYLOAD} box")
+    pid = published.publish(dp.release("ug", data, box, epsilon=0.5), f"{PAYLOAD} title")
+    dash_duo.start_server(app, navigate=False)
+    base = dash_duo.server.url.rstrip("/")
+    for address, selector in ((f"/r/{pid}", ".pub-title"), ("/r/", f"a.gallery-card[href='/r/{pid}']")):
+        dash_duo.wait_for_page(f"{base}{address}")
+        dash_duo.wait_for_contains_text(selector, f"{PAYLOAD} title", timeout=15)
+        text = dash_duo.driver.execute_script("return document.body.innerText")
+        assert f"{PAYLOAD} box" in text
+        assert not dash_duo.find_elements(f"#{public_page.BODY} img:not(.grid-raster):not(.leaflet-tile)")
+        assert dash_duo.driver.execute_script("return window.__xss === undefined;")
