@@ -15,7 +15,7 @@ import dp
 from components import (alerts, compare_panel, data_panel, evaluation_panel, export_panel, ids, inputs,
                         interactive_panel, ledger_panel, map_panel, mechanism_panel, plan_panel, public_page,
                         queries_panel, server_files, shapes_panel, share, steps, tour_panel)
-from server import guard, heavy, jobs, memory, state, workspace
+from server import front, guard, heavy, jobs, memory, state, workspace
 from server.faults import Unavailable
 from server.store import FileStore
 
@@ -161,22 +161,34 @@ def prepare_before_fork(app: Dash) -> None:
 
 class Gunicorn(BaseApplication):
     """gunicorn run from Python: the app is made once before the workers fork (samples, secret
-    and store settings shared), each worker serves it with a pool of request threads."""
+    and store settings shared); each worker serves it with a pool of request threads, behind
+    the event loop of `server.front` (or, with front "gthread", gunicorn's threaded worker,
+    kept to compare against: `benchmarks/slow_clients.py`)."""
 
-    def __init__(self, app, options: dict):
-        self.application, self.options = app, options
+    def __init__(self, app, options: dict, front_kind: str = "tornado",
+                 read_timeout: float = front.READ_TIMEOUT):
+        self.application, self.options, self.front_kind = app, options, front_kind
+        self.read_timeout = read_timeout
         super().__init__()
 
     def load_config(self):
         for name, value in self.options.items():
             self.cfg.set(name, value)
+        self.cfg.set("worker_class", front.worker_class(self.read_timeout)
+                     if self.front_kind == "tornado" else "gthread")
 
     def load(self):
+        """The app as each worker serves it (called in the worker, after the fork)."""
+        if self.front_kind == "tornado":
+            return front.container(self.application, self.cfg.threads)
         return self.application
 
 
-def serve(app: Dash, host: str, port: int, workers: int, threads: int):
-    """Serve with gunicorn: `workers` processes of `threads` request threads each.
+def serve(app: Dash, host: str, port: int, workers: int, threads: int, front_kind: str = "tornado",
+          read_timeout: float = front.READ_TIMEOUT):
+    """Serve with gunicorn: `workers` processes of `threads` request threads each, behind
+    `front_kind` (see Gunicorn), which disconnects a client slower than `read_timeout` seconds
+    to send a request's headers.
 
     pandas (when installed) is imported here, before the workers fork. Otherwise pyarrow
     imports it in a worker's first upload (`Array.to_numpy`, 0.3 s), and meanwhile plotly's
@@ -189,11 +201,11 @@ def serve(app: Dash, host: str, port: int, workers: int, threads: int):
         pass
     Gunicorn(app.server, {
         "bind": f"{host}:{port}", "workers": workers, "threads": threads,
-        "worker_class": "gthread", "timeout": 300, "graceful_timeout": 10,
+        "timeout": 300, "graceful_timeout": 10,
         "control_socket_disable": True,
         "post_worker_init": lambda worker: heavy.warm(),
         "worker_exit": lambda server, worker: (jobs.cancel_all(), heavy.shutdown()),   # prompt exit
-    }).run()
+    }, front_kind, read_timeout).run()
 
 
 def settings_of(a, token: str) -> dict:
@@ -218,6 +230,14 @@ def main(argv=None):
                    help="gunicorn worker processes (they share the store)")
     p.add_argument("--threads", type=int, default=DEFAULT_THREADS,
                    help="request threads per worker process")
+    p.add_argument("--front", choices=("tornado", "gthread"), default="tornado",
+                   help="how a worker reads requests: tornado's event loop reads each whole (a "
+                        "slow client holds no request thread); gthread, gunicorn's threaded "
+                        "worker, only to compare against")
+    p.add_argument("--read-timeout", type=float, default=front.READ_TIMEOUT,
+                   help="seconds a client may take to send a request's headers before it is "
+                        "disconnected (its body may take 10 minutes: a large upload on a slow "
+                        "link); tornado front")
     p.add_argument("--heavy-workers", type=int, default=DEFAULT_HEAVY,
                    help="processes per worker building releases (more wait, cheap requests do "
                         "not); 0 builds them in the request thread")
@@ -264,6 +284,8 @@ def main(argv=None):
                 "would hand out the data's budget); leave it out to get a random one")
     if a.heavy_workers < 0:
         p.error("--heavy-workers must be 0 or more")
+    if not a.read_timeout > 0:
+        p.error("--read-timeout must be a positive number of seconds")
     if a.store_mb <= 0 or a.memory_mb < 0:
         p.error("--store-mb must be positive and --memory-mb not negative")
     memory.keep_flat()
@@ -283,7 +305,7 @@ def main(argv=None):
         if a.debug:
             app.run(host=a.host, port=a.port, debug=True)
         else:
-            serve(app, a.host, a.port, a.workers, a.threads)
+            serve(app, a.host, a.port, a.workers, a.threads, a.front, a.read_timeout)
     finally:
         jobs.cancel_all()          # running evaluations stop at their next step: a prompt exit
 
