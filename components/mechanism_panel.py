@@ -1,6 +1,7 @@
 """Mechanism panel: picker, total epsilon (log scale), budget split, parameters, seed, release."""
 from __future__ import annotations
 
+import json
 import math
 
 from dash import ALL, Input, Output, State, ctx, dcc, html, no_update
@@ -244,14 +245,22 @@ def spend(sid: str, info: dict, domain_info, name, eps_v, weights, pvals, pids, 
         rel = state.release(sid, key, create=True)
     except (dp.ParameterError, dp.DataError, dp.BudgetError, LookupError) as exc:
         return {"error": str(exc)}
-    summary = {"key": key, "mechanism": name, "label": spec.label, "epsilon": epsilon,
-               "split": split, "params": params, "seed": seed, "k": k,
-               "private": rel.private, "description": describe(rel), "domain": domain.name}
+    summary = release_summary(key, rel)
     try:
         workspace.add_release(sid, summary)
     except LookupError as exc:   # released and charged, but the store keeps no record of it
         return {"summary": summary, "unkept": str(exc)}
     return {"summary": summary}
+
+
+def release_summary(key: str, rel) -> dict:
+    """The workspace's record of a release: its settings (read back from its key) and what the
+    page says of it."""
+    _, domain, name, params, split, epsilon, tag, k = json.loads(key)
+    return {"key": key, "mechanism": name, "label": dp.mechanisms()[name].label, "epsilon": epsilon,
+            "split": split, "params": params, "seed": None if isinstance(tag, str) else tag, "k": k,
+            "private": rel.private, "description": describe(rel),
+            "domain": dp.Domain.from_dict(domain).name}
 
 
 def release_view(result: dict, current) -> tuple:
@@ -281,6 +290,7 @@ def paid_release(sid: str, info: dict, domain_info, link=None) -> tuple:
     rec, gone = None, False
     try:
         domain = domain_from_store(domain_info)
+        adopt_unrecorded(sid, info["fingerprint"], domain)
         rec = workspace.latest(sid, info["fingerprint"], domain)
         if rec is not None and link is not None and not link.matches(
                 rec["mechanism"], rec["epsilon"], rec["split"], rec["params"], domain):
@@ -315,6 +325,15 @@ def paid_release(sid: str, info: dict, domain_info, link=None) -> tuple:
                               className="hint")
     return None, html.Div("Nothing released on this data and box yet: press Release to publish "
                           "(it spends ε).", className="hint")
+
+
+def adopt_unrecorded(sid: str, fingerprint: str, domain: dp.Domain) -> None:
+    """Record a paid release whose record was lost (its worker stopped between the charge and
+    the record), so the page shows it as the last one paid for, not an older one."""
+    recorded = {r["key"] for r in workspace.get(sid).get("releases", [])}
+    key = state.unrecorded_release(sid, fingerprint, domain, recorded)
+    if key is not None:
+        workspace.add_release(sid, release_summary(key, state.release(sid, key)))
 
 
 def control_values(rec: dict, name, eps_v, seed_mode, seed) -> tuple:

@@ -477,6 +477,25 @@ def _settled(sid: str, key: str):
     return None
 
 
+def unrecorded_release(sid: str, fingerprint: str, domain: dp.Domain, recorded) -> str | None:
+    """The key of this session's newest charged release of this data on this domain when it is
+    in the store but not among the `recorded` keys: its worker stopped between the charge (the
+    commit) and the workspace's record of it, so the page would offer an older one as the last
+    paid for. None when the newest such release is recorded, or none is kept."""
+    charges = accounts.get(scope(sid, fingerprint), account_key(points(sid, fingerprint))).charges
+    for ref in dict.fromkeys(c.ref for c in reversed(charges)):     # newest first, each once
+        try:
+            if key_fingerprint(ref) != fingerprint or key_domain(ref) != domain:
+                continue
+        except (TypeError, ValueError, KeyError, IndexError):          # not a release key
+            continue
+        if ref in recorded:
+            return None
+        if cache.has(_release_entry(sid, ref)):                        # this session's, kept
+            return ref
+    return None
+
+
 _committed_keys: set = set()      # release keys this process has seen committed (charges stay)
 
 

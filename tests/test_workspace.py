@@ -131,3 +131,28 @@ def test_a_request_whose_first_run_failed_half_way_is_never_run_again(app_on):
         workspace.once(sid, "d" * 32, dies_after_charging)
     again = workspace.once(sid, "d" * 32, lambda: runs.append("second") or {"summary": {}})
     assert runs == ["first"] and "ledger shows whether it was charged" in again["error"]
+
+
+def test_a_paid_release_whose_record_was_lost_is_shown_on_the_next_load(app_on):
+    """Issue 41, item 9: a worker stopped between a release's charge and its workspace record
+    left the paid release in the store but not on the page, which offered the previous one as
+    the last paid for. The next page load finds it from the account's charges and records it;
+    another session's release of the same data is never taken."""
+    from components import controls, mechanism_panel
+    sid, other = new_sid(), new_sid()
+    info = state.use_sample(sid, "small_city_5k")
+    domain = state.sample("small_city_5k")[1]
+    first = release_once(sid, "d" * 32, info, domain)["key"]
+    lost = state.release_key(info["fingerprint"], domain, "ug", {}, [0.2, 0.8], 0.4, None)
+    state.release(sid, lost, create=True)                 # charged and stored; no record made
+    state.use_sample(other, "small_city_5k")
+    assert workspace.latest(sid, info["fingerprint"], domain)["key"] == first
+    rec, status = mechanism_panel.paid_release(sid, info, controls.domain_store(domain))
+    assert rec["key"] == lost and rec["mechanism"] == "ug" and rec["epsilon"] == 0.4
+    assert rec["seed"] is None and rec["split"] == [0.2, 0.8]
+    assert "already paid for" in str(status)
+    assert workspace.shown(sid)["key"] == lost
+    assert len(state.account(sid, info["fingerprint"]).charges) == 2     # nothing new charged
+    # another session of the same data: nothing of this one's
+    assert mechanism_panel.paid_release(other, info, controls.domain_store(domain))[0] is None
+    assert workspace.latest(other, info["fingerprint"], domain) is None
