@@ -491,9 +491,15 @@ def unrecorded_release(sid: str, fingerprint: str, domain: dp.Domain, recorded) 
             continue
         if ref in recorded:
             return None
-        if cache.has(_release_entry(sid, ref)):                        # this session's, kept
+        if kept(sid, ref):                                              # this session's, kept
             return ref
     return None
+
+
+def kept(sid: str, key: str) -> bool:
+    """True if this session's release of the key is in the store (a release larger than the
+    room left is charged but not kept: `_build_release`)."""
+    return cache.has(_release_entry(sid, key))
 
 
 _committed_keys: set = set()      # release keys this process has seen committed (charges stay)

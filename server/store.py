@@ -163,10 +163,13 @@ class SessionQuota:
 
     def room_for(self, who: str, nbytes: int | None = None) -> bool:
         """True if an entry of `who` of `nbytes` (default: 1% of the store) can be stored
-        without evicting anyone else's: the store has room, or `who` has entries to drop."""
+        without evicting anyone else's: it fits the session's share, and the store's room with
+        all of `who`'s droppable entries dropped holds it (a few small entries of its own are
+        not room for a release)."""
         nbytes = self.max_bytes // 100 if nbytes is None else nbytes
         with speaking("store"), self._guard():
-            return not self._over(self._usages(who), 0, nbytes) or bool(_droppable(self._own(who)))
+            freed = sum(e[2] for e in _droppable(self._own(who)))
+            return nbytes <= self.session_bytes and not self._over(self._usages(who), freed, nbytes)
 
     def _usages(self, who: str) -> tuple[int, int | None]:
         """(bytes the store holds, bytes all visitors hold; None for an owner's session, which
@@ -216,7 +219,7 @@ class SessionQuota:
             for handle, _, _ in mine[:drop]:
                 self._drop(handle)
             version = self._write(key, payload, timeout)
-        self.front.put(key, version, value, len(payload[0]))
+        self.front.put(key, version, value, n)
         return True
 
     def _dumps(self, key: str, value) -> tuple:
@@ -309,8 +312,9 @@ class FileStore(SessionQuota, FileSystemCache):
         return (blob, buffers), size      # as much as the file takes, at most
 
     def _load(self, key: str):
-        """(value, bytes it holds in memory, version); out-of-band arrays are read-only views of
-        a memory map of the file (it stays valid even if the entry is replaced or dropped)."""
+        """(value, bytes it holds, version); out-of-band arrays are read-only views of a memory
+        map of the file (it stays valid even if the entry is replaced or dropped) and count in
+        full: a front cache holding the view keeps the file's pages, and a deleted file's disk."""
         try:
             with open(self._get_filename(key), "rb") as fh:
                 expires, n_buffers, n_pickle = struct.unpack(HEAD, fh.read(HEADER))
@@ -326,7 +330,7 @@ class FileStore(SessionQuota, FileSystemCache):
                         at += -at % ALIGN
                         buffers.append(view[at:at + size])
                         at += size
-                return (pickle.loads(blob, buffers=buffers), len(blob),
+                return (pickle.loads(blob, buffers=buffers), len(blob) + sum(sizes),
                         (st.st_ino, st.st_mtime_ns, st.st_size))
         except (FileNotFoundError, struct.error):
             return None

@@ -179,6 +179,54 @@ def test_a_full_cache_refuses_newcomers_instead_of_evicting_others(tmp_path):
     assert small.get("dataset:b:1") is None and small.get("dataset:b:2") == blob
 
 
+def test_a_visitor_at_a_full_store_is_refused_before_a_charge_not_after(server, monkeypatch, tmp_path):
+    """Issue 41, item 10: with the store filled by other sessions, an existing visitor (a small
+    entry of its own to drop) was let through, charged, and its release not kept ("Released",
+    then "no longer on the server"). Its few bytes are not room for a release: it is refused
+    before anything is charged."""
+    monkeypatch.setattr(state, "cache", store.FileStore(tmp_path, max_bytes=4_000_000, front_bytes=0))
+    sid = new_sid()
+    info = state.use_sample(sid, "small_city_5k")
+    assert state.cache.set(f"job:{sid}:small", bytes(10))          # its own small entry
+    fillers = []
+    for size in (50_000, 1000, 100):                                # other sessions fill it up
+        while state.cache.set(f"release:filler{len(fillers)}:1", bytes(size)):
+            fillers.append(f"release:filler{len(fillers)}:1")
+    assert not state.cache.room_for(sid)
+    domain = state.sample("small_city_5k")[1]
+    key = state.release_key(info["fingerprint"], domain, "ug", {}, [0.05, 0.95], 0.1, None)
+    with pytest.raises(LookupError, match="nothing was charged"):
+        state.release(sid, key, create=True)
+    assert state.account(sid, info["fingerprint"]).charges == []
+    assert state.cache.get(f"job:{sid}:small") == bytes(10)        # nor was its entry dropped
+    state.cache.delete(fillers[0])                                  # 50 kB free: it releases
+    assert state.cache.room_for(sid)
+    state.release(sid, key, create=True)
+    assert len(state.account(sid, info["fingerprint"]).charges) == 1 and state.release(sid, key)
+
+
+def test_a_release_larger_than_the_room_left_says_it_was_charged_and_not_kept(server, monkeypatch, tmp_path):
+    """Item 10's other half: room for a typical release (1% of the store) was there, but this
+    release is larger (its size depends on the data, so the charge must stand). The click says
+    so, instead of "Released" beside a map saying the release is no longer on the server."""
+    from components import controls, mechanism_panel
+    monkeypatch.setattr(state, "cache", store.FileStore(tmp_path, max_bytes=4_000_000, front_bytes=0))
+    sid = new_sid()
+    info = state.use_sample(sid, "small_city_5k")
+    filler = 0
+    while state.cache.room_for(sid, 60_000):                        # others leave 40-60 kB
+        assert state.cache.set(f"release:filler{filler}:1", bytes(20_000))
+        filler += 1
+    assert state.cache.room_for(sid)
+    domain_info = controls.domain_store(state.sample("small_city_5k")[1])
+    result = mechanism_panel.spend(sid, info, domain_info, "privtree", 1.0, [], [], [], "fresh", None, None)
+    assert result == {"error": mechanism_panel.NOT_KEPT, "charged": True}
+    assert len(state.account(sid, info["fingerprint"]).charges) == 1
+    _, status = mechanism_panel.release_view(result, None)
+    assert status.children[:2] == ["Charged but not shown: ", mechanism_panel.NOT_KEPT]
+    assert workspace.get(sid).get("releases") is None               # nothing offered as paid for
+
+
 def test_the_owners_workspace_and_paid_requests_survive_a_hundred_visitors(server, monkeypatch, tmp_path):
     """Workspaces are their session's own entries and never dropped to make room: 100 fresh
     visitors filling the store (the audit's 70 evicted the owner's workspace, and with it the

@@ -119,6 +119,23 @@ def test_a_dataset_is_read_memory_mapped_by_another_process(tmp_path):
     assert rel.counts.sum() > 0
 
 
+def test_the_front_cache_counts_a_datasets_arrays_not_only_its_pickle(tmp_path):
+    """Issue 41, item 10: a dataset's arrays are stored apart and memory-mapped; the front cache
+    counted only the small pickle beside them (about 400 bytes for 8 MB of points), so
+    --memory-mb never bounded what it held, nor let a dropped file's pages go. Counted in full,
+    a dataset larger than the front cache is not kept in it, and smaller ones fill it."""
+    data = dp.PointData(np.linspace(0, 1, 500_000), np.linspace(1, 2, 500_000), name="big.csv")  # 8 MB
+    one = store.FileStore(tmp_path, 10**9, 5_000_000)
+    assert one.set("dataset:me:big", data)
+    other = store.FileStore(tmp_path, 10**9, 5_000_000)                     # another worker
+    assert other.get("dataset:me:big").fingerprint == data.fingerprint
+    for cache in (one.front, other.front):
+        assert "dataset:me:big" not in cache._items and cache.used == 0
+    small = dp.PointData(np.linspace(0, 1, 100_000), np.linspace(1, 2, 100_000))          # 1.6 MB
+    assert other.set("dataset:me:small", small)
+    assert other.front.used >= small.x.nbytes + small.y.nbytes
+
+
 def _second_worker(config, sid, commands, replies):
     """Another worker process: it uploads, starts a job and an interactive object, then answers."""
     from app import create_app
