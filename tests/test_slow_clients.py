@@ -8,6 +8,7 @@ clients); this test asserts no time, only that every request is answered within 
 timeout and that the slow connections are cut."""
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 import time
@@ -26,9 +27,9 @@ SLOW = 50
 READ_TIMEOUT = 8
 
 
-@pytest.fixture()
-def server(tmp_path):
-    port = free_port()
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    tmp_path, port = tmp_path_factory.mktemp("slow"), free_port()
     proc = subprocess.Popen(
         [sys.executable, "app.py", "--port", str(port), "--workers", "3", "--read-timeout", str(READ_TIMEOUT),
          "--store-dir", str(tmp_path / "store"), "--accounts-dir", str(tmp_path / "accounts"),
@@ -55,4 +56,16 @@ def test_fifty_slow_clients_neither_stop_the_page_nor_stay_connected(server):
         wait_until(lambda: slow.cut == SLOW, READ_TIMEOUT + 20)
     finally:
         slow.close()
+    assert page_loads(base, 1, timeout=10)[0] is not None
+
+
+def test_a_malformed_chunked_body_is_refused_as_bad_not_as_a_server_error(server):
+    """Item 10: a malformed chunked body on the callback URL got a bare 500 (and a traceback in
+    the log, checked by the fixture); the front refuses it as a bad request."""
+    port, base = server
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(b"POST /_dash-update-component HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                  b"Transfer-Encoding: chunked\r\nContent-Type: application/json\r\n\r\n"
+                  b"ZZZ\r\nabc\r\n0\r\n\r\n")
+        assert s.recv(200).startswith(b"HTTP/1.1 400 ")
     assert page_loads(base, 1, timeout=10)[0] is not None
