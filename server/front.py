@@ -54,4 +54,4 @@ class Worker(TornadoWorker):
 
 def worker_class(read_timeout: float = READ_TIMEOUT) -> type:
     """The Worker class gunicorn runs, with this read timeout (seconds)."""
-    return type("Worker", (Worker,), {"read_timeout": float(read_timeout)})
+    return type("ReadWholeWorker", (Worker,), {"read_timeout": float(read_timeout)})

@@ -112,9 +112,11 @@ def configure(config: dict) -> dict:
     max_bytes = int(float(config.get("store_mb", DEFAULT_STORE_MB)) * 2**20)
     front_bytes = int(float(config.get("memory_mb", DEFAULT_MEMORY_MB)) * 2**20)
     if config.get("redis_url"):
-        cache = store.RedisStore(config["redis_url"], max_bytes, front_bytes, default_timeout=TIMEOUT)
+        cache = store.RedisStore(config["redis_url"], max_bytes, front_bytes, default_timeout=TIMEOUT,
+                                 key=server_key("store"))
     else:
-        cache = store.FileStore(config["store_dir"], max_bytes, front_bytes, default_timeout=TIMEOUT)
+        cache = store.FileStore(config["store_dir"], max_bytes, front_bytes, default_timeout=TIMEOUT,
+                                key=server_key("store"))
     accounts = AccountStore(config.get("accounts_dir"), config.get("default_budget", 10.0),
                             key=server_key("accounts"))
     if config.get("published_dir"):

@@ -10,15 +10,20 @@ False) instead of anyone else being evicted, so one browser can never push out, 
 another's entries. Two backends: a folder (flask-caching's FileSystemCache, one sub-folder per
 session) and Redis. In front of either sits a small per-process copy (`FrontCache`), so a
 release is unpickled once per worker, not on every request; a dataset's point arrays are
-memory-mapped from the folder store (one copy in the page cache for every worker).
+memory-mapped from the folder store (one copy in the page cache for every worker). Every
+entry's pickle carries an HMAC of the server's key and the entry's key, checked before it is
+unpickled: an entry planted in the folder or in Redis (unpickling runs code), or moved to another
+session's key, is read as missing.
 """
 from __future__ import annotations
 
 import fcntl
 import hashlib
+import hmac
 import mmap
 import os
 import pickle
+import secrets
 import struct
 import tempfile
 import threading
@@ -49,6 +54,8 @@ NOT_PERSISTENT = ("this Redis keeps nothing across a restart (no append-only fil
                   "a restart would lose paid releases while their charges stay. Start it with "
                   "--appendonly yes (or snapshots: --save), or use the folder store")
 STALE_TEMPORARY = 600         # seconds after which a half-written file (its writer died) is removed
+MAC_BYTES = 32                # each entry's pickle is sealed by an HMAC-SHA256 of the server's key
+_PROCESS_KEY = secrets.token_bytes(32)   # the seal's key when none is given: this process's own
 
 
 def owner(key: str) -> str:
@@ -121,7 +128,8 @@ class SessionQuota:
     into `faults.Unavailable`, a message saying so.
     """
 
-    def _setup_quota(self, max_bytes: int, front_bytes: int):
+    def _setup_quota(self, max_bytes: int, front_bytes: int, key: bytes | None):
+        self._key = key or _PROCESS_KEY
         self.max_bytes = int(max_bytes)
         self.session_bytes = self.max_bytes // SESSION_SHARE
         self.visitor_bytes = int(self.max_bytes * VISITOR_SHARE)
@@ -223,9 +231,22 @@ class SessionQuota:
         return True
 
     def _dumps(self, key: str, value) -> tuple:
-        """((pickle, out-of-band buffers), bytes in all): everything in the pickle here."""
-        blob = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+        """((sealed pickle, out-of-band buffers), bytes in all): everything in the pickle here."""
+        blob = self._seal(key, pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
         return (blob, []), len(blob)
+
+    def _mac(self, key: str, blob) -> bytes:
+        return hmac.new(self._key, key.encode() + b"\0" + blob, hashlib.sha256).digest()
+
+    def _seal(self, key: str, blob: bytes) -> bytes:
+        """The pickle with its HMAC in front (bound to the entry's key)."""
+        return self._mac(key, blob) + blob
+
+    def _unseal(self, key: str, sealed: bytes):
+        """The pickle of a sealed entry, or None when its HMAC is not this server's for this
+        key (planted, changed or moved): it is never unpickled."""
+        blob = memoryview(sealed)[MAC_BYTES:]
+        return blob if hmac.compare_digest(self._mac(key, blob), sealed[:MAC_BYTES]) else None
 
     def delete(self, key: str) -> bool:
         self.front.drop(key)
@@ -245,9 +266,10 @@ class FileStore(SessionQuota, FileSystemCache):
     """The embedded store: a folder of pickles, one sub-folder per session, shared by every worker
     through the file system; changes are serialised by a lock file across processes."""
 
-    def __init__(self, cache_dir, max_bytes: int, front_bytes: int, default_timeout: int = 3600):
+    def __init__(self, cache_dir, max_bytes: int, front_bytes: int, default_timeout: int = 3600,
+                 key: bytes | None = None):
         FileSystemCache.__init__(self, str(cache_dir), threshold=0, default_timeout=default_timeout)
-        self._setup_quota(max_bytes, front_bytes)
+        self._setup_quota(max_bytes, front_bytes, key)
         self._root = Path(cache_dir)
         (self._root / "locks").mkdir(exist_ok=True)
 
@@ -307,7 +329,7 @@ class FileStore(SessionQuota, FileSystemCache):
                 return True
             buffers.append(raw)
             return False
-        blob = pickle.dumps(value, protocol=5, buffer_callback=out_of_band)
+        blob = self._seal(key, pickle.dumps(value, protocol=5, buffer_callback=out_of_band))
         size = HEADER + 8 * len(buffers) + len(blob) + sum(ALIGN + b.nbytes for b in buffers)
         return (blob, buffers), size      # as much as the file takes, at most
 
@@ -322,7 +344,9 @@ class FileStore(SessionQuota, FileSystemCache):
                     return None
                 st = os.fstat(fh.fileno())
                 sizes = struct.unpack(f"{n_buffers}Q", fh.read(8 * n_buffers))
-                blob = fh.read(n_pickle)
+                blob = self._unseal(key, fh.read(n_pickle))
+                if blob is None:
+                    return None
                 buffers = []
                 if n_buffers:
                     view, at = memoryview(mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)), fh.tell()
@@ -436,7 +460,7 @@ class RedisStore(SessionQuota):
     bound are kept by this code, never by Redis evicting someone's entry."""
 
     def __init__(self, url: str, max_bytes: int, front_bytes: int, default_timeout: int = 3600,
-                 prefix: str = "dpstore:"):
+                 prefix: str = "dpstore:", key: bytes | None = None):
         import redis
         self.r = redis.Redis.from_url(url, socket_timeout=REDIS_TIMEOUT,
                                       socket_connect_timeout=REDIS_TIMEOUT)
@@ -445,7 +469,7 @@ class RedisStore(SessionQuota):
             raise ValueError(NOT_PERSISTENT)
         self.p = prefix
         self.default_timeout = int(default_timeout)
-        self._setup_quota(max_bytes, front_bytes)
+        self._setup_quota(max_bytes, front_bytes, key)
 
     def persists(self) -> bool | None:
         """Whether this Redis keeps its data across a restart (an append-only file or
@@ -478,7 +502,8 @@ class RedisStore(SessionQuota):
 
     def _load(self, key: str):
         blob, version = self.r.hmget(self._entry(key), "b", "v")
-        return None if blob is None else (pickle.loads(blob), len(blob), version)
+        pickled = None if blob is None else self._unseal(key, blob)
+        return None if pickled is None else (pickle.loads(pickled), len(blob), version)
 
     def _write(self, key: str, payload: tuple, timeout):
         blob = payload[0]

@@ -168,7 +168,7 @@ def test_one_session_filling_the_cache_evicts_only_its_own_entries(server):
 
 def test_a_full_cache_refuses_newcomers_instead_of_evicting_others(tmp_path):
     blob = bytes(900)
-    entry = len(pickle.dumps(blob, protocol=pickle.HIGHEST_PROTOCOL)) + store.HEADER
+    entry = len(pickle.dumps(blob, protocol=pickle.HIGHEST_PROTOCOL)) + store.MAC_BYTES + store.HEADER
     small = store.FileStore(tmp_path, max_bytes=math.ceil(4 * entry / store.VISITOR_SHARE),
                             front_bytes=10_000)                    # visitors: 4 entries
     assert small.set("release:a:1", blob) and small.set("dataset:b:1", blob)

@@ -54,5 +54,5 @@ def test_app_py_serves_the_page_and_callbacks_from_gunicorn_workers(tmp_path):
     finally:
         proc.send_signal(signal.SIGTERM)
         out, _ = proc.communicate(timeout=60)      # busy: workers wait for pools still starting
-    assert "gthread" in out and out.count("Booting worker") == 2
+    assert "Using worker: ReadWholeWorker" in out and out.count("Booting worker") == 2   # server/front.py
     assert (tmp_path / "accounts" / "session.key").exists()   # one signing key for every worker

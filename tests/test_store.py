@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import pickle
 import shutil
 import subprocess
 import time
@@ -136,6 +137,34 @@ def test_the_front_cache_counts_a_datasets_arrays_not_only_its_pickle(tmp_path):
     assert other.front.used >= small.x.nbytes + small.y.nbytes
 
 
+class _Planted:
+    """What an attacker with write access to the folder or to Redis would store: unpickling it
+    runs code (here it only sets a mark)."""
+
+    def __reduce__(self):
+        return exec, ("import builtins; builtins.PLANTED_RAN = True",)
+
+
+def test_a_planted_or_moved_entry_is_never_unpickled(config):
+    """Issue 41, item 11: store entries were plain pickles, so one planted in the store's folder
+    or in Redis ran code in every worker that read it. Entries are sealed by the server's key
+    (and their own key): a planted one, or a sealed one moved to another session's key, reads
+    as missing, and a store of another key reads nothing of this one's."""
+    import builtins
+    s = make_store(config, 10**7)
+    evil = pickle.dumps(_Planted(), protocol=pickle.HIGHEST_PROTOCOL)
+    s._write("workspace:victim:page", (evil, []), None)           # planted by the backend's writer
+    assert s.get("workspace:victim:page") is None
+    assert not hasattr(builtins, "PLANTED_RAN")
+    s.set("release:mine:1", {"counts": [1, 2]})
+    sealed, _ = s._dumps("release:mine:1", {"counts": [1, 2]})
+    s._write("release:victim:1", sealed, None)                    # a sealed entry, moved
+    assert s.get("release:victim:1") is None and s.get("release:mine:1") == {"counts": [1, 2]}
+    other_key = (store.RedisStore(config["redis_url"], 10**7, 0, key=b"k" * 32) if "redis_url" in config
+                 else store.FileStore(config["store_dir"], 10**7, 0, key=b"k" * 32))
+    assert other_key.get("release:mine:1") is None
+
+
 def _second_worker(config, sid, commands, replies):
     """Another worker process: it uploads, starts a job and an interactive object, then answers."""
     from app import create_app
@@ -158,9 +187,10 @@ def _second_worker(config, sid, commands, replies):
 
 
 @pytest.mark.slow          # worker processes: the quick suite leaves it to the full one
-def test_state_crosses_worker_processes(config):
+def test_state_crosses_worker_processes(config, tmp_path):
     from app import create_app
     from server import jobs, state
+    config = {**config, "accounts_dir": str(tmp_path / "accounts")}   # the server's key, shared
     create_app({"tiles_url": "http://127.0.0.1:9/{z}/{x}/{y}.png", **config})
     sid, stranger = new_sid(), new_sid()
     ctx = multiprocessing.get_context("spawn")
