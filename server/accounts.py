@@ -9,7 +9,10 @@ back under the account's lock, so two tabs cannot overspend by racing, and no st
 ever changed in place. The store holds at most `max_accounts` visitors' accounts: a new one may
 push out visitors' accounts idle longer than the store keeps a session's upload; the server's
 accounts and those of an owner's sessions neither count nor go, so visitors filling the bound
-never keep an owner from releasing.
+never keep an owner from releasing. Each account file carries a version, and the folder keeps
+a signed record of every account's latest version (VERSIONS): an account file put back from an
+older copy, or deleted, is refused in words instead of read as an older or fresh budget (a
+copy of the whole folder, record included, cannot be told from the real one).
 A folder that cannot be written, a damaged or unsigned account file and a full store are
 refused with `faults.Unavailable` (a message): an unreadable account is never silently
 replaced by a fresh budget.
@@ -36,6 +39,7 @@ SERVER = "server"               # the scope of the server's own data: one accoun
 MAX_ACCOUNTS = 10_000
 IDLE_SECONDS = 4 * 3600         # the store's entry lifetime (`state.TIMEOUT`): the upload is gone
 FOLDER = "budget accounts folder"
+VERSIONS = ".versions"          # the folder's signed record of each account's latest version
 
 DAMAGED = ("this dataset's budget account on the server is damaged and cannot be read. Its budget "
            "is not reset: nothing can be charged to it until the server's operator restores it "
@@ -44,6 +48,13 @@ TAMPERED = ("this dataset's budget account on the server does not carry the serv
             "it was changed outside the app (or copied from another account) and is refused. Its "
             "budget is not reset: nothing can be charged to it until the server's operator "
             "restores it from a backup (nothing was charged)")
+ROLLED_BACK = ("this dataset's budget account on the server is older than the server's record of "
+               "it: it was put back from an earlier copy, which would hand out spent budget again. "
+               "It is refused: nothing can be charged to it until the server's operator restores "
+               "its latest version (nothing was charged)")
+DELETED = ("this dataset's budget account was deleted from the server's folder, which would hand "
+           "out a fresh budget: it is refused until the server's operator restores it from a "
+           "backup (nothing was charged)")
 FULL_ACCOUNTS = ("the server keeps as many budget accounts as it can right now; try again later "
                  "(nothing was charged)")
 
@@ -85,10 +96,47 @@ class AccountStore:
         return (f"server-{digest}" if scope == SERVER
                 else f"{RESERVED}{digest}" if reserved(scope) else digest)
 
-    def _mac(self, name: str, account: dict) -> str:
-        """The signature of an account under its file name: a file copied over another is refused."""
-        return hmac.new(self._key, f"{name}.json\n".encode() + _canonical(account),
-                        hashlib.sha256).hexdigest()
+    def _mac(self, name: str, account: dict, version: int | None = None) -> str:
+        """The signature of an account under its file name and version: a file copied over
+        another is refused (files written before versions were signed without one)."""
+        head = f"{name}.json\n" if version is None else f"{name}.json\n{version}\n"
+        return hmac.new(self._key, head.encode() + _canonical(account), hashlib.sha256).hexdigest()
+
+    def _versions(self) -> dict:
+        """The signed record of each account's latest version ({} before any was written)."""
+        with speaking(FOLDER):
+            try:
+                raw = (self.folder / VERSIONS).read_bytes()
+            except FileNotFoundError:
+                return {}
+        try:
+            stored = json.loads(raw)
+            versions, mac = stored["versions"], stored["mac"]
+        except (ValueError, TypeError, KeyError):
+            raise Unavailable(DAMAGED) from None
+        if not hmac.compare_digest(mac.encode(), self._mac(VERSIONS, versions).encode()):
+            raise Unavailable(TAMPERED)
+        return versions
+
+    def _record_version(self, name: str, version: int | None):
+        """Under the store's lock: set (None: forget) an account's latest version in the record."""
+        versions = self._versions()
+        if version is None:
+            versions.pop(name, None)
+        else:
+            versions[name] = version
+        self._write_whole(VERSIONS, json.dumps({"versions": versions, "mac": self._mac(VERSIONS, versions)}))
+
+    def _write_whole(self, filename: str, text: str):
+        """Write a file of the folder whole (a temporary file, then renamed over it)."""
+        tmp = self.folder / f"{filename}.tmp"
+        try:
+            with speaking(FOLDER):
+                tmp.write_text(text)
+                os.replace(tmp, self.folder / filename)
+        except Unavailable:             # the change is not kept: the file is as it was
+            tmp.unlink(missing_ok=True)
+            raise
 
     def _stripe(self, name: str) -> threading.Lock:
         return self._stripes[hash(name) % len(self._stripes)]
@@ -145,22 +193,34 @@ class AccountStore:
         if self.folder is None:
             _, d = self._memory.get(name, (0.0, None))
             return dp.Accountant.from_dict(d) if d else dp.Accountant(self.default_total)
+        return dp.Accountant(self.default_total) if (read := self._read_file(name)) is None else read[0]
+
+    def _read_file(self, name: str) -> tuple[dp.Accountant, int] | None:
+        """(account, version) from its file, checked against its signature and the record of
+        versions (read first: a writer replaces the file, then the record), or None if it never
+        existed."""
+        recorded = self._versions().get(name)
         with speaking(FOLDER):
             try:
                 raw = (self.folder / f"{name}.json").read_bytes()
             except FileNotFoundError:
-                return dp.Accountant(self.default_total)
+                if recorded is not None and self._versions().get(name) is not None:
+                    raise Unavailable(DELETED) from None    # still recorded: not removed as idle
+                return None
         try:
             stored = json.loads(raw)
         except ValueError:
             raise Unavailable(DAMAGED) from None
+        version = stored.get("version") if isinstance(stored, dict) else None
         if not (isinstance(stored, dict) and isinstance(stored.get("account"), dict)
-                and isinstance(stored.get("mac"), str)
+                and isinstance(stored.get("mac"), str) and (version is None or isinstance(version, int))
                 and hmac.compare_digest(stored["mac"].encode(),
-                                        self._mac(name, stored["account"]).encode())):
+                                        self._mac(name, stored["account"], version).encode())):
             raise Unavailable(TAMPERED)
+        if recorded is not None and (version or 0) < recorded:
+            raise Unavailable(ROLLED_BACK)
         try:
-            return dp.Accountant.from_dict(stored["account"])
+            return dp.Accountant.from_dict(stored["account"]), version or 0
         except (ValueError, TypeError, KeyError, AttributeError):
             raise Unavailable(DAMAGED) from None
 
@@ -175,26 +235,14 @@ class AccountStore:
                 self._make_room(name)
                 self._memory[name] = (time.time(), d)
             return
-        path = self.folder / f"{name}.json"
-        with speaking(FOLDER):
-            new = not path.exists()
-        if not new:
-            self._replace(name, d)
-            return
         with self._store_locked():
-            self._make_room(name)
-            self._replace(name, d)
-
-    def _replace(self, name: str, d: dict):
-        text = json.dumps({"account": d, "mac": self._mac(name, d)})
-        tmp = self.folder / f"{name}.json.tmp"
-        try:
-            with speaking(FOLDER):
-                tmp.write_text(text)
-                os.replace(tmp, self.folder / f"{name}.json")
-        except Unavailable:             # the charge is not kept: the account is as it was
-            tmp.unlink(missing_ok=True)
-            raise
+            read = self._read_file(name)
+            if read is None:
+                self._make_room(name)
+            version = (read[1] if read else 0) + 1
+            self._write_whole(f"{name}.json", json.dumps(
+                {"account": d, "version": version, "mac": self._mac(name, d, version)}))
+            self._record_version(name, version)     # a file ahead of the record is read as it is
 
     def _make_room(self, new: str):
         """Under the store's lock, before a new visitor's account: at the bound, remove enough
@@ -246,6 +294,7 @@ class AccountStore:
             try:
                 if path.stat().st_mtime >= cutoff:
                     return False
+                self._record_version(name, None)    # forgotten first: never read as deleted
                 path.unlink()
             except FileNotFoundError:
                 pass

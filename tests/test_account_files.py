@@ -9,7 +9,8 @@ import types
 import pytest
 
 from server import accounts
-from server.accounts import DAMAGED, FULL_ACCOUNTS, IDLE_SECONDS, SERVER, TAMPERED, AccountStore
+from server.accounts import (DAMAGED, DELETED, FULL_ACCOUNTS, IDLE_SECONDS, ROLLED_BACK, SERVER,
+                             TAMPERED, VERSIONS, AccountStore)
 from server.faults import Unavailable
 from server.store import RESERVED
 
@@ -52,7 +53,51 @@ def test_a_charge_survives_a_restart_with_the_same_key(tmp_path):
     assert AccountStore(tmp_path, key=KEY).get(sid(1), "fp").spent == pytest.approx(3.5)
     (path,) = accounts_in(tmp_path)
     stored = json.loads(path.read_text())
-    assert set(stored) == {"account", "mac"} and len(stored["account"]["charges"]) == 2
+    assert set(stored) == {"account", "version", "mac"} and stored["version"] == 2
+    assert len(stored["account"]["charges"]) == 2
+
+
+def test_an_account_put_back_from_an_older_copy_is_refused_in_words(tmp_path):
+    """Issue 41, item 11: an account file restored from an earlier copy (its own valid
+    signature) was read as it stood, handing out spent budget again. The folder's record of
+    versions refuses it, and charges nothing; the latest file read back is accepted again."""
+    store = AccountStore(tmp_path, key=KEY)
+    store.update(sid(1), "fp", charge(1.0))
+    (path,) = accounts_in(tmp_path)
+    older = path.read_bytes()
+    store.update(sid(1), "fp", charge(3.0))
+    latest = path.read_bytes()
+    path.write_bytes(older)                                    # rolled back by hand
+    assert refused(store, sid(1), "fp", ROLLED_BACK)
+    assert path.read_bytes() == older                          # left as it was
+    path.write_bytes(latest)                                   # the operator restores it
+    assert store.get(sid(1), "fp").spent == pytest.approx(4.0)
+
+
+def test_a_deleted_account_is_refused_not_read_as_a_fresh_budget(tmp_path):
+    store = AccountStore(tmp_path, key=KEY)
+    store.update(SERVER, "fp", charge(9.0))
+    (path,) = accounts_in(tmp_path)
+    kept = path.read_bytes()
+    path.unlink()
+    assert refused(store, SERVER, "fp", DELETED)
+    assert not accounts_in(tmp_path)
+    path.write_bytes(kept)
+    assert store.get(SERVER, "fp").spent == pytest.approx(9.0)
+
+
+def test_a_file_written_just_before_its_record_is_read_and_the_record_catches_up(tmp_path, monkeypatch):
+    """A server stopped between writing the account and the record: the file is one version
+    ahead, which is read as it is (never refused), and the next charge writes both."""
+    store = AccountStore(tmp_path, key=KEY)
+    store.update(sid(1), "fp", charge(1.0))
+    monkeypatch.setattr(store, "_record_version", lambda name, version: None)   # stopped before it
+    store.update(sid(1), "fp", charge(1.0))
+    monkeypatch.undo()
+    assert store.get(sid(1), "fp").spent == pytest.approx(2.0)
+    store.update(sid(1), "fp", charge(1.0))
+    assert store.get(sid(1), "fp").spent == pytest.approx(3.0)
+    assert json.loads((tmp_path / VERSIONS).read_text())["versions"] == {store._name(sid(1), "fp"): 3}
 
 
 @pytest.mark.parametrize("edit", ["spent lowered", "charges removed"])
