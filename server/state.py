@@ -243,14 +243,17 @@ def _kind(token) -> str | None:
     return "owner" if hmac.compare_digest(mac, _sign(nonce, owner=True)) else None
 
 
-def _valid(token) -> bool:
-    """True for a cookie this server issued."""
-    return _kind(token) is not None
+def _cookie_kind() -> str | None:
+    """`_kind` of this request's session cookie, checked once per request (the guard, the
+    session id and the response's cookie all ask)."""
+    if "cookie_kind" not in flask.g:
+        flask.g.cookie_kind = _kind(flask.request.cookies.get(COOKIE))
+    return flask.g.cookie_kind
 
 
 def _set_cookie(response):
     """Give a browser without a valid session cookie a new signed one (HttpOnly, SameSite=Lax)."""
-    if not _valid(flask.request.cookies.get(COOKIE)):
+    if _cookie_kind() is None:
         token = flask.g.get("new_session") or _new_token()
         response.set_cookie(COOKIE, token, max_age=COOKIE_AGE, httponly=True, samesite="Lax",
                             secure=_secure or flask.request.is_secure)
@@ -259,24 +262,26 @@ def _set_cookie(response):
 
 def has_session() -> bool:
     """True when this request carries a session cookie this server issued."""
-    return _valid(flask.request.cookies.get(COOKIE))
+    return _cookie_kind() is not None
 
 
 def session_id() -> str:
     """This browser's session id (a hash of its signed cookie); a cookie the server did not
     issue is ignored and replaced, so nobody can choose or guess a session id."""
-    token = flask.request.cookies.get(COOKIE)
-    if not _valid(token):
+    token, kind = flask.request.cookies.get(COOKIE), _cookie_kind()
+    if kind is None:
         token = flask.g.get("new_session") or _new_token()
         flask.g.new_session = token
-    return _sid_of(token)
+        kind = _kind(token)
+    return _sid_of(token, kind)
 
 
-def _sid_of(token: str) -> str:
+def _sid_of(token: str, kind: str | None = None) -> str:
     """A session id: a hash of the cookie, marked as an owner link's session (`store.RESERVED`,
-    which may use the store's share kept from visitors) when the server signed it as one."""
+    which may use the store's share kept from visitors) when the server signed it as one
+    (`kind`, when the caller has checked it already)."""
     sid = hashlib.blake2b(token.encode(), digest_size=16).hexdigest()
-    return store.RESERVED + sid if _kind(token) == "owner" else sid
+    return store.RESERVED + sid if (kind or _kind(token)) == "owner" else sid
 
 
 def load_samples() -> None:
