@@ -245,20 +245,12 @@ def spend(sid: str, info: dict, domain_info, name, eps_v, weights, pvals, pids, 
         rel = state.release(sid, key, create=True)
     except (dp.ParameterError, dp.DataError, dp.BudgetError, LookupError) as exc:
         return {"error": str(exc)}
-    if not state.kept(sid, key):     # larger than the room left: charged (its size is the data's)
-        return {"error": NOT_KEPT, "charged": True}
     summary = release_summary(key, rel)
     try:
         workspace.add_release(sid, summary)
     except LookupError as exc:   # released and charged, but the store keeps no record of it
         return {"summary": summary, "unkept": str(exc)}
     return {"summary": summary}
-
-
-NOT_KEPT = ("the release was drawn and charged (see the budget ledger), but it is larger than "
-            "the room the server has left for this browser, so it was not kept and cannot be "
-            "shown. Its size depends on the data, which is why the charge stands; free room by "
-            "closing other tabs of this page, or try a coarser setting")
 
 
 def release_summary(key: str, rel) -> dict:
@@ -276,8 +268,7 @@ def release_view(result: dict, current) -> tuple:
     if "error" in result:
         still = html.Div("The map and tables still show your previous release.", className="hint") \
             if current else None
-        head = "Charged but not shown: " if result.get("charged") else "Not released: "
-        return no_update, html.Div([head, result["error"], still], className="error")
+        return no_update, html.Div(["Not released: ", result["error"], still], className="error")
     s = result["summary"]
     if result.get("unkept"):
         return s, html.Div([f"Released {s['label']} at ε = {s['epsilon']:g}, {s['description']} "

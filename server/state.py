@@ -460,7 +460,8 @@ def _build_or_settle(sid: str, key: str):
     release is dropped) and the build is tried once more in a new process."""
     for attempt in (1, 2):
         try:
-            return heavy_call(_build_release, sid, key) or _settled(sid, key)
+            heavy_call(_build_release, sid, key)
+            return _settled(sid, key)
         except heavy.Broken:
             rel = _settled(sid, key)
             if rel is not None:
@@ -498,15 +499,9 @@ def unrecorded_release(sid: str, fingerprint: str, domain: dp.Domain, recorded) 
             continue
         if ref in recorded:
             return None
-        if kept(sid, ref):                                              # this session's, kept
+        if cache.has(_release_entry(sid, ref)):                        # this session's, kept
             return ref
     return None
-
-
-def kept(sid: str, key: str) -> bool:
-    """True if this session's release of the key is in the store (a release larger than the
-    room left is charged but not kept: `_build_release`)."""
-    return cache.has(_release_entry(sid, key))
 
 
 _committed_keys: set = set()      # release keys this process has seen committed (charges stay)
@@ -542,12 +537,20 @@ def _with_samples(names: list, owner: bool, fn, *args):
         return fn(*args)
 
 
-def _build_release(sid: str, key: str):
+NO_ROOM = ("the release is larger than the room the server has left for this browser, so it "
+           "was not kept, and nothing was charged: close other tabs of this page to free room, or "
+           "try a coarser setting")
+
+
+def _build_release(sid: str, key: str) -> None:
     """Charge and build the release of a key and store it (in a heavy-pool process, or inline):
     under the account's lock the release is drawn on a copy of the account, stored, and only
     then is the account written (`accounts.update`'s commit). A store that fails (full disk,
-    Redis down) or accounts that cannot be written leave neither the charge nor the release.
-    Returns the release only when the store refused it for room (charged, shown once, not kept)."""
+    Redis down), refuses it for room, or accounts that cannot be written leave neither the
+    charge nor the release (`Unavailable`): a charge stands only with a release kept. Refusing
+    for room depends on the release's size, so on the data, but only the person releasing
+    sees it, and may see the data (the owner, or a visitor's own upload or a public sample);
+    nothing is published."""
     fp, dom, mech, params, split, eps, tag, k = json.loads(key)
     data = points(sid, fp)
     entry, stored = _release_entry(sid, key), []
@@ -556,18 +559,19 @@ def _build_release(sid: str, key: str):
         rel = acc.release(mech, data, dp.Domain.from_dict(dom), epsilon=eps, split=split,
                           params=params, seed=None if isinstance(tag, str) else tag, ref=key,
                           max_points_per_user=k)
-        stored.append(cache.set(entry, rel))
+        if not cache.set(entry, rel):
+            raise Unavailable(NO_ROOM)       # accounts.update writes no charge then
+        stored.append(True)
         return rel
     try:
-        rel = accounts.update(scope(sid, fp), account_key(data), draw_and_keep)
+        accounts.update(scope(sid, fp), account_key(data), draw_and_keep)
     except Unavailable:
-        if stored and stored[0]:
+        if stored:
             try:
                 cache.delete(entry)          # stored, but its charge could not be written
             except Unavailable:
                 pass                         # discarded when read: no charge names it
         raise
-    return None if stored[0] else rel
 
 
 def _build_stage(sid: str, key: str, stage: str):

@@ -205,10 +205,10 @@ def test_a_visitor_at_a_full_store_is_refused_before_a_charge_not_after(server, 
     assert len(state.account(sid, info["fingerprint"]).charges) == 1 and state.release(sid, key)
 
 
-def test_a_release_larger_than_the_room_left_says_it_was_charged_and_not_kept(server, monkeypatch, tmp_path):
+def test_a_release_larger_than_the_room_left_is_neither_kept_nor_charged(server, monkeypatch, tmp_path):
     """Item 10's other half: room for a typical release (1% of the store) was there, but this
-    release is larger (its size depends on the data, so the charge must stand). The click says
-    so, instead of "Released" beside a map saying the release is no longer on the server."""
+    release is larger. It was charged and said "Released" beside a map saying it is no longer on
+    the server; now the charge goes with the release it could not keep, and the click says so."""
     from components import controls, mechanism_panel
     monkeypatch.setattr(state, "cache", store.FileStore(tmp_path, max_bytes=4_000_000, front_bytes=0))
     sid = new_sid()
@@ -220,11 +220,15 @@ def test_a_release_larger_than_the_room_left_says_it_was_charged_and_not_kept(se
     assert state.cache.room_for(sid)
     domain_info = controls.domain_store(state.sample("small_city_5k")[1])
     result = mechanism_panel.spend(sid, info, domain_info, "privtree", 1.0, [], [], [], "fresh", None, None)
-    assert result == {"error": mechanism_panel.NOT_KEPT, "charged": True}
-    assert len(state.account(sid, info["fingerprint"]).charges) == 1
+    assert result == {"error": state.NO_ROOM}
+    assert state.account(sid, info["fingerprint"]).charges == []
     _, status = mechanism_panel.release_view(result, None)
-    assert status.children[:2] == ["Charged but not shown: ", mechanism_panel.NOT_KEPT]
+    assert status.children[:2] == ["Not released: ", state.NO_ROOM]
     assert workspace.get(sid).get("releases") is None               # nothing offered as paid for
+    for i in range(filler):                                         # with room, the same click releases
+        state.cache.delete(f"release:filler{i}:1")
+    assert "summary" in mechanism_panel.spend(sid, info, domain_info, "privtree", 1.0, [], [], [], "fresh", None, None)
+    assert len(state.account(sid, info["fingerprint"]).charges) == 1
 
 
 def test_the_owners_workspace_and_paid_requests_survive_a_hundred_visitors(server, monkeypatch, tmp_path):
