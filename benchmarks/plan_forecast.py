@@ -37,6 +37,7 @@ NEEDS = ((0.01, 0.002), (0.1, 0.002))      # (area share, target as a share of N
 MIN_TARGET = 5
 LEVEL = 0.95
 SEEDS = 5
+CHOOSE_SHARE = 0.95                        # a mechanism's margin: the least meeting this share of its plans
 
 
 def real_error(mech: str, data, eps: float, rects, truth) -> float:
@@ -131,17 +132,27 @@ def summary(rows, margin: int | None) -> None:
 
 
 def least_summary(rows, margins) -> None:
-    """For choosing the margin: the share of plans met when raised by each margin."""
+    """For choosing the margin: the share of plans met when raised by each margin, in all and
+    per mechanism, and each mechanism's least margin meeting CHOOSE_SHARE of its plans (at most
+    the largest margin asked): the rule `dp.plan.MARGIN` is chosen by."""
     made = [r for r in rows if r["rung"] is not None]
     print("\n| margin (rungs) | plans met | share |\n|---|---|---|")
     for k in sorted(margins):
         met = sum(r["least"] is not None and r["least"] <= k for r in made)
         print(f"| {k} | {met} of {len(made)} | {100 * met / max(len(made), 1):.1f}% |")
+    print(f"\n| mechanism | plans | {' | '.join(f'met at {k}' for k in sorted(margins))} | chosen |")
+    print(f"|---|---|{'---|' * len(margins)}---|")
+    for mech in dict.fromkeys(r["mechanism"] for r in made):
+        mine = [r for r in made if r["mechanism"] == mech]
+        shares = [sum(r["least"] is not None and r["least"] <= k for r in mine) / len(mine)
+                  for k in sorted(margins)]
+        chosen = next((k for k, sh in zip(sorted(margins), shares) if sh >= CHOOSE_SHARE), max(margins))
+        print(f"| {mech} | {len(mine)} | {' | '.join(f'{100 * sh:.0f}%' for sh in shares)} | {chosen} |")
 
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--part", default="holdout", choices=["fit", "validation", "holdout", "all"])
+    ap.add_argument("--part", default="fresh", choices=["fit", "validation", "holdout", "fresh", "all"])
     ap.add_argument("--data", nargs="+", default=None, help="corpus names (default: the part's)")
     ap.add_argument("--mechanisms", nargs="+", default=planning.plannable())
     ap.add_argument("--margins", type=int, nargs="+", default=sorted({0, *planning.MARGIN.values()}),
