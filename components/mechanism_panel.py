@@ -1,7 +1,6 @@
 """Mechanism panel: picker, total epsilon (log scale), budget split, parameters, seed, release."""
 from __future__ import annotations
 
-import json
 import math
 
 from dash import ALL, Input, Output, State, ctx, dcc, html, no_update
@@ -12,6 +11,7 @@ import dp
 from . import ids, share
 from server import state, workspace
 from server.faults import Unavailable
+from server.release_key import ReleaseKey
 from .controls import (EPS_MAX, EPS_MIN, MOSTLY_OUTSIDE, domain_from_store, epsilon_from_slider,
                        epsilon_value, mechanism_options, read_params, read_split, request_ids,
                        share_inside, split_from_weights, usable)
@@ -256,11 +256,11 @@ def spend(sid: str, info: dict, domain_info, name, eps_v, weights, pvals, pids, 
 def release_summary(key: str, rel) -> dict:
     """The workspace's record of a release: its settings (read back from its key) and what the
     page says of it."""
-    _, domain, name, params, split, epsilon, tag, k = json.loads(key)
-    return {"key": key, "mechanism": name, "label": dp.mechanisms()[name].label, "epsilon": epsilon,
-            "split": split, "params": params, "seed": None if isinstance(tag, str) else tag, "k": k,
-            "private": rel.private, "description": describe(rel),
-            "domain": dp.Domain.from_dict(domain).name}
+    k = ReleaseKey.parse(key)
+    return {"key": key, "mechanism": k.mechanism, "label": dp.mechanisms()[k.mechanism].label,
+            "epsilon": k.epsilon, "split": k.split, "params": k.params, "seed": k.seed,
+            "k": k.points_per_user, "private": rel.private, "description": describe(rel),
+            "domain": k.box.name}
 
 
 def release_view(result: dict, current) -> tuple:

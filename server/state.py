@@ -28,7 +28,6 @@ import contextvars
 import copyreg
 import hashlib
 import hmac
-import json
 import os
 import pickle
 import re
@@ -47,6 +46,7 @@ from dp.samples import REGION_SAMPLES
 from . import heavy, published, store
 from .accounts import SERVER, AccountStore
 from .faults import Unavailable
+from .release_key import ReleaseKey
 
 cache: store.SessionQuota      # the shared store, made by init_cache
 accounts = AccountStore()
@@ -396,32 +396,29 @@ def points(sid: str | None, fingerprint: str):
 
 def release_key(fingerprint, domain: dp.Domain, mechanism, params, split, epsilon, seed,
                 points_per_user: int | None = None) -> str:
-    """Cache key of a release. seed None means fresh OS entropy: the key then carries a random
-    token instead (never shown), so each fresh release is a new draw that cannot be rebuilt.
-    `points_per_user` is k of a user-level release (None: the library's default or event level)."""
-    tag = seed if seed is not None else "fresh:" + secrets.token_hex(16)
-    return json.dumps([fingerprint, domain.to_dict(), mechanism, params, list(split), epsilon, tag,
-                       points_per_user], sort_keys=True, default=str)
+    """The text of a new release's key (`ReleaseKey.make`: seed None is fresh randomness)."""
+    return ReleaseKey.make(fingerprint, domain, mechanism, params, split, epsilon, seed,
+                           points_per_user).text
 
 
 def key_fingerprint(key: str) -> str:
     """Fingerprint of the dataset a release key was made from."""
-    return json.loads(key)[0]
+    return ReleaseKey.parse(key).fingerprint
 
 
 def key_domain(key: str) -> dp.Domain:
     """The public domain a release key was made with."""
-    return dp.Domain.from_dict(json.loads(key)[1])
+    return ReleaseKey.parse(key).box
 
 
 def comparison_key(key: str, mechanism: str) -> str:
     """Key of a release of another mechanism, at its default split and parameters, on the same
     data, domain, ε, points per user and randomness as `key`'s release: the same fixed seed, or
     fresh randomness with a new token of its own (so it is a new draw, charged as one)."""
-    fingerprint, domain, _, _, _, epsilon, tag, k = json.loads(key)
+    k = ReleaseKey.parse(key)
     spec = dp.mechanisms()[mechanism]
-    return release_key(fingerprint, dp.Domain.from_dict(domain), mechanism, spec.resolve_params({}),
-                       spec.default_split, epsilon, None if isinstance(tag, str) else tag, k)
+    return release_key(k.fingerprint, k.box, mechanism, spec.resolve_params({}), spec.default_split,
+                       k.epsilon, k.seed, k.points_per_user)
 
 
 def _release_entry(sid: str, key: str) -> str:
@@ -443,8 +440,9 @@ def release(sid: str | None, key: str, create: bool = False):
         cache.delete(ck)                             # its builder died before charging it
         rel = None
     if rel is None:
-        fp, tag = json.loads(key)[0], json.loads(key)[6]
-        if not create and (isinstance(tag, str) or not committed(sid, key)):
+        k = ReleaseKey.parse(key)
+        fp = k.fingerprint
+        if not create and (k.seed is None or not committed(sid, key)):
             raise LookupError("this release is no longer on the server; release again "
                               "(a new draw spends ε again)")    # only a charged demo is rebuilt
         spending(sid, fp) if create else points(sid, fp)   # a new spend: owners only on theirs
@@ -551,20 +549,19 @@ def _build_release(sid: str, key: str) -> None:
     for room depends on the release's size, so on the data, but only the person releasing
     sees it, and may see the data (the owner, or a visitor's own upload or a public sample);
     nothing is published."""
-    fp, dom, mech, params, split, eps, tag, k = json.loads(key)
-    data = points(sid, fp)
+    k = ReleaseKey.parse(key)
+    data = points(sid, k.fingerprint)
     entry, stored = _release_entry(sid, key), []
 
     def draw_and_keep(acc):
-        rel = acc.release(mech, data, dp.Domain.from_dict(dom), epsilon=eps, split=split,
-                          params=params, seed=None if isinstance(tag, str) else tag, ref=key,
-                          max_points_per_user=k)
+        rel = acc.release(k.mechanism, data, k.box, epsilon=k.epsilon, split=k.split,
+                          params=k.params, seed=k.seed, ref=key, max_points_per_user=k.points_per_user)
         if not cache.set(entry, rel):
             raise Unavailable(NO_ROOM)       # accounts.update writes no charge then
         stored.append(True)
         return rel
     try:
-        accounts.update(scope(sid, fp), account_key(data), draw_and_keep)
+        accounts.update(scope(sid, k.fingerprint), account_key(data), draw_and_keep)
     except Unavailable:
         if stored:
             try:
