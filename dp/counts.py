@@ -20,7 +20,7 @@ from .domain import Domain, UniformGrid
 from .errors import DataError
 from .points import LoadReport
 from .queries import as_rect_array
-from .summed_area import summed_area
+from .summed_area import rect_integrals, summed_area
 
 DEFAULT_CELLS = 1024     # base cells per side: the trees' default base grid is a coarsening of it
 MAX_CELLS = 1 << 26      # 64 M cells (512 MB of int64 counts): finer is refused
@@ -153,8 +153,7 @@ class CountData:
         d = self.domain
         u = np.clip((r[:, 0::2] - d.west) / d.width * gx, 0, gx)     # west, east in cell units
         v = np.clip((r[:, 1::2] - d.south) / d.height * gy, 0, gy)   # south, north
-        corner = lambda a, b: _bilinear(self._sat, v[:, b], u[:, a])   # noqa: E731
-        total = corner(1, 1) - corner(0, 1) - corner(1, 0) + corner(0, 0)
+        total = rect_integrals(self._sat, np.column_stack([u[:, 0], v[:, 0], u[:, 1], v[:, 1]]))
         empty = (r[:, 2] <= r[:, 0]) | (r[:, 3] <= r[:, 1])
         return np.where(empty, 0.0, np.maximum(total, 0.0))
 
@@ -297,13 +296,3 @@ def _sum_cells(H: np.ndarray, cells: np.ndarray, n: int, axis: int) -> np.ndarra
     run = np.concatenate([np.zeros_like(H.take([0], axis)), H.cumsum(axis)], axis)
     bounds = np.searchsorted(cells, np.arange(n + 1), side="left")
     return np.diff(run.take(bounds, axis), axis=axis)
-
-
-def _bilinear(S: np.ndarray, v: np.ndarray, u: np.ndarray) -> np.ndarray:
-    """S at fractional (row v, column u): exact for a summed-area table of cells with counts
-    spread evenly inside them, whose integral is bilinear within each cell."""
-    j = np.minimum(v.astype(np.int64), S.shape[0] - 2)
-    i = np.minimum(u.astype(np.int64), S.shape[1] - 2)
-    fv, fu = v - j, u - i
-    return ((1 - fv) * ((1 - fu) * S[j, i] + fu * S[j, i + 1])
-            + fv * ((1 - fu) * S[j + 1, i] + fu * S[j + 1, i + 1]))

@@ -9,6 +9,7 @@ import numpy as np
 from .domain import Domain, UniformGrid
 from .errors import ParameterError
 from .noise import make_rng
+from .summed_area import rect_integrals, summed_area
 
 
 @dataclass(frozen=True)
@@ -83,10 +84,14 @@ def alpha_l1(grid: UniformGrid, rects) -> np.ndarray:
     return ay.sum(axis=1) * ax.sum(axis=1)
 
 
-def grid_answers(grid: UniformGrid, H: np.ndarray, rects) -> np.ndarray:
-    """Uniformity-assumption answers ay^T H ax for every rectangle (spec 000 A2), vectorised."""
-    ay, ax = overlap_vectors(grid, rects)
-    return np.einsum("qj,qj->q", ay @ H, ax) if ay.shape[0] else np.zeros(0)
+def grid_answers(grid: UniformGrid, H: np.ndarray, rects, sat: np.ndarray | None = None) -> np.ndarray:
+    """Uniformity-assumption answers ay^T H ax for every rectangle (spec 000 A2), from the
+    summed-area table of H (`sat`, made here when not given): four bilinear lookups per
+    rectangle, no rectangle x cell matrix (that took 2.35 GB and 134-197 µs a rectangle on a
+    1000 x 1000 grid)."""
+    c = cell_coords(grid.domain, grid, rects)
+    c[:, 2], c[:, 3] = np.maximum(c[:, 2], c[:, 0]), np.maximum(c[:, 3], c[:, 1])   # empty, not negative
+    return rect_integrals(summed_area(H) if sat is None else sat, c)
 
 
 def random_workload(domain: Domain, n: int, *, side_frac: float | None = None,

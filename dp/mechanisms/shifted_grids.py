@@ -46,7 +46,7 @@ from ..domain import Domain, UniformGrid
 from ..errors import ParameterError
 from ..noise import discrete_laplace_variance
 from ..queries import Rect, as_rect_array
-from ..summed_area import summed_area
+from ..summed_area import rect_integrals, summed_area
 from .base import (MC_MAX_TERMS, MOVE_POINT, REPLACE_POINT, Capabilities, GridRelease,
                    MechanismSpec, Param, Release)
 from .shifted_lattice import MAX_BINS, BoxMetres, ShiftedLattice, resolve_bin_width
@@ -66,16 +66,6 @@ def equivalent_standard_epsilon(epsilon: float, m: int) -> dict:
 
 
 # ------------------------------------------------------------------------- estimator helpers
-def _bilinear(S: np.ndarray, tx: np.ndarray, ty: np.ndarray) -> np.ndarray:
-    """Integral of a piecewise-constant count surface over [0, tx) x [0, ty) in bin coordinates."""
-    by, bx = S.shape[0] - 1, S.shape[1] - 1
-    i = np.clip(np.floor(tx).astype(np.int64), 0, bx - 1)
-    j = np.clip(np.floor(ty).astype(np.int64), 0, by - 1)
-    fx, fy = tx - i, ty - j
-    return (S[j, i] * (1 - fx) * (1 - fy) + S[j, i + 1] * fx * (1 - fy)
-            + S[j + 1, i] * (1 - fx) * fy + S[j + 1, i + 1] * fx * fy)
-
-
 def _sum_sq_fractions(t0: np.ndarray, t1: np.ndarray) -> np.ndarray:
     """Σ_i f_i² where f_i = |[t0, t1] ∩ [i, i+1]| (unit bins in t): the closed form of spec 2.5."""
     t1 = np.maximum(t1, t0)
@@ -183,8 +173,7 @@ class ShiftedGridsRelease(Release):
         S = self._grid_sats()
         out = np.zeros(len(as_rect_array(rects)))
         for g, (tx0, ty0, tx1, ty1) in enumerate(self._t(rects)):
-            out += (_bilinear(S[g], tx1, ty1) - _bilinear(S[g], tx0, ty1)
-                    - _bilinear(S[g], tx1, ty0) + _bilinear(S[g], tx0, ty0))
+            out += rect_integrals(S[g], np.column_stack([tx0, ty0, tx1, ty1]))
         return out / self.m
 
     def answer_per_grid(self, rects) -> np.ndarray:
