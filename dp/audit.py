@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import numpy as np
-from scipy import stats
 
 from .noise import make_rng
 
@@ -102,6 +101,7 @@ def _events(sample_a, sample_b, n_thresholds: int = 9, n_structures: int = 10):
 
 def _cp(k: int, n: int, alpha: float) -> tuple[float, float]:
     """Clopper-Pearson two-sided (1 - alpha) interval for a binomial proportion."""
+    from scipy import stats            # here: scipy.stats takes a second to import, and only audits need it
     lo = 0.0 if k == 0 else float(stats.beta.ppf(alpha / 2, k, n - k + 1))
     hi = 1.0 if k == n else float(stats.beta.ppf(1 - alpha / 2, k + 1, n - k))
     return lo, hi

@@ -27,10 +27,10 @@ from __future__ import annotations
 import io
 import json
 from dataclasses import dataclass
+from statistics import NormalDist
 
 import numpy as np
 import shapely
-from scipy import stats
 
 from .domain import Domain, Projection
 from .errors import DataError, ParameterError
@@ -196,7 +196,7 @@ def _half_widths(si: np.ndarray, w: np.ndarray, scale: np.ndarray, var: np.ndarr
     n = len(var)
     keep = w != 0
     terms = np.bincount(si[keep], minlength=n)
-    z = stats.norm.ppf(0.5 + level / 2)
+    z = NormalDist().inv_cdf(0.5 + level / 2)
     k4 = np.bincount(si[keep], w[keep] ** 4 * discrete_laplace_fourth_cumulant(scale[keep]), minlength=n)
     excess = np.divide(k4, var ** 2, out=np.zeros(n), where=var > 0)
     h = np.sqrt(var) * (z + excess * (z ** 3 - 3 * z) / 24)

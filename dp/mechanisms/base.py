@@ -5,10 +5,10 @@ import abc
 import json
 import math
 from dataclasses import dataclass, field
+from statistics import NormalDist
 from typing import Any, Callable
 
 import numpy as np
-from scipy import stats
 
 from ..budget import Ledger
 from ..contributions import USER_LEVEL_GUARANTEE
@@ -415,7 +415,7 @@ def noise_half_width(variance: float, terms=None, level: float = 0.95, n_sim: in
         if 0 < keep.sum() <= MC_MAX_TERMS:
             sc = np.broadcast_to(np.asarray(terms[1], dtype=np.float64), w.shape)[keep]
             return float(np.quantile(np.abs(laplace_sim(make_rng(seed), sc, n_sim) @ w[keep]), level))
-    return float(stats.norm.ppf(0.5 + level / 2) * math.sqrt(variance))
+    return float(NormalDist().inv_cdf(0.5 + level / 2) * math.sqrt(variance))
 
 
 def laplace_sim(rng, scales: np.ndarray, n: int) -> np.ndarray:
