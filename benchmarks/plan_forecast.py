@@ -1,7 +1,7 @@
 """Does a plan keep its promise on data it never saw? `dp.plan` against real releases.
 
-For each data set of a part of the corpus (`corpus.py`; default its holdout part, scored only
-after `dp.plan.MARGIN` was chosen on the fitting part) and each stated need "rectangles of A%
+For each data set of a part of the corpus (`corpus.py`; default its fresh part, scored only
+after `dp.plan.MARGIN_VALUES` was chosen on the fitting part) and each stated need "rectangles of A%
 of the box within ±T people, 95% of the time" (T a share of N, at least 5), the plan is made
 from public inputs only (the box, the owner's stated N, here the true one); the real points are
 then released at the planned ε raised by each margin of rungs asked, with five fresh seeds, and
@@ -11,8 +11,9 @@ releases, by bisection): planned ÷ needed below 1 means the plan under-spent an
 1 that it over-spent (one step of the ladder is 1.47 times). `--least` records only the least
 margin meeting each need (what `dp.plan.MARGIN` is chosen from).
 
-    python benchmarks/plan_forecast.py [--part holdout] [--data ring ...] [--mechanisms ...]
-                                       [--margins 0 1 2 3 4] [--least] [--out rows.jsonl]
+    python benchmarks/plan_forecast.py [--part fresh] [--data ring ...] [--mechanisms ...]
+                                       [--margins 0 1 2 3 4] [--least] [--exact-values]
+                                       [--out rows.jsonl]
     python benchmarks/plan_forecast.py --rows rows.jsonl       # the tables from saved rows
 """
 from __future__ import annotations
@@ -70,10 +71,11 @@ class RealErrors:
         return hi
 
 
-def measure(entries, mechanisms, margins, out=None, least=False) -> list[dict]:
-    """One row per (data, need, mechanism): the plan's rung without margin, the real error at
-    that rung raised by each margin, and the rung the real data needed. With `least` (for
-    choosing the margin, cheaper): only the least of `margins` at which the need was met."""
+def measure(entries, mechanisms, margins, out=None, least=False, shapes=planning.SHAPES) -> list[dict]:
+    """One row per (data, need, mechanism): the plan's rung without margin (on twins of
+    `shapes`), the real error at that rung raised by each margin, and the rung the real data
+    needed. With `least` (for choosing the margin, cheaper): only the least of `margins` at
+    which the need was met."""
     rows = []
     top = len(planning.LADDER) - 1
     for e in entries:
@@ -82,7 +84,7 @@ def measure(entries, mechanisms, margins, out=None, least=False) -> list[dict]:
         n = int(m.sum())
         for area, share in NEEDS:
             target = max(round(share * n), MIN_TARGET)
-            twin = planning.Twin(peers.BOX, area, n)
+            twin = planning.Twin(peers.BOX, area, n, shapes=shapes)
             rects = dp.random_workload(peers.BOX, 400, area_frac=area, rng=11)
             truth = data.true_counts(rects, peers.BOX)
             for mech in mechanisms:
@@ -103,9 +105,9 @@ def measure(entries, mechanisms, margins, out=None, least=False) -> list[dict]:
     return rows
 
 
-def summary(rows, margin: int | None) -> None:
-    """Per mechanism, the plans raised by `margin` rungs (None: each mechanism's own,
-    `dp.plan.MARGIN`): met, missed far, ε over what was needed."""
+def summary(rows, margin: int | None, own: dict) -> None:
+    """Per mechanism, the plans raised by `margin` rungs (None: each mechanism's own, `own`:
+    `dp.plan.MARGIN` or `MARGIN_VALUES`): met, missed far, ε over what was needed."""
     top = len(planning.LADDER) - 1
     name = "dp.plan's margins" if margin is None else f"margin {margin} rung(s)"
     print(f"\n{name}:\n\n| mechanism | margin | plans | met (real ≤ target) | missed by > 1.5× | "
@@ -114,7 +116,7 @@ def summary(rows, margin: int | None) -> None:
     tot = [0, 0, 0]
     kept = margin
     for mech in dict.fromkeys(r["mechanism"] for r in rows):
-        margin = planning.MARGIN.get(mech, 0) if kept is None else kept
+        margin = own.get(mech, 0) if kept is None else kept
         mine = [r for r in rows if r["mechanism"] == mech and r["rung"] is not None
                 and margin in r["real"]]
         real = np.array([r["real"][margin] for r in mine])
@@ -155,14 +157,20 @@ def main(argv=None) -> None:
     ap.add_argument("--part", default="fresh", choices=["fit", "validation", "holdout", "fresh", "all"])
     ap.add_argument("--data", nargs="+", default=None, help="corpus names (default: the part's)")
     ap.add_argument("--mechanisms", nargs="+", default=planning.plannable())
-    ap.add_argument("--margins", type=int, nargs="+", default=sorted({0, *planning.MARGIN.values()}),
+    ap.add_argument("--margins", type=int, nargs="+", default=None,
                     help="rungs added to the plan's ε, each scored, and dp.plan's own margins "
                          "when all of theirs are among them (default: 0 and dp.plan's)")
+    ap.add_argument("--exact-values", action="store_true",
+                    help="plan on the five twins (`dp.plan(exact_values=True)`) with MARGIN_VALUES")
     ap.add_argument("--out", type=Path, help="also write one JSON line per plan here")
     ap.add_argument("--rows", type=Path, help="summarise rows written by --out instead of measuring")
     ap.add_argument("--least", action="store_true",
                     help="only the least margin meeting each need (to choose dp.plan.MARGIN)")
     args = ap.parse_args(argv)
+    shapes, own = ((planning.WITH_VALUES, planning.MARGIN_VALUES) if args.exact_values
+                   else (planning.SHAPES, planning.MARGIN))
+    if args.margins is None:
+        args.margins = sorted({0, *own.values()})
     t0 = time.perf_counter()
     if args.rows:
         rows = [json.loads(line) for line in args.rows.read_text().splitlines()]
@@ -171,14 +179,14 @@ def main(argv=None) -> None:
     else:
         entries = corpus.entries(None if args.part == "all" else args.part, args.data)
         with open(args.out, "w") if args.out else contextlib.nullcontext() as out:
-            rows = measure(entries, args.mechanisms, args.margins, out, args.least)
+            rows = measure(entries, args.mechanisms, args.margins, out, args.least, shapes)
     if args.least or any("least" in r for r in rows):
         least_summary(rows, args.margins)
     measured = {k for r in rows for k in r.get("real", {})}
     for k in sorted(measured):
-        summary(rows, k)
-    if set(planning.MARGIN.values()) <= measured:
-        summary(rows, None)
+        summary(rows, k, own)
+    if set(own.values()) <= measured:
+        summary(rows, None, own)
     print(f"\n{time.perf_counter() - t0:.0f} s")
 
 

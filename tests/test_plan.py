@@ -36,21 +36,21 @@ def test_the_need_must_hold_on_every_twin(box):
     # the plan's error is the worst twin's: each twin's own error at the planned ε is at most
     # the target, and one ladder step below, some twin misses it
     twin = planning.Twin(box, 0.01, 20_000)
-    p = planning.epsilon_for(twin, "ug", 40, margin=0)
+    p = planning.epsilon_for(twin, "privtree", 40, margin=0)
     assert p.met
     one = [planning.Twin(box, 0.01, 20_000, shapes=(s,)) for s in planning.SHAPES]
-    assert max(t.error("ug", p.epsilon, 0.95) for t in one) == pytest.approx(p.error)
+    assert max(t.error("privtree", p.epsilon, 0.95) for t in one) == pytest.approx(p.error)
     i = planning.LADDER.index(p.epsilon)
-    assert i == 0 or twin.error("ug", planning.LADDER[i - 1], 0.95) > 40
+    assert i == 0 or twin.error("privtree", planning.LADDER[i - 1], 0.95) > 40
 
 
 def test_plan_finds_the_least_epsilon_on_the_ladder_meeting_the_need(box):
     twin = planning.Twin(box, 0.01, 5_000)
-    p = planning.epsilon_for(twin, "ug", 30, margin=0)
+    p = planning.epsilon_for(twin, "privtree", 30, margin=0)
     assert p.met and p.error <= 30 and p.epsilon in planning.LADDER
     i = planning.LADDER.index(p.epsilon)
     if i > 0:                                         # one step cheaper misses it
-        assert twin.error("ug", planning.LADDER[i - 1], 0.95) > 30
+        assert twin.error("privtree", planning.LADDER[i - 1], 0.95) > 30
 
 
 @pytest.mark.parametrize("mech", ["privtree", "ag", "full_quadtree"])
