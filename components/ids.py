@@ -207,6 +207,7 @@ PLAN_AREA = "plan-area"
 PLAN_TARGET = "plan-target"
 PLAN_LEVEL = "plan-level"
 PLAN_POINTS = "plan-points"
+PLAN_EXACT = "plan-exact-values"        # "my points sit on exact values": the fifth twin
 PLAN_RUN = "plan-run"
 PLAN_PROGRESS = "plan-progress"
 PLAN_STATUS = "plan-status"

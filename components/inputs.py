@@ -140,7 +140,7 @@ STORES = {
     ids.ACCOUNT_TICK: (Either((None, NUMBER)), "a time stamp"),
     ids.QUERY_EXTRA: (Either((None, ListOf(BOX))), "a list of rectangles of four numbers each"),
     ids.PLAN_JOB: (Either((None, Record({"id": TEXT, "request": Record(
-        {"area": NUMBER, "target": NUMBER, "level": NUMBER, "points": NUMBER}),
+        {"area": NUMBER, "target": NUMBER, "level": NUMBER, "points": NUMBER}, {"exact": BOOL}),
         "domain": DOMAIN, "k": Either((None, COUNT))}))), "a plan this server started"),
     ids.EVAL_JOB: (Either((None, Record({"id": Either((None, TEXT)), "cache_key": EVAL_KEY},
                                         {"setup": Record(SETUP)}))), "an evaluation job this server started"),

@@ -34,6 +34,9 @@ def layout() -> html.Div:
             field("this share of the time (%)", ids.PLAN_LEVEL, DEFAULTS["level"], min=50, max=99.9, step="any"),
             field("assuming this many points (a public guess)", ids.PLAN_POINTS, DEFAULTS["points"],
                   min=100, max=2_000_000, step=1)]),
+        dcc.Checklist(id=ids.PLAN_EXACT, value=[], className="plan-exact", options=[
+            {"label": " My points sit on exact values (a census table, ages in whole years, a "
+                      "street grid): plan for that too", "value": "exact"}]),
         html.Button("Plan (free)", id=ids.PLAN_RUN, n_clicks=0),
         html.Progress(id=ids.PLAN_PROGRESS, value="0", max="1", className="plan-progress"),
         html.Div(id=ids.PLAN_STATUS, role="status"),
@@ -44,8 +47,9 @@ def layout() -> html.Div:
     ])
 
 
-def read_request(area, target, level, points) -> dict:
-    """The plan's inputs, checked (ParameterError in words otherwise)."""
+def read_request(area, target, level, points, exact=()) -> dict:
+    """The plan's inputs, checked (ParameterError in words otherwise); `exact`: the exact-values
+    box's value (a public statement about the data's kind)."""
     try:
         area, target, level, points = (float(v) for v in (area, target, level, points))
     except (TypeError, ValueError):
@@ -59,19 +63,27 @@ def read_request(area, target, level, points) -> dict:
         raise dp.ParameterError("the assumed number of points must be from 100 to 2,000,000")
     if not target > 0:
         raise dp.ParameterError("the error you accept must be above 0 people")
-    return {"area": area / 100, "target": target, "level": level / 100, "points": int(points)}
+    return {"area": area / 100, "target": target, "level": level / 100, "points": int(points),
+            "exact": "exact" in (exact or ())}
 
 
 def run_plan(progress, should_stop, domain: dict, request: dict, names: list, k):
     """The job: `dp.plan.plan` on the twin (reads public inputs only); rows for the page."""
     plans = planning.plan(dp.Domain.from_dict(domain), request["area"], request["target"],
                           request["level"], request["points"], names=names, points_per_user=k,
-                          progress=progress, should_stop=should_stop)
+                          progress=progress, should_stop=should_stop,
+                          exact_values=request.get("exact", False))
     return [{"mechanism": p.mechanism, "epsilon": p.epsilon, "error": p.error} for p in plans]
 
 
 def result_view(rows: list, request: dict) -> html.Div:
-    """The plan as a table: mechanism, ε needed, the error there, and a Use button."""
+    """The plan as a table: mechanism, ε needed, the error there, and a Use button; under it
+    the twins it was made on and how far to trust it."""
+    exact = request.get("exact", False)
+    twins = "five" if exact else "four"
+    shapes = ("a clustered city, an even spread, three tight cores, thirty roads and points on "
+              "exact values" if exact else
+              "a clustered city, an even spread, three tight cores and thirty roads")
     labels = {k: s.label for k, s in dp.mechanisms().items()}
     head = html.Tr([html.Th("Mechanism"), html.Th("ε needed"),
                     html.Th(f"error {request['level'] * 100:g}% of the time"), html.Th("")])
@@ -87,18 +99,13 @@ def result_view(rows: list, request: dict) -> html.Div:
                     if met else "")]))
     return html.Div([
         html.Table(className="plan-table", children=[html.Thead(head), html.Tbody(body)]),
-        html.P(f"Forecast on four synthetic twins of {request['points']:,} points in your box "
-               "(a clustered city, an even spread, three tight cores and thirty roads), rectangles "
-               f"of {significant(request['area'] * 100, trim=True)}% of the box: each ε meets the "
-               "need on all four, raised a few steps as a safety margin, so it may spend more than "
-               "data like yours needs. Nothing of your data is read. The preview shows the "
-               "clustered city.",
+        html.P(f"Forecast on {twins} synthetic twins of {request['points']:,} points in your box "
+               f"({shapes}), rectangles of {significant(request['area'] * 100, trim=True)}% of the "
+               f"box: each ε meets the need on all {twins}, raised a few steps as a safety margin, "
+               "so it may spend more than data like yours needs. Nothing of your data is read. The "
+               "preview shows the clustered city.",
                className="hint"),
-        html.P("How far to trust it: on twelve test data sets unlike the twins, plans met the need "
-               "in 99% of cases for data such as cities, roads, coasts and towns, but only in 56% "
-               "where points sit on an exact grid of values (street grids, census tables, ages in "
-               "whole years): for such data, plan for a smaller error than you need.",
-               className="hint")])
+        html.P(planning.TRUST_VALUES if exact else planning.TRUST, className="hint plan-trust")])
 
 
 def preview_src(domain: dict, request: dict, mechanism: str, epsilon: float, k) -> str:
@@ -115,14 +122,15 @@ def register_callbacks(app, config: dict):
                   Input(ids.PLAN_RUN, "n_clicks"),
                   State(ids.PLAN_AREA, "value"), State(ids.PLAN_TARGET, "value"),
                   State(ids.PLAN_LEVEL, "value"), State(ids.PLAN_POINTS, "value"),
+                  State(ids.PLAN_EXACT, "value"),
                   State(ids.DOMAIN, "data"), State(ids.DATASET, "data"), State(ids.POINTS_PER_USER, "value"),
                   prevent_initial_call=True)
-    def start(_, area, target, level, points, domain, info, k):
+    def start(_, area, target, level, points, exact, domain, info, k):
         """Start the plan in the background (public inputs only: the box, the stated need, the
         assumed size, the bound per user)."""
         info = info or {}
         try:
-            request = read_request(area, target, level, points)
+            request = read_request(area, target, level, points, exact)
             dom = domain_from_store(domain)
             per_user = dp.contributions.check_points_per_user(k) if info.get("users") else None
         except (dp.ParameterError, LookupError, TypeError) as exc:

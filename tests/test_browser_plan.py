@@ -45,7 +45,8 @@ def test_plan_is_free_and_fills_in_the_release(dash_duo, monkeypatch):
     table = dash_duo.find_element(f"#{ids.PLAN_RESULT}").text
     assert len(rows) >= 3 and "Uniform grid" in table
     assert dp.mechanisms()[dp.recommend("points").name].label in table      # the recommended one too
-    assert "safety margin" in table and "only in 56% where points sit on an exact grid" in table
+    assert "safety margin" in table and "only in 56% where points sit on exact values" in table
+    assert "My points sit on exact values" in dash_duo.find_element(f"#{ids.PLAN_EXACT}").text
     use = dash_duo.find_elements(f"#{ids.PLAN_RESULT} tbody button")[0]
     eps = float(use.text.split("=")[1])
     use.click()

@@ -107,10 +107,44 @@ def test_planned_epsilon_keeps_its_promise_on_real_data(box):
         assert q95 <= target, (mech, p.epsilon, q95)
 
 
+def test_points_on_exact_values_plan_on_a_fifth_twin_of_exact_values(box):
+    """`exact_values=True`: the four twins and one whose points all sit on 16 x 24 exact values,
+    with the margins chosen for five twins (MARGIN_VALUES); the first four are the same twins."""
+    four, five = planning.Twin(box, 0.01, 5_000), planning.Twin(box, 0.01, 5_000, shapes=planning.WITH_VALUES)
+    assert len(five.twins) == 5
+    for a, b in zip(four.twins, five.twins):
+        np.testing.assert_array_equal(a.x, b.x)
+    values = five.twins[4]
+    assert len(np.unique(values.x)) <= 16 and len(np.unique(values.y)) <= 24
+    bare = planning.epsilon_for(five, "privtree", 40, margin=0)
+    kept = planning.epsilon_for(five, "privtree", 40)
+    i = planning.LADDER.index(bare.epsilon)
+    assert kept.epsilon == planning.LADDER[min(i + planning.MARGIN_VALUES["privtree"], len(planning.LADDER) - 1)]
+    assert bare.met                      # the worst of five twins is at least the worst of four
+    assert five.error("privtree", bare.epsilon, 0.95) >= four.error("privtree", bare.epsilon, 0.95)
+    assert set(planning.MARGIN_VALUES) == set(planning.MARGIN)
+    plans = planning.plan(box, 0.01, 40, n_points=5_000, names=["privtree"], exact_values=True)
+    assert plans[0].epsilon == kept.epsilon
+
+
+def test_the_panel_plans_for_exact_values_when_asked_and_says_how_far_to_trust_it(box, monkeypatch):
+    from components import plan_panel
+    from helpers import spy_on_exact_counts
+    read = spy_on_exact_counts(monkeypatch)
+    request = plan_panel.read_request(1, 60, 95, 5_000, ["exact"])
+    rows = plan_panel.run_plan(lambda *a: None, lambda: False, box.to_dict(), request, ["privtree"], None)
+    assert set(read) == {f"synthetic {s}" for s in planning.WITH_VALUES}     # five twins, no data
+    text = str(plan_panel.result_view(rows, request))
+    assert "five synthetic twins" in text and planning.TRUST_VALUES in text
+    default = plan_panel.read_request(1, 60, 95, 5_000)
+    assert planning.TRUST in str(plan_panel.result_view(rows, default))
+
+
 def test_the_panel_reads_a_need_in_percent_and_refuses_bad_ones_in_words():
     from components import plan_panel
     assert plan_panel.read_request(1, 50, 95, 100_000) == {"area": 0.01, "target": 50.0, "level": 0.95,
-                                                            "points": 100_000}
+                                                            "points": 100_000, "exact": False}
+    assert plan_panel.read_request(1, 50, 95, 100_000, ["exact"])["exact"] is True
     for bad, words in (((None, 50, 95, 1000), "fill in all four numbers"),
                        ((0, 50, 95, 1000), "from 0.01% to 100%"),
                        ((1, 0, 95, 1000), "above 0 people"),
