@@ -40,8 +40,10 @@ def _parse_parquet(src, lon, lat, user, max_rows):
     dropped, first_bad = {}, {}
     tx, ty = table.column(0), table.column(1)
     if pa.types.is_floating(tx.type) and pa.types.is_floating(ty.type) or             pa.types.is_integer(tx.type) and pa.types.is_integer(ty.type):
-        x = pc.fill_null(tx.cast(pa.float64()), float("nan")).to_numpy()
-        y = pc.fill_null(ty.cast(pa.float64()), float("nan")).to_numpy()
+        # safe=False: an integer beyond 2**53 becomes the nearest float (far out of any
+        # coordinate range, so dropped as such) instead of an ArrowInvalid
+        x = pc.fill_null(tx.cast(pa.float64(), safe=False), float("nan")).to_numpy()
+        y = pc.fill_null(ty.cast(pa.float64(), safe=False), float("nan")).to_numpy()
         bad = np.zeros(len(x), bool)
     else:
         x, y, bad = _coords_from_texts([tx.cast(pa.string())], [ty.cast(pa.string())],
