@@ -189,11 +189,13 @@ class AccountStore:
         with self._open_locked(self.folder / ".accounts.lock"):
             yield
 
-    def _read(self, name: str) -> dp.Accountant:
+    def _read(self, name: str) -> tuple[dp.Accountant, int | None]:
+        """(account, its version; None when it does not exist yet: a fresh one at the default)."""
         if self.folder is None:
             _, d = self._memory.get(name, (0.0, None))
-            return dp.Accountant.from_dict(d) if d else dp.Accountant(self.default_total)
-        return dp.Accountant(self.default_total) if (read := self._read_file(name)) is None else read[0]
+            return (dp.Accountant.from_dict(d), 0) if d else (dp.Accountant(self.default_total), None)
+        read = self._read_file(name)
+        return (dp.Accountant(self.default_total), None) if read is None else read
 
     def _read_file(self, name: str) -> tuple[dp.Accountant, int] | None:
         """(account, version) from its file, checked against its signature and the record of
@@ -224,25 +226,25 @@ class AccountStore:
         except (ValueError, TypeError, KeyError, AttributeError):
             raise Unavailable(DAMAGED) from None
 
-    def _write(self, name: str, acc: dp.Accountant):
-        """Store the account (the commit point); a new one only if the store has room for it."""
+    def _write(self, name: str, acc: dp.Accountant, version: int | None):
+        """Store the account read at `version` (None: new) under its lock (the commit point);
+        a new one only if the store has room for it."""
         d = acc.to_dict()
         if self.folder is None:
-            if name in self._memory:
+            if version is not None:
                 self._memory[name] = (time.time(), d)
                 return
             with self._store_locked():
                 self._make_room(name)
                 self._memory[name] = (time.time(), d)
             return
+        new_version = (version or 0) + 1
         with self._store_locked():
-            read = self._read_file(name)
-            if read is None:
+            if version is None:
                 self._make_room(name)
-            version = (read[1] if read else 0) + 1
             self._write_whole(f"{name}.json", json.dumps(
-                {"account": d, "version": version, "mac": self._mac(name, d, version)}))
-            self._record_version(name, version)     # a file ahead of the record is read as it is
+                {"account": d, "version": new_version, "mac": self._mac(name, d, new_version)}))
+            self._record_version(name, new_version)    # a file ahead of the record is read as it is
 
     def _make_room(self, new: str):
         """Under the store's lock, before a new visitor's account: at the bound, remove enough
@@ -304,7 +306,7 @@ class AccountStore:
     def get(self, scope: str, fingerprint: str) -> dp.Accountant:
         """A copy of the account (a fresh one at the default total if none exists yet). It takes
         no lock and creates no file: accounts are replaced whole, never written in place."""
-        return self._read(self._name(scope, fingerprint))
+        return self._read(self._name(scope, fingerprint))[0]
 
     def update(self, scope: str, fingerprint: str, change):
         """Run change(accountant) on a copy under the account's lock; store it unless it raised.
@@ -318,7 +320,7 @@ class AccountStore:
         """
         name = self._name(scope, fingerprint)
         with self._locked(name):
-            acc = self._read(name)
+            acc, version = self._read(name)       # nobody else writes it while the lock is held
             before = len(acc.charges)
             try:
                 result = change(acc)
@@ -326,7 +328,7 @@ class AccountStore:
                 raise
             except Exception:
                 if len(acc.charges) > before:
-                    self._write(name, acc)
+                    self._write(name, acc, version)
                 raise
-            self._write(name, acc)
+            self._write(name, acc, version)
             return result
