@@ -491,7 +491,8 @@ def unrecorded_release(sid: str, fingerprint: str, domain: dp.Domain, recorded) 
     charges = accounts.get(scope(sid, fingerprint), account_key(points(sid, fingerprint))).charges
     for ref in dict.fromkeys(c.ref for c in reversed(charges)):     # newest first, each once
         try:
-            if key_fingerprint(ref) != fingerprint or key_domain(ref) != domain:
+            k = ReleaseKey.parse(ref)
+            if k.fingerprint != fingerprint or k.box != domain:
                 continue
         except (TypeError, ValueError, KeyError, IndexError):          # not a release key
             continue
