@@ -59,11 +59,11 @@ if FOLDER:
 
     _account_write = accounts.AccountStore._write
 
-    def _write(self, name, acc):
+    def _write(self, name, acc, *rest):
         heavy = multiprocessing.parent_process() is not None
         if heavy and _take("kill-before-charge"):
             os.kill(os.getpid(), signal.SIGKILL)
-        _account_write(self, name, acc)
+        _account_write(self, name, acc, *rest)
         if heavy and _take("kill-after-charge"):
             os.kill(os.getpid(), signal.SIGKILL)
     accounts.AccountStore._write = _write
