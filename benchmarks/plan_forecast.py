@@ -12,7 +12,7 @@ releases, by bisection): planned ÷ needed below 1 means the plan under-spent an
 margin meeting each need (what `dp.plan.MARGIN` is chosen from).
 
     python benchmarks/plan_forecast.py [--part fresh] [--data ring ...] [--mechanisms ...]
-                                       [--margins 0 1 2 3 4] [--least] [--exact-values]
+                                       [--margins 0 1 2 3 4] [--least] [--no-exact-values]
                                        [--out rows.jsonl]
     python benchmarks/plan_forecast.py --rows rows.jsonl       # the tables from saved rows
 """
@@ -160,8 +160,9 @@ def main(argv=None) -> None:
     ap.add_argument("--margins", type=int, nargs="+", default=None,
                     help="rungs added to the plan's ε, each scored, and dp.plan's own margins "
                          "when all of theirs are among them (default: 0 and dp.plan's)")
-    ap.add_argument("--exact-values", action="store_true",
-                    help="plan on the five twins (`dp.plan(exact_values=True)`) with MARGIN_VALUES")
+    ap.add_argument("--exact-values", action=argparse.BooleanOptionalAction, default=True,
+                    help="plan on the five twins with MARGIN_VALUES, as `dp.plan` does by default "
+                         "(--no-exact-values: the four twins with MARGIN)")
     ap.add_argument("--out", type=Path, help="also write one JSON line per plan here")
     ap.add_argument("--rows", type=Path, help="summarise rows written by --out instead of measuring")
     ap.add_argument("--least", action="store_true",

@@ -296,10 +296,11 @@ def parser() -> argparse.ArgumentParser:
     p = sub.add_parser("plan", help="the ε each mechanism needs for an accuracy you state (free)",
                        description="Plan before spending: per mechanism, the least ε with which "
                                    "rectangles of --area of the box are within ±--target people "
-                                   "--level of the time, forecast on four public synthetic twins "
+                                   "--level of the time, forecast on public synthetic twins "
                                    "of --points points in the box (a clustered city, an even "
-                                   "spread, tight cores, roads: the need must hold on each; with "
-                                   "--exact-values a fifth of exact values) (reads no data, charges nothing).")
+                                   "spread, tight cores, roads and, unless --no-exact-values, points "
+                                   "on exact values: the need must hold on each) (reads no data, "
+                                   "charges nothing).")
     p.add_argument("--domain", "-d", required=True, help="the public box (as for release)")
     p.add_argument("--area", type=float, default=0.01, help="the rectangles' share of the box (0.01)")
     p.add_argument("--target", type=float, default=50.0, help="the error you accept, in people (50)")
@@ -308,9 +309,11 @@ def parser() -> argparse.ArgumentParser:
                    help="plan only these (repeatable; default: all)")
     p.add_argument("--points", type=int, default=DEFAULT_POINTS,
                    help=f"the assumed number of points, a public guess ({DEFAULT_POINTS:,})")
-    p.add_argument("--exact-values", action="store_true",
-                   help="the points sit on exact values (a census table, ages in whole years, a "
-                        "street grid): plan on a fifth twin of exact values too")
+    p.add_argument("--exact-values", action=argparse.BooleanOptionalAction, default=True,
+                   help="plan on a fifth twin of exact values too, for points that may sit on exact "
+                        "values (a census table, ages in whole years, a street grid); "
+                        "--no-exact-values only for points known not to: cheaper plans that "
+                        "missed on such data about half the time (default: on)")
     p.add_argument("--quiet", "-q", **QUIET)
     p.set_defaults(run=cmd_plan)
 

@@ -39,14 +39,14 @@ def test_plan_is_free_and_fills_in_the_release(dash_duo, monkeypatch):
     read = spy_on_exact_counts(monkeypatch)
 
     plan_for(dash_duo, 200)
-    assert set(read) == {f"synthetic {s}" for s in planning.SHAPES}    # the twins, never the data
+    assert set(read) == {f"synthetic {s}" for s in planning.WITH_VALUES}    # the twins, never the data
     assert spent(dash_duo) == before
     rows = dash_duo.find_elements(f"#{ids.PLAN_RESULT} tbody tr")
     table = dash_duo.find_element(f"#{ids.PLAN_RESULT}").text
     assert len(rows) >= 3 and "Uniform grid" in table
     assert dp.mechanisms()[dp.recommend("points").name].label in table      # the recommended one too
-    assert "safety margin" in table and "only in 56% where points sit on exact values" in table
-    assert "My points sit on exact values" in dash_duo.find_element(f"#{ids.PLAN_EXACT}").text
+    assert "safety margin" in table and "planned for exact values too" in table
+    assert "My points may sit on exact values" in dash_duo.find_element(f"#{ids.PLAN_EXACT}").text
     use = dash_duo.find_elements(f"#{ids.PLAN_RESULT} tbody button")[0]
     eps = float(use.text.split("=")[1])
     use.click()
