@@ -28,7 +28,8 @@ DEFAULT_CONFIG = {
     "store_mb": state.DEFAULT_STORE_MB,     # bytes the store holds, its sessions' oldest dropped
     "memory_mb": state.DEFAULT_MEMORY_MB,   # unpickled copies each process keeps in front of it
     "heavy_workers": heavy.DEFAULT_WORKERS,  # processes building releases; 0: in the request
-    "accounts_dir": None,      # None: budget accounts in memory; a folder keeps them across restarts
+    "accounts_dir": None,      # None: budget accounts in memory; a folder keeps them (SQLite) and the key
+    "database_url": None,      # budget accounts in this database (postgresql+psycopg://…) instead
     "default_budget": 10.0,    # total ε per dataset a new account starts with
     "secure_cookies": False,   # mark the session cookie Secure even over HTTP (behind a TLS proxy)
     "eval_workers": jobs.DEFAULT_WORKERS,   # evaluations run at once; more wait for a free worker
@@ -211,7 +212,8 @@ def serve(app: Dash, host: str, port: int, workers: int, threads: int, front_kin
 def settings_of(a, token: str) -> dict:
     """The app's settings from the command line's arguments."""
     return {"max_upload_mb": a.max_upload_mb, "tiles_url": a.tiles_url,
-            "accounts_dir": a.accounts_dir, "default_budget": a.default_budget,
+            "accounts_dir": a.accounts_dir, "database_url": a.database_url,
+            "default_budget": a.default_budget,
             "secure_cookies": a.secure_cookies, "eval_workers": a.eval_workers,
             "mechanism": a.mechanism, "heavy_workers": a.heavy_workers,
             "store_dir": a.store_dir, "redis_url": a.redis_url,
@@ -253,7 +255,11 @@ def main(argv=None):
     p.add_argument("--tiles-url", default=DEFAULT_CONFIG["tiles_url"],
                    help="base map tile URL template; the app works without tiles (offline)")
     p.add_argument("--accounts-dir", default=str(ACCOUNTS_DIR),
-                   help="folder keeping each browser's budget accounts across server restarts")
+                   help="folder keeping the server's key and, in SQLite, the budget accounts "
+                        "across server restarts")
+    p.add_argument("--database-url",
+                   help="keep the budget accounts in this database instead, e.g. "
+                        "postgresql+psycopg://user@host/dp: several hosts then share one budget")
     p.add_argument("--default-budget", type=float, default=DEFAULT_CONFIG["default_budget"],
                    help="total ε a dataset's account starts with (owners can only raise it)")
     p.add_argument("--secure-cookies", action="store_true",

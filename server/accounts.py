@@ -1,21 +1,22 @@
-"""Server-side budget accounts: one `dp.Accountant` per (scope, dataset fingerprint).
+"""Server-side budget accounts: one `dp.Accountant` per (scope, dataset fingerprint), in the
+server's database (`server.database`: SQLite in the accounts folder, PostgreSQL given a URL, or
+SQLite in memory when nothing is configured).
 
 A scope is a browser session id, or `SERVER` for data that lives on the server and belongs to
-its owner (one account per dataset, whatever the browser). With a folder configured each account
-is a JSON file signed with the server's key (HMAC over the account and its file name), written
-atomically and locked across processes, so a server restart does not hand out a fresh budget and
-a file changed or copied by hand is refused. Every change is read, copied, changed and written
-back under the account's lock, so two tabs cannot overspend by racing, and no stored object is
-ever changed in place. The store holds at most `max_accounts` visitors' accounts: a new one may
+its owner (one account per dataset, whatever the browser). Each account row is signed with the
+server's key (HMAC over the account, its name and version), so a row changed or copied by hand
+is refused, and a restart never hands out a fresh budget. Every change is read, copied, changed
+and written back under the account's lock (a lock file per account beside SQLite, an advisory
+lock on PostgreSQL), so two tabs or two hosts cannot overspend by racing; the write itself is
+one transaction. The database holds at most `max_accounts` visitors' accounts: a new one may
 push out visitors' accounts idle longer than the store keeps a session's upload; the server's
-accounts and those of an owner's sessions neither count nor go, so visitors filling the bound
-never keep an owner from releasing. Each account file carries a version, and the folder keeps
-a signed record of every account's latest version (VERSIONS): an account file put back from an
-older copy, or deleted, is refused in words instead of read as an older or fresh budget (a
-copy of the whole folder, record included, cannot be told from the real one).
-A folder that cannot be written, a damaged or unsigned account file and a full store are
-refused with `faults.Unavailable` (a message): an unreadable account is never silently
-replaced by a fresh budget.
+accounts and those of an owner's sessions neither count nor go. A second table keeps each
+account's latest version, signed apart: an account row put back from an older copy, or deleted,
+is refused in words instead of read as an older or fresh budget (a copy of the whole database
+cannot be told from the real one). A database that cannot be written, a damaged or unsigned
+account and a full store are refused with `faults.Unavailable` (a message): an unreadable
+account is never silently replaced by a fresh budget. Account files of version 0.10 found in
+the folder are moved into the database once, as they were (`import_files`).
 """
 from __future__ import annotations
 
@@ -27,19 +28,26 @@ import os
 import secrets
 import threading
 import time
-from contextlib import contextmanager, suppress
+from contextlib import ExitStack, contextmanager, nullcontext, suppress
 from pathlib import Path
+
+import sqlalchemy as sa
 
 import dp
 
+from . import database
+from .database import account_versions as versions_table, accounts as table
 from .faults import Unavailable, speaking
 from .store import RESERVED, reserved
 
 SERVER = "server"               # the scope of the server's own data: one account per dataset
 MAX_ACCOUNTS = 10_000
 IDLE_SECONDS = 4 * 3600         # the store's entry lifetime (`state.TIMEOUT`): the upload is gone
-FOLDER = "budget accounts folder"
-VERSIONS = ".versions"          # the folder's signed record of each account's latest version
+DATABASE = "budget accounts database"
+LOCKS = "locks"                 # beside SQLite: a lock file per account in use
+IMPORTED = "imported-0.10"      # where 0.10's account files go once they are in the database
+VERSIONS_FILE = ".versions"     # 0.10's signed record of versions, read once when importing
+ROOM_LOCK = 0x64705F726F6F6D    # "dp_room": PostgreSQL's advisory lock around making room
 
 DAMAGED = ("this dataset's budget account on the server is damaged and cannot be read. Its budget "
            "is not reset: nothing can be charged to it until the server's operator restores it "
@@ -52,15 +60,20 @@ ROLLED_BACK = ("this dataset's budget account on the server is older than the se
                "it: it was put back from an earlier copy, which would hand out spent budget again. "
                "It is refused: nothing can be charged to it until the server's operator restores "
                "its latest version (nothing was charged)")
-DELETED = ("this dataset's budget account was deleted from the server's folder, which would hand "
+DELETED = ("this dataset's budget account was deleted from the server's database, which would hand "
            "out a fresh budget: it is refused until the server's operator restores it from a "
            "backup (nothing was charged)")
 FULL_ACCOUNTS = ("the server keeps as many budget accounts as it can right now; try again later "
                  "(nothing was charged)")
+CHANGED = ("this dataset's budget account was written by another process while it was being "
+           "charged here; try again (nothing was charged)")
+RECORD_TAMPERED = ("the budget accounts folder's record of versions does not carry this server's "
+                   "signature, so its account files cannot be moved into the database safely: "
+                   "restore the record from a backup, or start the server with its own key")
 
 
 def _owners(name: str) -> bool:
-    """True for an account (file) name made for the server's data or an owner's session."""
+    """True for an account name made for the server's data or an owner's session."""
     return name.startswith(("server-", RESERVED))
 
 
@@ -68,75 +81,61 @@ def _canonical(account: dict) -> bytes:
     return json.dumps(account, sort_keys=True, separators=(",", ":")).encode()
 
 
-class AccountStore:
-    """Accountants keyed by (scope, dataset fingerprint); in memory or in a folder.
+def _lock_id(name: str) -> int:
+    """A signed 64-bit number for an account's advisory lock on PostgreSQL."""
+    return int.from_bytes(hashlib.blake2b(name.encode(), digest_size=8).digest(), "big", signed=True)
 
-    `key` signs the account files: every process sharing a folder must pass the same key (the
-    server's), or each refuses the others' files. None: a random key of this process, which
+
+class AccountStore:
+    """Accountants keyed by (scope, dataset fingerprint), in the database of `url`, else of
+    SQLite in `folder`, else of SQLite in this process's memory.
+
+    `key` signs the accounts: every process sharing a database must pass the same key (the
+    server's), or each refuses the others' accounts. None: a random key of this process, which
     suits accounts kept in memory only."""
 
     def __init__(self, folder: str | os.PathLike | None = None,
                  default_total: float = dp.accountant.DEFAULT_TOTAL,
-                 key: bytes | None = None, max_accounts: int = MAX_ACCOUNTS):
+                 key: bytes | None = None, max_accounts: int = MAX_ACCOUNTS, url: str | None = None):
         self.folder = Path(folder) if folder else None
-        if self.folder:
-            self.folder.mkdir(parents=True, exist_ok=True)
         self.default_total = float(default_total)
         self.max_accounts = int(max_accounts)
         self._key = key if key is not None else secrets.token_bytes(32)
-        self._memory: dict[str, tuple[float, dict]] = {}     # name -> (last written, account)
+        with speaking(DATABASE):
+            self.engine = database.engine_for(url, self.folder)
+        self._postgres = self.engine.dialect.name == "postgresql"
+        # one in-memory connection is shared by the threads: one transaction at a time
+        self._serial = threading.Lock() if self.engine.url.database in (None, "", ":memory:") else nullcontext()
         self._stripes = [threading.Lock() for _ in range(64)]  # a bounded set of per-name locks
-        self._guard = threading.Lock()                          # the in-memory store's own lock
+        self._lock_files = self.folder / LOCKS if self.folder and not self._postgres else None
+        if self._lock_files:
+            with speaking(DATABASE):
+                self._lock_files.mkdir(exist_ok=True)
+        if self.folder:
+            self.import_files()
 
     @staticmethod
     def _name(scope: str, fingerprint: str) -> str:
-        """The account's file name: a digest, marked when the bound on visitors' accounts
-        does not apply to it (the server's, an owner session's)."""
+        """The account's name: a digest, marked when the bound on visitors' accounts does not
+        apply to it (the server's, an owner session's)."""
         digest = hashlib.blake2b(f"{scope}:{fingerprint}".encode(), digest_size=16).hexdigest()
         return (f"server-{digest}" if scope == SERVER
                 else f"{RESERVED}{digest}" if reserved(scope) else digest)
 
     def _mac(self, name: str, account: dict, version: int | None = None) -> str:
-        """The signature of an account under its file name and version: a file copied over
-        another is refused (files written before versions were signed without one)."""
-        head = f"{name}.json\n" if version is None else f"{name}.json\n{version}\n"
+        """The signature of an account under its name and version (0: one written by 0.9, signed
+        without a version): an account copied over another is refused."""
+        head = f"{name}.json\n" if not version else f"{name}.json\n{version}\n"
         return hmac.new(self._key, head.encode() + _canonical(account), hashlib.sha256).hexdigest()
 
-    def _versions(self) -> dict:
-        """The signed record of each account's latest version ({} before any was written)."""
-        with speaking(FOLDER):
-            try:
-                raw = (self.folder / VERSIONS).read_bytes()
-            except FileNotFoundError:
-                return {}
-        try:
-            stored = json.loads(raw)
-            versions, mac = stored["versions"], stored["mac"]
-        except (ValueError, TypeError, KeyError):
-            raise Unavailable(DAMAGED) from None
-        if not hmac.compare_digest(mac.encode(), self._mac(VERSIONS, versions).encode()):
-            raise Unavailable(TAMPERED)
-        return versions
+    def _version_mac(self, name: str, version: int) -> str:
+        return hmac.new(self._key, f"version\n{name}\n{version}".encode(), hashlib.sha256).hexdigest()
 
-    def _record_version(self, name: str, version: int | None):
-        """Under the store's lock: set (None: forget) an account's latest version in the record."""
-        versions = self._versions()
-        if version is None:
-            versions.pop(name, None)
-        else:
-            versions[name] = version
-        self._write_whole(VERSIONS, json.dumps({"versions": versions, "mac": self._mac(VERSIONS, versions)}))
-
-    def _write_whole(self, filename: str, text: str):
-        """Write a file of the folder whole (a temporary file, then renamed over it)."""
-        tmp = self.folder / f"{filename}.tmp"
-        try:
-            with speaking(FOLDER):
-                tmp.write_text(text)
-                os.replace(tmp, self.folder / filename)
-        except Unavailable:             # the change is not kept: the file is as it was
-            tmp.unlink(missing_ok=True)
-            raise
+    @contextmanager
+    def _tx(self):
+        """One transaction (SQLite's write lock taken at its start; database errors in words)."""
+        with self._serial, speaking(DATABASE), self.engine.begin() as conn:
+            yield conn
 
     def _stripe(self, name: str) -> threading.Lock:
         return self._stripes[hash(name) % len(self._stripes)]
@@ -146,7 +145,7 @@ class AccountStore:
         """The open file `path` holding its exclusive flock, or None when `block` is False and it
         is held. A lock file removed while waiting for it is opened again (its remover held it)."""
         while True:
-            with speaking(FOLDER):
+            with speaking(DATABASE):
                 fh = open(path, "a")
                 try:
                     fcntl.flock(fh, fcntl.LOCK_EX | (0 if block else fcntl.LOCK_NB))
@@ -165,147 +164,125 @@ class AccountStore:
 
     @contextmanager
     def _locked(self, name: str):
-        """The account's lock, across threads and processes; its lock file goes with the account."""
+        """The account's lock across threads, processes and (on PostgreSQL) hosts, held while
+        it is read, changed and written."""
         with self._stripe(name):
-            if self.folder is None:
-                yield
-                return
-            lock = self.folder / f"{name}.lock"
-            with self._open_locked(lock):
-                try:
+            if self._postgres:
+                with speaking(DATABASE), self.engine.connect() as conn:
+                    conn.execute(sa.select(sa.func.pg_advisory_lock(_lock_id(name))))
+                    conn.commit()
+                    try:
+                        yield
+                    finally:
+                        with speaking(DATABASE):
+                            conn.execute(sa.select(sa.func.pg_advisory_unlock(_lock_id(name))))
+                            conn.commit()
+            elif self._lock_files:
+                with self._open_locked(self._lock_files / f"{name}.lock"):
                     yield
-                finally:                 # an account never written leaves no lock file behind
-                    with suppress(OSError):
-                        if not (self.folder / f"{name}.json").exists():
-                            lock.unlink()
-
-    @contextmanager
-    def _store_locked(self):
-        """The whole store's lock, held only to count, make room for and write a new account."""
-        if self.folder is None:
-            with self._guard:
+            else:
                 yield
-            return
-        with self._open_locked(self.folder / ".accounts.lock"):
-            yield
+
+    def _try_lock(self, name: str, conn, held) -> bool:
+        """Take the lock of an account another may be using without waiting, for the rest of
+        the transaction `conn` (`held`: an ExitStack closed after it); False if it is held."""
+        stripe = self._stripe(name)
+        if not stripe.acquire(blocking=False):
+            return False
+        held.callback(stripe.release)
+        if self._postgres:
+            return bool(conn.execute(sa.select(sa.func.pg_try_advisory_xact_lock(_lock_id(name)))).scalar())
+        if self._lock_files:
+            lock = self._lock_files / f"{name}.lock"
+            fh = self._open_locked(lock, block=False)
+            if fh is None:
+                return False
+            held.callback(fh.close)
+        return True
 
     def _read(self, name: str) -> tuple[dp.Accountant, int | None]:
-        """(account, its version; None when it does not exist yet: a fresh one at the default)."""
-        if self.folder is None:
-            _, d = self._memory.get(name, (0.0, None))
-            return (dp.Accountant.from_dict(d), 0) if d else (dp.Accountant(self.default_total), None)
-        read = self._read_file(name)
-        return (dp.Accountant(self.default_total), None) if read is None else read
-
-    def _read_file(self, name: str) -> tuple[dp.Accountant, int] | None:
-        """(account, version) from its file, checked against its signature and the record of
-        versions (read first: a writer replaces the file, then the record), or None if it never
-        existed."""
-        recorded = self._versions().get(name)
-        with speaking(FOLDER):
-            try:
-                raw = (self.folder / f"{name}.json").read_bytes()
-            except FileNotFoundError:
-                if recorded is not None and self._versions().get(name) is not None:
-                    raise Unavailable(DELETED) from None    # still recorded: not removed as idle
-                return None
+        """(account, its version), checked against its signature and the record of versions;
+        (a fresh one at the default, None) when it does not exist yet."""
+        with self._tx() as conn:
+            row = conn.execute(sa.select(table.c.body, table.c.version, table.c.mac)
+                               .where(table.c.name == name)).first()
+            rec = conn.execute(sa.select(versions_table.c.version, versions_table.c.mac)
+                               .where(versions_table.c.name == name)).first()
+        if rec is not None and not hmac.compare_digest(rec.mac.encode(),
+                                                       self._version_mac(name, rec.version).encode()):
+            raise Unavailable(TAMPERED)
+        if row is None:
+            if rec is not None:
+                raise Unavailable(DELETED)
+            return dp.Accountant(self.default_total), None
         try:
-            stored = json.loads(raw)
+            account = json.loads(row.body)
         except ValueError:
             raise Unavailable(DAMAGED) from None
-        version = stored.get("version") if isinstance(stored, dict) else None
-        if not (isinstance(stored, dict) and isinstance(stored.get("account"), dict)
-                and isinstance(stored.get("mac"), str) and (version is None or isinstance(version, int))
-                and hmac.compare_digest(stored["mac"].encode(),
-                                        self._mac(name, stored["account"], version).encode())):
+        if not (isinstance(account, dict) and hmac.compare_digest(
+                row.mac.encode(), self._mac(name, account, row.version).encode())):
             raise Unavailable(TAMPERED)
-        if recorded is not None and (version or 0) < recorded:
+        if rec is not None and row.version < rec.version:
             raise Unavailable(ROLLED_BACK)
         try:
-            return dp.Accountant.from_dict(stored["account"]), version or 0
+            return dp.Accountant.from_dict(account), row.version
         except (ValueError, TypeError, KeyError, AttributeError):
             raise Unavailable(DAMAGED) from None
 
     def _write(self, name: str, acc: dp.Accountant, version: int | None):
-        """Store the account read at `version` (None: new) under its lock (the commit point);
-        a new one only if the store has room for it."""
+        """Store the account read at `version` (None: new) and its version record in one
+        transaction (the commit point); a new one only if the store has room for it."""
         d = acc.to_dict()
-        if self.folder is None:
-            if version is not None:
-                self._memory[name] = (time.time(), d)
-                return
-            with self._store_locked():
-                self._make_room(name)
-                self._memory[name] = (time.time(), d)
-            return
-        new_version = (version or 0) + 1
-        with self._store_locked():
-            if version is None:
-                self._make_room(name)
-            self._write_whole(f"{name}.json", json.dumps(
-                {"account": d, "version": new_version, "mac": self._mac(name, d, new_version)}))
-            self._record_version(name, new_version)    # a file ahead of the record is read as it is
+        new = version + 1 if version else 1
+        row = {"body": _canonical(d).decode(), "version": new, "mac": self._mac(name, d, new),
+               "written": time.time(), "owners": _owners(name)}
+        with ExitStack() as held:
+            with self._tx() as conn:
+                removed = self._make_room(conn, name, held) if version is None else []
+                self._put(conn, name, version, row)
+            for gone in removed if self._lock_files else ():       # its lock file goes with it
+                (self._lock_files / f"{gone}.lock").unlink(missing_ok=True)
 
-    def _make_room(self, new: str):
-        """Under the store's lock, before a new visitor's account: at the bound, remove enough
-        visitors' accounts idle for `IDLE_SECONDS`, oldest first, or refuse with FULL_ACCOUNTS.
-        Owners' accounts (`_owners`) neither count nor wait: browsers filling the bound never
-        keep an owner from opening new data or releasing a sample."""
+    def _put(self, conn, name: str, version: int | None, row: dict):
+        """Insert or update the account row read at `version`, and its version record."""
+        new = row["version"]
+        if version is None:
+            conn.execute(table.insert().values(name=name, **row))
+        elif conn.execute(table.update().where(table.c.name == name, table.c.version == version)
+                          .values(**row)).rowcount != 1:
+            raise Unavailable(CHANGED)
+        conn.execute(versions_table.delete().where(versions_table.c.name == name))
+        conn.execute(versions_table.insert().values(name=name, version=new, mac=self._version_mac(name, new)))
+
+    def _make_room(self, conn, new: str, held) -> list:
+        """In the transaction of a new visitor's account: at the bound, remove enough visitors'
+        accounts idle for `IDLE_SECONDS` and not in use, oldest first (their names), or refuse
+        with FULL_ACCOUNTS. Owners' accounts (`_owners`) neither count nor wait: browsers filling
+        the bound never keep an owner from opening new data or releasing a sample."""
         if _owners(new):
-            return
-        if self.folder is None:
-            written = {name: t for name, (t, _) in self._memory.items() if not _owners(name)}
-        else:
-            with speaking(FOLDER), os.scandir(self.folder) as entries:
-                files = [e for e in entries if e.name.endswith(".json") and not _owners(e.name)]
-            if len(files) < self.max_accounts:
-                return
-            with speaking(FOLDER):
-                written = {e.name[:-len(".json")]: e.stat().st_mtime for e in files}
-        excess = len(written) - self.max_accounts + 1
+            return []
+        if self._postgres:                         # one host counting at a time (SQLite: BEGIN IMMEDIATE)
+            conn.execute(sa.select(sa.func.pg_advisory_xact_lock(ROOM_LOCK)))
+        visitors = sa.not_(table.c.owners)
+        excess = conn.execute(sa.select(sa.func.count()).select_from(table).where(visitors)).scalar() \
+            - self.max_accounts + 1
         if excess <= 0:
-            return
-        cutoff = time.time() - IDLE_SECONDS
-        idle = sorted((t, name) for name, t in written.items() if t < cutoff)
-        for _, name in idle:
-            if self._remove_idle(name, cutoff):
-                excess -= 1
-                if not excess:
-                    return
+            return []
+        idle = conn.execute(sa.select(table.c.name).where(visitors, table.c.written < time.time() - IDLE_SECONDS)
+                            .order_by(table.c.written)).scalars().all()
+        removed = []
+        for name in idle:
+            if self._try_lock(name, conn, held):
+                conn.execute(table.delete().where(table.c.name == name))
+                conn.execute(versions_table.delete().where(versions_table.c.name == name))
+                removed.append(name)
+                if len(removed) == excess:
+                    return removed
         raise Unavailable(FULL_ACCOUNTS)
-
-    def _remove_idle(self, name: str, cutoff: float) -> bool:
-        """Remove an account unless it is in use or was written since `cutoff`; True if gone."""
-        if self.folder is None:
-            stripe = self._stripe(name)
-            if not stripe.acquire(blocking=False):
-                return False
-            try:
-                if self._memory.get(name, (0.0, None))[0] >= cutoff:
-                    return False
-                self._memory.pop(name, None)
-                return True
-            finally:
-                stripe.release()
-        lock = self.folder / f"{name}.lock"
-        fh = self._open_locked(lock, block=False)
-        if fh is None:
-            return False
-        with fh, speaking(FOLDER):
-            path = self.folder / f"{name}.json"
-            try:
-                if path.stat().st_mtime >= cutoff:
-                    return False
-                self._record_version(name, None)    # forgotten first: never read as deleted
-                path.unlink()
-            except FileNotFoundError:
-                pass
-            lock.unlink(missing_ok=True)
-            return True
 
     def get(self, scope: str, fingerprint: str) -> dp.Accountant:
         """A copy of the account (a fresh one at the default total if none exists yet). It takes
-        no lock and creates no file: accounts are replaced whole, never written in place."""
+        no lock and creates nothing: accounts are replaced whole, never written in place."""
         return self._read(self._name(scope, fingerprint))[0]
 
     def update(self, scope: str, fingerprint: str, change):
@@ -321,14 +298,84 @@ class AccountStore:
         name = self._name(scope, fingerprint)
         with self._locked(name):
             acc, version = self._read(name)       # nobody else writes it while the lock is held
-            before = len(acc.charges)
             try:
-                result = change(acc)
-            except Unavailable:
-                raise
-            except Exception:
-                if len(acc.charges) > before:
-                    self._write(name, acc, version)
-                raise
-            self._write(name, acc, version)
-            return result
+                return self._change(name, acc, version, change)
+            finally:
+                if version is None and self._lock_files:    # a refused new account leaves no lock file
+                    with suppress(OSError, Unavailable):
+                        if self._read(name)[1] is None:
+                            (self._lock_files / f"{name}.lock").unlink()
+
+    def _change(self, name: str, acc: dp.Accountant, version: int | None, change):
+        before = len(acc.charges)
+        try:
+            result = change(acc)
+        except Unavailable:
+            raise
+        except Exception:
+            if len(acc.charges) > before:
+                self._write(name, acc, version)
+            raise
+        self._write(name, acc, version)
+        return result
+
+    def import_files(self):
+        """Move the account files 0.10 kept in the folder into the database once, as they were:
+        their signatures carry over, so a damaged, unsigned or rolled-back one stays refused.
+        The files then go to `IMPORTED`; several workers starting at once import them once."""
+        with speaking(DATABASE):
+            files = sorted(self.folder.glob("*.json"))
+            if not files:
+                return
+            with self._open_locked(self.folder / ".import.lock"):
+                files = [f for f in files if f.exists()]
+                record = self._old_record()
+                with self._tx() as conn:
+                    have = set(conn.execute(sa.select(table.c.name)).scalars())
+                    for f in files:
+                        name = f.stem
+                        if name not in have:
+                            conn.execute(table.insert().values(name=name, owners=_owners(name),
+                                                               written=f.stat().st_mtime, **_old_row(f)))
+                    have_record = set(conn.execute(sa.select(versions_table.c.name)).scalars())
+                    for name, version in record.items():
+                        if name not in have_record:
+                            conn.execute(versions_table.insert().values(
+                                name=name, version=version, mac=self._version_mac(name, version)))
+                (self.folder / IMPORTED).mkdir(exist_ok=True)
+                for f in [*files, self.folder / VERSIONS_FILE]:
+                    with suppress(FileNotFoundError):
+                        os.replace(f, self.folder / IMPORTED / f.name)
+                for lock in self.folder.glob("*.lock"):
+                    if lock.name != ".import.lock":
+                        lock.unlink(missing_ok=True)
+
+    def _old_record(self) -> dict:
+        """0.10's record of versions ({} if none), refused unless this server's key signed it."""
+        try:
+            stored = json.loads((self.folder / VERSIONS_FILE).read_bytes())
+        except FileNotFoundError:
+            return {}
+        except ValueError:
+            raise Unavailable(RECORD_TAMPERED) from None
+        versions = stored.get("versions") if isinstance(stored, dict) else None
+        if not (isinstance(versions, dict) and isinstance(stored.get("mac"), str) and hmac.compare_digest(
+                stored["mac"].encode(), self._mac(VERSIONS_FILE, versions).encode())):
+            raise Unavailable(RECORD_TAMPERED)
+        return versions
+
+
+def _old_row(path: Path) -> dict:
+    """An account file of 0.10 as a row, kept as it was (a damaged one stays damaged)."""
+    raw = path.read_text(errors="replace")
+    try:
+        stored = json.loads(raw)
+    except ValueError:
+        return {"body": raw, "version": 0, "mac": ""}
+    if not isinstance(stored, dict):
+        return {"body": raw, "version": 0, "mac": ""}
+    version, mac = stored.get("version"), stored.get("mac")
+    account = stored.get("account")
+    return {"body": _canonical(account).decode() if isinstance(account, dict) else raw,
+            "version": version if isinstance(version, int) and version > 0 else 0,
+            "mac": mac if isinstance(mac, str) else ""}

@@ -1,6 +1,6 @@
-"""Infrastructure failures in words: the store's disk, Redis and the budget accounts.
+"""Infrastructure failures in words: the store's disk, Redis, the database and the budget accounts.
 
-A failing disk, a read-only folder, a damaged account file or Redis going away raise
+A failing disk, a read-only folder, a damaged account, Redis or the database going away raise
 `Unavailable` (a LookupError, which every panel already shows as a message) saying what failed
 and that nothing was charged, instead of an OSError reaching the user as a bare HTTP 500.
 Messages name no file or path.
@@ -11,6 +11,7 @@ import errno
 from contextlib import contextmanager
 
 from redis.exceptions import LockError, RedisError
+from sqlalchemy.exc import DBAPIError
 
 NOTHING_CHARGED = "nothing was charged; try again once it is fixed"
 
@@ -22,6 +23,15 @@ class Unavailable(LookupError):
 def _why(exc: BaseException) -> str:
     if isinstance(exc, RedisError):
         return "is not answering (Redis is down or unreachable)"
+    if isinstance(exc, DBAPIError):
+        said = str(exc.orig).lower()
+        return ("is not answering (the database is down or unreachable)" if exc.connection_invalidated
+                or "connect" in said or "closed" in said
+                else "is full (no space left on its disk)" if "full" in said
+                else "cannot be written (it is read-only or not permitted)" if "readonly" in said
+                or "read-only" in said or "permission" in said
+                else "is busy (another process held it too long)" if "locked" in said
+                else f"failed ({type(exc.orig).__name__})")
     if getattr(exc, "errno", None) == errno.ENOSPC or getattr(exc, "errno", None) == errno.EDQUOT:
         return "is full (no space left on its disk)"
     if getattr(exc, "errno", None) in (errno.EROFS, errno.EACCES, errno.EPERM):
@@ -31,10 +41,10 @@ def _why(exc: BaseException) -> str:
 
 @contextmanager
 def speaking(what: str):
-    """Turn an OSError or Redis error inside the block into `Unavailable("<what> …")`."""
+    """Turn an OSError, Redis or database error inside the block into `Unavailable("<what> …")`."""
     try:
         yield
     except LockError:             # a lock not acquired in time: the caller says so itself
         raise
-    except (OSError, RedisError) as exc:
+    except (OSError, RedisError, DBAPIError) as exc:
         raise Unavailable(f"the server's {what} {_why(exc)}: {NOTHING_CHARGED}") from exc

@@ -118,11 +118,11 @@ def configure(config: dict) -> dict:
         cache = store.FileStore(config["store_dir"], max_bytes, front_bytes, default_timeout=TIMEOUT,
                                 key=server_key("store"))
     accounts = AccountStore(config.get("accounts_dir"), config.get("default_budget", 10.0),
-                            key=server_key("accounts"))
+                            key=server_key("accounts"), url=config.get("database_url"))
     if config.get("published_dir"):
         published.configure(config["published_dir"], server_key("published"))
     return {k: config.get(k) for k in ("redis_url", "store_dir", "store_mb", "memory_mb",
-                                       "accounts_dir", "default_budget", "published_dir")
+                                       "accounts_dir", "database_url", "default_budget", "published_dir")
             if k in config}
 
 

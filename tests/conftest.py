@@ -79,3 +79,20 @@ def pytest_setup_options():
                  "--no-first-run", "--window-size=1400,1000"):
         options.add_argument(flag)
     return options
+
+
+@pytest.fixture(scope="session")
+def postgres():
+    """A throwaway PostgreSQL server for this test process (the README's test command installs
+    Debian's postgresql); tests on it skip, saying so, where it is not installed. Its folder is
+    made in /tmp itself: pytest's own temporary folders are closed to the `postgres` user."""
+    import shutil
+    import tempfile
+    from helpers import Postgres, postgres_binaries
+    if postgres_binaries() is None:
+        pytest.skip("PostgreSQL's server programs are not installed (Debian's package postgresql)")
+    folder = tempfile.mkdtemp(prefix="dp-pg-")
+    server = Postgres(folder)
+    yield server
+    server.stop()
+    shutil.rmtree(folder, ignore_errors=True)

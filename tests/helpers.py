@@ -1,4 +1,5 @@
 """Small helpers shared by several test files."""
+import os
 import secrets
 import socket
 import time
@@ -77,3 +78,85 @@ def dash_call(client, first_output: str, values: dict):
     body = {"output": dep["output"], "outputs": outputs if dep["output"].startswith("..") else outputs[0],
             "inputs": spec(dep["inputs"]), "state": spec(dep["state"]), "changedPropIds": [trigger]}
     return client.post("/_dash-update-component", json=body)
+
+
+def postgres_binaries():
+    """The folder of PostgreSQL's server programs (Debian's package), or None."""
+    import glob
+    import shutil
+    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
+    if found:
+        return os.path.dirname(found[-1])
+    initdb = shutil.which("initdb")
+    return os.path.dirname(initdb) if initdb else None
+
+
+class Postgres:
+    """A throwaway PostgreSQL cluster in a temporary folder, listening on a Unix socket only
+    (as root, run as Debian's `postgres` user, since the server refuses to run as root).
+    `database()` gives the URL of a fresh, empty database."""
+
+    def __init__(self, folder):
+        import shutil
+        import subprocess
+        bin_dir = postgres_binaries()
+        self.folder, self.count = str(folder), 0
+        as_user = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+        if as_user:
+            shutil.chown(self.folder, "postgres")
+        self._ctl = as_user + [os.path.join(bin_dir, "pg_ctl"), "-D", os.path.join(self.folder, "data")]
+        subprocess.run(as_user + [os.path.join(bin_dir, "initdb"), "-D", os.path.join(self.folder, "data"),
+                                  "-A", "trust", "-U", "postgres", "--no-sync", "-E", "UTF8"],
+                       check=True, capture_output=True)
+        subprocess.run(self._ctl + ["-o", f"-k {self.folder} -c listen_addresses='' -F", "-l",
+                                    os.path.join(self.folder, "log"), "-w", "start"],
+                       check=True, capture_output=True)
+
+    def url(self, name: str = "postgres") -> str:
+        return f"postgresql+psycopg://postgres@/{name}?host={self.folder}"
+
+    def database(self) -> str:
+        import sqlalchemy as sa
+        self.count += 1
+        name = f"test_{self.count}"
+        engine = sa.create_engine(self.url(), isolation_level="AUTOCOMMIT")
+        with engine.connect() as conn:
+            conn.exec_driver_sql(f"CREATE DATABASE {name}")
+        engine.dispose()
+        return self.url(name)
+
+    def stop(self):
+        import subprocess
+        subprocess.run(self._ctl + ["-m", "immediate", "stop"], capture_output=True)
+
+
+def account_bodies(folder) -> dict:
+    """name -> the stored text of each budget account the server keeps in SQLite in `folder`
+    (its accounts folder), the most recently written last; {} before the first."""
+    import sqlite3
+    from contextlib import closing
+    path = os.path.join(folder, "dp.sqlite3")
+    if not os.path.exists(path):
+        return {}
+    with closing(sqlite3.connect(path, timeout=30)) as db:
+        return dict(db.execute("SELECT name, body FROM accounts ORDER BY written"))
+
+
+def set_account_body(folder, name: str, body: str):
+    """Change an account's stored text by hand (as someone with the database file could)."""
+    import sqlite3
+    from contextlib import closing
+    with closing(sqlite3.connect(os.path.join(folder, "dp.sqlite3"), timeout=30)) as db, db:
+        db.execute("UPDATE accounts SET body = ? WHERE name = ?", (body, name))
+
+
+def account_charges(folder) -> list:
+    """Every charge in every budget account in `folder` (a damaged one is skipped here)."""
+    import json
+    out = []
+    for body in account_bodies(folder).values():
+        try:
+            out += json.loads(body)["charges"]
+        except ValueError:
+            pass
+    return out

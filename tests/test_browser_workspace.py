@@ -30,7 +30,7 @@ from test_browser_session import sf_csv, upload
 
 from app import create_app
 from components import ids
-from helpers import free_port, wait_until
+from helpers import account_bodies, account_charges, free_port, set_account_body, wait_until
 
 pytestmark = pytest.mark.browser
 ROOT = Path(__file__).resolve().parents[1]
@@ -100,11 +100,8 @@ def page(request, dash_duo, tmp_path):
 
 
 def charges(accounts: Path) -> list:
-    """Every charge in every budget account file of the server."""
-    out = []
-    for path in accounts.glob("*.json"):
-        out += json.loads(path.read_text())["account"]["charges"]
-    return out
+    """Every charge in every budget account of the server."""
+    return account_charges(accounts)
 
 
 def status(dash_duo) -> str:
@@ -292,12 +289,11 @@ def test_a_fresh_start_serves_the_page_and_every_script_on_the_first_visit(dash_
 
 def test_a_damaged_account_speaks_on_the_page_and_recovers_when_restored(page):
     """A failure no panel answers for shows in the page's alert (never an HTTP 500 alone), the
-    alert can be dismissed, and a restored account file works again with its charges."""
+    alert can be dismissed, and a restored account works again with its charges."""
     dash_duo, accounts = page
     press_release(dash_duo)
-    path = max(accounts.glob("*.json"), key=lambda p: p.stat().st_mtime_ns)
-    good = path.read_bytes()
-    path.write_bytes(good[: len(good) // 2])
+    name, good = list(account_bodies(accounts).items())[-1]
+    set_account_body(accounts, name, good[: len(good) // 2])
     try:
         dash_duo.driver.refresh()
         dash_duo.wait_for_contains_text(f"#{ids.SERVER_ALERT_TEXT}", "damaged", timeout=60)
@@ -308,9 +304,9 @@ def test_a_damaged_account_speaks_on_the_page_and_recovers_when_restored(page):
         poll_until(lambda: not dash_duo.find_element(f"#{ids.SERVER_ALERT}").is_displayed(), 10)
         assert not dash_duo.find_element(f"#{ids.SERVER_ALERT}").is_displayed()
     finally:
-        path.write_bytes(good)                      # the operator restores it from a backup
+        set_account_body(accounts, name, good)      # the operator restores it from a backup
     press_release(dash_duo)
-    assert len(json.loads(path.read_text())["account"]["charges"]) == len(json.loads(good)["account"]["charges"]) + 1
+    assert len(json.loads(account_bodies(accounts)[name])["charges"]) == len(json.loads(good)["charges"]) + 1
 
 
 def test_a_plan_runs_free_across_workers_and_its_release_charges_once(page):

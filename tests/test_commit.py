@@ -12,7 +12,7 @@ import errno
 import pytest
 
 import dp
-from helpers import new_sid
+from helpers import account_bodies, new_sid, set_account_body
 from server import state
 from server.faults import Unavailable
 
@@ -87,19 +87,19 @@ def test_a_stored_release_that_no_charge_names_is_never_served(app_on):
     assert [c.ref for c in state.account(sid, info["fingerprint"]).charges] == [seeded]
 
 
-def test_a_damaged_account_file_is_refused_and_never_reset(app_on):
+def test_a_damaged_account_is_refused_and_never_reset(app_on):
     sid = new_sid()
     info, key = fresh_key(sid)
     state.release(sid, key, create=True)
-    path = next((app_on / "accounts").glob("*.json"))
-    damaged = path.read_bytes()[:20]
-    path.write_bytes(damaged)
+    (name, good), = account_bodies(app_on / "accounts").items()
+    damaged = good[:20]
+    set_account_body(app_on / "accounts", name, damaged)
     with pytest.raises(Unavailable, match="damaged.*not reset"):
         state.account(sid, info["fingerprint"])
     _, other = fresh_key(sid)
     with pytest.raises(Unavailable, match="damaged"):
         state.release(sid, other, create=True)
-    assert path.read_bytes() == damaged
+    assert account_bodies(app_on / "accounts")[name] == damaged
 
 
 def test_half_written_files_of_a_killed_writer_are_removed(tmp_path):

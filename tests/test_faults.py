@@ -6,12 +6,11 @@ heavy process heals, and every failure reaches the page in words (never an HTTP 
 The faults are planted by a `sitecustomize` module this file writes and puts on the server's
 PYTHONPATH, so they act in every process of it (master, workers, heavy processes): a heavy
 process kills itself just before or just after the account's write (the charge's commit), the
-store's disk fills up (ENOSPC while writing), the accounts folder turns read-only (EROFS at
-the write). Each fault is armed by a file in a folder the test owns, and disarmed by removing it.
+store's disk fills up (ENOSPC while writing), the accounts database turns read-only (SQLite's
+read-only error at the write). Each fault is armed by a file in a folder the test owns, and disarmed by removing it.
 """
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -24,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from components import ids
-from helpers import free_port, wait_until
+from helpers import account_bodies, account_charges, free_port, set_account_body, wait_until
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 from app_latency import Browser  # noqa: E402
@@ -68,11 +67,15 @@ if FOLDER:
             os.kill(os.getpid(), signal.SIGKILL)
     accounts.AccountStore._write = _write
 
-    def _replace(src, dst):
+    _account_put = accounts.AccountStore._put
+
+    def _put(self, *a):
         if _armed("accounts-read-only"):
-            raise OSError(errno.EROFS, "Read-only file system")
-        return os.replace(src, dst)
-    accounts.os = types.SimpleNamespace(**{**vars(os), "replace": _replace})
+            import sqlite3, sqlalchemy
+            raise sqlalchemy.exc.OperationalError(
+                "UPDATE accounts", {}, sqlite3.OperationalError("attempt to write a readonly database"))
+        return _account_put(self, *a)
+    accounts.AccountStore._put = _put
 
     class _FillingFile:
         """A file that takes half of what is written to it, then finds the disk full."""
@@ -180,14 +183,8 @@ def alert(b: Browser) -> str:
 
 
 def charges(server: Server) -> list:
-    """Every charge in every account file (a damaged file is skipped here, read by its test)."""
-    out = []
-    for path in (server.folder / "accounts").glob("*.json"):
-        try:
-            out += json.loads(path.read_text())["account"]["charges"]
-        except ValueError:
-            pass
-    return out
+    """Every charge in every account (a damaged one is skipped here, read by its test)."""
+    return account_charges(server.folder / "accounts")
 
 
 def stored_releases(server: Server) -> int:
@@ -195,8 +192,7 @@ def stored_releases(server: Server) -> int:
 
 
 def temporaries(server: Server) -> list:
-    return [p for p in (server.folder / "store").rglob("*") if p.name.endswith(".__wz_cache")] + \
-        list((server.folder / "accounts").glob("*.tmp"))
+    return [p for p in (server.folder / "store").rglob("*") if p.name.endswith(".__wz_cache")]
 
 
 def test_a_heavy_process_killed_before_its_charge_leaves_neither_and_the_click_is_answered(server):
@@ -239,12 +235,12 @@ def test_a_full_disk_charges_nothing_says_so_and_recovers_when_space_returns(ser
     assert len(charges(server)) == before + 1 and stored_releases(server) == kept + 1
 
 
-def test_a_read_only_accounts_folder_charges_nothing_and_keeps_no_release(server):
+def test_a_read_only_accounts_database_charges_nothing_and_keeps_no_release(server):
     b = visitor(server)
     before, kept = len(charges(server)), stored_releases(server)
     server.arm("accounts-read-only")
     status = release(b)
-    assert status.startswith("Not released") and "accounts folder cannot be written" in status, status
+    assert status.startswith("Not released") and "accounts database cannot be written" in status, status
     assert "nothing was charged" in status
     assert len(charges(server)) == before and stored_releases(server) == kept
     assert temporaries(server) == []
@@ -253,18 +249,18 @@ def test_a_read_only_accounts_folder_charges_nothing_and_keeps_no_release(server
     assert len(charges(server)) == before + 1 and stored_releases(server) == kept + 1
 
 
-def test_a_truncated_account_file_is_refused_in_words_and_its_budget_never_reset(server):
+def test_a_truncated_account_is_refused_in_words_and_its_budget_never_reset(server):
     b = visitor(server)
     assert release(b).startswith("Released")
-    path = max((server.folder / "accounts").glob("*.json"), key=lambda p: p.stat().st_mtime_ns)
-    damaged = path.read_bytes()[: path.stat().st_size // 2]
-    path.write_bytes(damaged)
+    name, good = list(account_bodies(server.folder / "accounts").items())[-1]
+    damaged = good[: len(good) // 2]
+    set_account_body(server.folder / "accounts", name, damaged)
     open_page(b)                                      # a reload: no HTTP 500, a message
     said = text(b.comps[ids.RELEASE_STATUS].get("children")) + alert(b)
     assert "damaged" in said and "not reset" in said, said
     status = release(b)
     assert status.startswith("Not released") and "damaged" in status, status
-    assert path.read_bytes() == damaged               # never replaced by a fresh budget
+    assert account_bodies(server.folder / "accounts")[name] == damaged    # never replaced by a fresh budget
 
 
 def redis_server(port: int, folder: Path) -> subprocess.Popen:

@@ -8,7 +8,7 @@ import pytest
 from app import create_app
 from components import ids
 from server import state
-from tests.helpers import dash_call
+from tests.helpers import account_bodies, dash_call
 
 UPDATE = "/_dash-update-component"
 
@@ -20,7 +20,7 @@ def app(tmp_path_factory):
 
 
 def _accounts() -> set:
-    return {p.name for p in state.accounts.folder.glob("*.json")}
+    return set(account_bodies(state.accounts.folder))
 
 
 def _raise(client, **headers):

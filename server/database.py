@@ -1,0 +1,121 @@
+"""The server's database: SQLite in the accounts folder by default, PostgreSQL when given a URL.
+
+What must never be lost (the budget accounts and the record of their versions) lives here, in
+tables made by numbered migrations (`MIGRATIONS`, each run once, in order, in one transaction,
+and recorded in `schema_version`), so a server opening a database made by an older version
+brings it up to date and a newer one is refused in words. SQLAlchemy Core speaks to both
+engines; SQLite runs in WAL mode with a busy timeout, so the workers of one host share a file,
+and several hosts share one budget through PostgreSQL (`--database-url`).
+"""
+from __future__ import annotations
+
+import os
+import weakref
+from pathlib import Path
+
+import sqlalchemy as sa
+from sqlalchemy.pool import StaticPool
+
+from .faults import Unavailable
+
+SQLITE_FILE = "dp.sqlite3"
+BUSY_SECONDS = 30                 # how long a writer waits for SQLite's write lock
+metadata = sa.MetaData()
+
+accounts = sa.Table(
+    "accounts", metadata,
+    sa.Column("name", sa.String(64), primary_key=True),      # `AccountStore._name`: a digest
+    sa.Column("body", sa.Text, nullable=False),               # the dp.Accountant as JSON
+    sa.Column("version", sa.Integer, nullable=False),
+    sa.Column("mac", sa.String(64), nullable=False),          # the server key's HMAC of all three
+    sa.Column("written", sa.Float, nullable=False),           # seconds since the epoch
+    sa.Column("owners", sa.Boolean, nullable=False))          # the server's or an owner session's
+account_versions = sa.Table(
+    "account_versions", metadata,                             # each account's latest version,
+    sa.Column("name", sa.String(64), primary_key=True),       # signed apart: an account row put
+    sa.Column("version", sa.Integer, nullable=False),         # back from an older copy, or
+    sa.Column("mac", sa.String(64), nullable=False))          # deleted, is refused
+schema_version = sa.Table("schema_version", metadata, sa.Column("version", sa.Integer, nullable=False))
+
+
+# Append only: step i brings the schema to version i + 1. Each is frozen SQL both engines
+# read, so a database made today and one brought up from an old version end the same; the
+# Table objects above describe the latest schema for queries.
+MIGRATIONS = (
+    ("CREATE TABLE accounts (name VARCHAR(64) PRIMARY KEY, body TEXT NOT NULL, "
+     "version INTEGER NOT NULL, mac VARCHAR(64) NOT NULL, written DOUBLE PRECISION NOT NULL, "
+     "owners BOOLEAN NOT NULL)",
+     "CREATE INDEX accounts_idle ON accounts (owners, written)",
+     "CREATE TABLE account_versions (name VARCHAR(64) PRIMARY KEY, version INTEGER NOT NULL, "
+     "mac VARCHAR(64) NOT NULL)"),
+)
+
+TOO_NEW = ("the server's database was made by a newer version of this app (schema {found}, this "
+           "version knows {known}): upgrade the app, or point it at another database")
+
+
+def engine_for(url: str | None, folder: str | Path | None) -> sa.Engine:
+    """The engine of `url`, else of SQLite in `folder`, else of SQLite in this process's memory
+    (accounts that go with it), brought up to date by `migrate`."""
+    if url:
+        engine = sa.create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=40)
+    elif folder:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        engine = sa.create_engine(f"sqlite:///{Path(folder) / SQLITE_FILE}",
+                                  connect_args={"timeout": BUSY_SECONDS})
+        sa.event.listen(engine, "connect", _sqlite_pragmas)
+        sa.event.listen(engine, "begin", lambda conn: conn.exec_driver_sql("BEGIN IMMEDIATE"))
+    else:
+        engine = sa.create_engine("sqlite://", poolclass=StaticPool,
+                                  connect_args={"check_same_thread": False})
+        sa.event.listen(engine, "connect", _sqlite_pragmas)
+        sa.event.listen(engine, "begin", lambda conn: conn.exec_driver_sql("BEGIN IMMEDIATE"))
+    migrate(engine)
+    if url or folder:
+        _shared.add(engine)
+    return engine
+
+
+_shared: weakref.WeakSet = weakref.WeakSet()   # engines whose pooled connections a fork must not share
+
+
+def _forget_connections():
+    """In a forked worker (gunicorn forks after the app is made): drop the pooled connections
+    inherited from the parent without closing them, so the two never share one."""
+    for engine in list(_shared):
+        engine.dispose(close=False)
+
+
+os.register_at_fork(after_in_child=_forget_connections)
+
+
+def _sqlite_pragmas(dbapi_conn, _record):
+    """WAL (readers never wait for the writer), full fsync on commit, and SQLAlchemy's own
+    BEGIN (the driver's implicit one is turned off so a write takes its lock at the start)."""
+    dbapi_conn.isolation_level = None
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute("PRAGMA synchronous=FULL")
+    cur.close()
+
+
+def migrate(engine: sa.Engine) -> int:
+    """Run the migrations this database has not had, in one transaction; its schema version."""
+    with engine.begin() as conn:
+        if engine.dialect.name == "postgresql":      # one migrating host at a time
+            conn.execute(sa.select(sa.func.pg_advisory_xact_lock(MIGRATION_LOCK)))
+        schema_version.create(conn, checkfirst=True)
+        found = conn.execute(sa.select(schema_version.c.version)).scalar()
+        if found is None:
+            conn.execute(schema_version.insert().values(version=0))
+            found = 0
+        if found > len(MIGRATIONS):
+            raise Unavailable(TOO_NEW.format(found=found, known=len(MIGRATIONS)))
+        for step in MIGRATIONS[found:]:
+            for statement in step:
+                conn.exec_driver_sql(statement)
+        conn.execute(schema_version.update().values(version=len(MIGRATIONS)))
+    return len(MIGRATIONS)
+
+
+MIGRATION_LOCK = 0x64705F6D69677261   # "dp_migra": the advisory lock migrations hold on PostgreSQL
