@@ -14,9 +14,7 @@ Too many points for memory: count them where they live, then release from the co
 `dp` never imports dash or flask; the dashboard is one client of this API.
 """
 from . import evaluate, metrics, noise
-from . import interactive
 from .accountant import Accountant, Charge
-from .aggregate import aggregate
 from .budget import Ledger, LedgerEntry
 from .contributions import DEFAULT_POINTS_PER_USER, USER_LEVEL_GUARANTEE, bound_contributions
 from .counts import CountData, load_counts
@@ -34,6 +32,20 @@ from .samples import load_region_sample
 from .provenance import software_version
 
 __version__ = software_version()          # from the installed package: pyproject.toml
+
+
+def __getattr__(name: str):
+    """`dp.aggregate` (out of core, DuckDB) and `dp.interactive` (location sessions), imported on
+    first use: most callers need neither, and they were a tenth of `import dp`."""
+    import importlib
+    if name == "aggregate":
+        value = importlib.import_module(".aggregate", __name__).aggregate
+    elif name == "interactive":
+        value = importlib.import_module(".interactive", __name__)
+    else:
+        raise AttributeError(f"module 'dp' has no attribute {name!r}")
+    globals()[name] = value
+    return value
 
 __all__ = [
     "BudgetError", "DataError", "Domain", "GridRelease", "Ledger", "LedgerEntry", "LoadReport",

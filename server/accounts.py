@@ -106,7 +106,9 @@ class AccountStore:
         self._postgres = self.engine.dialect.name == "postgresql"
         # one in-memory connection is shared by the threads: one transaction at a time
         self._serial = threading.Lock() if self.engine.url.database in (None, "", ":memory:") else nullcontext()
-        self._stripes = [threading.Lock() for _ in range(64)]  # a bounded set of per-name locks
+        # a bounded set of per-name locks, re-entrant: making room under a new account's stripe
+        # may meet an idle account of the same stripe, which no other thread can then be using
+        self._stripes = [threading.RLock() for _ in range(64)]
         self._lock_files = self.folder / LOCKS if self.folder and not self._postgres else None
         if self._lock_files:
             with speaking(DATABASE):
@@ -137,7 +139,7 @@ class AccountStore:
         with self._serial, speaking(DATABASE), self.engine.begin() as conn:
             yield conn
 
-    def _stripe(self, name: str) -> threading.Lock:
+    def _stripe(self, name: str) -> threading.RLock:
         return self._stripes[hash(name) % len(self._stripes)]
 
     @staticmethod

@@ -310,6 +310,7 @@ def test_the_rule_is_the_one_points_in_memory_follow():
     texts = (["8" + c for c in WHITESPACE] + [c + "8" for c in WHITESPACE] + TEXT_IDS
              + [m.upper() for m in MISSING_IDS] + [m.title() for m in MISSING_IDS]
              + [" 0x8", "08", "ﬁ", "\u212aey", "8.0", "-0", "ＡＢ"])
+    assert WHITESPACE == "".join(c for c in map(chr, range(0x110000)) if c.isspace())  # str.strip's
     assert len(WHITESPACE) == 29 and "\u200b" not in WHITESPACE
     assert canonical_user_ids(pa.array(texts)).to_pylist() == user_keys(np.array(texts)).tolist() \
         == [canonical(t) for t in texts]

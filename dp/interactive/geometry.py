@@ -6,7 +6,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import special
 
 from ..errors import ParameterError
 
@@ -64,11 +63,13 @@ def theta_paper(L, W, w):
 
 def _tail0(u):
     """int_u^inf Q(v) dv with Q the standard normal upper tail."""
+    from scipy import special          # here, not at `import dp`: scipy's first import is slow
     return np.exp(-u * u / 2.0) / math.sqrt(2.0 * math.pi) - u * special.ndtr(-u)
 
 
 def _tail1(u):
     """int_u^inf v Q(v) dv."""
+    from scipy import special
     return 0.5 * ((1.0 - u * u) * special.ndtr(-u) + u * np.exp(-u * u / 2.0) / math.sqrt(2.0 * math.pi))
 
 

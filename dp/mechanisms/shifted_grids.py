@@ -39,7 +39,6 @@ import math
 from functools import cached_property
 
 import numpy as np
-from scipy import sparse
 
 from ..budget import Ledger
 from ..domain import Domain, UniformGrid
@@ -229,6 +228,7 @@ class ShiftedGridsRelease(Release):
         query of eq. (8) over that cell. Values are raw (may be negative, P19).
         """
         if self._raster is None:
+            from scipy import sparse       # here, not at `import dp`: scipy's first import is slow
             L, G = self.lattice, self.display_grid
             ex = np.linspace(0.0, L.ux, G.gx + 1)
             ey = np.linspace(0.0, L.uy, G.gy + 1)
