@@ -32,6 +32,7 @@ from contextlib import ExitStack, contextmanager, nullcontext, suppress
 from pathlib import Path
 
 import sqlalchemy as sa
+from redis.exceptions import LockError
 
 import dp
 
@@ -134,8 +135,14 @@ class AccountStore:
         return hmac.new(self._key, f"version\n{name}\n{version}".encode(), hashlib.sha256).hexdigest()
 
     @contextmanager
-    def _tx(self):
-        """One transaction (SQLite's write lock taken at its start; database errors in words)."""
+    def _tx(self, conn=None):
+        """One transaction (SQLite's write lock taken at its start; database errors in words), on
+        `conn` when given (the connection holding an account's lock on PostgreSQL: an update
+        then needs one pooled connection, not two)."""
+        if conn is not None:
+            with speaking(DATABASE), conn.begin():
+                yield conn
+            return
         with self._serial, speaking(DATABASE), self.engine.begin() as conn:
             yield conn
 
@@ -167,23 +174,25 @@ class AccountStore:
     @contextmanager
     def _locked(self, name: str):
         """The account's lock across threads, processes and (on PostgreSQL) hosts, held while
-        it is read, changed and written."""
+        it is read, changed and written; yields the connection to read and write it on (on
+        PostgreSQL the one holding the lock, else None)."""
         with self._stripe(name):
             if self._postgres:
                 with speaking(DATABASE), self.engine.connect() as conn:
                     conn.execute(sa.select(sa.func.pg_advisory_lock(_lock_id(name))))
                     conn.commit()
                     try:
-                        yield
+                        yield conn
                     finally:
                         with speaking(DATABASE):
+                            conn.rollback()
                             conn.execute(sa.select(sa.func.pg_advisory_unlock(_lock_id(name))))
                             conn.commit()
             elif self._lock_files:
                 with self._open_locked(self._lock_files / f"{name}.lock"):
-                    yield
+                    yield None
             else:
-                yield
+                yield None
 
     def _try_lock(self, name: str, conn, held) -> bool:
         """Take the lock of an account another may be using without waiting, for the rest of
@@ -202,19 +211,24 @@ class AccountStore:
             held.callback(fh.close)
         return True
 
-    def _read(self, name: str) -> tuple[dp.Accountant, int | None]:
-        """(account, its version), checked against its signature and the record of versions;
-        (a fresh one at the default, None) when it does not exist yet."""
-        with self._tx() as conn:
-            row = conn.execute(sa.select(table.c.body, table.c.version, table.c.mac)
-                               .where(table.c.name == name)).first()
-            rec = conn.execute(sa.select(versions_table.c.version, versions_table.c.mac)
-                               .where(versions_table.c.name == name)).first()
-        if rec is not None and not hmac.compare_digest(rec.mac.encode(),
-                                                       self._version_mac(name, rec.version).encode()):
+    def _read(self, name: str, conn=None) -> tuple[dp.Accountant, int | None]:
+        """(account, its version), checked against its signature and the record of versions,
+        both read in one statement (one snapshot: a charge committed between two reads would
+        look like a rolled-back account); (a fresh one at the default, None) when it does not
+        exist yet."""
+        def one(column, of):
+            return sa.select(column).where(of.c.name == name).scalar_subquery()
+        with self._tx(conn) as c:
+            row = c.execute(sa.select(
+                one(table.c.body, table).label("body"), one(table.c.version, table).label("version"),
+                one(table.c.mac, table).label("mac"),
+                one(versions_table.c.version, versions_table).label("recorded"),
+                one(versions_table.c.mac, versions_table).label("recorded_mac"))).one()
+        if row.recorded is not None and not hmac.compare_digest(
+                row.recorded_mac.encode(), self._version_mac(name, row.recorded).encode()):
             raise Unavailable(TAMPERED)
-        if row is None:
-            if rec is not None:
+        if row.body is None:
+            if row.recorded is not None:
                 raise Unavailable(DELETED)
             return dp.Accountant(self.default_total), None
         try:
@@ -224,26 +238,28 @@ class AccountStore:
         if not (isinstance(account, dict) and hmac.compare_digest(
                 row.mac.encode(), self._mac(name, account, row.version).encode())):
             raise Unavailable(TAMPERED)
-        if rec is not None and row.version < rec.version:
+        if row.recorded is not None and row.version < row.recorded:
             raise Unavailable(ROLLED_BACK)
         try:
             return dp.Accountant.from_dict(account), row.version
         except (ValueError, TypeError, KeyError, AttributeError):
             raise Unavailable(DAMAGED) from None
 
-    def _write(self, name: str, acc: dp.Accountant, version: int | None):
+    def _write(self, name: str, acc: dp.Accountant, version: int | None, conn=None):
         """Store the account read at `version` (None: new) and its version record in one
-        transaction (the commit point); a new one only if the store has room for it."""
+        transaction (the commit point, on `conn` when given); a new one only if the store has
+        room for it."""
         d = acc.to_dict()
         new = version + 1 if version else 1
         row = {"body": _canonical(d).decode(), "version": new, "mac": self._mac(name, d, new),
                "written": time.time(), "owners": _owners(name)}
         with ExitStack() as held:
-            with self._tx() as conn:
-                removed = self._make_room(conn, name, held) if version is None else []
-                self._put(conn, name, version, row)
+            with self._tx(conn) as c:
+                removed = self._make_room(c, name, held) if version is None else []
+                self._put(c, name, version, row)
             for gone in removed if self._lock_files else ():       # its lock file goes with it
-                (self._lock_files / f"{gone}.lock").unlink(missing_ok=True)
+                with suppress(OSError):
+                    (self._lock_files / f"{gone}.lock").unlink(missing_ok=True)
 
     def _put(self, conn, name: str, version: int | None, row: dict):
         """Insert or update the account row read at `version`, and its version record."""
@@ -270,12 +286,12 @@ class AccountStore:
             - self.max_accounts + 1
         if excess <= 0:
             return []
-        idle = conn.execute(sa.select(table.c.name).where(visitors, table.c.written < time.time() - IDLE_SECONDS)
-                            .order_by(table.c.written)).scalars().all()
+        idle = sa.and_(visitors, table.c.written < time.time() - IDLE_SECONDS)
         removed = []
-        for name in idle:
-            if self._try_lock(name, conn, held):
-                conn.execute(table.delete().where(table.c.name == name))
+        for name in conn.execute(sa.select(table.c.name).where(idle).order_by(table.c.written)).scalars().all():
+            # the delete checks again: another host may have charged it since the list was read
+            if self._try_lock(name, conn, held) and conn.execute(
+                    table.delete().where(table.c.name == name, idle)).rowcount == 1:
                 conn.execute(versions_table.delete().where(versions_table.c.name == name))
                 removed.append(name)
                 if len(removed) == excess:
@@ -298,27 +314,27 @@ class AccountStore:
         Writing the account is the commit point of everything `change` did.
         """
         name = self._name(scope, fingerprint)
-        with self._locked(name):
-            acc, version = self._read(name)       # nobody else writes it while the lock is held
+        with self._locked(name) as conn:
+            acc, version = self._read(name, conn)     # nobody else writes it while the lock is held
             try:
-                return self._change(name, acc, version, change)
+                return self._change(name, acc, version, change, conn)
             finally:
                 if version is None and self._lock_files:    # a refused new account leaves no lock file
                     with suppress(OSError, Unavailable):
                         if self._read(name)[1] is None:
                             (self._lock_files / f"{name}.lock").unlink()
 
-    def _change(self, name: str, acc: dp.Accountant, version: int | None, change):
+    def _change(self, name: str, acc: dp.Accountant, version: int | None, change, conn):
         before = len(acc.charges)
         try:
             result = change(acc)
-        except Unavailable:
+        except (Unavailable, LockError):      # the store failed (a Redis lock not had in time too)
             raise
         except Exception:
             if len(acc.charges) > before:
-                self._write(name, acc, version)
+                self._write(name, acc, version, conn)
             raise
-        self._write(name, acc, version)
+        self._write(name, acc, version, conn)
         return result
 
     def import_files(self):
@@ -333,6 +349,8 @@ class AccountStore:
                 files = [f for f in files if f.exists()]
                 record = self._old_record()
                 with self._tx() as conn:
+                    if self._postgres:             # one host at a time (the flock is per host)
+                        conn.execute(sa.select(sa.func.pg_advisory_xact_lock(database.MIGRATION_LOCK)))
                     have = set(conn.execute(sa.select(table.c.name)).scalars())
                     for f in files:
                         name = f.stem

@@ -11,7 +11,7 @@ import errno
 from contextlib import contextmanager
 
 from redis.exceptions import LockError, RedisError
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DBAPIError, TimeoutError as PoolTimeout
 
 NOTHING_CHARGED = "nothing was charged; try again once it is fixed"
 
@@ -23,6 +23,8 @@ class Unavailable(LookupError):
 def _why(exc: BaseException) -> str:
     if isinstance(exc, RedisError):
         return "is not answering (Redis is down or unreachable)"
+    if isinstance(exc, PoolTimeout):
+        return "is busy (every connection to the database was in use for too long)"
     if isinstance(exc, DBAPIError):
         said = str(exc.orig).lower()
         return ("is not answering (the database is down or unreachable)" if exc.connection_invalidated
@@ -46,5 +48,5 @@ def speaking(what: str):
         yield
     except LockError:             # a lock not acquired in time: the caller says so itself
         raise
-    except (OSError, RedisError, DBAPIError) as exc:
+    except (OSError, RedisError, DBAPIError, PoolTimeout) as exc:
         raise Unavailable(f"the server's {what} {_why(exc)}: {NOTHING_CHARGED}") from exc
