@@ -15,6 +15,7 @@ Too many points for memory: count them where they live, then release from the co
 """
 from . import evaluate, metrics, noise
 from .accountant import Accountant, Charge
+from .aggregate import aggregate
 from .budget import Ledger, LedgerEntry
 from .contributions import DEFAULT_POINTS_PER_USER, USER_LEVEL_GUARANTEE, bound_contributions
 from .counts import CountData, load_counts
@@ -35,17 +36,13 @@ __version__ = software_version()          # from the installed package: pyprojec
 
 
 def __getattr__(name: str):
-    """`dp.aggregate` (out of core, DuckDB) and `dp.interactive` (location sessions), imported on
-    first use: most callers need neither, and they were a tenth of `import dp`."""
-    import importlib
-    if name == "aggregate":
-        value = importlib.import_module(".aggregate", __name__).aggregate
-    elif name == "interactive":
-        value = importlib.import_module(".interactive", __name__)
-    else:
-        raise AttributeError(f"module 'dp' has no attribute {name!r}")
-    globals()[name] = value
-    return value
+    """`dp.interactive` (location sessions), imported on first use: most callers never need it.
+    (`dp.aggregate` cannot be lazy: an `import dp.aggregate` anywhere before the first
+    `dp.aggregate(...)` would bind the name to the module, not the function.)"""
+    if name == "interactive":
+        import importlib
+        return importlib.import_module(".interactive", __name__)
+    raise AttributeError(f"module 'dp' has no attribute {name!r}")
 
 __all__ = [
     "BudgetError", "DataError", "Domain", "GridRelease", "Ledger", "LedgerEntry", "LoadReport",
