@@ -63,11 +63,10 @@ def engine_for(url: str | None, folder: str | Path | None) -> sa.Engine:
         Path(folder).mkdir(parents=True, exist_ok=True)
         engine = sa.create_engine(f"sqlite:///{Path(folder) / SQLITE_FILE}",
                                   connect_args={"timeout": BUSY_SECONDS})
-        sa.event.listen(engine, "connect", _sqlite_pragmas)
-        sa.event.listen(engine, "begin", lambda conn: conn.exec_driver_sql("BEGIN IMMEDIATE"))
     else:
         engine = sa.create_engine("sqlite://", poolclass=StaticPool,
                                   connect_args={"check_same_thread": False})
+    if engine.dialect.name == "sqlite":          # a SQLite URL given by hand too
         sa.event.listen(engine, "connect", _sqlite_pragmas)
         sa.event.listen(engine, "begin", lambda conn: conn.exec_driver_sql("BEGIN IMMEDIATE"))
     migrate(engine)
