@@ -66,6 +66,10 @@ class NodeDraws(NamedTuple):
     # holds only their bounding boxes
     buckets: np.ndarray | None = None
     span: np.ndarray | None = None
+    # nodes whose children were chosen by reading the node's own draw (AG splits a cell by its
+    # noisy count): such a node's draw is not taken in place of its leaves when the rectangle only
+    # touches them all, since it was kept for being low or high (None: no such node)
+    shaped_by_own_draw: np.ndarray | None = None
 
 
 def _node_membership(draws: NodeDraws, rect, grid) -> tuple[np.ndarray, np.ndarray]:
@@ -212,21 +216,74 @@ def intersect_bounds(parts, level: float) -> tuple[np.ndarray, np.ndarray]:
 
 
 def node_bounds(domain, grid, draws: NodeDraws, rects, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
-    """(lower, upper) per rectangle from the nodes' own draws: the lower end sums the highest
-    nodes wholly inside it, the upper end those plus the leaves it touches outside them (disjoint
-    regions in both sums), each widened by its exact noise quantile."""
+    """(lower, upper) per rectangle from the nodes' own draws. The lower end covers the nodes
+    wholly inside the rectangle, the upper end the nodes all of whose leaves it touches (on a
+    kd-tree's edges a node often is, standing in for many touched leaves); each by disjoint
+    nodes of least noise variance (`_own_draw_is_best`), widened by its exact noise quantile."""
     counts = np.asarray(draws.counts, dtype=np.float64)
     scales = np.asarray(draws.scales, dtype=np.float64)
-    parent = np.asarray(draws.parent)
-    nested = parent >= 0
+    leaf = np.asarray(draws.leaf)
+    shaped = np.zeros(len(counts), bool) if draws.shaped_by_own_draw is None else np.asarray(draws.shaped_by_own_draw)
+    tree = _Levels.of(np.asarray(draws.parent))
+    own = _own_draw_is_best(tree, scales, leaf, shaped)
+    leaves = tree.leaves_below(leaf)
     c = cell_coords(domain, grid, rects)
     lo, hi = np.empty(len(c)), np.empty(len(c))
     for i, rect in enumerate(c):
         inside, touched = _node_membership(draws, rect, grid)
-        top = inside.copy()
-        top[nested] &= ~inside[parent[nested]]
-        edge = draws.leaf & ~inside & touched
-        below = counts[top].sum()
-        lo[i] = max(below - sum_half_width(scales[top], level), 0.0)
-        hi[i] = below + counts[edge].sum() + sum_half_width(scales[top | edge], level)
+        whole = inside | ((tree.leaves_below(leaf & touched) == leaves) & ~shaped)
+        below, above = tree.cover(inside, own), tree.cover(whole, own)
+        lo[i] = max(counts[below].sum() - sum_half_width(scales[below], level), 0.0)
+        hi[i] = counts[above].sum() + sum_half_width(scales[above], level)
     return lo, hi
+
+
+class _Levels(NamedTuple):
+    """A forest's nodes by depth (index arrays, root level first), for sums up and flags down."""
+    parent: np.ndarray
+    levels: list
+
+    @classmethod
+    def of(cls, parent: np.ndarray) -> "_Levels":
+        depth = np.zeros(len(parent), dtype=np.int64)
+        up = parent.copy()
+        while (up >= 0).any():
+            depth += up >= 0
+            up = np.where(up >= 0, parent[np.maximum(up, 0)], -1)
+        return cls(parent, [np.flatnonzero(depth == d) for d in range(int(depth.max(initial=0)) + 1)])
+
+    def leaves_below(self, marked: np.ndarray) -> np.ndarray:
+        """Per node, how many marked leaves lie in it (itself included)."""
+        n = np.asarray(marked, dtype=np.int64).copy()
+        for idx in self.levels[:0:-1]:
+            n += np.bincount(self.parent[idx], weights=n[idx], minlength=len(n)).astype(np.int64)
+        return n
+
+    def cover(self, region: np.ndarray, own: np.ndarray) -> np.ndarray:
+        """The nodes whose draws cover a region given as the nodes wholly in it (a node's
+        children are in it when it is): those of the region taking their own draw (`own`) with
+        no such node above them."""
+        take = region & own
+        blocked = np.zeros(len(take), dtype=bool)
+        for idx in self.levels[1:]:
+            p = self.parent[idx]
+            blocked[idx] = blocked[p] | take[p]
+        return take & ~blocked
+
+
+def _own_draw_is_best(tree: _Levels, scales: np.ndarray, leaf: np.ndarray, shaped: np.ndarray) -> np.ndarray:
+    """Per node, whether its own draw has no more noise variance than the least-variance cover of
+    its children (so a region covers it by its draw). Chosen from the public scales and tree
+    alone, never the draws; a node shaped by its own draw always takes it (choosing by the
+    shape would choose by the draw)."""
+    a = np.exp(-1.0 / np.where(scales > 0, scales, 1.0))
+    var = np.where(scales > 0, 2 * a / (1 - a) ** 2, 0.0)
+    best, below = var.copy(), np.zeros(len(var))
+    own = leaf | shaped
+    for idx in tree.levels[::-1]:
+        inner = idx[~leaf[idx]]
+        own[inner] |= var[inner] <= below[inner]
+        best[inner] = np.minimum(var[inner], below[inner])
+        child = idx[tree.parent[idx] >= 0]
+        below += np.bincount(tree.parent[child], weights=best[child], minlength=len(var))
+    return own

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import dp
-from dp.partition_bounds import NodeDraws, laplace_floor, node_bounds, partition_bounds, sum_half_width
+from dp.partition_bounds import NodeDraws, laplace_floor, node_bounds, sum_half_width
 
 BOX = dp.Domain(0.0, 0.0, 1.0, 1.0, name="unit")
 
@@ -126,16 +126,21 @@ def test_a_planted_bug_that_takes_a_group_touching_a_rectangle_as_inside_is_caug
     assert misses > 25
 
 
-def test_tree_ranges_use_the_highest_nodes_inside_and_the_touched_leaves():
-    # exact draws (scale 0, not private: a check of the sums) on a 4 x 4 grid: a root, its four
-    # 2 x 2 quadrants, and the 16 cells as leaves, every cell holding 10 points. The quadrants'
-    # own counts are set to 41, 42, 43, 44 (not 40) to see which nodes a sum uses.
-    grid = dp.UniformGrid(BOX, 4, 4)
+def four_by_four(quad_scale=0.0, cell_scale=0.0, shaped=None):
+    """A root, its four 2 x 2 quadrants and the 16 cells of a 4 x 4 grid as leaves, every cell
+    holding 10 points; the quadrants' own counts 41, 42, 43, 44 (not 40) show which nodes a sum
+    uses. Scale 0 draws are exact (not private: a check of the sums)."""
     quads = np.array([[0, 2, 0, 2], [0, 2, 2, 4], [2, 4, 0, 2], [2, 4, 2, 4]])
     cells = np.array([[r, r + 1, c, c + 1] for r in range(4) for c in range(4)])
     quad_of = (cells[:, 0] // 2) * 2 + cells[:, 2] // 2
-    draws = NodeDraws(np.r_[[[0, 4, 0, 4]], quads, cells], np.r_[-1, np.zeros(4, int), 1 + quad_of],
-                      np.r_[160, 41, 42, 43, 44, np.full(16, 10)], np.zeros(21), np.r_[np.zeros(5, bool), np.ones(16, bool)])
+    return NodeDraws(np.r_[[[0, 4, 0, 4]], quads, cells], np.r_[-1, np.zeros(4, int), 1 + quad_of],
+                     np.r_[160, 41, 42, 43, 44, np.full(16, 10)],
+                     np.r_[quad_scale, np.full(4, quad_scale), np.full(16, cell_scale)],
+                     np.r_[np.zeros(5, bool), np.ones(16, bool)], shaped_by_own_draw=shaped)
+
+
+def test_tree_ranges_use_the_highest_nodes_inside_and_all_touched():
+    grid, draws = dp.UniformGrid(BOX, 4, 4), four_by_four()
     # [0, 0.6] x [0, 0.6]: quadrant 0 (rows 0-1, cols 0-1) wholly inside, cells of row/col 2 touched
     lo, hi = node_bounds(BOX, grid, draws, [dp.Rect(0.0, 0.0, 0.6, 0.6)])
     assert (lo[0], hi[0]) == (41.0, 41.0 + 5 * 10)
@@ -145,9 +150,34 @@ def test_tree_ranges_use_the_highest_nodes_inside_and_the_touched_leaves():
     # [0.3, 0.7]²: no node inside (nothing below), the 4 middle cells touched
     lo, hi = node_bounds(BOX, grid, draws, [dp.Rect(0.3, 0.3, 0.7, 0.7)])
     assert (lo[0], hi[0]) == (0.0, 40.0)
-    # [0.25, 0.8]²: the 4 middle cells inside (each in another quadrant), 9 cells touched
+    # [0.25, 0.8]²: the 4 middle cells inside (each in another quadrant); above, quadrant 3 (rows
+    # and cols 2-3), all of whose cells it touches, stands in for them, with the 5 other cells
     lo, hi = node_bounds(BOX, grid, draws, [dp.Rect(0.25, 0.25, 0.8, 0.8)])
+    assert (lo[0], hi[0]) == (40.0, 44.0 + 5 * 10)
+
+
+def test_a_node_stands_in_only_with_less_noise_and_not_when_shaped_by_its_draw():
+    grid = dp.UniformGrid(BOX, 4, 4)
+    whole, corner = dp.Rect(0.0, 0.0, 1.0, 1.0), dp.Rect(0.25, 0.25, 0.8, 0.8)
+    # noisy quadrants and root (scale 50), exact cells: the cells' sum has less variance, so the
+    # whole box is covered by the 16 cells (160, no noise), not by the root's draw
+    lo, hi = node_bounds(BOX, grid, four_by_four(quad_scale=50.0), [whole])
+    assert (lo[0], hi[0]) == (160.0, 160.0)
+    # a quadrant whose cells were split by reading its own draw (AG) is not taken in place of
+    # its touched cells: [0.25, 0.8]² sums the 9 touched cells above, not quadrant 3's 44
+    shaped = np.r_[False, np.ones(4, bool), np.zeros(16, bool)]
+    lo, hi = node_bounds(BOX, grid, four_by_four(shaped=shaped), [corner])
     assert (lo[0], hi[0]) == (40.0, 90.0)
+    # ...but one wholly inside is taken (whether it is inside does not depend on its draw)
+    lo, hi = node_bounds(BOX, grid, four_by_four(shaped=shaped), [dp.Rect(0.0, 0.0, 0.6, 0.6)])
+    assert (lo[0], hi[0]) == (41.0, 41.0 + 5 * 10)
+
+
+def test_ag_marks_its_level_one_cells_as_shaped_by_their_draws():
+    rel = dp.release("ag", corner_points(), BOX, 0.5, params={"base_cells": 16},
+                     seed=np.random.default_rng(1))
+    d = rel.node_draws()
+    assert np.array_equal(d.shaped_by_own_draw, d.parent < 0) and not d.shaped_by_own_draw[d.leaf].any()
 
 
 TREES = [("quadtree", {"height": 2, "base_cells": 16}), ("kdtree", {"height": 4, "base_cells": 16}),

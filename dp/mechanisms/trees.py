@@ -512,7 +512,8 @@ def release_ag(data, domain, epsilon, split, params, rng):
     draws = NodeDraws(np.concatenate([cells, sub]), np.concatenate([np.full(len(cells), -1), cell]),
                       np.concatenate([v, u]),
                       np.concatenate([np.full(len(cells), 1 / eps1), np.full(len(sub), 1 / eps2)]),
-                      np.r_[np.zeros(len(cells), bool), np.ones(len(sub), bool)])
+                      np.r_[np.zeros(len(cells), bool), np.ones(len(sub), bool)],
+                      shaped_by_own_draw=np.r_[np.ones(len(cells), bool), np.zeros(len(sub), bool)])
     return LeafRelease(AG, domain, epsilon, split, params, ledger, base, sub, counts,
                        leaf_var=None, eps_path=np.full(len(sub), epsilon), nodes=nodes,
                        noisy_size=n_hat, draws=draws,
