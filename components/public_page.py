@@ -5,17 +5,19 @@ published (`server.published`), never the data, so nothing here can show a true 
 """
 from __future__ import annotations
 
-import csv
 import datetime
 import functools
-import io
 from pathlib import Path
 
 import dash_leaflet as dl
 import numpy as np
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import shapely
 from dash import Dash, Input, Output, State, ctx, dash_table, dcc, html, no_update
 
-from dp.provenance import provenance, with_csv_header
+from dp.feature_files import geojson_text, release_features, stamp
+from dp.provenance import provenance
 from dp.whole_counts import whole_nonnegative
 
 from . import ids, inputs, ledger_panel, map_image, map_panel, queries_panel
@@ -281,18 +283,22 @@ def answer_rows(rel, geojson) -> tuple[list[dict], list[str]]:
 
 
 # -------------------------------------------------------------------------------- downloads
-def cells_csv(rel) -> str:
-    """The released cells (or leaves) as CSV: west, south, east, north, the unbiased noisy
-    count and the people (whole, non-negative, same total: `dp.whole_counts`)."""
+def cells_csv(rel, block: dict) -> str:
+    """The released cells (or leaves) as a plain CSV: west, south, east, north, the unbiased
+    noisy count, the people (whole, non-negative, same total: `dp.whole_counts`), the release's
+    mechanism, ε and unit of privacy on every row (`dp.feature_files.stamp`) and the cell as WKT,
+    which GDAL (QGIS) reads as its geometry."""
     grid, regions, counts = rel.regions()
-    ex, ey = grid.edges_x, grid.edges_y
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(("west", "south", "east", "north", "count", "people"))
-    for w, s, e, n, c, p in zip(ex[regions[:, 2]], ey[regions[:, 0]], ex[regions[:, 3]], ey[regions[:, 1]],
-                                np.asarray(counts, dtype=np.float64), whole_nonnegative(counts).tolist()):
-        writer.writerow((f"{w:.10g}", f"{s:.10g}", f"{e:.10g}", f"{n:.10g}", f"{c:.10g}", p))
-    return out.getvalue()
+    ex, ey = np.asarray(grid.edges_x), np.asarray(grid.edges_y)
+    w, s, e, n = ex[regions[:, 2]], ey[regions[:, 0]], ex[regions[:, 3]], ey[regions[:, 1]]
+    counts = np.asarray(counts, dtype=np.float64)
+    table = pa.table({"west": w, "south": s, "east": e, "north": n, "count": counts,
+                      "people": whole_nonnegative(counts),
+                      **{k: pa.array([v] * len(counts)) for k, v in stamp(block).items()},
+                      "WKT": shapely.to_wkt(shapely.box(w, s, e, n), rounding_precision=-1)})
+    out = pa.BufferOutputStream()
+    pacsv.write_csv(table, out, pacsv.WriteOptions(quoting_style="needed"))
+    return out.getvalue().to_pybytes().decode()
 
 
 def download(which: str, pid: str):
@@ -304,8 +310,8 @@ def download(which: str, pid: str):
     record = published.record(pid) or {}
     block = provenance(rel, record.get("epsilon_spent_so_far"), record.get("epsilon_budget"))
     if which == GEOJSON_BUTTON:
-        return dict(content=rel.to_json({"provenance": block}), filename=f"published_{pid}.geojson")
-    return dict(content=with_csv_header(cells_csv(rel), block), filename=f"published_{pid}_cells.csv")
+        return dict(content=geojson_text(release_features(rel), block), filename=f"published_{pid}.geojson")
+    return dict(content=cells_csv(rel, block), filename=f"published_{pid}_cells.csv")
 
 
 # -------------------------------------------------------------------------------- callbacks

@@ -14,13 +14,14 @@ import numpy as np
 from dash import Input, Output, State, ctx, dash_table, dcc, html, no_update
 
 import dp
-from dp.provenance import provenance, with_csv_header
+from dp.feature_files import stamp
+from dp.provenance import provenance
 
 from . import ids
 from server import state, workspace
 from .controls import EXACT_STAGE, fit_to_domain, labelled_rects, parse_typed
 from .help import help_box
-from .numbers import plural, shown_people, significant
+from .numbers import plural, shown_people
 
 RANGE_HELP = ("Where the true count lies, 95% of the time, whatever the data: between the "
               "noisy count of the cells or leaves wholly inside the rectangle and that of every "
@@ -207,18 +208,21 @@ def comparison_rows(rel, data, labelled_rects, stage: str | None = None) -> list
     return rows
 
 
-def csv_text(rows: list[dict], snapping: bool = False, private: bool = True) -> str:
-    """The public part of the query table as CSV: answers, ranges and noise-only intervals,
-    each row saying whether the release is differentially private (a fixed-seed demo is not);
-    no true count or error against the data (see CSV_FIELDS)."""
+def csv_text(rows: list[dict], snapping: bool = False, private: bool = True,
+             block: dict | None = None) -> str:
+    """The public part of the query table as a plain CSV: answers, ranges and noise-only
+    intervals, each row saying whether the release is differentially private (a fixed-seed demo
+    is not) and, given the provenance `block`, its mechanism, ε and unit of privacy
+    (`dp.feature_files.stamp`); no true count or error against the data (see CSV_FIELDS)."""
+    mark = stamp(block) if block is not None else {}
     out = io.StringIO()
     writer = csv.writer(out)
-    writer.writerow(CSV_FIELDS + (CSV_SNAP_FIELDS if snapping else ()))
+    writer.writerow(CSV_FIELDS + (CSV_SNAP_FIELDS if snapping else ()) + tuple(mark))
     for r in rows:
         line = [r["id"], r["west"], r["south"], r["east"], r["north"], "yes" if r["clipped"] else "no",
                 round(r["answer"], 3), r["whole"], _blank_nan(r["range_lo"]), _blank_nan(r["range_hi"]),
                 _blank_nan(r["lo"]), _blank_nan(r["hi"]), "yes" if private else "no"]
-        writer.writerow(line + ([r["snapped"], r["raw"]] if snapping else []))
+        writer.writerow(line + ([r["snapped"], r["raw"]] if snapping else []) + list(mark.values()))
     return out.getvalue()
 
 
@@ -350,7 +354,7 @@ def register_callbacks(app, config: dict):
                                        "would publish the data's extremes: choose a listed or typed "
                                        "box to download.", className="error")
         account = state.account(state.session_id(), state.key_fingerprint(rinfo["key"]))
-        text = with_csv_header(csv_text(public_rows(rel, queries), rel.capabilities.snapping,
-                                        rel.private), provenance(rel, account.spent, account.total))
+        text = csv_text(public_rows(rel, queries), rel.capabilities.snapping, rel.private,
+                        provenance(rel, account.spent, account.total))
         name = f"queries_{rel.mechanism}" + ("" if rel.private else "_NOT_PRIVATE")
         return dcc.send_string(text, f"{name}.csv"), ""

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import io
-import json
 import secrets
 
 import dash_leaflet as dl
@@ -22,6 +21,7 @@ from dash import Input, Output, State, ctx, dcc, html, no_update
 import dp
 from dp import shapes
 from dp.errors import MissingExtra
+from dp.feature_files import geojson_text
 
 from . import ids, render
 from .data_panel import decode_upload
@@ -315,4 +315,4 @@ def register_callbacks(app, config: dict):
             out = io.BytesIO()
             sc.to_parquet(out)
             return dcc.send_bytes(out.getvalue(), f"{name}.parquet"), no_update
-        return dict(content=json.dumps(sc.to_geojson(), default=str), filename=f"{name}.geojson"), no_update
+        return dict(content=geojson_text(sc.to_geojson(), sc.provenance), filename=f"{name}.geojson"), no_update

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -31,7 +32,8 @@ from .plan import SHAPES as PLAN_SHAPES, TRUST, TRUST_VALUES, WITH_VALUES
 from .recommend import recommend
 from .points import PointData
 from .presets import PRESETS, presets_containing
-from .provenance import export_texts, software_version
+from .feature_files import EXTENSIONS, file_format, release_features, write_features
+from .provenance import provenance, software_version
 from .regions import load_regions
 
 EXIT_USAGE, EXIT_DATA, EXIT_PARAMS, EXIT_OUTPUT, EXIT_MISSING = 2, 3, 4, 5, 6
@@ -120,13 +122,19 @@ def _shapes_first(args, domain: Domain):
     if args.shapes is not None and args.h3 is not None:
         raise CliError("give either --shapes or --h3, not both", EXIT_USAGE)
     if not args.shapes_output:
-        raise CliError("--shapes and --h3 need --shapes-output FILE (.geojson or .parquet)", EXIT_USAGE)
+        raise CliError(f"--shapes and --h3 need --shapes-output FILE ({EXTENSIONS})", EXIT_USAGE)
     from . import shapes
     return (shapes.h3_cells(domain, args.h3) if args.h3 is not None
             else shapes.load_shapes(args.shapes, shapes.MAX_SHAPES))
 
 
 def cmd_release(args) -> int:
+    for path in (args.output, args.shapes_output):
+        if path is not None:
+            try:
+                file_format(path)
+            except ValueError as e:
+                raise CliError(str(e), EXIT_USAGE) from None
     domain = domain_of(args.domain)
     if args.mechanism is None:               # the recommended one for this kind of data
         args.mechanism = recommend("regions" if args.regions else "points").name
@@ -144,34 +152,35 @@ def cmd_release(args) -> int:
               args.quiet)
     rel = release(args.mechanism, data, domain, args.epsilon, params=_params(args.param),
                   max_points_per_user=args.max_points_per_user)
-    geojson, meta = export_texts(rel)
-    _write(args.output, geojson)
+    block = provenance(rel)
+    written = _write_features(release_features(rel), args.output, block)
     if args.metadata:
-        _write(args.metadata, meta)
+        _write(args.metadata, json.dumps({**rel.metadata(), "provenance": block}, indent=2, default=str))
     for line in _ledger_lines(rel):
         _progress(line, args.quiet)
     if not rel.private:
         _progress("warning: this release is NOT differentially private (labelled so in its file)", False)
     if wanted is not None:
         _write_shapes(rel, args, *wanted)
-    _progress(f"wrote {args.output}" + (f" and {args.metadata}" if args.metadata else ""), args.quiet)
+    _progress("wrote " + " and ".join(written + ([args.metadata] if args.metadata else [])), args.quiet)
     return 0
 
 
+def _write_features(doc: dict, path: str, block: dict) -> list[str]:
+    """`dp.feature_files.write_features`, a failure said as the command line's."""
+    import pyarrow as pa
+    try:
+        return write_features(doc, path, block)
+    except (OSError, pa.ArrowException) as e:
+        raise CliError(f"{path}: could not write ({getattr(e, 'strerror', None) or e})", EXIT_OUTPUT) from None
+
+
 def _write_shapes(rel, args, ids, polys):
-    """The release's counts per public shape, post-processing of the release: GeoJSON, or
-    GeoParquet when the file name ends in .parquet."""
+    """The release's counts per public shape, post-processing of the release, in the format
+    the file name asks for."""
     from . import shapes
     counts = shapes.shape_counts(rel, polys, ids)
-    if args.shapes_output.lower().endswith(".parquet"):
-        import pyarrow as pa
-        try:
-            counts.to_parquet(args.shapes_output)
-        except (OSError, pa.ArrowException) as e:
-            raise CliError(f"{args.shapes_output}: could not write ({getattr(e, 'strerror', None) or e})",
-                           EXIT_OUTPUT) from None
-    else:
-        _write(args.shapes_output, json.dumps(counts.to_geojson(), default=str))
+    _write_features(counts.to_geojson(), args.shapes_output, counts.provenance)
     _progress(f"wrote {args.shapes_output}: {len(ids):,} shapes, each with its count, the range its "
               f"true count lies in ({counts.level:.0%}, any data), a noise-only interval and the "
               "share the release resolves", args.quiet)
@@ -248,8 +257,8 @@ def _point_options(cmd: argparse.ArgumentParser):
     cmd.add_argument("--quiet", "-q", **QUIET)
 
 
-def parser() -> argparse.ArgumentParser:
-    top = argparse.ArgumentParser(prog="python -m dp", description="Differentially private "
+def parser(prog: str = "python -m dp") -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(prog=prog, description="Differentially private "
                                   "location statistics from the command line.")
     top.add_argument("--version", action="version", version=f"%(prog)s {software_version()}")
     sub = top.add_subparsers(dest="command", required=True)
@@ -267,7 +276,10 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--domain", "-d", required=True,
                    help='the public box: a preset ("New York") or west,south,east,north in '
                         'degrees (write --domain=-74.05,40.6,-73.85,40.9 when it starts with a minus)')
-    r.add_argument("--output", "-o", required=True, help="the GeoJSON file to write")
+    r.add_argument("--output", "-o", required=True,
+                   help=f"the file to write, its type by its extension: {EXTENSIONS} (GeoJSON, "
+                        "GeoParquet, GeoPackage, FlatGeobuf, or a plain CSV with the geometry as "
+                        "WKT and the provenance beside it in NAME.provenance.json)")
     r.add_argument("--metadata", help="also write the metadata and ledger as JSON here")
     r.add_argument("--param", "-p", action="append", metavar="KEY=VALUE",
                    help="a mechanism setting, repeatable (e.g. -p zero_below=5)")
@@ -275,7 +287,7 @@ def parser() -> argparse.ArgumentParser:
                    help="public shapes (a GeoJSON of districts) to count the release in")
     r.add_argument("--h3", type=int, metavar="RES", help="count the release in H3 cells at this resolution")
     r.add_argument("--shapes-output", metavar="FILE",
-                   help="where the shapes' counts go: .geojson or .parquet (GeoParquet)")
+                   help=f"where the shapes' counts go, by extension as for --output ({EXTENSIONS})")
     r.add_argument("--regions", action="store_true", help="the file holds one region per user")
     r.add_argument("--allow-non-private", action="store_true",
                    help="write a mechanism that is NOT private (a reference), labelled so")
@@ -323,10 +335,13 @@ def parser() -> argparse.ArgumentParser:
     return top
 
 
-def main(argv=None) -> int:
-    args = parser().parse_args(argv)
+def main(argv=None, prog: str = "python -m dp") -> int:
+    args = parser(prog).parse_args(argv)
     try:
         return args.run(args)
+    except BrokenPipeError:              # `... | head` closed stdout early: stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())   # Python's exit flush too
+        return 1
     except CliError as e:
         print(f"error: {e}", file=sys.stderr)
         return e.code
@@ -339,3 +354,8 @@ def main(argv=None) -> int:
     except MissingExtra as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_MISSING
+
+
+def entry() -> None:
+    """The `dp-spatial` console command the package installs (the same as `python -m dp`)."""
+    sys.exit(main(prog=os.path.basename(sys.argv[0]) or "dp-spatial"))

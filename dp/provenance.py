@@ -53,26 +53,10 @@ def provenance(rel, spent: float | None = None, total: float | None = None) -> d
 def export_texts(rel, spent: float | None = None, total: float | None = None) -> tuple[str, str]:
     """(GeoJSON text, metadata JSON text) of a release, built only from its public outputs, each
     with the provenance block: what the app's export and the command line write."""
+    from .feature_files import geojson_text, release_features
     block = provenance(rel, spent, total)
-    return (rel.to_json({"provenance": block}),
+    return (geojson_text(release_features(rel), block),
             json.dumps({**rel.metadata(), "provenance": block}, indent=2, default=str))
-
-
-CSV_NOTE = ("provenance (JSON: each of these lines after its '# '); read the table with a CSV "
-            "reader that skips '#' lines, e.g. pandas.read_csv(path, comment='#')")
-
-
-def with_csv_header(table: str, block: dict) -> str:
-    """A CSV export with its provenance block on top, as '# ' comment lines holding JSON."""
-    lines = [CSV_NOTE, *json.dumps(block, indent=1, default=str, ensure_ascii=False).splitlines()]
-    return "".join(f"# {line}\n" for line in lines) + table
-
-
-def read_csv_header(text: str) -> tuple[dict, str]:
-    """(provenance block, CSV table) of an export written by `with_csv_header`."""
-    lines = text.splitlines(keepends=True)
-    head = [line[2:] for line in lines if line.startswith("# ")]
-    return json.loads("".join(head[1:])), "".join(line for line in lines if not line.startswith("#"))
 
 
 def repeat_script(rel, path: str | None = None, columns: dict | None = None,

@@ -93,8 +93,8 @@ class ShapeCounts:
 
     def to_parquet(self, target) -> None:
         """GeoParquet (to a path or a binary file), with the shape's id as a column."""
-        from .geo import write_geoparquet
-        write_geoparquet(self.rows(), self.shapes, target, {"provenance": self.provenance})
+        from .feature_files import write_features
+        write_features(self.to_geojson(), target, self.provenance, kind="GeoParquet")
 
 
 def _region_boxes(rel):

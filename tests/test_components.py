@@ -196,7 +196,9 @@ def test_export_files_hold_only_public_outputs(small):
     data, domain = small
     rel = dp.release("e2epriv", data, domain, epsilon=1.0, seed=np.random.default_rng(2))
     geo, meta = (json.loads(t) for t in export_panel.export_files(rel))
-    assert {k for f in geo["features"] for k in f["properties"]} == {"row", "col", "noisy_count", "people"}
+    assert {k for f in geo["features"] for k in f["properties"]} == {
+        "row", "col", "noisy_count", "people",            # and the release's stamp (public settings)
+        "mechanism", "epsilon", "unit_of_privacy", "software_version"}
     assert all(isinstance(f["properties"]["noisy_count"], int) for f in geo["features"])
     assert "diagnostics" not in meta and "scores" not in json.dumps(meta)
     assert meta["epsilon"] == 1.0 and meta["differentially_private"] is True

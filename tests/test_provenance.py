@@ -10,7 +10,7 @@ import pytest
 
 import dp
 from components import export_panel, public_page
-from dp.provenance import provenance, read_csv_header, repeat_script, with_csv_header
+from dp.provenance import provenance, repeat_script
 
 
 def run_script(script: str, folder, monkeypatch) -> dp.Release:
@@ -113,19 +113,22 @@ def test_exports_carry_the_block(small):
     assert meta["provenance"]["released_at"] == rel.released_at
 
 
-def test_csv_exports_carry_the_block_as_comment_lines(small):
-    # the public cells CSV: the block on top as '# ' lines of JSON, read back exactly; a reader
-    # that skips '#' lines (pandas' comment='#') gets the table as it was without the block
+def test_csv_exports_are_plain_tables_stamped_on_every_row(small):
+    # the public cells CSV: no comment lines (a plain pandas.read_csv parses it), each row with
+    # the release's mechanism, ε and unit of privacy, and the cell as WKT a GIS reads
     pd = pytest.importorskip("pandas")
+    shapely = pytest.importorskip("shapely")
     data, domain = small
     rel = dp.release("privtree", data, domain, epsilon=1.0)
     block = provenance(rel, 2.0, 5.0)
-    table = public_page.cells_csv(rel)
-    text = with_csv_header(table, block)
-    assert text.startswith("# provenance") and text.endswith(table)
-    assert read_csv_header(text) == (json.loads(json.dumps(block, default=str)), table)
-    framed = pd.read_csv(io.StringIO(text), comment="#")
-    assert framed.equals(pd.read_csv(io.StringIO(table))) and len(framed) == len(rel.regions()[1])
+    text = public_page.cells_csv(rel, block)
+    assert not text.startswith("#")
+    table = pd.read_csv(io.StringIO(text))
+    assert len(table) == len(rel.regions()[1])
+    assert set(table["mechanism"]) == {"privtree"} and set(table["epsilon"]) == {1.0}
+    assert set(table["unit_of_privacy"]) == {rel.spec.unit}
+    bounds = shapely.bounds(shapely.from_wkt(table["WKT"].to_numpy()))
+    assert np.allclose(bounds, table[["west", "south", "east", "north"]].to_numpy())
 
 
 def test_repeat_script_for_a_built_in_sample(small, tmp_path, monkeypatch):

@@ -17,7 +17,6 @@ import plotly.utils
 import pytest
 
 import dp
-from dp.provenance import read_csv_header
 from dp.whole_counts import whole_nonnegative
 from server import published
 
@@ -171,12 +170,12 @@ def test_downloads_parse_and_hold_only_the_release(folder, rel):
     pid = published.publish(rel, "downloads")
     geo = json.loads(public_page.download(public_page.GEOJSON_BUTTON, pid)["content"])
     assert geo["type"] == "FeatureCollection" and geo["properties"]["mechanism"] == "privtree"
-    block, table = read_csv_header(public_page.download(public_page.CSV_BUTTON, pid)["content"])
-    assert block == geo["properties"]["provenance"]                  # the same block as the GeoJSON
-    rows = list(csv.reader(io.StringIO(table)))
+    rows = list(csv.reader(io.StringIO(public_page.download(public_page.CSV_BUTTON, pid)["content"])))
     grid, regions, counts = rel.regions()
-    assert rows[0] == ["west", "south", "east", "north", "count", "people"] and len(rows) == len(regions) + 1
-    cells = np.array(rows[1:], dtype=float)
+    assert rows[0] == ["west", "south", "east", "north", "count", "people", "mechanism", "epsilon",
+                       "unit_of_privacy", "software_version", "WKT"] and len(rows) == len(regions) + 1
+    assert {tuple(r[6:8]) for r in rows[1:]} == {("privtree", "1")}   # the GeoJSON's release, stamped
+    cells = np.array([r[:6] for r in rows[1:]], dtype=float)
     assert np.array_equal(cells[:, 5], whole_nonnegative(counts))
     assert np.allclose(cells[:, 4], counts) and np.all(cells[:, 0] < cells[:, 2]) and np.all(cells[:, 1] < cells[:, 3])
     d = rel.domain

@@ -13,7 +13,6 @@ import numpy as np
 from ..budget import Ledger
 from ..contributions import USER_LEVEL_GUARANTEE
 from ..provenance import now
-from ..whole_counts import add_people
 from ..domain import Domain, UniformGrid
 from ..errors import ParameterError
 from ..noise import discrete_laplace_variance, make_rng
@@ -368,32 +367,22 @@ class Release(abc.ABC):
 
     def to_geodataframe(self):
         """The release's regions and public properties as a GeoDataFrame (WGS84; `[geo]` extra)."""
+        from ..feature_files import release_features
         from ..geo import geodataframe
-        doc = self.to_geojson()
-        add_people(doc["features"])
-        return geodataframe(doc)
+        return geodataframe(release_features(self))
 
     def to_parquet(self, target) -> None:
         """The release as GeoParquet (to a path or a binary file): the regions with their noisy
         counts and whole people, as in `to_json`, and the provenance in the file's metadata."""
-        import shapely.geometry
-        from ..geo import write_geoparquet
+        from ..feature_files import release_features, write_features
         from ..provenance import provenance
-        features = self.to_geojson()["features"]
-        add_people(features)
-        write_geoparquet([f["properties"] for f in features],
-                         [shapely.geometry.shape(f["geometry"]) for f in features], target,
-                         {"provenance": provenance(self)})
+        write_features(release_features(self), target, provenance(self), kind="GeoParquet")
 
-    def to_json(self, properties: dict | None = None) -> str:
+    def to_json(self) -> str:
         """The GeoJSON as text, each cell's unbiased "noisy_count" joined by "people", whole and
-        non-negative with the same total (`dp.whole_counts`); `properties` are added to the
-        top-level ones (e.g. provenance)."""
-        doc = self.to_geojson()
-        add_people(doc["features"])
-        if properties:
-            doc["properties"] = {**doc["properties"], **properties}
-        return json.dumps(doc, default=_json_default)
+        non-negative with the same total (`dp.whole_counts`)."""
+        from ..feature_files import release_features
+        return json.dumps(release_features(self), default=_json_default)
 
 
 MC_MAX_TERMS = 64   # up to this many noise terms an interval is simulated exactly
