@@ -1,8 +1,14 @@
-"""The map of a release as a PNG file: its private layer, north up, with a colour bar and the
-bar's end labels, drawn on the server (no tiles, no browser), for the owner's and the public
-page's "Map (PNG)" downloads."""
+"""The map of a release as a PNG, drawn on the server (no tiles, no browser).
+
+`map_png` is the "Map (PNG)" download of the owner's page and the public page: a figure a person
+can paste in a report (matplotlib), 1600 px wide, with a title naming the mechanism, ε, the unit
+of privacy and the release's date, the private layer north up in the box's own shape, the box's
+outline, a colour bar with its units and an attribution line. `layer_png` is the bare layer, the
+plan panel's small preview.
+"""
 from __future__ import annotations
 
+import io
 import math
 import threading
 from collections import OrderedDict
@@ -10,18 +16,16 @@ from collections import OrderedDict
 import numpy as np
 
 import dp
+from dp.provenance import DISTRIBUTION, software_version
 
 from . import map_panel, render
 
-PNG_WIDTH = 640            # the map PNG's least width: whole pixels per grid column, up to MAX_PIXELS
-FONT = {                   # 3×5 pixel digits and signs for the PNG legend's end labels
-    "0": "111101101101111", "1": "010110010010111", "2": "111001111100111", "3": "111001111001111",
-    "4": "101101111001001", "5": "111100111001111", "6": "111100111101111", "7": "111001001001001",
-    "8": "111101111101111", "9": "111101111001111", ",": "000000000010100", ".": "000000000000010",
-    "−": "000000111000000", "-": "000000111000000", "≥": "100010100000111", "≤": "001010001000111",
-    " ": "000000000000000",
-}
-
+PNG_WIDTH = 640            # the preview's least width: whole pixels per grid column, up to MAX_PIXELS
+REPORT_DPI = 100
+REPORT_WIDTH_IN = 16       # 1600 px
+UNITS = "private people per km² (whole, ≥ 0)"
+ATTRIBUTION = (f"Made with {DISTRIBUTION} {{version}}. Differentially private counts: each is noisy, "
+               "see the release's ranges. No base map; box outline in grey.")
 
 KEEP = 8                   # PNGs kept per process (a few hundred kB each)
 _KEPT: "OrderedDict[str, bytes]" = OrderedDict()
@@ -44,12 +48,65 @@ def map_png_of(key: str, rel) -> bytes:
     return png
 
 
-def map_png(rel) -> bytes:
-    """The private layer as a PNG (north up, the box's shape at its middle latitude), with a
-    colour bar and its end labels under it: private people per km² (whole, >= 0), as on the map."""
+def density(rel) -> tuple[np.ndarray, render.Legend]:
+    """The private layer on the release's base grid (private people per km², as the map paints
+    it) and its colour scale."""
     grid, regions, _, _, people = map_panel.structure(rel)
     painted = render.on_grid(grid, regions, people / render.region_km2(grid, regions))
-    scale = render.legend_scale(painted)
+    return painted, render.legend_scale(painted)
+
+
+def title_lines(rel) -> tuple[str, str]:
+    """(title, subtitle) of the report figure: what was released, at what ε, for whom, when."""
+    when = (getattr(rel, "released_at", None) or "")[:10] or "date not recorded"
+    private = "" if rel.private else " (NOT differentially private)"
+    return (f"{rel.spec.label}{private}: {UNITS.split(' (')[0]}",
+            f"ε = {rel.epsilon:g} · {rel.privacy_level} · released {when} · "
+            f"{rel.domain.name or 'typed box'}")
+
+
+def map_figure(rel):
+    """The report figure (a matplotlib Figure, no pyplot state): title, layer, outline, colour
+    bar with units, attribution."""
+    from matplotlib.colors import LinearSegmentedColormap
+    from matplotlib.figure import Figure
+    from matplotlib.patches import Rectangle
+    painted, scale = density(rel)
+    d, p = rel.domain, dp.Projection(rel.domain)
+    aspect = p.my / p.mx                                   # degrees of latitude against longitude
+    shape = d.height * aspect / d.width                    # the box's height over its width on the ground
+    fig = Figure(figsize=(REPORT_WIDTH_IN, float(np.clip(REPORT_WIDTH_IN * 0.62 * shape + 2.6, 5, 16))),
+                 dpi=REPORT_DPI, layout="constrained")
+    fig.get_layout_engine().set(rect=(0, 0.03, 1, 0.97))     # the attribution line below it all
+    title, subtitle = title_lines(rel)
+    fig.suptitle(f"{title}\n{subtitle}", fontsize=15)
+    ax = fig.add_subplot()
+    cmap = LinearSegmentedColormap.from_list("sequential", render.SEQUENTIAL)
+    image = ax.imshow(painted, extent=(d.west, d.east, d.south, d.north), origin="lower", cmap=cmap,
+                      vmin=scale.vmin, vmax=scale.vmax, interpolation="nearest", aspect=aspect)
+    ax.add_patch(Rectangle((d.west, d.south), d.width, d.height, fill=False, edgecolor="#555555",
+                           linewidth=1.5, label="box"))
+    ax.set_xlabel("longitude (°)")
+    ax.set_ylabel("latitude (°)")
+    bar = fig.colorbar(image, ax=ax, shrink=0.8, extend=_extend(scale))
+    bar.set_label(UNITS, fontsize=12)
+    fig.text(0.01, 0.005, ATTRIBUTION.format(version=software_version()), fontsize=10, color="#444444")
+    return fig
+
+
+def map_png(rel) -> bytes:
+    """The report figure (`map_figure`) as PNG bytes, 1600 px wide."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    fig = map_figure(rel)
+    out = io.BytesIO()
+    FigureCanvasAgg(fig).print_png(out)
+    return out.getvalue()
+
+
+def layer_png(rel) -> bytes:
+    """The private layer alone as a small PNG (north up, the box's shape at its middle
+    latitude): the plan panel's preview, beside its own words."""
+    painted, scale = density(rel)
     d, p = rel.domain, dp.Projection(rel.domain)
     gy, gx = painted.shape
     aspect = d.height * p.my / (d.width * p.mx)                          # height / width on the ground
@@ -58,37 +115,11 @@ def map_png(rel) -> bytes:
     height = int(np.clip(round(width * aspect), 64, render.MAX_PIXELS))
     cols = np.minimum((np.arange(width) + 0.5) * gx / width, gx - 1).astype(int)
     rows = gy - 1 - np.minimum((np.arange(height) + 0.5) * gy / height, gy - 1).astype(int)
-    image = render.colourise(painted[rows][:, cols], scale.vmin, scale.vmax, render.SEQUENTIAL, alpha=255)
-    return render.png_bytes(np.concatenate([image, legend_strip(width, scale)], axis=0))
+    return render.png_bytes(render.colourise(painted[rows][:, cols], scale.vmin, scale.vmax,
+                                             render.SEQUENTIAL, alpha=255))
 
 
-def legend_strip(width: int, scale: render.Legend, height: int = 50, pad: int = 12, size: int = 3) -> np.ndarray:
-    """A white RGBA strip with the colour bar and its two end labels (the legend's first and
-    last ticks) in a small pixel font."""
-    strip = np.full((height, width, 4), 255, dtype=np.uint8)
-    bar_w = max(1, min(width - 2 * pad, 320))
-    bar = render.colourise(np.linspace(scale.vmin, scale.vmax, bar_w), scale.vmin, scale.vmax,
-                           render.SEQUENTIAL, alpha=255)
-    strip[8:20, pad:pad + bar_w] = bar[None]
-    first, last = scale.ticks[0][1], scale.ticks[-1][1]
-    stamp(strip, first, pad, 26, size)
-    stamp(strip, last, max(pad, pad + bar_w - text_width(last, size)), 26, size)
-    return strip
-
-
-def text_width(text: str, size: int = 2) -> int:
-    """Pixels `stamp` takes to write `text`."""
-    return len(text) * 4 * size - size
-
-
-def stamp(image: np.ndarray, text: str, x: int, y: int, size: int = 2) -> None:
-    """Draw `text` in dark grey at (x, y) with the 3×5 FONT, `size` pixels per font pixel."""
-    for ch in text:
-        glyph = FONT.get(ch, FONT[" "])
-        for i, bit in enumerate(glyph):
-            if bit == "1":
-                r, c = divmod(i, 3)
-                image[y + r * size:y + (r + 1) * size, x + c * size:x + (c + 1) * size, :3] = 40
-        x += 4 * size
-        if x >= image.shape[1]:
-            return
+def _extend(scale: render.Legend) -> str:
+    """The colour bar's arrows: values beyond its ends were drawn in the end colours."""
+    return {(True, True): "both", (True, False): "max", (False, True): "min"}.get(
+        (scale.capped_top, scale.capped_bottom), "neither")

@@ -114,7 +114,7 @@ def preview_src(domain: dict, request: dict, mechanism: str, epsilon: float, k) 
     look like (simulated with a fixed seed, never published)."""
     twin = planning.Twin(dp.Domain.from_dict(domain), request["area"], request["points"])
     rel = twin.release(mechanism, epsilon / (k or 1))
-    return "data:image/png;base64," + base64.b64encode(map_image.map_png(rel)).decode()
+    return "data:image/png;base64," + base64.b64encode(map_image.layer_png(rel)).decode()
 
 
 def register_callbacks(app, config: dict):

@@ -277,9 +277,8 @@ def test_a_release_map_png_is_drawn_once_per_key(small, monkeypatch):
     # last KEEP keys are kept, the oldest dropped first
     data, domain = small
     rel = dp.release("ug", data, domain, 1.0, seed=np.random.default_rng(3))
-    drawn = []
-    real = map_image.map_png
-    monkeypatch.setattr(map_image, "map_png", lambda r: drawn.append(r) or real(r))
+    drawn = []                       # a stand-in drawing: each call gives new bytes
+    monkeypatch.setattr(map_image, "map_png", lambda r: drawn.append(r) or b"\x89PNG\r\n\x1a\n" + bytes([len(drawn)]))
     monkeypatch.setattr(map_image, "_KEPT", type(map_image._KEPT)())
     first = map_image.map_png_of("k0", rel)
     assert map_image.map_png_of("k0", rel) == first and len(drawn) == 1
@@ -288,6 +287,28 @@ def test_a_release_map_png_is_drawn_once_per_key(small, monkeypatch):
     assert list(map_image._KEPT) == [f"k{i}" for i in range(1, map_image.KEEP + 1)]
     map_image.map_png_of("k0", rel)
     assert len(drawn) == map_image.KEEP + 2 and first[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_map_png_is_a_figure_for_a_report(small):
+    # issue 44: the PNG was 768 x 453 with no title, ε, mechanism, outline or units. Now 1600 px
+    # wide, titled with the mechanism, ε, unit of privacy, date and box; the box outlined; the
+    # colour bar in people per km²; an attribution line; a non-private release says so
+    data, domain = small
+    rel = dp.release("ug", data, domain, 1.0, seed=np.random.default_rng(3))
+    png = map_image.map_png(rel)
+    width, height = struct.unpack(">II", png[16:24])
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and width == 1600 and height > 600
+    fig = map_image.map_figure(rel)
+    title = fig._suptitle.get_text()
+    assert rel.spec.label in title and "ε = 1 " in title and rel.privacy_level in title
+    assert rel.released_at[:10] in title and domain.name in title and "NOT" not in title
+    ax, bar = fig.axes
+    outline = [p for p in ax.patches if p.get_label() == "box"][0]
+    assert outline.get_bbox().bounds == pytest.approx((domain.west, domain.south, domain.width, domain.height))
+    assert bar.get_ylabel() == map_image.UNITS and "km²" in map_image.UNITS
+    assert any(f"{map_image.DISTRIBUTION} " in t.get_text() for t in fig.texts)
+    demo = dp.release("ug", data, domain, 1.0, seed=1)             # a fixed seed: not private
+    assert "NOT differentially private" in map_image.title_lines(demo)[0]
 
 
 def test_evaluation_figures_keep_titles_clear_and_name_their_png():
