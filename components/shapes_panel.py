@@ -30,8 +30,11 @@ from .map_panel import legend_box
 from server import state, workspace
 
 MAX_APP_SHAPES = 5000     # drawn and downloaded here; the command line makes up to shapes.MAX_SHAPES
-H3_RESOLUTIONS = {4: "22 km", 5: "8.5 km", 6: "3.2 km", 7: "1.2 km", 8: "460 m", 9: "170 m"}  # mean edge
-DEFAULT = {"kind": "h3", "res": 7, "shown": False, "districts": None}   # kept as workspace fields shapes_<key>
+H3_RESOLUTIONS = {0: "1,300 km", 1: "480 km", 2: "180 km", 3: "70 km", 4: "26 km", 5: "10 km",
+                  6: "3.7 km", 7: "1.4 km", 8: "530 m", 9: "200 m", 10: "76 m"}   # mean edge (H3 v4)
+# kept as workspace fields shapes_<key>; "place" is the [data fingerprint, box] the choice was
+# made for: a release of other data or another box hides the layer and fits the size anew
+DEFAULT = {"kind": "h3", "res": 7, "shown": False, "districts": None, "place": None}
 UNIT = "count per km² of the shape's area in the box"
 KEPT_COUNTS = 2           # computed choropleths a session keeps for its downloads
 
@@ -48,8 +51,7 @@ def layout(config: dict) -> html.Div:
         html.Div(className="row", children=[
             html.Label("Hexagon size (H3 resolution)", htmlFor=ids.SHAPES_H3_RES),
             dcc.Dropdown(id=ids.SHAPES_H3_RES, value=choice["res"], clearable=False, searchable=False,
-                         options=[{"label": f"{r}: edges about {edge}", "value": r}
-                                  for r, edge in H3_RESOLUTIONS.items()])]),
+                         options=res_options(None))]),
         dcc.Checklist(id=ids.SHAPES_PUBLIC, value=[], options=[
             {"label": " These districts are public (published boundaries), not drawn from the data",
              "value": "public"}]),
@@ -66,6 +68,33 @@ def layout(config: dict) -> html.Div:
         dcc.Store(id=ids.SHAPES_TICK),
         dcc.Loading(html.Div(id=ids.SHAPES_STATUS, role="status"), type="dot"),
     ])
+
+
+def fitting(domain: dp.Domain | None) -> dict[int, bool]:
+    """Per offered resolution, whether its hexagons over the box are few enough to draw (all,
+    before there is a box)."""
+    return {r: domain is None or shapes.h3_estimate(domain, r) <= MAX_APP_SHAPES for r in H3_RESOLUTIONS}
+
+
+def res_options(domain: dp.Domain | None) -> list[dict]:
+    """The hexagon sizes, those too small for the box greyed out and saying why."""
+    fits = fitting(domain)
+    return [{"label": f"{r}: edges about {edge}" + ("" if fits[r] else
+                                                    f" (over {MAX_APP_SHAPES:,} hexagons in this box)"),
+             "value": r, "disabled": not fits[r]} for r, edge in H3_RESOLUTIONS.items()]
+
+
+def fitted_res(domain: dp.Domain, res: int) -> int:
+    """`res` when its hexagons fit the box, else the finest size that does (0 at worst)."""
+    fits = fitting(domain)
+    return res if fits.get(res) else max([r for r, ok in fits.items() if ok], default=0)
+
+
+def place_of(rinfo: dict | None) -> list | None:
+    """[data fingerprint, box] of the shown release: what a shapes choice was made for."""
+    if not rinfo:
+        return None
+    return [state.key_fingerprint(rinfo["key"]), state.key_domain(rinfo["key"]).to_dict()]
 
 
 def districts_note(districts: dict | None) -> str:
@@ -266,6 +295,20 @@ def register_callbacks(app, config: dict):
         _remember(sid, kind="districts", districts=districts)
         return districts_note(districts), "districts", key.rsplit(":", 1)[1], "", None
 
+    @app.callback(Output(ids.SHAPES_H3_RES, "options"), Output(ids.SHAPES_H3_RES, "value"),
+                  Input(ids.RELEASE, "data"))
+    def fit_sizes(rinfo):
+        """The sizes offered for the shown release's box; a release of other data or another box
+        hides the layer and takes the chosen size, or the finest that fits."""
+        if not rinfo:
+            return res_options(None), no_update
+        sid, place = state.session_id(), place_of(rinfo)
+        choice, domain = choice_of(sid), state.key_domain(rinfo["key"])
+        res = fitted_res(domain, choice["res"])
+        if choice["place"] != place:
+            choice = _remember(sid, res=res, shown=False, place=place)
+        return res_options(domain), choice["res"]
+
     @app.callback(Output(ids.SHAPES_LAYER, "children"), Output(ids.SHAPES_LEGEND, "children"),
                   Output(ids.SHAPES_STATUS, "children", allow_duplicate=True),
                   Input(ids.SHAPES_SHOW, "n_clicks"), Input(ids.SHAPES_HIDE, "n_clicks"),
@@ -278,12 +321,12 @@ def register_callbacks(app, config: dict):
         sid = state.session_id()
         trigger = ctx.triggered_id
         if trigger in (ids.SHAPES_SHOW, ids.SHAPES_HIDE):
-            choice = _remember(sid, kind=kind, res=res, shown=trigger == ids.SHAPES_SHOW)
+            choice = _remember(sid, kind=kind, res=res, shown=trigger == ids.SHAPES_SHOW, place=place_of(rinfo))
         elif trigger in (ids.SHAPES_KIND, ids.SHAPES_H3_RES):
             choice = _remember(sid, kind=kind, res=res)
         else:
             choice = choice_of(sid)
-        if not choice["shown"]:
+        if not choice["shown"] or choice["place"] != place_of(rinfo):     # other data or box: hidden
             return [], [], "" if trigger == ids.SHAPES_HIDE else no_update
         if not rinfo:
             return [], [], html.Div("No release yet: press Release first (step 3).", className="warning")

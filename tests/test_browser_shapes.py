@@ -12,10 +12,11 @@ import pyarrow.parquet as pq
 import pytest
 import shapely
 from selenium.webdriver.common.action_chains import ActionChains
+from selenium.webdriver.common.keys import Keys
 
 from test_browser import poll_until, press_release   # skips without a browser
 import test_browser_workspace
-from test_browser_workspace import charges, severe_errors
+from test_browser_workspace import charges, choose, picked, severe_errors
 
 import dp
 from components import ids
@@ -115,6 +116,26 @@ def test_districts_choropleth_downloads_reload_and_hexagons(page, tmp_path):
     poll_until(lambda: drawn(dash_duo) == 0, 20)
     assert drawn(dash_duo) == 0 and not dash_duo.find_element(f"#{ids.SHAPES_LEGEND}").text
     assert len(charges(accounts)) == spent
+    # shown again, then a release over the whole country (the sample is New York's): the layer
+    # is hidden (it was drawn for the city's box), the size becomes the finest that fits (res
+    # 7's hexagons would number about 3 million) and the finer ones are greyed out, saying why
+    # (issue 44)
+    dash_duo.find_element(f"#{ids.SHAPES_SHOW}").click()
+    poll_until(lambda: drawn(dash_duo) == hexes, 30)
+    choose(dash_duo, ids.DOMAIN_PRESET, "Contiguous USA")
+    dash_duo.find_element(f"#{ids.RELEASE_BUTTON}").click()
+    poll_until(lambda: picked(dash_duo, ids.SHAPES_H3_RES).startswith("3: edges about 70 km"), 60)
+    assert picked(dash_duo, ids.SHAPES_H3_RES).startswith("3: edges about 70 km")
+    poll_until(lambda: drawn(dash_duo) == 0, 20)
+    assert drawn(dash_duo) == 0
+    dash_duo.find_element(f"#{ids.SHAPES_H3_RES}").click()
+    poll_until(lambda: dash_duo.find_elements(".dash-dropdown-option"), 10)
+    options = [o.text for o in dash_duo.find_elements(".dash-dropdown-option")]
+    assert "4: edges about 26 km (over 5,000 hexagons in this box)" in options and "0: edges about 1,300 km" in options
+    dash_duo.find_element(f"#{ids.SHAPES_H3_RES}").send_keys(Keys.ESCAPE)
+    dash_duo.find_element(f"#{ids.SHAPES_SHOW}").click()
+    country = len(dp.shapes.h3_cells(dp.presets.PRESETS["Contiguous USA"], 3)[0])
+    dash_duo.wait_for_contains_text(f"#{ids.SHAPES_STATUS}", f"{country:,} shapes on the map", timeout=60)
     assert not severe_errors(dash_duo)
 
 

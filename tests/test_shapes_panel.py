@@ -98,6 +98,22 @@ def test_malformed_district_files_get_a_message_not_a_crash(tmp_path):
     assert geo["columns"]["geometry"]["geometry_types"] == ["Polygon Z"]
 
 
+def test_hexagon_sizes_from_resolution_0_and_the_finest_that_fits_the_box():
+    # issue 44: on a country-sized box even resolution 4 gave 8,311 > 5,000 hexagons and no
+    # larger size was offered
+    usa = dp.presets.PRESETS["Contiguous USA"]
+    assert min(shapes_panel.H3_RESOLUTIONS) == 0
+    fits = shapes_panel.fitting(usa)
+    assert fits[3] and not fits[4] and all(fits[r] for r in range(4))
+    options = {o["value"]: o for o in shapes_panel.res_options(usa)}
+    assert options[4]["disabled"] and "over 5,000 hexagons in this box" in options[4]["label"]
+    assert not options[3]["disabled"] and options[3]["label"] == "3: edges about 70 km"
+    assert shapes_panel.fitted_res(usa, 7) == 3 and shapes_panel.fitted_res(usa, 2) == 2
+    city = dp.presets.PRESETS["London"]
+    assert shapes_panel.fitted_res(city, 7) == 7 and not any(o["disabled"] for o in shapes_panel.res_options(None))
+    assert len(dp.shapes.h3_cells(usa, 3)[0]) <= shapes_panel.MAX_APP_SHAPES
+
+
 def test_a_crafted_choice_falls_back_to_what_is_offered():
     crafted = {"shapes_kind": "<script>", "shapes_res": -1, "shapes_shown": True}
     choice = shapes_panel.choice_in(crafted)
