@@ -28,9 +28,13 @@ RHO_HINT = ("Errors of queries with fewer than ρ true points are measured relat
 NOT_RUN = "not run: the evaluation was cancelled before this one"
 NOT_COMPUTABLE = "not computable: the mechanism gave no finite answer"
 # what the charts can show: the summary keys' suffix (median_*, q25_*, q75_*), names, file name
+# floor: the least error a chart's log axis shows; smaller ones (exact answers up to rounding,
+# such as 9e-12 on empty rectangles) are drawn at it, and the chart says so
 METRICS = {
-    "bounded": {"key": "re_sanity", "label": "bounded relative error", "file": "bounded_relative_error"},
-    "absolute": {"key": "abs_error", "label": "absolute error (points)", "file": "absolute_error"},
+    "bounded": {"key": "re_sanity", "label": "bounded relative error", "file": "bounded_relative_error",
+                "floor": 1e-4},
+    "absolute": {"key": "abs_error", "label": "absolute error (points)", "file": "absolute_error",
+                 "floor": 0.01},
 }
 MAX_EPSILONS = 12        # ε values in one evaluation (each is a round of releases of every mechanism)
 STORED = ("mechanism", "epsilon", "area_frac", "reps", "n_queries", "n_small",
@@ -124,10 +128,13 @@ def _axis_title(metric: str, rho: float) -> str:
 
 
 def _band_figure(store, metric, x_key, fixed_key, fixed_value, title, x_title):
-    """Median error against x with an interquartile band, one colour per mechanism."""
+    """Median error against x with an interquartile band, one colour per mechanism, on a log
+    axis from the metric's floor (errors below it drawn at it, and said). The chart's title
+    names the error (the y axis has none: a long one ran into the title when the legend grew)."""
     fig = go.Figure()
     labels = {k: s.label for k, s in dp.mechanisms().items()}
-    key = METRICS[metric]["key"]
+    key, floor = METRICS[metric]["key"], METRICS[metric]["floor"]
+    floored = False
     mechs = list(dict.fromkeys(r["mechanism"] for r in store["rows"]))
     plotted = []
     for i, m in enumerate(mechs):
@@ -137,6 +144,8 @@ def _band_figure(store, metric, x_key, fixed_key, fixed_value, title, x_title):
             continue
         x = [100 * r[x_key] if x_key == "area_frac" else r[x_key] for r in pts]
         lo, mid, hi = ([r[f"{q}_{key}"] for r in pts] for q in ("q25", "median", "q75"))
+        floored |= any(v is not None and v < floor for v in lo + mid + hi)
+        lo, mid, hi = ([None if v is None else max(v, floor) for v in vs] for vs in (lo, mid, hi))
         plotted += [v for v in lo + mid + hi if v is not None]
         colour = render.CATEGORICAL[i % len(render.CATEGORICAL)]
         fig.add_trace(go.Scatter(x=x + x[::-1], y=hi + lo[::-1], fill="toself", fillcolor=colour,
@@ -146,19 +155,18 @@ def _band_figure(store, metric, x_key, fixed_key, fixed_value, title, x_title):
         name = labels.get(m, m) + ("" if comparable else " — other ε, not comparable at equal ε")
         fig.add_trace(go.Scatter(x=x, y=mid, mode="lines+markers", name=name, legendgroup=m,
                                  line={"color": colour, "dash": "solid" if comparable else "dot"}))
+    name = _axis_title(metric, store["rho"])
+    if floored:
+        x_title += f" · errors under {floor:g} (exact answers) drawn at {floor:g}"
     # the title sits below the modebar's row (top right), so the two never overlap
-    fig.update_layout(title=render.chart_title(title),
-                      xaxis_title=x_title, yaxis_title=_axis_title(metric, store["rho"]),
+    fig.update_layout(title=render.chart_title(f"{name[0].upper()}{name[1:]} {title}"), xaxis_title=x_title,
                       template="plotly_white", margin={"l": 55, "r": 10, "t": 70, "b": 40},
                       legend={"orientation": "h", "y": -0.25}, height=380)
     xs = sorted({v for t in fig.data if t.mode for v in t.x})          # the values run, as ticks
     fig.update_xaxes(type="log", tickvals=xs, ticktext=[f"{v:g}" for v in xs])
-    if plotted and min(plotted) > 0:
-        vals, text = render.log_ticks(plotted)
-        fig.update_yaxes(type="log", tickvals=vals, ticktext=text,
-                         range=[math.log10(vals[0]), math.log10(vals[-1])] if len(vals) > 1 else None)
-    else:                              # a zero cannot sit on a log axis
-        fig.update_yaxes(type="linear")
+    vals, ticks = render.log_ticks(plotted)
+    fig.update_yaxes(type="log", tickvals=vals, ticktext=ticks,
+                     range=[math.log10(vals[0]), math.log10(vals[-1])] if len(vals) > 1 else None)
     return fig
 
 
@@ -168,9 +176,9 @@ def figures(store: dict, metric: str = "bounded"):
     small = min(r["area_frac"] for r in rows)
     big_eps = max(r["epsilon"] for r in rows)
     return (_band_figure(store, metric, "epsilon", "area_frac", small,
-                         f"Error vs ε ({100 * small:g}% queries)", "ε"),
+                         f"vs ε ({100 * small:g}% queries)", "ε"),
             _band_figure(store, metric, "area_frac", "epsilon", big_eps,
-                         f"Error vs query size (ε = {big_eps:g})", "query area (% of domain)"))
+                         f"vs query size (ε = {big_eps:g})", "query area (% of domain)"))
 
 
 def graph_config(filename: str) -> dict:

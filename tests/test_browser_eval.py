@@ -94,11 +94,11 @@ def test_evaluation_on_mostly_empty_queries_is_finite_explained_and_downloadable
         assert row["bounded_iqr"] == "one run: no spread"
     values = plotted_values(dash_duo, ids.EVAL_FIG_EPS) + plotted_values(dash_duo, ids.EVAL_FIG_SIZE)
     assert values and all(isinstance(v, (int, float)) and math.isfinite(v) for v in values)
-    assert "bounded relative error" in dash_duo.find_element(f"#{ids.EVAL_FIG_EPS} .g-ytitle").text
+    assert "bounded relative error" in dash_duo.find_element(f"#{ids.EVAL_FIG_EPS} .gtitle").text
 
     # the absolute error is one click away, and still finite
     dash_duo.find_element(f"#{ids.EVAL_METRIC} input[value=absolute]").click()
-    dash_duo.wait_for_contains_text(f"#{ids.EVAL_FIG_EPS} .g-ytitle", "absolute error", timeout=10)
+    dash_duo.wait_for_contains_text(f"#{ids.EVAL_FIG_EPS} .gtitle", "absolute error", timeout=10)
     assert all(math.isfinite(v) for v in plotted_values(dash_duo, ids.EVAL_FIG_EPS))
     panel = dash_duo.driver.execute_script(
         "return document.getElementById(arguments[0]).closest('.card').textContent", ids.EVAL_RESULTS)
@@ -138,3 +138,6 @@ def test_evaluation_on_mostly_empty_queries_is_finite_explained_and_downloadable
         for fig in (ids.EVAL_FIG_EPS, ids.EVAL_FIG_SIZE):
             assert dash_duo.find_element(f"#{fig} .modebar").size["width"] > 0
             assert not rects_overlap(dash_duo, fig, ".gtitle", ".modebar"), (width, fig)
+            # the title clear of the plot and its axis labels (a y title once ran into it)
+            assert not rects_overlap(dash_duo, fig, ".gtitle", ".nsewdrag"), (width, fig)   # the plot area
+            assert not rects_overlap(dash_duo, fig, ".gtitle", ".yaxislayer-above"), (width, fig)

@@ -229,7 +229,7 @@ def test_evaluation_inputs_and_figures(small):
     assert list(f_eps.data[1].x) == [0.5, 1.0] and list(f_size.data[1].x) == pytest.approx([1.0, 9.0])
     ug = [r for r in store["rows"] if r["mechanism"] == "ug" and r["area_frac"] == 0.01]
     assert list(f_eps.data[1].y) == [r["median_re_sanity"] for r in ug]
-    assert f_eps.layout.yaxis.title.text == "median bounded relative error (ρ = 20)"
+    assert f_eps.layout.title.text.startswith("Median bounded relative error (ρ = 20) vs ε")
     f_abs, _ = evaluation_panel.figures(store, "absolute")
     assert list(f_abs.data[1].y) == [r["median_abs_error"] for r in ug]
     assert len(evaluation_panel.table_rows(store)) == 8
@@ -316,10 +316,18 @@ def test_evaluation_figures_keep_titles_clear_and_name_their_png():
     fig, _ = evaluation_panel.figures(store)
     assert fig.layout.margin.t >= fig.layout.title.pad.t + 30 and fig.layout.title.xanchor == "left"
     assert fig.layout.yaxis.type == "log"
-    # a zero error cannot sit on a log axis: that chart turns linear, the other stays log
-    zero = _eval_store(q25_abs_error=0.0)
-    assert evaluation_panel.figures(zero, "absolute")[0].layout.yaxis.type == "linear"
-    assert evaluation_panel.figures(zero, "bounded")[0].layout.yaxis.type == "log"
+    # the title names the error, the y axis has no title of its own to run into it (issue 44)
+    assert fig.layout.title.text.startswith("Median bounded relative error (ρ = 20) vs ε (1% queries)")
+    assert not fig.layout.yaxis.title.text and "drawn at" not in fig.layout.xaxis.title.text
+    # errors of exact answers (0, or float dust such as 9.46e-12) no longer stretch the log axis
+    # down to 1e-13: they are drawn at the metric's floor, and the title says so
+    for metric, tiny in (("absolute", 0.0), ("bounded", 9.46e-12)):
+        field = "q25_abs_error" if metric == "absolute" else "q25_re_sanity"
+        floored = evaluation_panel.figures(_eval_store(**{field: tiny}), metric)[0]
+        floor = evaluation_panel.METRICS[metric]["floor"]
+        assert floored.layout.yaxis.type == "log" and floor / 10 <= 10 ** floored.layout.yaxis.range[0] <= floor
+        assert min(v for t in floored.data for v in t.y if v is not None) == floor
+        assert f"under {floor:g} (exact answers) drawn at {floor:g}" in floored.layout.xaxis.title.text
     assert evaluation_panel.figure_filenames(store, "bounded") == (
         "evaluation_bounded_relative_error_rho20_vs_epsilon", "evaluation_bounded_relative_error_rho20_vs_query_size")
     config = evaluation_panel.graph_config("x")
