@@ -22,6 +22,7 @@ from dp.whole_counts import whole_nonnegative
 
 from . import ids, inputs, ledger_panel, map_image, map_panel, queries_panel
 from .controls import labelled_rects
+from .numbers import count_of
 from .tour_panel import likelihood_sentence
 from server import published, state
 
@@ -248,13 +249,26 @@ def about(rel, meta: dict) -> html.Section:
         html.P([html.B("How a rectangle is answered. "), answering_words(rel), " Beside each count, "
                 "'True count lies in' is a range that holds the true count 95% of the time "
                 "whatever the data: it covers both the noise and the even-spreading error. "
-                "Answers are rounded to whole counts here; the downloaded cells keep their values, "
-                "negative ones included: noise is added to every cell, empty ones too, and "
-                "nothing is clipped (that would bias every sum)."]),
+                "Answers are rounded to whole counts here. ", cells_words(rel)]),
         html.P([html.B("What is not here. "), "The true counts and the data itself never leave "
                 "the owner's server; this page and its downloads hold only the noisy cells and "
                 "the settings above."]),
     ])
+
+
+def cells_words(rel) -> str:
+    """What the downloaded cells hold, said from the very values the download writes: how many
+    cells, how many of their noisy counts are negative or exactly 0."""
+    counts = np.asarray(rel.regions()[2], dtype=np.float64)
+    n, negative, zero = len(counts), int((counts < 0).sum()), int((counts == 0).sum())
+    cells = f"The downloaded cells ({count_of(n, 'cell')}) keep each cell's noisy count"
+    if negative:
+        kept = (f"; {negative:,} of them are below 0: noise is added to every cell, empty ones too, "
+                "and nothing is clipped, since clipping would bias every sum")
+    else:
+        kept = f"; none is below 0 (this mechanism's own processing keeps them at 0 or more; {zero:,} are exactly 0)"
+    return (cells + kept + ". Their 'people' column makes them whole numbers of 0 or more with the "
+            "same total.")
 
 
 def answer_columns(rel) -> list[tuple[str, str]]:

@@ -95,6 +95,11 @@ def test_a_published_release_has_a_public_page(dash_duo, tmp_path, small, width)
     dash_duo.find_element(f"#{public_page.CSV_BUTTON}").click()
     rows = list(csv.reader(io.StringIO(downloaded(dash_duo, f"published_{pid}_cells.csv").read_text())))
     assert rows[0][:6] == ["west", "south", "east", "north", "count", "people"] and len(rows) == len(rel.regions()[1]) + 1
+    # "About these numbers" says what the file holds (it once said negative values were kept
+    # in a file that had none)
+    negative = sum(float(r[4]) < 0 for r in rows[1:])
+    assert (f"{negative:,} of them are below 0" if negative else "none is below 0") in about
+    assert f"({len(rows) - 1:,} cells)" in about
     assert rows[1][6] == doc["properties"]["mechanism"] and rows[0][-1] == "WKT"   # a plain, stamped table
     dash_duo.find_element(f"#{public_page.PNG_BUTTON}").click()
     poll_until(lambda: downloaded(dash_duo, f"published_{pid}_map.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", 10)

@@ -17,6 +17,7 @@ import plotly.utils
 import pytest
 
 import dp
+from dp.provenance import provenance
 from dp.whole_counts import whole_nonnegative
 from server import published
 
@@ -164,6 +165,32 @@ def _frozen(iso: str):
 
 
 # ---------------------------------------------------------------- the public page, no browser
+@pytest.mark.parametrize("mechanism", ["privtree", "full_quadtree"])
+def test_about_says_what_the_downloaded_cells_hold(sample, mechanism):
+    # issue 44: the page said the cells keep negative values while the file had none. The words
+    # are now counted from the very values the cells CSV writes
+    from components import public_page
+    data, domain = sample
+    rel = dp.release(mechanism, data, domain, 0.1, seed=np.random.default_rng(4))
+    block = provenance(rel)
+    counts = np.array([float(r[4]) for r in list(csv.reader(io.StringIO(public_page.cells_csv(rel, block))))[1:]])
+    words = public_page.cells_words(rel)
+    assert f"({len(counts):,} cells)" in words
+    if (counts < 0).any():
+        assert f"{int((counts < 0).sum()):,} of them are below 0" in words
+    else:
+        assert "none is below 0" in words and f"{int((counts == 0).sum()):,} are exactly 0" in words
+
+
+def test_both_kinds_of_cells_are_said(sample):
+    # the two cases above are both met: PrivTree at ε 0.1 keeps negative counts, the full quadtree none
+    from components import public_page
+    data, domain = sample
+    words = [public_page.cells_words(dp.release(m, data, domain, 0.1, seed=np.random.default_rng(4)))
+             for m in ("privtree", "full_quadtree")]
+    assert "of them are below 0" in words[0] and "none is below 0" in words[1]
+
+
 def test_downloads_parse_and_hold_only_the_release(folder, rel):
     from components import public_page
 
