@@ -175,3 +175,7 @@ def test_it_is_the_recommendation_with_its_reason():
     assert "data it was never tuned on" in rec.reason
     for name in ("DPBench", "BeijingTaxiS", "cabspottingS", "checkin"):
         assert name not in rec.reason
+    # a policy user reads it (issue 44): no mechanism's technical name, no jargon
+    for word in ("quadtree", "adaptive grid", "probe", "mechanism", "geometric mean"):
+        assert word not in rec.reason
+    assert "2% of ε" in rec.reason and "1.4 times" in rec.reason
