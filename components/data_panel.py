@@ -248,11 +248,9 @@ def level_text(k: int | None, left_out: int = 0, n: int = 0) -> list:
 def summary_view(info: dict | None):
     if not info:
         return ""
-    dropped = info.get("dropped") or {}
-    return html.Div([
+    return html.Div([               # the summary says the rows dropped and why, once
         html.Div([html.B(info["name"]), f" — {count_of(info['n'], info.get('kind', 'points')[:-1])}"]),
         html.Div(info["summary"], className="hint"),
-        html.Ul([html.Li(f"{n:,} {why}") for why, n in dropped.items()]) if dropped else None,
         html.Div([html.B("Check before releasing: "), html.Ul([html.Li(w) for w in info["warnings"]])],
                  className="warning load-warnings") if info.get("warnings") else None,
     ])

@@ -26,6 +26,7 @@ from dp.feature_files import geojson_text
 from . import ids, render
 from .data_panel import decode_upload
 from .help import help_box
+from .numbers import count_of
 from .map_panel import legend_box
 from server import state, workspace
 
@@ -101,7 +102,7 @@ def districts_note(districts: dict | None) -> str:
     """The line naming the district file loaded."""
     if not districts:
         return "No district file loaded."
-    return f"Districts: {districts['name']} ({districts['n']:,} shapes)."
+    return f"Districts: {districts['name']} ({count_of(districts['n'], 'shape')})."
 
 
 def choice_in(ws: dict) -> dict:
@@ -240,7 +241,7 @@ def summary(sc: shapes.ShapeCounts, kind: str) -> html.Div:
     tiling = " (they tile the box: the release's answer for it)" if kind == "h3" else ""
     parts = [] if is_private(sc) else ["This release is NOT private (a fixed seed, or a mechanism "
                                        "that is not private), and neither are these counts. "]
-    parts.append(f"{len(sc.ids):,} shapes on the map, adding up to {sc.count.sum():,.0f}{tiling}. "
+    parts.append(f"{count_of(len(sc.ids), 'shape')} on the map, adding up to {sc.count.sum():,.0f}{tiling}. "
                  f"Median share resolved by whole released regions: {np.median(sc.resolved):.0%}; "
                  "the rest is spread by area.")
     if width is not None:

@@ -32,13 +32,18 @@ class LoadReport:
     def rows_dropped(self) -> int:
         return int(sum(self.dropped.values()))
 
+    def dropped_text(self) -> str:
+        """The rows dropped, reason by reason: '1 row with a missing coordinate; 3 rows with ...'."""
+        return "; ".join(f"{n:,} row{why[4:]}" if n == 1 and why.startswith("rows ") else f"{n:,} {why}"
+                         for why, n in self.dropped.items())
+
     def summary(self) -> str:
         cols = ", ".join(f"{k}={v!r}" for k, v in self.columns.items())
         text = f"{self.rows_loaded:,} of {self.rows_read:,} rows loaded from {self.source_format}"
         if cols:
             text += f" (columns: {cols})"
         if self.dropped:
-            text += "; dropped: " + "; ".join(f"{n:,} {why}" for why, n in self.dropped.items())
+            text += "; dropped: " + self.dropped_text()
         for note in self.notes:
             text += f"; {note}"
         return text

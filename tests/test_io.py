@@ -179,6 +179,8 @@ def test_missing_and_short_rows_are_dropped_and_counted():
     data = dp.load_points(csv_rows(GOOD + [b"1,", b"7"]), filename="p.csv")
     assert data.n == 20
     assert data.report.dropped == {"rows with a missing coordinate": 1, "rows with too few fields": 1}
+    # one of each, said once each and in the singular (issue 44: "1 rows", said twice on the page)
+    assert data.report.summary().endswith("dropped: 1 row with too few fields; 1 row with a missing coordinate")
 
 
 @pytest.mark.parametrize("bad", [[b"nan,1", b"inf,2"], [b"1,-inf", b"NaN,NaN"]])

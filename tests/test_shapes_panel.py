@@ -114,6 +114,12 @@ def test_hexagon_sizes_from_resolution_0_and_the_finest_that_fits_the_box():
     assert len(dp.shapes.h3_cells(usa, 3)[0]) <= shapes_panel.MAX_APP_SHAPES
 
 
+def test_one_shape_is_one_shape():
+    # issue 44: "1 shapes"
+    assert shapes_panel.districts_note({"name": "one.geojson", "n": 1}) == "Districts: one.geojson (1 shape)."
+    assert shapes_panel.districts_note({"name": "two.geojson", "n": 2}) == "Districts: two.geojson (2 shapes)."
+
+
 def test_a_crafted_choice_falls_back_to_what_is_offered():
     crafted = {"shapes_kind": "<script>", "shapes_res": -1, "shapes_shown": True}
     choice = shapes_panel.choice_in(crafted)

@@ -183,7 +183,7 @@ def _validate_coords(x, y, keep, dropped):
 def _refuse_if_mostly_bad(report: LoadReport, first_bad: dict, hint: str = ""):
     bad = report.rows_dropped
     if report.rows_loaded == 0 or bad > MAX_DROP_FRACTION * report.rows_read:
-        reasons = "; ".join(f"{n:,} {why}" for why, n in report.dropped.items())
+        reasons = report.dropped_text()
         example = f" (first bad row: {next(iter(first_bad.values()))!r})" if first_bad else ""
         raise DataError(f"{bad:,} of {report.rows_read:,} rows have unusable coordinates: {reasons}"
                         f"{example}. Expected longitude in [-180, 180] and latitude in [-90, 90], "
