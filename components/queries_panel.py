@@ -17,9 +17,9 @@ import dp
 from dp.feature_files import stamp
 from dp.provenance import provenance
 
-from . import ids
+from . import ids, inputs
 from server import state, workspace
-from .controls import EXACT_STAGE, fit_to_domain, labelled_rects, parse_typed
+from .controls import EXACT_STAGE, fit_to_domain, labelled_rects, parse_typed, rects_from_geojson
 from .help import help_box
 from .numbers import plural, shown_people
 
@@ -298,6 +298,14 @@ def register_callbacks(app, config: dict):
     def keep_rects(extra):
         """The workspace keeps the typed and random rectangles: a reload shows them again."""
         workspace.set_queries(state.session_id(), extra or [])
+
+    @app.callback(Input(ids.EDIT, "geojson"), prevent_initial_call=True)
+    def keep_drawn(geojson):
+        """The workspace keeps the drawn rectangles too: a reload shows them again, as kept
+        rectangles (the drawing tool cannot be given shapes back)."""
+        if inputs.fits(geojson, inputs.PROPS["geojson"][0]):
+            rects = [r.as_array() for r in rects_from_geojson(geojson)]
+            workspace.set_drawn(state.session_id(), [r for r in rects if np.isfinite(r).all()])
 
     @app.callback(Output(ids.QUERY_RANDOM_NOUN, "children"), Input(ids.RANDOM_N, "value"))
     def random_noun(n):

@@ -177,6 +177,30 @@ def set_queries(sid: str, rects: list) -> None:
         pass
 
 
+def set_drawn(sid: str, rects: list) -> None:
+    """Remember the rectangles drawn on the map (the drawing tool keeps them only in the page):
+    a reload brings them back among the kept rectangles (`page`); on a full store not kept."""
+    try:
+        update(sid, drawn=[list(map(float, r)) for r in rects][:MAX_QUERIES])
+    except LookupError:
+        pass
+
+
+def _kept_queries(sid: str, ws: dict) -> list:
+    """The typed and random rectangles with those drawn before this page load appended: the
+    drawing tool cannot be given shapes back, so drawn ones return as kept ones (R labels),
+    moved in the workspace too so that a later drawing does not forget them."""
+    queries, drawn = ws.get("queries", []), ws.get("drawn") or []
+    if not drawn:
+        return queries
+    merged = (queries + drawn)[:MAX_QUERIES]
+    try:
+        update(sid, queries=merged, drawn=[])
+    except LookupError:
+        pass
+    return merged
+
+
 def _shapes(ws: dict) -> dict:
     """The workspace's fields of the counts-per-shape choice (components/shapes_panel)."""
     return {k: v for k, v in ws.items() if k.startswith("shapes_")}
@@ -199,12 +223,12 @@ def page(sid: str, default_sample: str) -> dict:
             info, gone = None, ws["dataset"]["name"]
     if info is None:         # the default sample: its rectangles are kept unless other data was dropped
         return {"dataset": state.use_sample(sid, default_sample), "domain": None, "release": None,
-                "queries": [] if ws.get("dataset") else ws.get("queries", []), "gone": gone,
+                "queries": [] if ws.get("dataset") else _kept_queries(sid, ws), "gone": gone,
                 "owner": state.is_owner(),
                 "uploads": state.public_uploads(), "shapes": _shapes(ws)}
     rec = shown(sid)
     if rec is not None and state.key_fingerprint(rec["key"]) != info["fingerprint"]:
         rec = None
     return {"dataset": info, "domain": ws.get("domain"), "release": rec,
-            "queries": ws.get("queries", []), "gone": None, "owner": state.is_owner(),
+            "queries": _kept_queries(sid, ws), "gone": None, "owner": state.is_owner(),
             "uploads": state.public_uploads(), "shapes": _shapes(ws)}

@@ -108,6 +108,22 @@ def test_a_page_load_shows_the_workspace_and_falls_back_when_an_upload_is_gone(a
     assert gone["release"] is None and gone["queries"] == []
 
 
+def test_drawn_rectangles_come_back_after_a_reload_as_kept_ones(app_on):
+    # issue 44: drawn rectangles vanished on reload (typed ones stayed). The drawing tool cannot
+    # be given shapes back, so they return among the kept rectangles, once, after the typed ones
+    sid = new_sid()
+    workspace.page(sid, "small_city_5k")
+    typed, drawn = [-0.2, 51.45, -0.1, 51.55], [[-0.3, 51.4, -0.25, 51.45], [0.0, 51.5, 0.1, 51.6]]
+    workspace.set_queries(sid, [typed])
+    workspace.set_drawn(sid, drawn)
+    first = workspace.page(sid, "small_city_5k")
+    assert first["queries"] == [typed, *drawn]
+    assert workspace.get(sid)["drawn"] == [] and workspace.get(sid)["queries"] == [typed, *drawn]
+    assert workspace.page(sid, "small_city_5k")["queries"] == [typed, *drawn]      # not twice
+    workspace.set_drawn(sid, [[0.05, 51.4, 0.1, 51.45]])     # drawn after the reload: appended next time
+    assert workspace.page(sid, "small_city_5k")["queries"] == [typed, *drawn, [0.05, 51.4, 0.1, 51.45]]
+
+
 def test_every_sample_is_known_to_a_process_that_never_made_it(app_on):
     """A worker asked for a sample's data by fingerprint makes the samples it lacks (they are
     built from fixed seeds, so their fingerprints agree in every process)."""
