@@ -137,7 +137,8 @@ def queries_in(domain: dp.Domain, labelled) -> tuple[list[Query], list[str]]:
 
 def count_range(lo: float, hi: float, rel, noise=(math.nan, math.nan)) -> str:
     """The assumption-free range in whole people, or why the release has none, followed by
-    the noise-only interval (`noise`), said to be one, where there is such an interval."""
+    the noise-only interval (`noise`), said to be one, where there is such an interval: both in
+    whole people, widened outward, so the table reads one format."""
     if not math.isnan(lo):
         return f"{math.floor(lo):,} to {math.ceil(hi):,}"
     if rel.spec.data_kind == "regions":
@@ -148,7 +149,7 @@ def count_range(lo: float, hi: float, rel, noise=(math.nan, math.nan)) -> str:
         why = "none: counts fitted jointly" if rel.region_noise_scales() is None else "none for this release"
     if math.isnan(noise[0]):
         return why
-    return f"{why} (the noise alone: {noise[0]:,.1f} to {noise[1]:,.1f})"
+    return f"{why} (the noise alone: {math.floor(noise[0]):,} to {math.ceil(noise[1]):,})"
 
 
 def public_rows(rel, queries: list[Query]) -> list[dict]:

@@ -7,6 +7,7 @@ and two sessions that cannot see each other's uploads.
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import time
 from pathlib import Path
@@ -611,7 +612,7 @@ def test_region_sample_euler_stages_and_snapped_queries(dash_duo):
     # noise alone; and the noise's dominance is said plainly
     lo, hi = rel.interval(rect)
     assert row["range"] == ("none: regions are counted where they overlap, not per cell "
-                            f"(the noise alone: {lo:,.1f} to {hi:,.1f})")
+                            f"(the noise alone: {math.floor(lo):,} to {math.ceil(hi):,})")   # whole, as the ranges
     dash_duo.wait_for_contains_text(f"#{ids.QUERY_WARNING}", "The noise dominates", timeout=10)
     # the stage selector redraws the table: DiffPriv answers differ from Round's
     dash_duo.find_element("#euler-stage input[value=diffpriv]").click()

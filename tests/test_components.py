@@ -633,4 +633,4 @@ def test_a_release_without_a_range_says_so_and_labels_its_noise_interval():
     row = queries_panel.public_rows(rel, [queries_panel.Query("R1", rect)])[0]
     lo, hi = rel.interval(rect)
     assert row["range"] == ("none: regions are counted where they overlap, not per cell "
-                            f"(the noise alone: {lo:,.1f} to {hi:,.1f})")
+                            f"(the noise alone: {math.floor(lo):,} to {math.ceil(hi):,})")   # whole, as the ranges
