@@ -211,6 +211,14 @@ def domain_from_controls(preset: str, box: list, sid: str | None, info: dict | N
     return DOMAINS[preset]
 
 
+def shown_sides(preset: str, box: list) -> list:
+    """The four sides the box inputs show: a listed box's own, the typed ones for a custom box,
+    none for a box fitted to the data."""
+    if preset in DOMAINS:
+        return [float(v) for v in DOMAINS[preset].bounds]
+    return list(box) if preset == CUSTOM else [None] * len(SIDES)
+
+
 def domain_store(preset: str, box: list, sid: str | None, info: dict | None) -> dict:
     """The `ids.DOMAIN` store for the panel's choice: the domain, or why there is none (the
     other panels read it with `controls.domain_from_store`, which raises the same error)."""
@@ -336,12 +344,16 @@ def register_callbacks(app, config: dict):
 
     @app.callback(Output(ids.DOMAIN, "data"), Output(ids.DOMAIN_WARNING, "children"),
                   Output({"type": ids.DOMAIN_BOX, "side": ALL}, "disabled"),
+                  Output({"type": ids.DOMAIN_BOX, "side": ALL}, "value"),
                   Input(ids.DOMAIN_PRESET, "value"), Input({"type": ids.DOMAIN_BOX, "side": ALL}, "value"),
                   Input(ids.DATASET, "data"))
     def check_domain(preset, box, info):
         """Publish the chosen domain to the `ids.DOMAIN` store and warn about it (owner only);
-        the workspace keeps the choice for the next page load."""
+        the workspace keeps the choice for the next page load. The four sides show the listed
+        box chosen (a custom box's numbers typed before would read as the box in use) and start
+        a custom box from it; fitted to the data, they are left empty."""
         sid = state.session_id()
+        box = shown_sides(preset, box)
         workspace.use_domain(sid, preset, box)
         disabled = [preset != CUSTOM] * len(SIDES)
         store = domain_store(preset, box, sid, info)
@@ -349,7 +361,7 @@ def register_callbacks(app, config: dict):
             domain = controls.domain_from_store(store)
             data = state.points(sid, info["fingerprint"])
         except (dp.ParameterError, LookupError) as exc:
-            return store, html.Div(str(exc), className="error"), disabled
+            return store, html.Div(str(exc), className="error"), disabled, box
         notes = []
         if domain.leaky:
             notes.append(html.Div("Fitting the box to the data reveals the extreme coordinates of "
@@ -357,7 +369,7 @@ def register_callbacks(app, config: dict):
                                   "and the ledger says so.", className="warning"))
         if info.get("counts") and list(domain.bounds) != info["box"]:
             notes.insert(0, counts_box_alert(info["box"]))
-            return store, notes, disabled
+            return store, notes, disabled, box
         counted = data.count_in(domain)          # one pass over the data for both notes
         inside = counted / max(data.n, 1)
         if inside < controls.MOSTLY_OUTSIDE:
@@ -366,4 +378,4 @@ def register_callbacks(app, config: dict):
         if outside:
             notes.append(html.Div(f"Owner only: {outside:,} of {data.n:,} points lie outside this "
                                   "box and are not counted.", className="warning"))
-        return store, notes, disabled
+        return store, notes, disabled, box

@@ -28,6 +28,7 @@ from test_browser import poll_until, press_release, raster_src, table_rows   # s
 from test_browser_plan import plan_for
 from test_browser_session import sf_csv, upload
 
+import dp
 from app import create_app
 from components import ids
 from helpers import account_bodies, account_charges, free_port, set_account_body, wait_until
@@ -193,6 +194,38 @@ def test_upload_release_reload_restores_data_release_and_controls(page, tmp_path
     dash_duo.driver.execute_script(f"document.getElementById('{ids.UPLOAD_STATUS}').innerText = ''")
     upload(dash_duo, tmp_path / "sf.csv")
     dash_duo.wait_for_contains_text(f"#{ids.UPLOAD_STATUS}", f"Loaded sf.csv: {n:,} points", timeout=60)
+    assert not severe_errors(dash_duo)
+
+
+def sides(dash_duo) -> list:
+    """The four box inputs (west, south, east, north): their values and whether they are enabled."""
+    return dash_duo.driver.execute_script(
+        "return Array.from(document.querySelectorAll('.box-inputs input'))"
+        ".map(function (e) { return [e.value, !e.disabled]; });")
+
+
+def test_the_box_inputs_show_the_box_in_use(page):
+    # issue 44: numbers typed for a custom box stayed in the (disabled) inputs after a preset was
+    # picked, reading as the box in use. Now they show the listed box, start a custom box from it,
+    # and a custom box's own numbers are kept while it is the choice
+    dash_duo, _ = page
+    london, paris = dp.PRESETS["London"], dp.PRESETS["Paris"]
+
+    def shown(box, enabled):
+        return [[f"{v:g}", enabled] for v in box.bounds]
+    choose(dash_duo, ids.DOMAIN_PRESET, "London")
+    poll_until(lambda: sides(dash_duo) == shown(london, False), 20)
+    assert sides(dash_duo) == shown(london, False)
+    choose(dash_duo, ids.DOMAIN_PRESET, "Custom box")
+    poll_until(lambda: sides(dash_duo) == shown(london, True), 20)
+    assert sides(dash_duo) == shown(london, True)             # a custom box starts from London's
+    west = dash_duo.find_element(".box-inputs input")
+    west.clear()
+    west.send_keys("-0.3", Keys.TAB)
+    poll_until(lambda: sides(dash_duo)[0] == ["-0.3", True], 20)
+    choose(dash_duo, ids.DOMAIN_PRESET, "Paris")
+    poll_until(lambda: sides(dash_duo) == shown(paris, False), 20)
+    assert sides(dash_duo) == shown(paris, False)             # not the -0.3 typed for the custom box
     assert not severe_errors(dash_duo)
 
 
