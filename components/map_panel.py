@@ -17,6 +17,10 @@ from server import state
 from .controls import EXACT_STAGE, domain_from_store
 from .help import help_box
 
+# the box fitted to the map clear of the zoom and drawing toolbars down its left side (its
+# outline lay under them) and a little in from the other edges
+CLEAR_OF_CONTROLS = {"paddingTopLeft": [56, 12], "paddingBottomRight": [12, 12]}
+
 LAYERS = {
     "private": "Private counts (published)",
     "true": "True counts (owner only, not private)",
@@ -90,7 +94,7 @@ def layout(config: dict) -> html.Div:
         ]),
         html.Div(className="map-wrap", children=[
             dl.Map(id=ids.MAP, bounds=[[d.south, d.west], [d.north, d.east]], style={"height": "560px"},
-                   trackViewport=False, zoomSnap=0.25,
+                   boundsOptions=CLEAR_OF_CONTROLS, trackViewport=False, zoomSnap=0.25,
                    eventHandlers={"mousemove": {"variable": "dpMap.hover"},
                                   "mouseout": {"variable": "dpMap.leave"}},
                    children=[
@@ -397,7 +401,7 @@ def register_callbacks(app, config: dict):
         except (dp.ParameterError, LookupError):
             return no_update
         return {"bounds": [[d.south, d.west], [d.north, d.east]], "transition": "fitBounds",
-                "options": {"animate": False}}
+                "options": {"animate": False, **CLEAR_OF_CONTROLS}}
 
     @app.callback(Output(ids.GROW_BOX, "hidden"), Output(ids.GROW_DEPTH, "max"),
                   Output(ids.GROW_DEPTH, "value"), Output(ids.GROW_TIMER, "disabled"),
