@@ -300,21 +300,18 @@ def register_callbacks(app, config: dict):
         """The workspace keeps the typed and random rectangles: a reload shows them again."""
         workspace.set_queries(state.session_id(), extra or [])
 
-    @app.callback(Input(ids.EDIT, "geojson"), prevent_initial_call=True)
-    def keep_drawn(geojson):
-        """The workspace keeps the drawn rectangles too: a reload shows them again, as kept
-        rectangles (the drawing tool cannot be given shapes back)."""
-        if inputs.fits(geojson, inputs.PROPS["geojson"][0]):
-            rects = [r.as_array() for r in rects_from_geojson(geojson)]
-            workspace.set_drawn(state.session_id(), [r for r in rects if np.isfinite(r).all()])
-
     @app.callback(Output(ids.QUERY_RANDOM_NOUN, "children"), Input(ids.RANDOM_N, "value"))
     def random_noun(n):
         return f" random {plural(n or 0, 'rectangle')} of "
 
     @app.callback(Output(ids.DRAWN, "children"), Input(ids.QUERY_EXTRA, "data"), Input(ids.EDIT, "geojson"))
     def draw_labels(extra, geojson):
-        """Every rectangle's row label on the map (Q for drawn, R for typed and random)."""
+        """Every rectangle's row label on the map (Q for drawn, R for typed and random). A
+        drawing is kept in the workspace first, so a reload shows it again as a kept rectangle
+        (the drawing tool cannot be given shapes back), and once its label shows it is kept."""
+        if ctx.triggered_id == ids.EDIT and inputs.fits(geojson, inputs.PROPS["geojson"][0]):
+            rects = [r.as_array() for r in rects_from_geojson(geojson)]
+            workspace.set_drawn(state.session_id(), [r for r in rects if np.isfinite(r).all()])
         return [label_layer(r, label, outline=label.startswith("R"))
                 for label, r in labelled_rects(geojson, extra)]
 

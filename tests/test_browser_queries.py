@@ -19,7 +19,6 @@ from selenium.webdriver.common.keys import Keys
 
 import dp
 from components import ids, queries_panel
-from server import state, workspace
 from helpers import number
 from test_browser import draw_rect, poll_until, start, table_rows, wait_rows
 
@@ -106,18 +105,6 @@ def test_drawn_and_typed_rectangles_carry_their_row_labels_on_the_map(dash_duo, 
     poll_until(lambda: sorted(map_labels(dash_duo)) == ["Q1", "R1"], 10)
     assert sorted(map_labels(dash_duo)) == sorted(ids_in_table(dash_duo)) == ["Q1", "R1"]
     assert_no_sideways_scroll(dash_duo)
-    # a reload keeps the drawn rectangle too (it vanished, issue 44): back as a kept one, R2,
-    # with the same answer, outlined and labelled on the map
-    drawn = {r["id"]: r for r in table_rows(dash_duo)}["Q1"]
-    sid = state._sid_of(dash_duo.driver.get_cookie(state.COOKIE)["value"])   # this server runs in-process
-    poll_until(lambda: workspace.get(sid).get("drawn"), 10)                 # the drawing's write, a callback away
-    assert len(workspace.get(sid)["drawn"]) == 1
-    dash_duo.driver.refresh()
-    wait_rows(dash_duo, 2)
-    poll_until(lambda: sorted(map_labels(dash_duo)) == ["R1", "R2"], 20)
-    rows = {r["id"]: r for r in table_rows(dash_duo)}
-    assert sorted(map_labels(dash_duo)) == sorted(rows) == ["R1", "R2"]
-    assert rows["R2"]["range"] == drawn["range"] and rows["R2"]["private"] == drawn["private"]
 
 
 @pytest.mark.parametrize("width", WIDTHS)

@@ -229,6 +229,28 @@ def test_the_box_inputs_show_the_box_in_use(page):
     assert not severe_errors(dash_duo)
 
 
+def test_a_drawn_rectangle_survives_a_reload(page):
+    # issue 44: drawn rectangles vanished on reload (typed ones stayed). Kept in the workspace
+    # (across workers), it comes back after the typed one as a kept rectangle, R2, same answer
+    from test_browser import draw_rect, wait_rows
+    from test_browser_queries import map_labels
+    dash_duo, accounts = page
+    press_release(dash_duo)
+    spent = len(charges(accounts))
+    draw_rect(dash_duo)
+    dash_duo.find_element(f"#{ids.QUERY_TYPED}").send_keys("-73.98, 40.70, -73.93, 40.76\n")
+    wait_rows(dash_duo, 2)
+    poll_until(lambda: sorted(map_labels(dash_duo)) == ["Q1", "R1"], 20)   # labelled once kept
+    drawn = {r["id"]: r for r in table_rows(dash_duo)}["Q1"]
+    dash_duo.driver.refresh()
+    wait_rows(dash_duo, 2)
+    poll_until(lambda: sorted(map_labels(dash_duo)) == ["R1", "R2"], 30)
+    rows = {r["id"]: r for r in table_rows(dash_duo)}
+    assert sorted(map_labels(dash_duo)) == sorted(rows) == ["R1", "R2"]
+    assert rows["R2"]["range"] == drawn["range"] and rows["R2"]["private"] == drawn["private"]
+    assert len(charges(accounts)) == spent and not severe_errors(dash_duo)
+
+
 def test_a_link_fills_the_controls_and_spends_nothing(page):
     dash_duo, accounts = page
     before = len(charges(accounts))
