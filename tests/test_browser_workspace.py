@@ -251,6 +251,35 @@ def test_a_drawn_rectangle_survives_a_reload(page):
     assert len(charges(accounts)) == spent and not severe_errors(dash_duo)
 
 
+def test_the_calmer_page_on_both_servers(page):
+    # issue 44's page faults, on the multi-worker server at 1280 x 800 and the dev server at
+    # 1600 x 1000: the recommendation in plain words; the map keeps 60% of the height with a full
+    # answers drawer; a box wider than the map is fitted clear of the toolbars
+    from test_browser_layout import map_in_view
+    from test_browser_session import TOOLBARS, rects
+    dash_duo, _ = page
+    width = dash_duo.driver.get_window_size()["width"]
+    dash_duo.driver.set_window_size(width, 800 if width < 1600 else 1000)
+    line = dash_duo.find_element(f"#{ids.MECH_RECOMMENDATION}").get_attribute("textContent")
+    reason = dp.recommend("points").reason              # after the mechanism's name, the why
+    assert reason in line and not any(w in reason for w in ("quadtree", "probe", "DPBench"))
+    press_release(dash_duo)
+    dash_duo.find_element(f"#{ids.QUERY_TYPED}").send_keys("-73.98, 40.70, -73.93, 40.76\n")
+    dash_duo.find_element(f"#{ids.RANDOM_BUTTON}").click()
+    poll_until(lambda: len(table_rows(dash_duo)) == 6, 30)
+    map_in_view(dash_duo, 0.5)                 # no page scroll; the map's share of the height
+    choose(dash_duo, ids.DOMAIN_PRESET, "Custom box")
+    for box, v in zip(dash_duo.find_elements(".box-inputs input"), (-74.6, 40.6, -73.5, 40.9)):
+        box.clear()
+        box.send_keys(str(v), Keys.TAB)
+    dash_duo.find_element(f"#{ids.MAP_ZOOM_DOMAIN}").click()
+    wide = lambda: (lambda r: r["dashed"] and r["dashed"][0][2] > 0.8 * r["map"][2])(rects(dash_duo))
+    poll_until(wide, 20)
+    assert wide()
+    assert rects(dash_duo)["dashed"][0][0] >= max(dash_duo.driver.execute_script(TOOLBARS % (ids.MAP, ids.MAP)))
+    assert not severe_errors(dash_duo)
+
+
 def test_a_link_fills_the_controls_and_spends_nothing(page):
     dash_duo, accounts = page
     before = len(charges(accounts))
