@@ -15,7 +15,6 @@ data falls inside the box.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from pathlib import Path
@@ -32,8 +31,8 @@ from .plan import SHAPES as PLAN_SHAPES, TRUST, TRUST_VALUES, WITH_VALUES
 from .recommend import recommend
 from .points import PointData
 from .presets import PRESETS, presets_containing
-from .feature_files import EXTENSIONS, file_format, release_features, write_features
-from .provenance import provenance, software_version
+from .feature_files import EXTENSIONS, release_features, writable, write_features
+from .provenance import metadata_text, provenance, software_version
 from .regions import load_regions
 
 EXIT_USAGE, EXIT_DATA, EXIT_PARAMS, EXIT_OUTPUT, EXIT_MISSING = 2, 3, 4, 5, 6
@@ -132,7 +131,7 @@ def cmd_release(args) -> int:
     for path in (args.output, args.shapes_output):
         if path is not None:
             try:
-                file_format(path)
+                writable(path)
             except ValueError as e:
                 raise CliError(str(e), EXIT_USAGE) from None
     domain = domain_of(args.domain)
@@ -155,7 +154,7 @@ def cmd_release(args) -> int:
     block = provenance(rel)
     written = _write_features(release_features(rel), args.output, block)
     if args.metadata:
-        _write(args.metadata, json.dumps({**rel.metadata(), "provenance": block}, indent=2, default=str))
+        _write(args.metadata, metadata_text(rel, block))
     for line in _ledger_lines(rel):
         _progress(line, args.quiet)
     if not rel.private:

@@ -36,6 +36,17 @@ def file_format(path) -> str:
     return FORMATS[ext]
 
 
+def writable(path) -> str:
+    """`file_format`, and the optional packages its writer needs checked now (MissingExtra),
+    so a command refuses before it reads or releases anything."""
+    kind = file_format(path)
+    if kind in GDAL_DRIVERS:
+        from .geo import require
+        require("geopandas", f"writing {kind}")
+        require("pyogrio", f"writing {kind}")
+    return kind
+
+
 def stamp(block: dict) -> dict:
     """What each feature carries of the provenance: enough to read its counts right alone."""
     return {"mechanism": block["mechanism"], "epsilon": block["epsilon"],

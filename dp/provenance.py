@@ -55,8 +55,13 @@ def export_texts(rel, spent: float | None = None, total: float | None = None) ->
     with the provenance block: what the app's export and the command line write."""
     from .feature_files import geojson_text, release_features
     block = provenance(rel, spent, total)
-    return (geojson_text(release_features(rel), block),
-            json.dumps({**rel.metadata(), "provenance": block}, indent=2, default=str))
+    return geojson_text(release_features(rel), block), metadata_text(rel, block)
+
+
+def metadata_text(rel, block: dict) -> str:
+    """The metadata JSON of a release (its public description and ledger) with the provenance
+    `block`: the app's metadata download and the command line's --metadata file."""
+    return json.dumps({**rel.metadata(), "provenance": block}, indent=2, default=str)
 
 
 def repeat_script(rel, path: str | None = None, columns: dict | None = None,

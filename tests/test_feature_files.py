@@ -13,6 +13,7 @@ import pytest
 
 import dp
 from dp import cli
+from dp.errors import MissingExtra
 from dp.feature_files import FORMATS, file_format, sidecar
 
 EXTENSIONS = sorted({".geojson", ".parquet", ".gpkg", ".fgb", ".csv"})
@@ -132,6 +133,21 @@ def test_a_file_type_it_cannot_write_is_refused_before_releasing(tmp_path, capsy
         assert "cannot tell which file type" in err and ".gpkg" in err and "missing.csv" not in err
         assert not list(tmp_path.iterdir())
     assert set(FORMATS.values()) == {"GeoJSON", "GeoParquet", "GeoPackage", "FlatGeobuf", "CSV"}
+
+
+def test_a_missing_extra_is_said_before_anything_is_read(tmp_path, capsys, monkeypatch):
+    # GeoPackage needs the [geo] extra: without it the command stops at once, not after a release
+    import dp.geo
+    real = dp.geo.require
+
+    def without_pyogrio(module, what):
+        if module == "pyogrio":
+            raise MissingExtra(f"{what} needs the pyogrio package; {dp.geo.GEO_EXTRA}")
+        return real(module, what)
+    monkeypatch.setattr(dp.geo, "require", without_pyogrio)
+    assert cli.main(["release", "missing.csv", "-e", "1", "-d", "London", "-o", str(tmp_path / "r.gpkg")]) == cli.EXIT_MISSING
+    err = capsys.readouterr().err
+    assert "writing GeoPackage needs the pyogrio package" in err and "missing.csv" not in err
 
 
 def test_a_closed_pipe_ends_the_listing_quietly():
