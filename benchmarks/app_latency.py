@@ -131,9 +131,13 @@ class Browser:
             resp.setdefault(key(k) if isinstance(k, dict) else k, {}).update(props)
         return resp
 
-    def trigger(self, pending: dict, changed, added):
-        """Queue callbacks with a changed input, or (initial call) touching an added component."""
+    def trigger(self, pending: dict, changed, added, source: int | None = None):
+        """Queue callbacks with a changed input, or (initial call) touching an added component;
+        never `source`, the callback whose outputs changed them (Dash's renderer does not call a
+        callback again for its own outputs, so one may have an input among them)."""
         for i, dep in enumerate(self.deps):
+            if i == source:
+                continue
             ins = [pair for d in dep["inputs"] for pair in self.resolve(d)]
             outs = [pair for d in output_deps(dep["output"]) for pair in self.resolve(d)]
             hit = {f"{k}.{p}" for k, p in changed if (k, p) in ins}
@@ -159,7 +163,7 @@ class Browser:
             if any("children" in props for props in resp.values()):
                 self.index()
             self.trigger(pending, [(k, p) for k, props in resp.items() for p in props],
-                         set(self.comps) - before)
+                         set(self.comps) - before, source=i)
 
     def act(self, k: str, prop: str, value, state: dict | None = None) -> dict:
         """A user action: set state props, set `prop`, run the chain; seconds per callback."""
