@@ -183,8 +183,15 @@ def no_release_view(domain_info):
         d = domain_from_store(domain_info)
     except (dp.ParameterError, LookupError):
         return [], None, no_update, legend_note("No release yet: choose a domain in step 1 (Data)")
-    return [render.domain_outline(d)], None, {"bounds": [[d.south, d.west], [d.north, d.east]]}, \
+    return [render.domain_outline(d)], None, box_viewport(d), \
         legend_note("No release of the data now loaded yet (see step 3, Release)")
+
+
+def box_viewport(d: dp.Domain) -> dict:
+    """The map's viewport fitted to a box clear of its toolbars, at once (no animation: on a
+    busy machine an animated zoom could leave the outlines drawn at a stale scale)."""
+    return {"bounds": [[d.south, d.west], [d.north, d.east]], "transition": "fitBounds",
+            "options": {"animate": False, **CLEAR_OF_CONTROLS}}
 
 
 def legend_note(text: str):
@@ -386,22 +393,20 @@ def register_callbacks(app, config: dict):
                 0 if fresh else int(series or 0), extras, toggles, idempotent=True)
         except LookupError as exc:
             return [], None, no_update, legend_note(str(exc)), drawn
-        viewport = {"bounds": [[d.south, d.west], [d.north, d.east]]} if fresh else no_update
+        viewport = box_viewport(d) if fresh else no_update
         return children, hover, viewport, legend, drawn
 
     @app.callback(Output(ids.MAP, "viewport", allow_duplicate=True),
                   Input(ids.MAP_ZOOM_DOMAIN, "n_clicks"), State(ids.DOMAIN, "data"),
                   prevent_initial_call=True)
     def zoom_to_domain(_, domain_info):
-        """Fit the map to the declared domain box at once, without an animation: on a busy
-        machine an animated zoom could leave the outlines drawn at a stale scale (found by the
-        zoom-to-domain browser test, in the full suite only)."""
+        """Fit the map to the declared domain box (`box_viewport`; an animated zoom left the
+        outlines at a stale scale on a busy machine, found by the zoom-to-domain browser test)."""
         try:
             d = domain_from_store(domain_info)
         except (dp.ParameterError, LookupError):
             return no_update
-        return {"bounds": [[d.south, d.west], [d.north, d.east]], "transition": "fitBounds",
-                "options": {"animate": False, **CLEAR_OF_CONTROLS}}
+        return box_viewport(d)
 
     @app.callback(Output(ids.GROW_BOX, "hidden"), Output(ids.GROW_DEPTH, "max"),
                   Output(ids.GROW_DEPTH, "value"), Output(ids.GROW_TIMER, "disabled"),

@@ -329,7 +329,8 @@ def test_export_has_no_true_counts(dash_duo):
     doc = json.loads(path.read_text())
     data, domain = dp.load_sample(SAMPLE)
     props = [f["properties"] for f in doc["features"]]
-    assert {k for p in props for k in p} == {"row", "col", "noisy_count", "people"}
+    assert {k for p in props for k in p} == {"row", "col", "noisy_count", "people",   # and the stamp
+                                             "mechanism", "epsilon", "unit_of_privacy", "software_version"}
     exported = [p["noisy_count"] for p in props]
     # a fresh release: integer noisy counts, no seed, no exact dataset size
     assert all(isinstance(v, int) for v in exported)
