@@ -206,13 +206,10 @@ return Array.from(document.querySelectorAll('#%s .leaflet-draw, #%s .leaflet-con
 """
 
 
-@pytest.mark.parametrize("size", [(1280, 800), (1600, 1000)])
-def test_the_domain_outline_clears_the_toolbars(dash_duo, size):
-    # issue 44: a box wider than the map was fitted edge to edge, its west side under the zoom
-    # and drawing toolbars. A custom box three times as wide as tall around the sample's city
+def fit_a_wide_box(dash_duo) -> tuple[dict, float]:
+    """Type a custom box three times as wide as tall around the sample's city, zoom to it and
+    wait until its outline spans the map's width: (`rects`, the toolbars' right edge)."""
     from test_browser_workspace import choose
-    start(dash_duo)
-    dash_duo.driver.set_window_size(*size)
     choose(dash_duo, ids.DOMAIN_PRESET, "Custom box")
     for box, v in zip(dash_duo.find_elements(".box-inputs input"), (-74.6, 40.6, -73.5, 40.9)):
         box.clear()
@@ -220,9 +217,18 @@ def test_the_domain_outline_clears_the_toolbars(dash_duo, size):
     dash_duo.find_element(f"#{ids.MAP_ZOOM_DOMAIN}").click()
     wide = lambda: (lambda r: r["dashed"] and r["dashed"][0][2] > 0.8 * r["map"][2])(rects(dash_duo))
     poll_until(wide, 20)
-    r = rects(dash_duo)
-    assert wide() and all(outline_inside(r)), r                # fitted across the map's width
-    right_of_toolbars = max(dash_duo.driver.execute_script(TOOLBARS % (ids.MAP, ids.MAP)))
+    assert wide(), rects(dash_duo)                              # fitted across the map's width
+    return rects(dash_duo), max(dash_duo.driver.execute_script(TOOLBARS % (ids.MAP, ids.MAP)))
+
+
+@pytest.mark.parametrize("size", [(1280, 800), (1600, 1000)])
+def test_the_domain_outline_clears_the_toolbars(dash_duo, size):
+    # issue 44: a box wider than the map was fitted edge to edge, its west side under the zoom
+    # and drawing toolbars. A custom box three times as wide as tall around the sample's city
+    start(dash_duo)
+    dash_duo.driver.set_window_size(*size)
+    r, right_of_toolbars = fit_a_wide_box(dash_duo)
+    assert all(outline_inside(r)), r
     assert r["dashed"][0][0] >= right_of_toolbars, (r, right_of_toolbars)
 
 

@@ -256,7 +256,7 @@ def test_the_calmer_page_on_both_servers(page):
     # 1600 x 1000: the recommendation in plain words; the map keeps 60% of the height with a full
     # answers drawer; a box wider than the map is fitted clear of the toolbars
     from test_browser_layout import map_in_view
-    from test_browser_session import TOOLBARS, rects
+    from test_browser_session import fit_a_wide_box
     dash_duo, _ = page
     width = dash_duo.driver.get_window_size()["width"]
     dash_duo.driver.set_window_size(width, 800 if width < 1600 else 1000)
@@ -268,15 +268,8 @@ def test_the_calmer_page_on_both_servers(page):
     dash_duo.find_element(f"#{ids.RANDOM_BUTTON}").click()
     poll_until(lambda: len(table_rows(dash_duo)) == 6, 30)
     map_in_view(dash_duo, 0.5)                 # no page scroll; the map's share of the height
-    choose(dash_duo, ids.DOMAIN_PRESET, "Custom box")
-    for box, v in zip(dash_duo.find_elements(".box-inputs input"), (-74.6, 40.6, -73.5, 40.9)):
-        box.clear()
-        box.send_keys(str(v), Keys.TAB)
-    dash_duo.find_element(f"#{ids.MAP_ZOOM_DOMAIN}").click()
-    wide = lambda: (lambda r: r["dashed"] and r["dashed"][0][2] > 0.8 * r["map"][2])(rects(dash_duo))
-    poll_until(wide, 20)
-    assert wide()
-    assert rects(dash_duo)["dashed"][0][0] >= max(dash_duo.driver.execute_script(TOOLBARS % (ids.MAP, ids.MAP)))
+    r, right_of_toolbars = fit_a_wide_box(dash_duo)
+    assert r["dashed"][0][0] >= right_of_toolbars, (r, right_of_toolbars)
     assert not severe_errors(dash_duo)
 
 
