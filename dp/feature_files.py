@@ -68,7 +68,7 @@ def geojson_text(doc: dict, block: dict) -> str:
     mark = stamp(block)
     return json.dumps({**doc, "properties": {**doc.get("properties", {}), "provenance": block},
                        "features": [{**f, "properties": {**f["properties"], **mark}}
-                                    for f in doc["features"]]}, default=_json)
+                                    for f in doc["features"]]}, default=json_default)
 
 
 def write_features(doc: dict, path, block: dict, kind: str | None = None) -> list[str]:
@@ -94,7 +94,7 @@ def write_features(doc: dict, path, block: dict, kind: str | None = None) -> lis
     gpd = require("geopandas", f"writing {kind}")
     pyogrio = require("pyogrio", f"writing {kind}")
     frame = gpd.GeoDataFrame(_flat(rows), geometry=list(geoms), crs="OGC:CRS84")
-    meta = {"provenance": json.dumps(block, default=_json)}
+    meta = {"provenance": json.dumps(block, default=json_default)}
     options = {"VERSION": GPKG_VERSION, "dataset_metadata": meta} if kind == "GeoPackage" else {}
     Path(path).unlink(missing_ok=True)          # a new file, not a layer added to an old one
     pyogrio.write_dataframe(frame, str(path), driver=GDAL_DRIVERS[kind], layer=Path(path).stem,
@@ -115,13 +115,13 @@ def _write_csv(rows: list[dict], geoms, path: Path, block: dict) -> list[str]:
         for r, wkt in zip(_flat(rows), shapely.to_wkt(geoms, rounding_precision=-1)):
             w.writerow([*("" if r.get(k) is None else r[k] for k in names), wkt])
     side = sidecar(path)
-    side.write_text(json.dumps(block, indent=1, default=_json, ensure_ascii=False), encoding="utf-8")
+    side.write_text(json.dumps(block, indent=1, default=json_default, ensure_ascii=False), encoding="utf-8")
     return [str(path), str(side)]
 
 
 def _flat(rows: list[dict]) -> list[dict]:
     """Table cells hold scalars: a list or dict value becomes its JSON text."""
-    return [{k: json.dumps(v, default=_json) if isinstance(v, (list, dict)) else _plain(v)
+    return [{k: json.dumps(v, default=json_default) if isinstance(v, (list, dict)) else _plain(v)
              for k, v in r.items()} for r in rows]
 
 
@@ -130,7 +130,7 @@ def _plain(value):
     return value.item() if isinstance(value, np.generic) else value
 
 
-def _json(value):
+def json_default(value):
     """JSON for what `json` cannot write itself: numpy values as numbers or lists, else text."""
     if isinstance(value, np.ndarray):
         return value.tolist()

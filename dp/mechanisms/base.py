@@ -381,8 +381,8 @@ class Release(abc.ABC):
     def to_json(self) -> str:
         """The GeoJSON as text, each cell's unbiased "noisy_count" joined by "people", whole and
         non-negative with the same total (`dp.whole_counts`)."""
-        from ..feature_files import release_features
-        return json.dumps(release_features(self), default=_json_default)
+        from ..feature_files import json_default, release_features
+        return json.dumps(release_features(self), default=json_default)
 
 
 MC_MAX_TERMS = 64   # up to this many noise terms an interval is simulated exactly
@@ -412,16 +412,6 @@ def laplace_sim(rng, scales: np.ndarray, n: int) -> np.ndarray:
     G1 - G2 with G geometric of success probability 1 - exp(-1/scale)."""
     p = -np.expm1(-1.0 / scales)
     return rng.geometric(p, size=(n, scales.size)) - rng.geometric(p, size=(n, scales.size))
-
-
-def _json_default(o):
-    if isinstance(o, (np.integer,)):
-        return int(o)
-    if isinstance(o, (np.floating,)):
-        return float(o)
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
 
 
 class GridRelease(Release):
