@@ -15,6 +15,7 @@ import dp
 from dp import cli
 from dp.errors import MissingExtra
 from dp.feature_files import FORMATS, file_format, sidecar
+from test_cli import sample_csv  # noqa: F401 (the built-in sample as a points CSV, a fixture)
 
 EXTENSIONS = sorted({".geojson", ".parquet", ".gpkg", ".fgb", ".csv"})
 
@@ -101,12 +102,9 @@ def test_each_format_opens_in_gdal_with_every_feature(written, ext):
         assert '"mechanism": "privtree"' in out.stdout           # the dataset's metadata
 
 
-def test_the_command_line_writes_the_type_the_name_asks_for(tmp_path):
+def test_the_command_line_writes_the_type_the_name_asks_for(sample_csv, tmp_path):  # noqa: F811
     gpd = pytest.importorskip("geopandas", reason="the [geo] extra (geopandas) is not installed")
-    data, _ = dp.load_sample("small_city_5k")
-    points = tmp_path / "points.csv"
-    np.savetxt(points, np.column_stack([data.x, data.y]), delimiter=",", header="lon,lat",
-               comments="", fmt="%.6f")
+    points = sample_csv
     out, hexes = tmp_path / "release.gpkg", tmp_path / "hexagons.parquet"
     assert cli.main(["release", str(points), "-e", "1", "-d", "London", "-o", str(out), "--h3", "7",
                      "--shapes-output", str(hexes), "-q"]) == 0
