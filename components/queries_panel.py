@@ -309,7 +309,8 @@ def register_callbacks(app, config: dict):
         """Every rectangle's row label on the map (Q for drawn, R for typed and random). A
         drawing is kept in the workspace first, so a reload shows it again as a kept rectangle
         (the drawing tool cannot be given shapes back), and once its label shows it is kept."""
-        if ctx.triggered_id == ids.EDIT and inputs.fits(geojson, inputs.PROPS["geojson"][0]):
+        drew = f"{ids.EDIT}.geojson" in ctx.triggered_prop_ids      # with the typed list too, at times
+        if drew and inputs.fits(geojson, inputs.PROPS["geojson"][0]):
             rects = [r.as_array() for r in rects_from_geojson(geojson)]
             workspace.set_drawn(state.session_id(), [r for r in rects if np.isfinite(r).all()])
         return [label_layer(r, label, outline=label.startswith("R"))
