@@ -94,11 +94,11 @@ def role_note(owner: bool) -> html.Div:
     """One line under the title: whether this browser is the data owner, and where the
     published releases are."""
     if owner:
-        text = ("You are the data owner on this server: you open its files, see true counts and "
+        text = ("You are the data owner on this server: you open its files, see true counts, "
                 "spend and publish its budget. ")
     else:
-        text = ("You are a visitor: you can try the mechanisms on the samples (and on files of "
-                "your own where this server allows it); the owner's data is never shown here. ")
+        text = ("You are a visitor: try the mechanisms on the samples (or your own files, where "
+                "allowed); the owner's data is never shown here. ")
     return html.Div(id=ids.ROLE_NOTE, className="role-note owner" if owner else "role-note", children=[
         text, html.A("Published releases", href="/r/")])
 

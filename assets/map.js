@@ -18,7 +18,7 @@ window.dpMap = {
   hover: function (e) {
     var g = window.dpGrid, out = document.getElementById("map-hover");
     if (!out) { return; }
-    if (!g) { out.textContent = "Hover readout is off for very fine structures."; return; }
+    if (!g) { return; }   // the readout already says why (too many cells, or no release)
     var b = g.bounds, lng = e.latlng.lng, lat = e.latlng.lat;
     if (lng < b[0] || lng > b[2] || lat < b[1] || lat > b[3]) {
       out.textContent = "Outside the domain."; return;
@@ -46,7 +46,7 @@ window.dpMap = {
   },
   leave: function () {
     var out = document.getElementById("map-hover");
-    if (out) { out.textContent = "Hover over a cell to read its counts."; }
+    if (out && window.dpGrid) { out.textContent = "Hover over a cell to read its counts."; }
   },
   valueStyle: function (feature) {
     return {color: feature.properties.colour, weight: 3, opacity: 0.9};

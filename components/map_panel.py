@@ -62,24 +62,27 @@ def layout(config: dict) -> html.Div:
                 {"label": f" raw point sample ({POINT_SAMPLE:,}, owner only)", "value": "points"}]),
             html.Button("Zoom to domain", id=ids.MAP_ZOOM_DOMAIN, n_clicks=0,
                         title="fit the map to the public domain box"),
-        ]),
-        help_box("map"),
-        html.Div(id=ids.GROW_BOX, hidden=True, className="grow-box", children=[
-            html.Span("Watch it grow: tree depth", className="grow-label"),
-            html.Button("▶ Play", id=ids.GROW_PLAY, n_clicks=0),
-            html.Div(dcc.Slider(id=ids.GROW_DEPTH, min=0, max=1, step=1, value=1, marks=None,
-                                allow_direct_input=False,
-                                tooltip={"placement": "bottom", "always_visible": False}),
-                     className="grow-slider", **{"data-a11y-label": "tree depth shown"}),
-            dcc.Interval(id=ids.GROW_TIMER, interval=700, disabled=True),
-            dcc.Store(id=ids.GROW_DRAWN),
-        ]),
-        html.Div(id=ids.SERIES_BOX, hidden=True, className="grow-box", children=[
-            html.Span("Grid shown (0 = all grids averaged, the published estimate)", className="grow-label"),
-            html.Div(dcc.Slider(id=ids.SERIES_PICK, min=0, max=1, step=1, value=0, marks=None,
-                                allow_direct_input=False,
-                                tooltip={"placement": "bottom", "always_visible": True}),
-                     className="grow-slider", **{"data-a11y-label": "grid shown, 0 for all grids averaged"}),
+            help_box("map"),
+            # the tree's depth and the shifted grids' pick share the controls' row where it has
+            # room, so the map keeps its height in short windows (issue 44)
+            html.Div(id=ids.GROW_BOX, hidden=True, className="grow-box", children=[
+                html.Span("Tree depth", className="grow-label"),
+                html.Button("▶ Play", id=ids.GROW_PLAY, n_clicks=0,
+                            title="watch the tree grow, one level at a time"),
+                html.Div(dcc.Slider(id=ids.GROW_DEPTH, min=0, max=1, step=1, value=1, marks=None,
+                                    allow_direct_input=False,
+                                    tooltip={"placement": "bottom", "always_visible": False}),
+                         className="grow-slider", **{"data-a11y-label": "tree depth shown"}),
+                dcc.Interval(id=ids.GROW_TIMER, interval=700, disabled=True),
+                dcc.Store(id=ids.GROW_DRAWN),
+            ]),
+            html.Div(id=ids.SERIES_BOX, hidden=True, className="grow-box", children=[
+                html.Span("Grid shown (0 = all grids averaged, the published estimate)", className="grow-label"),
+                html.Div(dcc.Slider(id=ids.SERIES_PICK, min=0, max=1, step=1, value=0, marks=None,
+                                    allow_direct_input=False,
+                                    tooltip={"placement": "bottom", "always_visible": True}),
+                         className="grow-slider", **{"data-a11y-label": "grid shown, 0 for all grids averaged"}),
+            ]),
         ]),
         html.Div(id=ids.EULER_BOX, hidden=True, className="euler-box", children=[
             html.Div(className="grow-box", children=[
@@ -472,6 +475,8 @@ def register_callbacks(app, config: dict):
         return (False, m, 0) if m > 1 else (True, 1, 0)
 
     app.clientside_callback(     # a new map: the readout no longer shows a cell of the old one
-        """function(data){ window.dpGrid = data;
-            return data ? "Hover over a cell to read its counts." : "No release on the map to read."; }""",
-        Output(ids.MAP_HOVER, "children"), Input(ids.MAP_GRID_STORE, "data"))
+        """function(data, rinfo){ window.dpGrid = data;
+            if (data) { return "Hover over a cell to read its counts."; }
+            return rinfo ? "Too many cells to read by hovering: draw a rectangle to read a count."
+                         : "No release on the map to read."; }""",
+        Output(ids.MAP_HOVER, "children"), Input(ids.MAP_GRID_STORE, "data"), State(ids.RELEASE, "data"))

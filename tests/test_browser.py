@@ -142,11 +142,14 @@ def wait_rows(dash_duo, n, timeout=20):
 
 
 
+RASTER = ".leaflet-overlay-pane img.grid-raster"      # the map image a rectangle is drawn over
+
+
 def draw_rect(dash_duo) -> None:
     """Drag a rectangle with Leaflet.draw's rectangle tool over the middle of the grid. Waits for
     the map image (a release may still be drawing it, and a path such as the outline can come
     first) and finds it afresh if a late redraw replaced it before the drag began."""
-    dash_duo.wait_for_element(".leaflet-overlay-pane img.grid-raster", timeout=30)
+    until(lambda: dash_duo.driver.find_elements(By.CSS_SELECTOR, RASTER), 30)
     dash_duo.find_element(".leaflet-draw-draw-rectangle").click()
     _drag_over_raster(dash_duo)
 
@@ -155,7 +158,7 @@ def draw_rect(dash_duo) -> None:
 def _drag_over_raster(dash_duo) -> None:
     """The drag itself: the pointer moves onto the image first, so a stale image fails before
     the button is pressed and the retry starts clean."""
-    img = dash_duo.find_element(".leaflet-overlay-pane img.grid-raster")
+    img = dash_duo.driver.find_element(By.CSS_SELECTOR, RASTER)
     w, h = img.size["width"], img.size["height"]
     ActionChains(dash_duo.driver).move_to_element(img).move_by_offset(-w // 6, -h // 6) \
         .click_and_hold().pause(0.2).move_by_offset(w // 6, h // 8).pause(0.2) \

@@ -67,14 +67,14 @@ def overlap(a, b) -> bool:
 
 def map_in_view(dash_duo, min_share: float) -> dict:
     """Assert the page does not scroll, the map takes at least `min_share` of the window's width
-    and 60% of its height (55% in windows under 860 px tall; with the answers drawer open too:
-    issue 44 found 320 of 657 px), and the legend and every box over the map lie inside it, apart."""
+    and 60% of its height (with the answers drawer open too: issue 44 found 320 of 657 px), and
+    the legend and every box over the map lie inside it, apart."""
     g = dash_duo.driver.execute_script(GEOMETRY)
     width, height = g["window"]
     assert g["page"][0] <= width and g["page"][1] <= height, f"the page scrolls: {g}"
     assert inside(g["map"], [0, 0, width, height]), g
     assert g["map"][2] - g["map"][0] >= min_share * width, g
-    assert g["map"][3] - g["map"][1] >= (0.55 if height < 860 else 0.6) * height - 1, g
+    assert g["map"][3] - g["map"][1] >= 0.6 * height - 1, g
     assert g["legend"] and inside(g["legend"], g["map"]), f"legend out of the map: {g}"
     boxes = g["over"]
     for i, (name, b) in enumerate(boxes):

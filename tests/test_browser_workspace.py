@@ -264,6 +264,9 @@ def test_the_calmer_page_on_both_servers(page):
     reason = dp.recommend("points").reason              # after the mechanism's name, the why
     assert reason in line and not any(w in reason for w in ("quadtree", "probe", "DPBench"))
     press_release(dash_duo)
+    readout = lambda: dash_duo.find_element(f"#{ids.MAP_HOVER}").text   # noqa: E731
+    poll_until(lambda: "No release" not in readout(), 20)    # it said so beside a released map
+    assert "No release" not in readout(), readout()
     dash_duo.find_element(f"#{ids.QUERY_TYPED}").send_keys("-73.98, 40.70, -73.93, 40.76\n")
     dash_duo.find_element(f"#{ids.RANDOM_BUTTON}").click()
     poll_until(lambda: len(table_rows(dash_duo)) == 6, 30)
