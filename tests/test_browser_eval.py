@@ -14,10 +14,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from test_browser import poll_until, start, table_rows, upload   # skips this file without chromium
+from test_browser import poll_until, table_rows, upload   # skips this file without chromium
+from test_browser_workspace import gunicorn, page   # noqa: F401  (fixtures: the multi-worker server)
 
 import dp
-from components import ids
+from components import evaluation_panel, ids
 from selenium.webdriver.common.action_chains import ActionChains
 
 pytestmark = pytest.mark.browser
@@ -63,8 +64,10 @@ def number(cell: str) -> float:
     return float(cell.replace(",", ""))
 
 
-def test_evaluation_on_mostly_empty_queries_is_finite_explained_and_downloadable(dash_duo, tmp_path):
-    start(dash_duo)
+@pytest.mark.parametrize("page", [("gunicorn", 1280)], indirect=True, ids=["gunicorn"])
+def test_evaluation_on_mostly_empty_queries_is_finite_explained_and_downloadable(page, tmp_path):
+    # on the server a user runs (3 workers), as a visitor on a file of its own; both widths below
+    dash_duo, _ = page
     path = tmp_path / "corner.csv"
     n = corner_csv(path)
     upload(dash_duo.driver, path)
@@ -100,6 +103,12 @@ def test_evaluation_on_mostly_empty_queries_is_finite_explained_and_downloadable
     dash_duo.find_element(f"#{ids.EVAL_METRIC} input[value=absolute]").click()
     dash_duo.wait_for_contains_text(f"#{ids.EVAL_FIG_EPS} .gtitle", "absolute error", timeout=10)
     assert all(math.isfinite(v) for v in plotted_values(dash_duo, ids.EVAL_FIG_EPS))
+    # most errors here are 0: the log axis starts near the metric's floor (it once ran from 1e-13)
+    bottom = dash_duo.driver.execute_script(
+        "return document.querySelector(arguments[0] + ' .js-plotly-plot')._fullLayout.yaxis.range[0]",
+        f"#{ids.EVAL_FIG_EPS}")
+    floor = evaluation_panel.METRICS["absolute"]["floor"]
+    assert math.log10(floor) - 1 <= bottom <= math.log10(floor) + 0.5, bottom
     panel = dash_duo.driver.execute_script(
         "return document.getElementById(arguments[0]).closest('.card').textContent", ids.EVAL_RESULTS)
     assert not NO_INF_NAN.search(panel), NO_INF_NAN.search(panel)

@@ -13,11 +13,12 @@ import pytest
 
 from helpers import shown
 from test_browser import draw_rect, poll_until   # skips without a browser
+from test_browser_workspace import Gunicorn
 
 import dp
 from app import create_app
 from components import public_page
-from server import published
+from server import published, state
 
 pytestmark = pytest.mark.browser
 OFFLINE = "http://127.0.0.1:9/{z}/{x}/{y}.png"
@@ -37,35 +38,46 @@ def downloaded(dash_duo, name: str) -> Path:
     return path
 
 
-@pytest.mark.parametrize("width", [1280, 1600])
-def test_a_published_release_has_a_public_page(dash_duo, tmp_path, small, width):
-    app = create_app({"tiles_url": OFFLINE, "owner_token": TOKEN})
-    published.configure(tmp_path / "published", b"p" * 32)
+@pytest.fixture()
+def server(tmp_path):
+    """`python app.py` with 3 workers; stopped after the test, and its log free of tracebacks."""
+    server = Gunicorn(tmp_path)
+    server.wait_listening()
+    yield server
+    out = server.stop()
+    assert "Traceback" not in out, out[-3000:]
+
+
+def test_a_published_release_has_a_public_page(dash_duo, tmp_path, small, server):
+    # on the server a user runs (3 workers), laid out at both widths; published from this
+    # process into the server's folder, with its key, as each of its workers opens it
+    state.configure({"accounts_dir": server.folder / "accounts", "store_dir": tmp_path / "store",
+                     "published_dir": server.folder / "published"})
     data, domain = small
     rel = dp.release("privtree", data, domain, epsilon=1.0)
     pid = published.publish(rel, "Test city at night")
-    dash_duo.start_server(app, navigate=False)
-    base = dash_duo.server.url.rstrip("/")
-    dash_duo.driver.set_window_size(width, 1000)
-    dash_duo.wait_for_page(f"{base}/r/{pid}")
-    dash_duo.wait_for_text_to_equal(".pub-title", "Test city at night", timeout=15)
-    dash_duo.wait_for_element(".leaflet-overlay-pane img.grid-raster", timeout=15)
+    base = server.url
+    for width in (1280, 1600):
+        dash_duo.driver.set_window_size(width, 1000)
+        dash_duo.wait_for_page(f"{base}/r/{pid}")
+        dash_duo.wait_for_text_to_equal(".pub-title", "Test city at night", timeout=15)
+        dash_duo.wait_for_element(".leaflet-overlay-pane img.grid-raster", timeout=15)
+        # laid out for the width: the map takes at least 60% of it, the legend is in view
+        geometry = dash_duo.driver.execute_script("""
+            var m = document.querySelector('.pub-map').getBoundingClientRect(),
+                l = document.querySelector('.map-legend').getBoundingClientRect();
+            return {map: m.width, width: window.innerWidth, height: window.innerHeight,
+                    legend: [l.left, l.top, l.right, l.bottom],
+                    scroll: document.documentElement.scrollWidth};""")
+        assert geometry["map"] >= 0.6 * geometry["width"], geometry
+        left, top, right, bottom = geometry["legend"]
+        assert 0 <= left and right <= geometry["width"] and 0 <= top and bottom <= geometry["height"], geometry
+        assert geometry["scroll"] <= geometry["width"], geometry
     text = dash_duo.driver.execute_script("return document.body.innerText")
     assert rel.spec.guarantee in text and rel.privacy_level in text and "ε = 1" in text
     assert "no one person can be singled out" in text and "About these numbers" in text
     assert "private points per km²" in dash_duo.find_element(".map-legend").text
     assert not dash_duo.find_elements(f"#{public_page.UNPUBLISH}")          # a visitor: no owner control
-    # laid out for the width: the map takes at least 60% of it, the legend is in view
-    geometry = dash_duo.driver.execute_script("""
-        var m = document.querySelector('.pub-map').getBoundingClientRect(),
-            l = document.querySelector('.map-legend').getBoundingClientRect();
-        return {map: m.width, width: window.innerWidth, height: window.innerHeight,
-                legend: [l.left, l.top, l.right, l.bottom],
-                scroll: document.documentElement.scrollWidth};""")
-    assert geometry["map"] >= 0.6 * geometry["width"], geometry
-    left, top, right, bottom = geometry["legend"]
-    assert 0 <= left and right <= geometry["width"] and 0 <= top and bottom <= geometry["height"], geometry
-    assert geometry["scroll"] <= geometry["width"], geometry
     # the rectangle tool: a drawn rectangle gets a row; an exact one is the release's answer, rounded
     draw_rect(dash_duo)
     poll_until(lambda: cells(dash_duo, "id") == ["Q1"], 10)

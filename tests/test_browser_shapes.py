@@ -16,7 +16,7 @@ from selenium.webdriver.common.keys import Keys
 
 from test_browser import poll_until, press_release   # skips without a browser
 import test_browser_workspace
-from test_browser_workspace import charges, choose, picked, severe_errors
+from test_browser_workspace import BOTH_WIDTHS, charges, choose, picked, severe_errors
 
 import dp
 from components import ids
@@ -58,6 +58,7 @@ def downloaded(dash_duo, name: str) -> Path:
     return path
 
 
+@BOTH_WIDTHS
 def test_districts_choropleth_downloads_reload_and_hexagons(page, tmp_path):
     dash_duo, accounts = page
     dash_duo.wait_for_contains_text(f"#{ids.RELEASE_STATUS}", "Nothing released", timeout=60)
