@@ -15,7 +15,7 @@ import dp
 from components import (alerts, compare_panel, data_panel, evaluation_panel, export_panel, ids, inputs,
                         interactive_panel, ledger_panel, map_panel, mechanism_panel, plan_panel, public_page,
                         queries_panel, server_files, shapes_panel, share, steps, tour_panel)
-from server import front, guard, heavy, jobs, memory, state, workspace
+from server import front, guard, heavy, jobs, memory, sessions, state, workspace
 from server.faults import Unavailable
 from server.store import FileStore
 
@@ -55,7 +55,7 @@ def serve_layout(config: dict):
     disk) the page says so instead of opening on state it cannot keep."""
     def layout():
         try:
-            return page_layout({**config, "page": workspace.page(state.session_id(),
+            return page_layout({**config, "page": workspace.page(sessions.session_id(),
                                                                   state.DEFAULT_SAMPLE)})
         except Unavailable as exc:
             return alerts.unavailable(str(exc))
@@ -105,10 +105,10 @@ def role_note(owner: bool) -> html.Div:
 
 def create_app(config: dict | None = None) -> Dash:
     """Build the Dash app; `config` overrides DEFAULT_CONFIG (upload limit, tiles, cache, workers).
-    The owner token is hashed at once and only its hash kept (`state.owner_hash`)."""
+    The owner token is hashed at once and only its hash kept (`sessions.owner_hash`)."""
     config = {**DEFAULT_CONFIG, **(config or {})}
     token = config.pop("owner_token") or secrets.token_urlsafe(32)
-    config["owner_token_hash"] = state.owner_hash(token)
+    config["owner_token_hash"] = sessions.owner_hash(token)
     if config["mechanism"] not in (None, *mechanism_panel.point_mechanisms()):
         raise ValueError(f"unknown mechanism {config['mechanism']!r}; expected one of "
                          f"{', '.join(mechanism_panel.point_mechanisms())}")

@@ -13,7 +13,7 @@ from dp.whole_counts import whole_nonnegative
 
 from . import ids, map_panel, queries_panel, render
 from .numbers import count_text, shown_people
-from server import state, workspace
+from server import sessions, state, workspace
 from .controls import labelled_rects, mechanism_options, request_ids
 from .help import help_box
 
@@ -263,7 +263,7 @@ def register_callbacks(app, config: dict):
             return no_options_reason(dp.mechanisms()[rinfo["mechanism"]])
         if not name:
             return ""
-        acc = state.account(state.session_id(), info["fingerprint"])
+        acc = state.account(sessions.session_id(), info["fingerprint"])
         cost = dp.accountant.release_cost(name, state.key_domain(rinfo["key"]), rinfo["epsilon"])
         return cost_line(cost, acc.spent, acc.total)
 
@@ -281,7 +281,7 @@ def register_callbacks(app, config: dict):
         if not rinfo or not name:
             return no_update, html.Div("Release the data in step 3 (Release) first, then pick a second "
                                        "mechanism.", className="error"), no_update
-        sid = state.session_id()
+        sid = sessions.session_id()
         try:
             result = workspace.once(sid, (request or {}).get("id"), lambda: comparison(sid, rinfo, name))
         except LookupError as exc:
@@ -299,7 +299,7 @@ def register_callbacks(app, config: dict):
         if why:
             return True, [], "", html.Div(why, className="hint")
         try:
-            rel_a, rel_b, _ = pair(state.session_id(), rinfo, cinfo)
+            rel_a, rel_b, _ = pair(sessions.session_id(), rinfo, cinfo)
         except LookupError as exc:
             return True, [], "", html.Div(str(exc), className="warning")
         image_a, image_b = density(rel_a), density(rel_b)
@@ -332,7 +332,7 @@ def register_callbacks(app, config: dict):
         if missing(info, rinfo, cinfo):
             return [], no_update, ""
         try:
-            rel_a, rel_b, data = pair(state.session_id(), rinfo, cinfo)
+            rel_a, rel_b, data = pair(sessions.session_id(), rinfo, cinfo)
         except LookupError:
             return [], no_update, ""
         labels, a, b, truth = answers(rel_a, rel_b, data, labelled_rects(geojson, extra))

@@ -13,7 +13,7 @@ import dp
 from dp.samples import REGION_SAMPLES
 
 from . import controls, ids, server_files
-from server import heavy, state, workspace
+from server import heavy, sessions, state, workspace
 from .help import help_box
 from .numbers import count_of
 
@@ -278,16 +278,16 @@ def register_callbacks(app, config: dict):
                   State(ids.LAT_COL, "value"), State(ids.USER_COL, "value"), State(ids.UPLOAD_KIND, "value"),
                   State(ids.DATASET, "data"), prevent_initial_call=True)
     def load(contents, sample_name, filename, lon, lat, user, kind, current):
-        sid = state.session_id()
+        sid = sessions.session_id()
         if ctx.triggered_id == ids.UPLOAD:
             if not contents:
                 return (no_update,) * 5
             try:
-                if not state.public_uploads():       # before reading a byte of it
+                if not sessions.public_uploads():       # before reading a byte of it
                     raise LookupError(state.UPLOADS_OFF)
                 data = heavy.run(parse_upload, contents, filename, kind, lon, lat, user, max_bytes,
                                  state.cache.session_bytes, idempotent=True,
-                                 lane=heavy.lane_of(state.is_owner()))   # not beside cheap answers' threads
+                                 lane=heavy.lane_of(sessions.is_owner()))   # not beside cheap answers' threads
                 info = state.put_upload(sid, data)
             except (dp.DataError, dp.ParameterError, LookupError) as exc:
                 msg = html.Div(className="error", children=[
@@ -335,7 +335,7 @@ def register_callbacks(app, config: dict):
             return level_text(None), True
         try:
             k = dp.contributions.check_points_per_user(k)
-            data = state.points(state.session_id(), info["fingerprint"])
+            data = state.points(sessions.session_id(), info["fingerprint"])
         except (dp.ParameterError, LookupError) as exc:
             return html.Div(str(exc), className="error"), False
         if data.users is None:                   # the data decides, not the page's summary of it
@@ -352,7 +352,7 @@ def register_callbacks(app, config: dict):
         the workspace keeps the choice for the next page load. The four sides show the listed
         box chosen (a custom box's numbers typed before would read as the box in use) and start
         a custom box from it; fitted to the data, they are left empty."""
-        sid = state.session_id()
+        sid = sessions.session_id()
         box = shown_sides(preset, box)
         workspace.use_domain(sid, preset, box)
         disabled = [preset != CUSTOM] * len(SIDES)

@@ -13,7 +13,7 @@ import dp
 from dp import evaluate, metrics
 
 from . import ids, render
-from server import jobs, state
+from server import jobs, sessions, state
 from .controls import domain_from_store
 from .help import help_box
 
@@ -305,7 +305,7 @@ def register_callbacks(app, config: dict):
                   State(ids.EVAL_RHO, "value"), State(ids.DATASET, "data"), State(ids.DOMAIN, "data"),
                   State(ids.EVAL_JOB, "data"), prevent_initial_call=True)
     def start_or_cancel(_run, _cancel, mechs, eps_text, sizes, nq, reps, rho, info, domain_info, job):
-        sid = state.session_id()
+        sid = sessions.session_id()
         if ctx.triggered_id == ids.EVAL_CANCEL:
             jobs.cancel((job or {}).get("id"), sid)
             return no_update, no_update, "Cancelling…", True
@@ -339,7 +339,7 @@ def register_callbacks(app, config: dict):
                   Output(ids.EVAL_CANCEL, "disabled", allow_duplicate=True),
                   Input(ids.EVAL_POLL, "n_intervals"), Input(ids.EVAL_JOB, "data"), prevent_initial_call=True)
     def poll(_, job):
-        sid = state.session_id()
+        sid = sessions.session_id()
         if not job or job["cache_key"].split(":", 2)[1] != sid:      # not this session's job
             return (no_update,) * 6
         cached = state.cache.get(job["cache_key"])

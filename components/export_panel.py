@@ -9,7 +9,7 @@ import dp
 from dp.provenance import export_texts, repeat_script
 
 from . import ids, map_image, server_files
-from server import published, state
+from server import published, sessions, state
 from .help import help_box
 
 
@@ -53,7 +53,7 @@ def publish_controls(owner: bool) -> list:
 def publish(sid: str, rinfo, title) -> html.Div:
     """Publish the session's current release (owners only, private releases only); the new
     page's address, or why not, in words."""
-    if not state.is_owner():                     # checked here, whatever the page shows
+    if not sessions.is_owner():                     # checked here, whatever the page shows
         raise LookupError(state.OWNERS_ONLY)
     rel, why_not = _current(rinfo, sid)
     if rel is None:
@@ -92,7 +92,7 @@ def register_callbacks(app, config: dict):
                   Input(ids.EXPORT_BUTTON, "n_clicks"),
                   State(ids.RELEASE, "data"), prevent_initial_call=True)
     def download(_, rinfo):
-        sid = state.session_id()
+        sid = sessions.session_id()
         rel, why_not = _current(rinfo, sid)
         if rel is None:
             return no_update, why_not
@@ -104,7 +104,7 @@ def register_callbacks(app, config: dict):
                   Input(ids.EXPORT_META_BUTTON, "n_clicks"),
                   State(ids.RELEASE, "data"), prevent_initial_call=True)
     def download_meta(_, rinfo):
-        sid = state.session_id()
+        sid = sessions.session_id()
         rel, why_not = _current(rinfo, sid)
         if rel is None:
             return no_update, why_not
@@ -116,7 +116,7 @@ def register_callbacks(app, config: dict):
                   Input(ids.EXPORT_PNG_BUTTON, "n_clicks"), Input(ids.EXPORT_SCRIPT_BUTTON, "n_clicks"),
                   State(ids.RELEASE, "data"), prevent_initial_call=True)
     def download_file(_png, _script, rinfo):
-        sid = state.session_id()
+        sid = sessions.session_id()
         rel, why_not = _current(rinfo, sid)
         if rel is None:
             return no_update, why_not
@@ -132,7 +132,7 @@ def register_callbacks(app, config: dict):
                   State(ids.RELEASE, "data"), State(ids.PUBLISH_TITLE, "value"),
                   prevent_initial_call=True)
     def publish_current(_, rinfo, title):
-        return publish(state.session_id(), rinfo, title)
+        return publish(sessions.session_id(), rinfo, title)
 
 
 def _account(sid, rinfo):

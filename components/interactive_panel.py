@@ -11,7 +11,7 @@ from plotly.subplots import make_subplots
 import dp
 
 from . import ids, render
-from server import state, workspace
+from server import sessions, state, workspace
 from .controls import domain_from_store, parse_typed, rects_from_geojson, request_ids
 from .help import help_box
 from .numbers import significant
@@ -289,7 +289,7 @@ def register_callbacks(app, config: dict):
     def run(_start, _ask, _submit, geojson, sigma, planned, strategy, method, typed, follow,
             info, dinfo, domain_info):
         """Start a session (parse, charge, render) or ask it (parse, run, render)."""
-        sid = state.session_id()
+        sid = sessions.session_id()
         trigger = ctx.triggered_id
         drawn = rects_from_geojson(geojson)
         try:

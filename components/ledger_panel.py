@@ -9,7 +9,7 @@ from dash import ALL, Input, Output, State, dash_table, dcc, html, no_update
 import dp
 
 from . import ids
-from server import state
+from server import sessions, state
 from .controls import next_cost
 from .help import help_box
 
@@ -121,7 +121,7 @@ def register_callbacks(app, config: dict):
         if not rinfo:
             return [], "No release yet.", ""
         try:
-            rel = state.release(state.session_id(), rinfo["key"])
+            rel = state.release(sessions.session_id(), rinfo["key"])
         except LookupError as exc:
             return [], str(exc), ""
         total = f"This release: ε = {rel.ledger.total:.4g} of {rel.epsilon:g} requested."
@@ -145,7 +145,7 @@ def register_callbacks(app, config: dict):
     def show_account(info, _rinfo, _tick, eps_v, name, pvals, domain_info, pids):
         if not info:
             return no_update, no_update, no_update
-        acc = state.account(state.session_id(), info["fingerprint"])
+        acc = state.account(sessions.session_id(), info["fingerprint"])
         return account_summary(acc, next_cost(eps_v, name, pvals, pids, domain_info)), \
             account_rows(acc), acc.total
 
@@ -154,7 +154,7 @@ def register_callbacks(app, config: dict):
                   Input(ids.ACCOUNT_RAISE, "n_clicks"), State(ids.ACCOUNT_RAISE_VALUE, "value"),
                   State(ids.DATASET, "data"), prevent_initial_call=True)
     def ask_raise(_, value, info):
-        acc = state.account(state.session_id(), info["fingerprint"])
+        acc = state.account(sessions.session_id(), info["fingerprint"])
         if value is None or not value > acc.total:
             return False, no_update, html.Div(f"Type a total above the current {acc.total:g} first: "
                                               "the budget can only be raised.", className="error")
@@ -167,7 +167,7 @@ def register_callbacks(app, config: dict):
                   State(ids.DATASET, "data"), prevent_initial_call=True)
     def do_raise(_, value, info):
         try:
-            state.charge(state.session_id(), info["fingerprint"],
+            state.charge(sessions.session_id(), info["fingerprint"],
                          lambda acc: acc.raise_total(value, confirm=True))
         except (dp.ParameterError, LookupError) as exc:
             return no_update, html.Div(str(exc), className="error")

@@ -13,7 +13,7 @@ from dp.summed_area import box_sums, summed_area
 from dp.whole_counts import whole_nonnegative
 
 from . import ids, render
-from server import state
+from server import sessions, state
 from .controls import EXACT_STAGE, domain_from_store
 from .help import help_box
 
@@ -383,7 +383,7 @@ def register_callbacks(app, config: dict):
                   Input(ids.SERIES_PICK, "value"), Input(ids.EULER_STAGE, "value"),
                   Input(ids.EULER_EXTRAS, "value"), Input(ids.DOMAIN, "data"))
     def draw(rinfo, layer, toggles, depth, series, stage, extras, domain_info):
-        sid = state.session_id()
+        sid = sessions.session_id()
         if not rinfo:
             return *no_release_view(domain_info), None
         if set(ctx.triggered_prop_ids) == {f"{ids.DOMAIN}.data"}:   # a new box alone: keep the release
@@ -422,7 +422,7 @@ def register_callbacks(app, config: dict):
         one level deeper, once the map has drawn the level shown: on a busy server a draw can
         take longer than a tick, and Dash drops a draw still running when the next is asked for,
         so ticking on regardless would show no level between the root and the full tree."""
-        sid = state.session_id()
+        sid = sessions.session_id()
         if ctx.triggered_id == ids.GROW_PLAY:
             return no_update, no_update, 0, False
         if ctx.triggered_id == ids.GROW_TIMER:
@@ -443,7 +443,7 @@ def register_callbacks(app, config: dict):
                   Output(ids.EULER_CHART_BOX, "hidden"), Output(ids.EULER_CHART, "figure"),
                   Input(ids.RELEASE, "data"))
     def euler_panel(rinfo):
-        sid = state.session_id()
+        sid = sessions.session_id()
         rel = current_release(sid, rinfo)
         if rel is None or not rel.capabilities.stages:
             return True, no_update, no_update, True, no_update
@@ -457,7 +457,7 @@ def register_callbacks(app, config: dict):
     @app.callback(Output(ids.EULER_STATUS, "children"), Input(ids.EULER_STAGE, "value"),
                   Input(ids.RELEASE, "data"))
     def euler_status(stage, rinfo):
-        sid = state.session_id()
+        sid = sessions.session_id()
         rel = current_release(sid, rinfo)
         if rel is None or not rel.capabilities.stages:
             return ""
@@ -469,7 +469,7 @@ def register_callbacks(app, config: dict):
     @app.callback(Output(ids.SERIES_BOX, "hidden"), Output(ids.SERIES_PICK, "max"),
                   Output(ids.SERIES_PICK, "value"), Input(ids.RELEASE, "data"))
     def series(rinfo):
-        sid = state.session_id()
+        sid = sessions.session_id()
         rel = current_release(sid, rinfo)
         m = rel.capabilities.grids if rel is not None else 0
         return (False, m, 0) if m > 1 else (True, 1, 0)

@@ -9,7 +9,7 @@ from dash.exceptions import PreventUpdate
 import dp
 
 from . import ids, share
-from server import state, workspace
+from server import sessions, state, workspace
 from server.faults import Unavailable
 from server.release_key import ReleaseKey
 from .controls import (EPS_MAX, EPS_MIN, MOSTLY_OUTSIDE, domain_from_store, epsilon_from_slider,
@@ -132,7 +132,7 @@ def register_callbacks(app, config: dict):
             raise PreventUpdate
         spec = dp.mechanisms()[name]
         desc = [html.Div(spec.description), html.Div(["Guarantee: ", spec.guarantee], className="guarantee")]
-        return desc, settings_controls(spec, *shown_settings(state.session_id(), name, search, spec))
+        return desc, settings_controls(spec, *shown_settings(sessions.session_id(), name, search, spec))
 
     @app.callback(Output(ids.EPSILON_VALUE, "value"), Output(ids.EPSILON, "value"),
                   Input(ids.EPSILON_VALUE, "value"), Input(ids.EPSILON, "value"),
@@ -202,7 +202,7 @@ def register_callbacks(app, config: dict):
         keep = (no_update,) * 5
         if not info:
             return (None, "") + keep + (no_update,)
-        sid = state.session_id()
+        sid = sessions.session_id()
         if f"{ids.RELEASE_REQUEST}.data" in ctx.triggered_prop_ids:
             try:
                 result = workspace.once(sid, (request or {}).get("id"), lambda: spend(

@@ -24,7 +24,7 @@ from . import ids, inputs, ledger_panel, map_image, map_panel, queries_panel
 from .controls import labelled_rects
 from .numbers import count_of
 from .tour_panel import likelihood_sentence
-from server import published, state
+from server import published, sessions
 
 ASSETS = Path(__file__).resolve().parents[1] / "assets"
 BASE = "/r/"
@@ -65,7 +65,7 @@ def layout():
 def is_owner() -> bool:
     """True when this browser opened the server's owner link (checked on the server, in the
     request; the page's word is never taken for it)."""
-    return state.is_owner()
+    return sessions.is_owner()
 
 
 def when(record: dict) -> str:

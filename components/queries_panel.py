@@ -18,7 +18,7 @@ from dp.feature_files import stamp
 from dp.provenance import provenance
 
 from . import ids, inputs
-from server import state, workspace
+from server import sessions, state, workspace
 from .controls import EXACT_STAGE, fit_to_domain, labelled_rects, parse_typed, rects_from_geojson
 from .help import help_box
 from .numbers import plural, shown_people
@@ -298,7 +298,7 @@ def register_callbacks(app, config: dict):
     @app.callback(Input(ids.QUERY_EXTRA, "data"), prevent_initial_call=True)
     def keep_rects(extra):
         """The workspace keeps the typed and random rectangles: a reload shows them again."""
-        workspace.set_queries(state.session_id(), extra or [])
+        workspace.set_queries(sessions.session_id(), extra or [])
 
     @app.callback(Output(ids.QUERY_RANDOM_NOUN, "children"), Input(ids.RANDOM_N, "value"))
     def random_noun(n):
@@ -312,7 +312,7 @@ def register_callbacks(app, config: dict):
         drew = f"{ids.EDIT}.geojson" in ctx.triggered_prop_ids      # with the typed list too, at times
         if drew and inputs.fits(geojson, inputs.PROPS["geojson"][0]):
             rects = [r.as_array() for r in rects_from_geojson(geojson)]
-            workspace.set_drawn(state.session_id(), [r for r in rects if np.isfinite(r).all()])
+            workspace.set_drawn(sessions.session_id(), [r for r in rects if np.isfinite(r).all()])
         return [label_layer(r, label, outline=label.startswith("R"))
                 for label, r in labelled_rects(geojson, extra)]
 
@@ -321,7 +321,7 @@ def register_callbacks(app, config: dict):
                   Input(ids.EDIT, "geojson"), Input(ids.QUERY_EXTRA, "data"), Input(ids.RELEASE, "data"),
                   Input(ids.EULER_STAGE, "value"))
     def compare(geojson, extra, rinfo, stage):
-        sid = state.session_id()
+        sid = sessions.session_id()
         if not rinfo:       # new data without a release: no answers of the previous data stay
             return [], no_update, html.Div("No release of the data now loaded yet, so there are "
                                            "no private answers: release it in step 3 (Release).",
@@ -348,7 +348,7 @@ def register_callbacks(app, config: dict):
         if not rinfo:
             return no_update, "Run a release first."
         try:
-            rel, stage, queries, _ = current_queries(state.session_id(), rinfo, geojson, extra, stage)
+            rel, stage, queries, _ = current_queries(sessions.session_id(), rinfo, geojson, extra, stage)
         except LookupError as exc:
             return no_update, html.Div(str(exc), className="error")
         if stage == EXACT_STAGE:
@@ -360,7 +360,7 @@ def register_callbacks(app, config: dict):
             return no_update, html.Div("The domain was fitted to the data, so rectangles clipped to it "
                                        "would publish the data's extremes: choose a listed or typed "
                                        "box to download.", className="error")
-        account = state.account(state.session_id(), state.key_fingerprint(rinfo["key"]))
+        account = state.account(sessions.session_id(), state.key_fingerprint(rinfo["key"]))
         text = csv_text(public_rows(rel, queries), rel.capabilities.snapping, rel.private,
                         provenance(rel, account.spent, account.total))
         name = f"queries_{rel.mechanism}" + ("" if rel.private else "_NOT_PRIVATE")

@@ -13,7 +13,7 @@ import dp
 
 from . import controls, ids
 from .numbers import count_of
-from server import jobs, state, workspace
+from server import jobs, sessions, state, workspace
 
 COUNTS_EXT = ".npz"
 DATA_EXT = (".csv", ".txt", ".tsv", ".parquet")
@@ -100,9 +100,9 @@ def register_callbacks(app, config: dict):
                   State(ids.DOMAIN, "data"), prevent_initial_call=True)
     def open_files(_click, _enter, text, cells, domain_info):
         """Read saved counts at once; start counting data files in the background."""
-        sid = state.session_id()
+        sid = sessions.session_id()
         try:
-            if not state.is_owner():              # checked here, whatever the page shows
+            if not sessions.is_owner():              # checked here, whatever the page shows
                 raise LookupError(state.OWNERS_ONLY)
             files = resolve(folder, text)
             if files[0].lower().endswith(COUNTS_EXT):
@@ -132,7 +132,7 @@ def register_callbacks(app, config: dict):
                   prevent_initial_call=True)
     def poll(_, job):
         """Progress of the count; when it is done the counts become the session's data."""
-        sid = state.session_id()
+        sid = sessions.session_id()
         st = jobs.status((job or {}).get("id"), sid)
         if st is None:
             return no_update, no_update, no_update, "0", True, True

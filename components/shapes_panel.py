@@ -28,7 +28,7 @@ from .data_panel import decode_upload
 from .help import help_box
 from .numbers import count_of
 from .map_panel import legend_box
-from server import state, workspace
+from server import sessions, state, workspace
 
 MAX_APP_SHAPES = 5000     # drawn and downloaded here; the command line makes up to shapes.MAX_SHAPES
 H3_RESOLUTIONS = {0: "1,300 km", 1: "480 km", 2: "180 km", 3: "70 km", 4: "26 km", 5: "10 km",
@@ -279,9 +279,9 @@ def register_callbacks(app, config: dict):
         if "public" not in (public or []):
             return refused("tick that these districts are public first (counts per shape are "
                            "private only for shapes that do not depend on the data)")
-        if not state.public_uploads():
+        if not sessions.public_uploads():
             return refused(state.UPLOADS_OFF)
-        sid = state.session_id()
+        sid = sessions.session_id()
         try:
             ids_, polys = read_districts(contents, filename, max_bytes)
         except (dp.DataError, MissingExtra) as exc:
@@ -303,7 +303,7 @@ def register_callbacks(app, config: dict):
         hides the layer and takes the chosen size, or the finest that fits."""
         if not rinfo:
             return res_options(None), no_update
-        sid, place = state.session_id(), place_of(rinfo)
+        sid, place = sessions.session_id(), place_of(rinfo)
         choice, domain = choice_of(sid), state.key_domain(rinfo["key"])
         res = fitted_res(domain, choice["res"])
         if choice["place"] != place:
@@ -319,7 +319,7 @@ def register_callbacks(app, config: dict):
     def draw(_show, _hide, kind, res, _tick, rinfo):
         """The choropleth of the shown release for the chosen shapes, when shown; it follows
         the release and the choice, and a page load draws what the workspace says is shown."""
-        sid = state.session_id()
+        sid = sessions.session_id()
         trigger = ctx.triggered_id
         if trigger in (ids.SHAPES_SHOW, ids.SHAPES_HIDE):
             choice = _remember(sid, kind=kind, res=res, shown=trigger == ids.SHAPES_SHOW, place=place_of(rinfo))
@@ -347,7 +347,7 @@ def register_callbacks(app, config: dict):
         provenance; a release that is not private is named so in the file name."""
         if not rinfo:
             return no_update, html.Div("No release yet: press Release first (step 3).", className="warning")
-        sid = state.session_id()
+        sid = sessions.session_id()
         choice = choice_of(sid, kind=kind, res=res)
         try:
             sc = counts_for(sid, rinfo["key"], choice)

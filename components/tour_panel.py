@@ -19,7 +19,7 @@ from dash import ALL, ClientsideFunction, Input, Output, State, ctx, dcc, html, 
 import dp
 
 from . import ids
-from server import state
+from server import sessions, state
 from .controls import EPS_MAX, EPS_MIN, next_cost
 from .help import help_box
 
@@ -320,7 +320,7 @@ def register_callbacks(app, config: dict):
         if step is None or not rinfo:
             return no_update
         try:
-            rel = state.release(state.session_id(), rinfo["key"])
+            rel = state.release(sessions.session_id(), rinfo["key"])
         except LookupError:
             return no_update
         series = [state.key_fingerprint(rinfo["key"]), rinfo["mechanism"], list(rel.domain.bounds)]
@@ -339,7 +339,7 @@ def register_callbacks(app, config: dict):
         if step is None:
             return (no_update,) * 8
         upcoming = STEPS[step + 1].release_at if step + 1 < len(STEPS) else None
-        acc = state.account(state.session_id(), info["fingerprint"]) if info else None
+        acc = state.account(sessions.session_id(), info["fingerprint"]) if info else None
         points = (store or {}).get("points", [])
         f = Facts(info=info or {}, mechanism=(rinfo or {}).get("label", ""),
                   released=(rinfo or {}).get("epsilon"),

@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 
 import flask
 
-from . import state
+from . import sessions
 
 HEADERS = {
     "X-Frame-Options": "DENY",
@@ -39,7 +39,7 @@ def install(server, callback_paths) -> None:
             return None
         if from_other_site(flask.request):
             return _refuse(OTHER_SITE)
-        if flask.request.path in paths and not state.has_session():
+        if flask.request.path in paths and not sessions.has_session():
             return _refuse(NO_SESSION)
         return None
 

@@ -20,7 +20,7 @@ import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor, wait
 
-from . import heavy, state
+from . import heavy, sessions, state
 from .faults import Unavailable
 
 DEFAULT_WORKERS = 2
@@ -79,7 +79,7 @@ def start(fn, owner: str, **kwargs) -> str:
     if not state.cache.set(key, {"queued": True, "done": 0, "total": 1, "finished": False,
                                  "cancelled": False, "result": None, "error": None}):
         raise LookupError(state.FULL)
-    role = state.is_owner()              # the job runs with the role of the request that started it
+    role = sessions.is_owner()              # the job runs with the role of the request that started it
 
     def run():
         try:
@@ -129,7 +129,7 @@ def _work(key: str, role: bool, fn, kwargs: dict) -> None:
     result = error = None
     p = _Progress(key)
     try:
-        with state.acting(role):
+        with sessions.acting(role):
             result = fn(progress=p.report, should_stop=p.should_stop, **kwargs)
     except Exception as exc:   # reported to the page; the app keeps running
         error = f"{type(exc).__name__}: {exc}"

@@ -1,7 +1,7 @@
 """Server-side state per browser session, kept on the server; the browser holds only keys.
 
-Each browser gets a random session id in an HttpOnly cookie; the server keys everything by a
-hash of it: uploaded datasets, releases, evaluations, interactive sessions and budget accounts.
+Each browser has a session id (`server.sessions`: a hash of its signed cookie); the server keys
+everything by it: uploaded datasets, releases, evaluations, interactive sessions and budget accounts.
 A lookup names its session in the key itself, so another browser's entries are never read,
 never hit and take no part in any timing (a forged key only ever reaches the forger's own
 entries). Built-in samples are public and shared.
@@ -24,26 +24,20 @@ Redis, bounded in bytes, a quota per session); building a release runs in the bo
 from __future__ import annotations
 
 import atexit
-import contextvars
 import copyreg
 import hashlib
-import hmac
-import os
 import pickle
-import re
 import secrets
 import shutil
 import tempfile
 import threading
 from contextlib import contextmanager
-from pathlib import Path
 
-import flask
 
 import dp
 from dp.samples import REGION_SAMPLES
 
-from . import heavy, published, store
+from . import heavy, published, sessions, store
 from .accounts import SERVER, AccountStore
 from .faults import Unavailable
 from .release_key import ReleaseKey
@@ -52,14 +46,6 @@ cache: store.SessionQuota      # the shared store, made by init_cache
 accounts = AccountStore()
 DEFAULT_SAMPLE = "city_200k"
 TIMEOUT = 4 * 3600
-COOKIE = "dp_session"
-OWNER_COOKIE = "dp_owner"            # marks a browser that opened the owner link (see is_owner)
-COOKIE_AGE = 365 * 24 * 3600
-TOKEN_SHAPE = re.compile(r"[A-Za-z0-9_-]{32}\.[0-9a-f]{32}")    # nonce.hmac, ASCII only
-_secret = secrets.token_bytes(32)      # replaced by configure: the server's key
-_owner_hash: str | None = None         # SHA-256 of the owner token (the token itself is not kept)
-_public_uploads = True                 # visitors may upload their own files
-_secure = False                        # Secure cookies even over plain HTTP (behind a TLS proxy)
 DEFAULT_STORE_MB = 1024      # bytes the shared store holds (on disk or in Redis)
 DEFAULT_MEMORY_MB = 128      # unpickled copies each worker process keeps in front of it
 LIVE_PER_SESSION = 3         # interactive sessions one browser keeps; its oldest dropped first
@@ -89,38 +75,37 @@ copyreg.pickle(dp.MechanismSpec, _reduce_spec)
 
 
 def init_cache(server, config: dict) -> dict:
-    """Configure the shared store, the budget accounts and the session cookie on the server;
-    returns the settings a heavy-pool process needs to reach the same store (`configure`)."""
-    global _secure, _owner_hash, _public_uploads
+    """Configure the shared store and the budget accounts, and install the session cookies and
+    the owner link on the server (`sessions.Sessions`); returns the settings a heavy-pool
+    process needs to reach the same store (`configure`)."""
+    secret = sessions.session_secret(config.get("accounts_dir"))
     settings = configure({**config, "store_dir": config.get("store_dir") or _temporary_folder(),
-                          "published_dir": config.get("published_dir") or _temporary_folder()})
-    _secure = bool(config.get("secure_cookies", False))
-    _owner_hash = config.get("owner_token_hash")
-    _public_uploads = bool(config.get("public_uploads", True))
-    server.after_request(_set_cookie)
-    server.add_url_rule("/owner", "owner_link", _owner_link)
+                          "published_dir": config.get("published_dir") or _temporary_folder()}, secret)
+    sessions.Sessions(secret, config.get("owner_token_hash"), bool(config.get("secure_cookies", False)),
+                      bool(config.get("public_uploads", True))).install(server)
     return settings
 
 
-def configure(config: dict) -> dict:
-    """Open the shared store and the budget accounts of these settings in this process.
+def configure(config: dict, secret: bytes | None = None) -> dict:
+    """Open the shared store and the budget accounts of these settings in this process, signed
+    with keys derived from the server's `secret` (by default the one kept beside the accounts).
 
     The store is Redis when `redis_url` is set, else the folder `store_dir`, bounded by
     `store_mb` and `memory_mb` of unpickled copies per process (see `server.store`)."""
-    global accounts, cache, _secret
-    _secret = session_secret(config.get("accounts_dir"))
+    global accounts, cache
+    secret = secret or sessions.session_secret(config.get("accounts_dir"))
     max_bytes = int(float(config.get("store_mb", DEFAULT_STORE_MB)) * 2**20)
     front_bytes = int(float(config.get("memory_mb", DEFAULT_MEMORY_MB)) * 2**20)
     if config.get("redis_url"):
         cache = store.RedisStore(config["redis_url"], max_bytes, front_bytes, default_timeout=TIMEOUT,
-                                 key=server_key("store"))
+                                 key=sessions.derive_key(secret, "store"))
     else:
         cache = store.FileStore(config["store_dir"], max_bytes, front_bytes, default_timeout=TIMEOUT,
-                                key=server_key("store"))
+                                key=sessions.derive_key(secret, "store"))
     accounts = AccountStore(config.get("accounts_dir"), config.get("default_budget", 10.0),
-                            key=server_key("accounts"), url=config.get("database_url"))
+                            key=sessions.derive_key(secret, "accounts"), url=config.get("database_url"))
     if config.get("published_dir"):
-        published.configure(config["published_dir"], server_key("published"))
+        published.configure(config["published_dir"], sessions.derive_key(secret, "published"))
     return {k: config.get(k) for k in ("redis_url", "store_dir", "store_mb", "memory_mb",
                                        "accounts_dir", "database_url", "default_budget", "published_dir")
             if k in config}
@@ -131,157 +116,6 @@ def _temporary_folder() -> str:
     folder = tempfile.mkdtemp(prefix="dp-store-")
     atexit.register(shutil.rmtree, folder, ignore_errors=True)
     return folder
-
-
-def session_secret(folder) -> bytes:
-    """The key that signs session cookies: kept beside the accounts so a restart keeps sessions
-    (and their budgets); a fresh random one when accounts live in memory only."""
-    if not folder:
-        return secrets.token_bytes(32)
-    path = Path(folder) / "session.key"
-    if not path.exists():                    # written whole, then linked: never seen half-made
-        Path(folder).mkdir(parents=True, exist_ok=True)
-        tmp = Path(folder) / f"session.key.{secrets.token_hex(8)}"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(secrets.token_bytes(32))
-        try:
-            os.link(tmp, path)               # another process may have won the race: keep its key
-        except FileExistsError:
-            pass
-        finally:
-            os.unlink(tmp)
-    key = path.read_bytes()
-    if len(key) < 32:
-        raise RuntimeError(f"{path} holds a signing key shorter than 32 bytes; delete it to make a new one")
-    return key
-
-
-def server_key(purpose: str) -> bytes:
-    """A key of this server for one purpose (signing accounts, published releases), derived from
-    the key kept beside the accounts: the same in every process, and across restarts."""
-    return hmac.new(_secret, f"key:{purpose}".encode(), hashlib.sha256).digest()
-
-
-def owner_hash(token: str) -> str:
-    """What the server keeps of the owner token: its SHA-256 (the token is never stored)."""
-    return hashlib.sha256(token.encode()).hexdigest()
-
-
-def _owner_mark(sid: str) -> str:
-    """The owner cookie's value for a session: bound to the session and to this owner token, so
-    a new token (a restart without --owner-token) ends every earlier owner's role."""
-    return hmac.new(_secret, f"owner:{_owner_hash}:{sid}".encode(), hashlib.sha256).hexdigest()
-
-
-_acting_owner = contextvars.ContextVar("acting_owner", default=False)
-
-
-def is_owner() -> bool:
-    """True when this browser opened the server's owner link (its owner cookie checks out).
-    Outside a request (a heavy-pool process, an evaluation's thread) it is what the request that
-    asked for the work was (`acting`); otherwise (the Python API) False."""
-    if not flask.has_request_context():
-        return _acting_owner.get()
-    mark = flask.request.cookies.get(OWNER_COOKIE)
-    return bool(_owner_hash) and isinstance(mark, str) and \
-        hmac.compare_digest(mark, _owner_mark(session_id()))
-
-
-@contextmanager
-def acting(owner: bool):
-    """Run work a request asked for (in another thread or process) with that request's role."""
-    token = _acting_owner.set(bool(owner))
-    try:
-        yield
-    finally:
-        _acting_owner.reset(token)
-
-
-def public_uploads() -> bool:
-    """True when this browser may upload files of its own (owners always may)."""
-    return _public_uploads or is_owner()
-
-
-def _owner_link():
-    """GET /owner?token=...: a right token makes this browser an owner and opens the dashboard;
-    a wrong one is refused in words (nothing else is said about the server)."""
-    token = flask.request.args.get("token", "")
-    if not _owner_hash or not hmac.compare_digest(owner_hash(token), _owner_hash):
-        return flask.Response("<h1>This owner link is not valid for this server.</h1><p>Use the "
-                              "link the server printed when it started (a server started without "
-                              "--owner-token prints a new one each time).</p>", status=403)
-    session = _new_token(owner=True)   # a new session: one someone else knew never becomes an owner's
-    response = flask.redirect("/")
-    for name, value in ((COOKIE, session),
-                        (OWNER_COOKIE, _owner_mark(_sid_of(session)))):
-        response.set_cookie(name, value, max_age=COOKIE_AGE, httponly=True, samesite="Lax",
-                            secure=_secure or flask.request.is_secure)
-    flask.g.new_session = session
-    return response
-
-
-def _sign(nonce: str, owner: bool = False) -> str:
-    """The HMAC of a session cookie: an owner link's sessions are signed apart from visitors'."""
-    text = f"owner-session:{nonce}" if owner else nonce
-    return hmac.new(_secret, text.encode(), hashlib.sha256).hexdigest()[:32]
-
-
-def _new_token(owner: bool = False) -> str:
-    nonce = secrets.token_urlsafe(24)
-    return f"{nonce}.{_sign(nonce, owner)}"
-
-
-def _kind(token) -> str | None:
-    """"owner" or "visitor" for a cookie this server issued (the right shape and an HMAC that
-    checks out), else None."""
-    if not isinstance(token, str) or not TOKEN_SHAPE.fullmatch(token):
-        return None
-    nonce, mac = token.split(".")
-    if hmac.compare_digest(mac, _sign(nonce)):
-        return "visitor"
-    return "owner" if hmac.compare_digest(mac, _sign(nonce, owner=True)) else None
-
-
-def _cookie_kind() -> str | None:
-    """`_kind` of this request's session cookie, checked once per request (the guard, the
-    session id and the response's cookie all ask)."""
-    if "cookie_kind" not in flask.g:
-        flask.g.cookie_kind = _kind(flask.request.cookies.get(COOKIE))
-    return flask.g.cookie_kind
-
-
-def _set_cookie(response):
-    """Give a browser without a valid session cookie a new signed one (HttpOnly, SameSite=Lax)."""
-    if _cookie_kind() is None:
-        token = flask.g.get("new_session") or _new_token()
-        response.set_cookie(COOKIE, token, max_age=COOKIE_AGE, httponly=True, samesite="Lax",
-                            secure=_secure or flask.request.is_secure)
-    return response
-
-
-def has_session() -> bool:
-    """True when this request carries a session cookie this server issued."""
-    return _cookie_kind() is not None
-
-
-def session_id() -> str:
-    """This browser's session id (a hash of its signed cookie); a cookie the server did not
-    issue is ignored and replaced, so nobody can choose or guess a session id."""
-    token, kind = flask.request.cookies.get(COOKIE), _cookie_kind()
-    if kind is None:
-        token = flask.g.get("new_session") or _new_token()
-        flask.g.new_session = token
-        kind = _kind(token)
-    return _sid_of(token, kind)
-
-
-def _sid_of(token: str, kind: str | None = None) -> str:
-    """A session id: a hash of the cookie, marked as an owner link's session (`store.RESERVED`,
-    which may use the store's share kept from visitors) when the server signed it as one
-    (`kind`, when the caller has checked it already)."""
-    sid = hashlib.blake2b(token.encode(), digest_size=16).hexdigest()
-    return store.RESERVED + sid if (kind or _kind(token)) == "owner" else sid
 
 
 def load_samples() -> None:
@@ -341,9 +175,9 @@ def put_upload(sid: str, data) -> dict:
     """Keep an upload for this session only; re-uploading the same file finds the same account.
     An owner's upload is the server's data, as if opened from its folder: it spends from the
     server's one account for these points, whichever way and by whichever owner link they came."""
-    if is_owner():
+    if sessions.is_owner():
         return {**put_server_data(sid, data), "origin": "upload"}
-    if not public_uploads():
+    if not sessions.public_uploads():
         raise LookupError(UPLOADS_OFF)
     if not cache.set(f"dataset:{sid}:{data.fingerprint}", data):
         raise LookupError(FULL)
@@ -353,7 +187,7 @@ def put_upload(sid: str, data) -> dict:
 def put_server_data(sid: str, data) -> dict:
     """Keep data read from the server's data folder in an owner's workspace. It spends from the
     server's one account for these points (`scope`), whichever owner's browser releases it."""
-    if not is_owner():
+    if not sessions.is_owner():
         raise LookupError(OWNERS_ONLY)
     if not cache.set(f"serverdata:{sid}:{data.fingerprint}", data):
         raise LookupError(FULL)
@@ -372,7 +206,7 @@ def spending(sid: str, fingerprint: str) -> tuple[str, str]:
     """(scope, account key) a spend on this dataset charges, checked in the request: the
     server's data is spent by owners only (LookupError otherwise)."""
     where = scope(sid, fingerprint)
-    if where == SERVER and not is_owner():
+    if where == SERVER and not sessions.is_owner():
         raise LookupError(OWNERS_ONLY)
     return where, account_key(points(sid, fingerprint))
 
@@ -383,7 +217,7 @@ def points(sid: str | None, fingerprint: str):
     if fingerprint in _sample_by_fp:
         return _sample_by_fp[fingerprint]
     data = cache.get(f"dataset:{sid}:{fingerprint}") if sid else None
-    if data is None and sid and is_owner():       # the server's data: for owners only
+    if data is None and sid and sessions.is_owner():       # the server's data: for owners only
         data = cache.get(f"serverdata:{sid}:{fingerprint}")
     if data is None and len(_samples) < len(dp.SAMPLES) + len(REGION_SAMPLES):
         load_samples()                      # a process that has not made them all yet
@@ -524,7 +358,7 @@ def heavy_call(fn, *args, idempotent: bool = False):
     """fn(*args) in the heavy pool of this request's role (`server.heavy`), in a process that has
     made the same built-in samples as this one (their fingerprints then name the same public data); an
     `idempotent` task (it charges nothing) is run again if its process died."""
-    owner = is_owner()
+    owner = sessions.is_owner()
     return heavy.run(_with_samples, sorted(_samples), owner, fn, *args, idempotent=idempotent,
                      lane=heavy.lane_of(owner))
 
@@ -532,7 +366,7 @@ def heavy_call(fn, *args, idempotent: bool = False):
 def _with_samples(names: list, owner: bool, fn, *args):
     for name in names:
         sample(name)
-    with acting(owner):                  # the role of the request that asked
+    with sessions.acting(owner):         # the role of the request that asked
         return fn(*args)
 
 

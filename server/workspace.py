@@ -20,7 +20,7 @@ from contextlib import contextmanager
 
 from redis.exceptions import LockError
 
-from . import state
+from . import sessions, state
 
 KEPT_REQUESTS = 64        # request ids remembered per workspace (a click is retried within seconds)
 KEPT_RELEASES = 32        # release records kept per workspace (the accounts keep every charge)
@@ -214,7 +214,7 @@ def page(sid: str, default_sample: str) -> dict:
     data owner."""
     ws = get(sid)
     info, gone = ws.get("dataset"), None
-    if info is not None and info.get("origin") == "server" and not state.is_owner():
+    if info is not None and info.get("origin") == "server" and not sessions.is_owner():
         info = None                       # the owner's data, in a browser that is no longer one
     elif info is not None:
         try:
@@ -224,11 +224,11 @@ def page(sid: str, default_sample: str) -> dict:
     if info is None:         # the default sample: its rectangles are kept unless other data was dropped
         return {"dataset": state.use_sample(sid, default_sample), "domain": None, "release": None,
                 "queries": [] if ws.get("dataset") else _kept_queries(sid, ws), "gone": gone,
-                "owner": state.is_owner(),
-                "uploads": state.public_uploads(), "shapes": _shapes(ws)}
+                "owner": sessions.is_owner(),
+                "uploads": sessions.public_uploads(), "shapes": _shapes(ws)}
     rec = shown(sid)
     if rec is not None and state.key_fingerprint(rec["key"]) != info["fingerprint"]:
         rec = None
     return {"dataset": info, "domain": ws.get("domain"), "release": rec,
-            "queries": _kept_queries(sid, ws), "gone": None, "owner": state.is_owner(),
-            "uploads": state.public_uploads(), "shapes": _shapes(ws)}
+            "queries": _kept_queries(sid, ws), "gone": None, "owner": sessions.is_owner(),
+            "uploads": sessions.public_uploads(), "shapes": _shapes(ws)}

@@ -42,7 +42,7 @@ def spy_on_exact_counts(monkeypatch) -> list:
 
 
 def new_sid() -> str:
-    """A random server-side session id, as `server.state.session_id` makes from a cookie."""
+    """A random server-side session id, as `server.sessions.session_id` makes from a cookie."""
     return secrets.token_hex(16)
 
 

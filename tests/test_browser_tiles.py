@@ -15,7 +15,7 @@ from test_browser_workspace import Gunicorn
 
 from components import ids
 from helpers import free_port
-from server import state
+from server import sessions
 
 pytestmark = pytest.mark.browser
 TOKEN = "owner-token-of-the-tile-cookie-test"
@@ -61,7 +61,7 @@ def test_a_same_host_tile_server_never_sees_the_owners_cookies(dash_duo, tmp_pat
             driver.get(server.url)
             dash_duo.wait_for_element(f"#{ids.MAP}", timeout=30)
             names = {c["name"] for c in driver.get_cookies()}
-            assert {state.COOKIE, state.OWNER_COOKIE} <= names    # the owner's cookies are set
+            assert {sessions.COOKIE, sessions.OWNER_COOKIE} <= names    # the owner's cookies are set
             poll_until(lambda: len(tiles.cookies) >= asked + 4, 30)   # the base map asked for tiles
             # and they drew: the map is not marked offline
             poll_until(lambda: driver.execute_script(

@@ -18,7 +18,7 @@ import pytest
 
 from app import create_app
 from components import ids, inputs
-from server import state
+from server import sessions
 
 UPDATE = "/_dash-update-component"
 SAMPLE = "small_city_5k"
@@ -239,7 +239,7 @@ def test_the_boundary_names_the_malformed_control_and_passes_the_page_own_values
     text = refusal(f"{ids.EPSILON_READOUT}.children", "state", 0, {"name": "epsilon"})
     assert f"the “{ids.PARAM}” controls (id) should come as a list" in text
 
-    cookies = "; ".join(f"{c}={page.client.get_cookie(c).value}" for c in (state.COOKIE, state.OWNER_COOKIE))
+    cookies = "; ".join(f"{c}={page.client.get_cookie(c).value}" for c in (sessions.COOKIE, sessions.OWNER_COOKIE))
     with page.app.server.test_request_context("/", headers={"Cookie": cookies}):
         values = inputs.value_shapes(page.app)
     read = {(d["id"], d["property"]) for cb in page.app.callback_map.values() if "callback" in cb

@@ -16,7 +16,7 @@ import pytest
 import dp
 from app import create_app
 from components import evaluation_panel, ids
-from server import jobs, state, store, workspace
+from server import jobs, sessions, state, store, workspace
 from helpers import new_sid, wait_until
 
 CSV = b"lon,lat\n-0.12,51.50\n-0.10,51.51\n-0.13,51.49\n-0.11,51.52\n"
@@ -31,10 +31,10 @@ def browser(server):
     """A test client that has loaded the page, and so holds its own session cookie."""
     client = server.test_client()
     assert client.get("/").status_code == 200
-    cookie = client.get_cookie(state.COOKIE)
+    cookie = client.get_cookie(sessions.COOKIE)
     assert cookie is not None and cookie.http_only and cookie.same_site == "Lax"
-    with server.test_request_context(headers={"Cookie": f"{state.COOKIE}={cookie.value}"}):
-        return client, state.session_id()
+    with server.test_request_context(headers={"Cookie": f"{sessions.COOKIE}={cookie.value}"}):
+        return client, sessions.session_id()
 
 
 def post(client, output: str, outputs: list, inputs: list):
@@ -137,23 +137,23 @@ def test_a_reload_continues_the_same_account(server):
     data, _ = state.sample("small_city_5k")
     state.accounts.update(sid, data.fingerprint, lambda acc: acc.charge("r", epsilon=1.5))
     assert client.get("/").status_code == 200            # the reload sends the same cookie
-    assert client.get_cookie(state.COOKIE) is not None
-    with server.test_request_context(headers={"Cookie": f"{state.COOKIE}={client.get_cookie(state.COOKIE).value}"}):
-        assert state.session_id() == sid
-        assert state.account(state.session_id(), data.fingerprint).spent == pytest.approx(1.5)
+    assert client.get_cookie(sessions.COOKIE) is not None
+    with server.test_request_context(headers={"Cookie": f"{sessions.COOKIE}={client.get_cookie(sessions.COOKIE).value}"}):
+        assert sessions.session_id() == sid
+        assert state.account(sessions.session_id(), data.fingerprint).spent == pytest.approx(1.5)
 
 
 @pytest.mark.parametrize("forged", ["a" * 24, "é" * 32, "x" * 32 + "." + "0" * 32, ""])
 def test_a_cookie_the_server_did_not_issue_is_replaced(server, forged):
     client = server.test_client()
-    client.set_cookie(state.COOKIE, forged)
+    client.set_cookie(sessions.COOKIE, forged)
     client.get("/")
-    issued = client.get_cookie(state.COOKIE).value
-    assert issued != forged and state.TOKEN_SHAPE.fullmatch(issued)
-    with server.test_request_context(headers={"Cookie": f"{state.COOKIE}={forged}"}):
-        one = state.session_id()
-    with server.test_request_context(headers={"Cookie": f"{state.COOKIE}={forged}"}):
-        assert state.session_id() != one          # an unsigned cookie never names a session
+    issued = client.get_cookie(sessions.COOKIE).value
+    assert issued != forged and sessions.TOKEN_SHAPE.fullmatch(issued)
+    with server.test_request_context(headers={"Cookie": f"{sessions.COOKIE}={forged}"}):
+        one = sessions.session_id()
+    with server.test_request_context(headers={"Cookie": f"{sessions.COOKIE}={forged}"}):
+        assert sessions.session_id() != one          # an unsigned cookie never names a session
 
 
 def test_one_session_filling_the_cache_evicts_only_its_own_entries(server):

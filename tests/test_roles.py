@@ -14,7 +14,7 @@ import pytest
 import dp
 from app import create_app
 from components import ids
-from server import state, store, workspace
+from server import sessions, state, store, workspace
 from helpers import dash_call
 
 TOKEN = "owner-token-for-tests"
@@ -48,17 +48,17 @@ def browser(server, owner: bool):
     if owner:
         r = client.get(f"/owner?token={TOKEN}")
         assert r.status_code == 302 and r.headers["Location"].endswith("/")
-        mark = client.get_cookie(state.OWNER_COOKIE)
+        mark = client.get_cookie(sessions.OWNER_COOKIE)
         assert mark is not None and mark.http_only
-    cookie = client.get_cookie(state.COOKIE)
-    with server.test_request_context(headers={"Cookie": f"{state.COOKIE}={cookie.value}"}):
-        return client, state.session_id()
+    cookie = client.get_cookie(sessions.COOKIE)
+    with server.test_request_context(headers={"Cookie": f"{sessions.COOKIE}={cookie.value}"}):
+        return client, sessions.session_id()
 
 
 def as_browser(server, client):
     """A request context carrying this client's cookies (state's functions read them)."""
-    jar = "; ".join(f"{c.key}={c.value}" for c in (client.get_cookie(state.COOKIE),
-                                                 client.get_cookie(state.OWNER_COOKIE)) if c)
+    jar = "; ".join(f"{c.key}={c.value}" for c in (client.get_cookie(sessions.COOKIE),
+                                                 client.get_cookie(sessions.OWNER_COOKIE)) if c)
     return server.test_request_context(headers={"Cookie": jar})
 
 
@@ -72,11 +72,12 @@ def open_file(client, text):
 
 def test_the_owner_link_needs_the_token_and_only_its_hash_is_kept(tmp_path, folder):
     server = make_server(tmp_path, folder)
-    assert state._owner_hash == state.owner_hash(TOKEN) and TOKEN not in repr(vars(state))
+    kept = server.extensions[sessions.EXTENSION]
+    assert kept.owner_token_hash == sessions.owner_hash(TOKEN) and TOKEN not in repr(vars(kept))
     client = server.test_client()
     client.get("/")
     wrong = client.get("/owner?token=guess")
-    assert wrong.status_code == 403 and client.get_cookie(state.OWNER_COOKIE) is None
+    assert wrong.status_code == 403 and client.get_cookie(sessions.OWNER_COOKIE) is None
     assert "not valid" in wrong.get_data(as_text=True)
     visitor_layout = json.dumps(client.get("/_dash-layout").get_json())
     assert "You are a visitor" in visitor_layout and ids.SERVER_PATH not in visitor_layout
@@ -89,28 +90,28 @@ def test_the_owner_link_starts_a_new_session(tmp_path, folder):
     server = make_server(tmp_path, folder)
     client = server.test_client()
     client.get("/")
-    known = client.get_cookie(state.COOKIE).value        # a session someone else may know
+    known = client.get_cookie(sessions.COOKIE).value        # a session someone else may know
     with as_browser(server, client):
-        assert not state.session_id().startswith(store.RESERVED)      # a visitor's session
+        assert not sessions.session_id().startswith(store.RESERVED)      # a visitor's session
     client.get(f"/owner?token={TOKEN}")
-    assert client.get_cookie(state.COOKIE).value != known
+    assert client.get_cookie(sessions.COOKIE).value != known
     with as_browser(server, client):
-        assert state.is_owner()
-        assert state.session_id().startswith(store.RESERVED)   # uses the store's share kept from visitors
+        assert sessions.is_owner()
+        assert sessions.session_id().startswith(store.RESERVED)   # uses the store's share kept from visitors
     nonce = known.split(".")[0]                  # a visitor cannot make its cookie an owner's
-    with server.test_request_context(headers={"Cookie": f"{state.COOKIE}={nonce}.{'0' * 32}"}):
-        assert not state.session_id().startswith(store.RESERVED)
+    with server.test_request_context(headers={"Cookie": f"{sessions.COOKIE}={nonce}.{'0' * 32}"}):
+        assert not sessions.session_id().startswith(store.RESERVED)
 
 
 def test_a_new_token_ends_every_earlier_owner(tmp_path, folder):
     server = make_server(tmp_path, folder)
     owner, _ = browser(server, owner=True)
     with as_browser(server, owner):
-        assert state.is_owner()
-    create_app({"tiles_url": "http://127.0.0.1:9/{z}/{x}/{y}.png", "owner_token": "another",
-                "accounts_dir": str(tmp_path / "accounts"), "heavy_workers": 0})
-    with as_browser(server, owner):
-        assert not state.is_owner()
+        assert sessions.is_owner()
+    restarted = create_app({"tiles_url": "http://127.0.0.1:9/{z}/{x}/{y}.png", "owner_token": "another",
+                            "accounts_dir": str(tmp_path / "accounts"), "heavy_workers": 0}).server
+    with as_browser(restarted, owner):          # the same key beside the accounts, a new token
+        assert sessions.has_session() and not sessions.is_owner()
 
 
 def test_a_visitor_cannot_open_server_files_and_learns_nothing_of_them(tmp_path, folder):
@@ -191,12 +192,12 @@ def test_a_browser_that_is_no_longer_an_owner_cannot_spend_server_data(tmp_path,
     info = counts_info(server, client, sid, folder)
     seeded = state.release_key(info["fingerprint"], dp.Domain(-0.2, 51.4, 0.0, 51.6, name="Test box"),
                                "identity", {"grid_size": 16}, [1.0], 5.0, 7)      # never released
-    client.delete_cookie(state.OWNER_COOKIE)
+    client.delete_cookie(sessions.OWNER_COOKIE)
     body = dash_call(client, f"{ids.EXPORT_DOWNLOAD}.data", {f"{ids.EXPORT_BUTTON}.n_clicks": 1,
                                                              f"{ids.RELEASE}.data": {"key": seeded}})
     assert "FeatureCollection" not in body.get_data(as_text=True)        # nothing built, nothing spent
     with as_browser(server, client):
-        assert not state.is_owner()
+        assert not sessions.is_owner()
         with pytest.raises(LookupError):
             state.points(sid, info["fingerprint"])        # its data, true counts and all: gone
     assert state.accounts.get(state.SERVER, state.account_key(dp.load_counts(folder / "city.npz"))).spent == 0
@@ -245,13 +246,14 @@ def test_visitor_uploads_follow_the_servers_choice(tmp_path, folder):
 
 def test_the_command_line_prints_the_owner_link_and_refuses_a_short_token(tmp_path, monkeypatch, capsys):
     import app as app_module
-    monkeypatch.setattr(app_module, "serve", lambda *a, **k: None)       # not started: printed only
+    served = []
+    monkeypatch.setattr(app_module, "serve", lambda app, *a: served.append(app))   # printed only
     monkeypatch.setenv(app_module.OWNER_TOKEN_ENV, "x" * 30)
     common = ["--accounts-dir", str(tmp_path / "a"), "--store-dir", str(tmp_path / "s"),
               "--published-dir", str(tmp_path / "p"), "--port", "8123"]
     app_module.main(common)
     assert f"http://127.0.0.1:8123/owner?token={'x' * 30}" in capsys.readouterr().out
-    assert state._owner_hash == state.owner_hash("x" * 30)
+    assert served[0].server.extensions[sessions.EXTENSION].owner_token_hash == sessions.owner_hash("x" * 30)
     with pytest.raises(SystemExit):
         app_module.main([*common, "--owner-token", "short"])
     assert "at least 22 characters" in capsys.readouterr().err

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import dp
-from server import store
+from server import sessions, store
 from helpers import free_port, new_sid, wait_until
 
 REDIS = shutil.which("redis-server")
@@ -259,14 +259,14 @@ def test_a_visitors_job_runs_in_the_background_lane_an_owners_in_its_worker(conf
     in the worker's threads, slowed an owner's release from 0.05 s to 50 s); the owner's run
     in the worker as before."""
     from app import create_app
-    from server import heavy, jobs, state
+    from server import heavy, jobs
     create_app({"tiles_url": "http://127.0.0.1:9/{z}/{x}/{y}.png", "heavy_workers": 1,
                 "accounts_dir": str(tmp_path / "accounts"), **config})
     try:
         sid, here = new_sid(), (os.getpid(), os.getpriority(os.PRIO_PROCESS, 0))
         results = []
         for owner in (False, True):
-            with state.acting(owner):
+            with sessions.acting(owner):
                 job = jobs.start(_where, owner=sid)
             wait_until(lambda: jobs.status(job, sid)["finished"], timeout=120)
             st = jobs.status(job, sid)
