@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from test_browser import poll_until, table_rows, upload   # skips this file without chromium
+from test_browser_workspace import ON_GUNICORN
 from test_browser_workspace import gunicorn, page   # noqa: F401  (fixtures: the multi-worker server)
 
 import dp
@@ -64,7 +65,7 @@ def number(cell: str) -> float:
     return float(cell.replace(",", ""))
 
 
-@pytest.mark.parametrize("page", [("gunicorn", 1280)], indirect=True, ids=["gunicorn"])
+@ON_GUNICORN
 def test_evaluation_on_mostly_empty_queries_is_finite_explained_and_downloadable(page, tmp_path):
     # on the server a user runs (3 workers), as a visitor on a file of its own; both widths below
     dash_duo, _ = page

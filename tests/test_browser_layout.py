@@ -9,6 +9,7 @@ from selenium.webdriver.common.keys import Keys
 
 from components import ids, steps
 from test_browser import poll_until, table_rows, wait_rows  # skips without a browser
+from test_browser_workspace import BOTH_WIDTHS, laptop_or_desktop_height
 from test_browser_workspace import gunicorn, page   # noqa: F401  (fixtures: the multi-worker server)
 from test_browser_session import no_horizontal_overflow
 
@@ -95,16 +96,14 @@ def press_enter_on(dash_duo, selector: str) -> None:
     dash_duo.driver.switch_to.active_element.send_keys(Keys.ENTER)
 
 
-@pytest.mark.parametrize("page", [("gunicorn", 1280), ("gunicorn", 1600)], indirect=True,
-                         ids=["gunicorn-1280x800", "gunicorn-1600x1000"])
+@BOTH_WIDTHS
 def test_the_map_fills_the_window_beside_the_steps(page):
     """Issue 26 item 1: the steps in the order of the work, one open at a time, walked from the
     keyboard; the map and its legend in view without scrolling, nothing over anything; every
     displayed control of every step named; the answers under the map fit; a reload reopens
     the step that was open. On the server a user runs (3 workers), as a visitor (issue 44)."""
     dash_duo, _ = page
-    width = dash_duo.driver.get_window_size()["width"]
-    dash_duo.driver.set_window_size(width, 800 if width < 1600 else 1000)
+    laptop_or_desktop_height(dash_duo)
     # a first visit in a tab opens on the data step
     dash_duo.driver.execute_script("window.sessionStorage.clear()")
     dash_duo.driver.refresh()

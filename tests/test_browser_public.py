@@ -13,7 +13,7 @@ import pytest
 
 from helpers import shown
 from test_browser import draw_rect, poll_until   # skips without a browser
-from test_browser_workspace import Gunicorn
+from test_browser_workspace import gunicorn   # noqa: F401  (fixture: the multi-worker server)
 
 import dp
 from app import create_app
@@ -38,25 +38,15 @@ def downloaded(dash_duo, name: str) -> Path:
     return path
 
 
-@pytest.fixture()
-def server(tmp_path):
-    """`python app.py` with 3 workers; stopped after the test, and its log free of tracebacks."""
-    server = Gunicorn(tmp_path)
-    server.wait_listening()
-    yield server
-    out = server.stop()
-    assert "Traceback" not in out, out[-3000:]
-
-
-def test_a_published_release_has_a_public_page(dash_duo, tmp_path, small, server):
+def test_a_published_release_has_a_public_page(dash_duo, tmp_path, small, gunicorn):
     # on the server a user runs (3 workers), laid out at both widths; published from this
     # process into the server's folder, with its key, as each of its workers opens it
-    state.configure({"accounts_dir": server.folder / "accounts", "store_dir": tmp_path / "store",
-                     "published_dir": server.folder / "published"})
+    state.configure({"accounts_dir": gunicorn.folder / "accounts", "store_dir": tmp_path / "store",
+                     "published_dir": gunicorn.folder / "published"})
     data, domain = small
     rel = dp.release("privtree", data, domain, epsilon=1.0)
     pid = published.publish(rel, "Test city at night")
-    base = server.url
+    base = gunicorn.url
     for width in (1280, 1600):
         dash_duo.driver.set_window_size(width, 1000)
         dash_duo.wait_for_page(f"{base}/r/{pid}")

@@ -21,6 +21,7 @@ import dp
 from components import ids, queries_panel
 from helpers import number
 from test_browser import draw_rect, poll_until, press_release, start, table_rows, wait_rows
+from test_browser_workspace import ON_GUNICORN
 from test_browser_workspace import gunicorn, page   # noqa: F401  (fixtures: the multi-worker server)
 
 pytestmark = pytest.mark.browser
@@ -159,7 +160,7 @@ def test_the_table_leads_with_the_range_and_says_which_number_is_noise_only(dash
     assert_no_sideways_scroll(dash_duo)
 
 
-@pytest.mark.parametrize("page", [("gunicorn", 1280)], indirect=True, ids=["gunicorn"])
+@ON_GUNICORN
 def test_query_table_downloads_as_csv_without_true_counts(page):
     # on the server a user runs (3 workers), the app's default mechanism, as a visitor
     dash_duo, _ = page

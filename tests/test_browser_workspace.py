@@ -40,6 +40,7 @@ SERVERS = [("gunicorn", 1280), ("dev", 1600)]    # both servers, both widths, in
 # issue 44's page faults: both widths on the server a user runs (the dev server has the rest)
 BOTH_WIDTHS = pytest.mark.parametrize("page", [("gunicorn", 1280), ("gunicorn", 1600)], indirect=True,
                                       ids=["gunicorn-1280px", "gunicorn-1600px"])
+ON_GUNICORN = pytest.mark.parametrize("page", [("gunicorn", 1280)], indirect=True, ids=["gunicorn"])
 REGIONS = "Regions: City home ranges, 3k users"
 
 
@@ -101,6 +102,12 @@ def page(request, dash_duo, tmp_path):
     dash_duo.driver.set_window_size(width, 1000)
     dash_duo.wait_for_element(f"#{ids.UPLOAD} input[type=file]", timeout=30)
     return dash_duo, accounts
+
+
+def laptop_or_desktop_height(dash_duo) -> None:
+    """The window's height as the page is checked at: 1280 x 800 (a laptop) or 1600 x 1000."""
+    width = dash_duo.driver.get_window_size()["width"]
+    dash_duo.driver.set_window_size(width, 800 if width < 1600 else 1000)
 
 
 def charges(accounts: Path) -> list:
@@ -264,8 +271,7 @@ def test_the_calmer_page_at_both_widths(page):
     from test_browser_layout import map_in_view
     from test_browser_session import fit_a_wide_box
     dash_duo, _ = page
-    width = dash_duo.driver.get_window_size()["width"]
-    dash_duo.driver.set_window_size(width, 800 if width < 1600 else 1000)
+    laptop_or_desktop_height(dash_duo)
     line = dash_duo.find_element(f"#{ids.MECH_RECOMMENDATION}").get_attribute("textContent")
     reason = dp.recommend("points").reason              # after the mechanism's name, the why
     assert reason in line and not any(w in reason for w in ("quadtree", "probe", "DPBench"))
