@@ -18,10 +18,20 @@ so they hold at any ε. It reads only the release (post-processing).
 Trees whose counts are fitted jointly (the quadtree, kd-tree, full quadtree and AG make their
 levels consistent by least squares) keep every node's own draw before the fitting (`NodeDraws`,
 `Release.node_draws`): the exact count of the node's region plus one independent discrete
-Laplace draw of known scale. The same argument then runs on nodes (`node_bounds`): the regions
-wholly inside a rectangle are covered by the highest nodes wholly inside it (far fewer draws
-than their leaves), and the regions it touches by those nodes plus the touched leaves left over.
-The fitted counts are not used, so the range need not be centred on the answer.
+Laplace draw of known scale. The same argument then runs on nodes (`node_bounds`): the leaves
+wholly inside a rectangle, and the leaves it touches, are each given by a combination of node
+draws with far fewer draws than leaves. A node stands for its leaves; and since a node is the
+disjoint union of its children (the tree's consistency), it also stands, less its children's
+other parts, for the part of it inside (or outside) a region. Each end takes the signed
+combination of least noise variance (`_Covers`): a huge rectangle's inside is the root
+less the few nodes outside it rather than the many nodes inside. A sum of independent discrete
+Laplace draws with signs has the law of the unsigned sum (each draw is symmetric), so its
+quantile stays exact. The fitted counts are not used, so the range need not be centred on the
+answer. Every choice reads only the public scales and tree, never the draws.
+
+When no region lies wholly inside a rectangle (fixed by the release's structure, not its
+draws) the lower end is 0 with certainty, so the upper end takes the whole 1 − level
+(`upper_level`): one-sided at 5% rather than 2.5%.
 
 DAWA's measured nodes are groups of buckets in Hilbert order, not rectangles: a node is inside
 a rectangle when all its buckets are, touched when one is; a node that was not measured
@@ -193,8 +203,16 @@ def region_bounds(domain, grid, ranges, counts, scales, rects, level: float, tau
             beta = (1 - level) / 4 / inside.sum()
             floor = max(laplace_floor(float(scales[hidden].max()), beta) - 1, 0) * hidden.sum()
         lo[i] = max(counts[inside].sum() - floor - sum_half_width(scales[inside], lower_level), 0.0)
-        hi[i] = upper[touched].sum() + sum_half_width(scales[touched], level)
+        hi[i] = upper[touched].sum() + sum_half_width(scales[touched], upper_level(level, inside.any()))
     return lo, hi
+
+
+def upper_level(level: float, any_inside: bool) -> float:
+    """The two-sided level of the upper end's half-width: `level` when the lower end has a sum
+    that may fail (each end then fails with probability at most (1 − level)/2), 1 − 2(1 − level)
+    when nothing lies inside (the lower end is 0 with certainty, so the upper end's one-sided
+    tail may take all of 1 − level)."""
+    return level if any_inside else 1 - 2 * (1 - level)
 
 
 def edge_regions(ranges, grid) -> np.ndarray:
@@ -216,26 +234,164 @@ def intersect_bounds(parts, level: float) -> tuple[np.ndarray, np.ndarray]:
 
 
 def node_bounds(domain, grid, draws: NodeDraws, rects, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
-    """(lower, upper) per rectangle from the nodes' own draws. The lower end covers the nodes
-    wholly inside the rectangle, the upper end the nodes all of whose leaves it touches (on a
-    kd-tree's edges a node often is, standing in for many touched leaves); each by disjoint
-    nodes of least noise variance (`_own_draw_is_best`), widened by its exact noise quantile."""
-    counts = np.asarray(draws.counts, dtype=np.float64)
-    scales = np.asarray(draws.scales, dtype=np.float64)
-    leaf = np.asarray(draws.leaf)
-    shaped = np.zeros(len(counts), bool) if draws.shaped_by_own_draw is None else np.asarray(draws.shaped_by_own_draw)
-    tree = _Levels.of(np.asarray(draws.parent))
-    own = _own_draw_is_best(tree, scales, leaf, shaped)
+    """(lower, upper) per rectangle from the nodes' own draws. The lower end covers the leaves
+    wholly inside the rectangle, the upper end the leaves it touches (a node all of whose
+    leaves it touches stands for them, as on a kd-tree's edges); each by the signed
+    combination of draws of least noise variance (`_Covers`), widened by its exact noise
+    quantile."""
+    covers = _Covers.of(draws)
+    leaf, shaped = covers.leaf, covers.shaped
+    tree = covers.tree
     leaves = tree.leaves_below(leaf)
     c = cell_coords(domain, grid, rects)
     lo, hi = np.empty(len(c)), np.empty(len(c))
     for i, rect in enumerate(c):
         inside, touched = _node_membership(draws, rect, grid)
-        whole = inside | ((tree.leaves_below(leaf & touched) == leaves) & ~shaped)
-        below, above = tree.cover(inside, own), tree.cover(whole, own)
-        lo[i] = max(counts[below].sum() - sum_half_width(scales[below], level), 0.0)
-        hi[i] = counts[above].sum() + sum_half_width(scales[above], level)
+        n_in, n_touched = tree.leaves_below(leaf & inside), tree.leaves_below(leaf & touched)
+        # a node shaped by its own draw counts as all in or all out by its place alone
+        all_touched = np.where(shaped, inside, n_touched == leaves)
+        below, h_below = covers.sum(covers.signed(inside, n_in == 0), level)
+        above, h_above = covers.sum(covers.signed(all_touched, n_touched == 0),
+                                    upper_level(level, bool(n_in.any())))
+        lo[i] = max(below - h_below, 0.0)
+        hi[i] = above + h_above
     return lo, hi
+
+
+class _Covers(NamedTuple):
+    """A tree's draws ready for signed covers: each node's cheapest way to give its whole self
+    (its own draw or its children's, by noise variance; `best`), with that cover's noisy sum
+    (`whole_sum`) and draws per distinct scale (`whole_draws`), fixed once per release. Every
+    choice reads only the public scales and tree, never the draws."""
+    tree: "_Levels"
+    counts: np.ndarray
+    var: np.ndarray
+    leaf: np.ndarray
+    shaped: np.ndarray
+    own: np.ndarray          # a node that gives its whole self by its own draw only
+    subtract: np.ndarray     # a node that may give a part as its draw less its children's others
+    best: np.ndarray
+    whole_sum: np.ndarray
+    whole_draws: np.ndarray  # (K, U) draws of each distinct scale in the node's whole cover
+    scale_of: np.ndarray     # (K,) index of the node's scale among `scales`
+    scales: np.ndarray       # (U,) distinct scales
+    first: np.ndarray        # children of node k: kids[first[k]:first[k + 1]]
+    kids: np.ndarray
+
+    @classmethod
+    def of(cls, draws: NodeDraws) -> "_Covers":
+        counts = np.asarray(draws.counts, dtype=np.float64)
+        n = len(counts)
+        leaf = np.asarray(draws.leaf, dtype=bool)
+        shaped = np.zeros(n, bool) if draws.shaped_by_own_draw is None else np.asarray(draws.shaped_by_own_draw, bool)
+        tree = _Levels.of(np.asarray(draws.parent))
+        scales = np.asarray(draws.scales, dtype=np.float64)
+        var = _variance(scales)
+        own = leaf | shaped
+        # the node is the union of its children, and neither shaped by its draw nor above one
+        # (a shaped node's costs would read its draw through its shape)
+        subtract = ~leaf & _tiled(tree, draws) & ~shaped & ~tree.above(shaped)
+        uniq, scale_of = np.unique(scales, return_inverse=True)
+        best = var.copy()
+        whole_sum = counts.copy()
+        whole_draws = np.zeros((n, len(uniq)), dtype=np.int64)
+        kid_var, kid_sum, kid_draws = np.zeros(n), np.zeros(n), np.zeros((n, len(uniq)), np.int64)
+        for idx in tree.levels[::-1]:
+            takes_own = own[idx] | (var[idx] <= kid_var[idx])
+            best[idx] = np.where(takes_own, var[idx], kid_var[idx])
+            whole_sum[idx] = np.where(takes_own, counts[idx], kid_sum[idx])
+            whole_draws[idx] = np.where(takes_own[:, None], 0, kid_draws[idx])
+            whole_draws[idx[takes_own], scale_of[idx[takes_own]]] += 1
+            child = idx[tree.parent[idx] >= 0]
+            up = tree.parent[child]
+            kid_var += np.bincount(up, weights=best[child], minlength=n)
+            kid_sum += np.bincount(up, weights=whole_sum[child], minlength=n)
+            np.add.at(kid_draws, up, whole_draws[child])
+        kids = np.argsort(tree.parent, kind="stable")
+        kids = kids[tree.parent[kids] >= 0]
+        first = np.searchsorted(tree.parent[kids], np.arange(n + 1))
+        return cls(tree, counts, var, leaf, shaped, own, subtract, best, whole_sum, whole_draws,
+                   scale_of, uniq, first, kids)
+
+    def signed(self, full: np.ndarray, empty: np.ndarray) -> tuple:
+        """The signed combination of least noise variance whose regions add up to a region R
+        made of leaves (`full`/`empty`: the node lies wholly in R / out of it): (nodes taken by
+        their own draw, their signs, nodes taken whole by their cover `whole_sum`, their signs).
+        Only nodes partly in R need a choice: bottom up, each one's cheapest way to give its part
+        in R (`inn`) and out of R (`out`): its children's parts, its own draw (for a part that is
+        all of it), or its draw less its children's other parts; then top down, signs."""
+        partial = ~full & ~empty
+        inn = np.where(full, self.best, 0.0)
+        out = np.where(empty, self.best, 0.0)
+        how_in, how_out = {}, {}                 # 1 children, 2 own draw less the children
+        levels = [idx[partial[idx]] for idx in self.tree.levels]
+        for idx in levels[::-1]:
+            if idx.size == 0:
+                continue
+            lo, n_kids = self.first[idx], self.first[idx + 1] - self.first[idx]
+            whose = np.repeat(np.arange(idx.size), n_kids)
+            kids = self.kids[np.arange(whose.size) - np.repeat(np.cumsum(n_kids) - n_kids, n_kids) + lo[whose]]
+            kin = np.bincount(whose, weights=inn[kids], minlength=idx.size)
+            kout = np.bincount(whose, weights=out[kids], minlength=idx.size)
+            sub = self.subtract[idx]
+            v = self.var[idx]
+            for cost, how, kids_same, kids_other in ((inn, how_in, kin, kout), (out, how_out, kout, kin)):
+                other = np.where(sub, v + kids_other, np.inf)
+                choice = np.where(other < kids_same, 2, 1)
+                cost[idx] = np.minimum(other, kids_same)
+                how.update(zip(idx.tolist(), choice.tolist()))
+        own_nodes, own_signs, whole_nodes, whole_signs = [], [], [], []
+        # (node, sign, wants its part in R): start from the top nodes
+        todo = [(k, 1.0, True) for k in self.tree.levels[0].tolist()]
+        while todo:
+            k, w, want_in = todo.pop()
+            if (full[k] and want_in) or (empty[k] and not want_in):
+                whole_nodes.append(k)
+                whole_signs.append(w)
+                continue
+            if (empty[k] and want_in) or (full[k] and not want_in):
+                continue
+            how = (how_in if want_in else how_out)[k]
+            kids = self.kids[self.first[k]:self.first[k + 1]].tolist()
+            if how == 2:
+                own_nodes.append(k)
+                own_signs.append(w)
+                todo.extend((c, -w, not want_in) for c in kids)
+            else:
+                todo.extend((c, w, want_in) for c in kids)
+        return (np.asarray(own_nodes, np.int64), np.asarray(own_signs),
+                np.asarray(whole_nodes, np.int64), np.asarray(whole_signs))
+
+    def sum(self, cover: tuple, level: float) -> tuple[float, int]:
+        """(the signed noisy sum of a cover, its exact `level` half-width)."""
+        own_nodes, own_signs, whole_nodes, whole_signs = cover
+        total = float(own_signs @ self.counts[own_nodes] + whole_signs @ self.whole_sum[whole_nodes])
+        draws = self.whole_draws[whole_nodes].sum(axis=0)
+        draws += np.bincount(self.scale_of[own_nodes], minlength=len(self.scales))
+        keep = (draws > 0) & (self.scales > 0)
+        if not keep.any():
+            return total, 0
+        return total, _half_width(tuple(self.scales[keep].tolist()), tuple(draws[keep].tolist()), float(level))
+
+
+def _variance(scales: np.ndarray) -> np.ndarray:
+    """Each draw's variance, 2a / (1 − a)², a = e^(−1/scale); 0 for an exact count."""
+    a = np.exp(-1.0 / np.where(scales > 0, scales, 1.0))
+    return np.where(scales > 0, 2 * a / (1 - a) ** 2, 0.0)
+
+
+def _tiled(tree: "_Levels", draws: NodeDraws) -> np.ndarray:
+    """Per node, whether its children tile it (a node less its children's draws is then the
+    part of it they leave out): their sizes, in base cells or buckets, add up to its own."""
+    if draws.span is not None:
+        size = np.diff(np.asarray(draws.span), axis=1)[:, 0]
+    else:
+        r = np.asarray(draws.regions)
+        size = (r[:, 1] - r[:, 0]) * (r[:, 3] - r[:, 2])
+    size = size.astype(np.int64)
+    child = tree.parent >= 0
+    kids = np.bincount(tree.parent[child], weights=size[child], minlength=len(size))
+    return kids == size
 
 
 class _Levels(NamedTuple):
@@ -259,31 +415,6 @@ class _Levels(NamedTuple):
             n += np.bincount(self.parent[idx], weights=n[idx], minlength=len(n)).astype(np.int64)
         return n
 
-    def cover(self, region: np.ndarray, own: np.ndarray) -> np.ndarray:
-        """The nodes whose draws cover a region given as the nodes wholly in it (a node's
-        children are in it when it is): those of the region taking their own draw (`own`) with
-        no such node above them."""
-        take = region & own
-        blocked = np.zeros(len(take), dtype=bool)
-        for idx in self.levels[1:]:
-            p = self.parent[idx]
-            blocked[idx] = blocked[p] | take[p]
-        return take & ~blocked
-
-
-def _own_draw_is_best(tree: _Levels, scales: np.ndarray, leaf: np.ndarray, shaped: np.ndarray) -> np.ndarray:
-    """Per node, whether its own draw has no more noise variance than the least-variance cover of
-    its children (so a region covers it by its draw). Chosen from the public scales and tree
-    alone, never the draws; a node shaped by its own draw always takes it (choosing by the
-    shape would choose by the draw)."""
-    a = np.exp(-1.0 / np.where(scales > 0, scales, 1.0))
-    var = np.where(scales > 0, 2 * a / (1 - a) ** 2, 0.0)
-    best, below = var.copy(), np.zeros(len(var))
-    own = leaf | shaped
-    for idx in tree.levels[::-1]:
-        inner = idx[~leaf[idx]]
-        own[inner] |= var[inner] <= below[inner]
-        best[inner] = np.minimum(var[inner], below[inner])
-        child = idx[tree.parent[idx] >= 0]
-        below += np.bincount(tree.parent[child], weights=best[child], minlength=len(var))
-    return own
+    def above(self, marked: np.ndarray) -> np.ndarray:
+        """Per node, whether a marked node lies strictly below it."""
+        return self.leaves_below(marked) > np.asarray(marked, dtype=np.int64)

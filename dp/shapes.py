@@ -37,7 +37,7 @@ from .errors import DataError, ParameterError
 from .mechanisms.base import laplace_sim
 from .noise import (discrete_laplace_fourth_cumulant, discrete_laplace_quantile, discrete_laplace_variance,
                     make_rng)
-from .partition_bounds import edge_regions, ordered, sum_half_width
+from .partition_bounds import edge_regions, ordered, sum_half_width, upper_level
 
 MAX_SHAPES = 200_000      # at most: H3 cells estimated from the box before listing any, district files by rows
 ID_NAMES = ("id", "name", "code")  # a shape's id: its feature id, else the first of these
@@ -166,7 +166,8 @@ def shape_counts(rel, shapes, ids=None, level: float = 0.95) -> ShapeCounts:
 def _shape_ranges(si, ri, frac, draw, scale, n: int, level: float, edge=None):
     """(low, high) per shape: the draws of the regions wholly inside it less their exact noise
     quantile, and of every region it touches plus theirs, each end at (1 + level)/2 (union
-    bound: both hold at `level`); the low end at least 0, the high end at least the low.
+    bound: both hold at `level`; when nothing lies inside, the low end is 0 for sure and the
+    high end alone holds at `level`, `upper_level`); the low end at least 0, the high end at least the low.
     `edge`: regions left out of the low end (points clamped onto the box's edge)."""
     inside = frac >= 1 - 1e-9
     if edge is not None:
@@ -177,8 +178,9 @@ def _shape_ranges(si, ri, frac, draw, scale, n: int, level: float, edge=None):
     bounds = np.searchsorted(si[order], np.arange(n + 1))
     for j in range(n):                   # a shape's sums need its own draws' exact quantile
         mine = order[bounds[j]:bounds[j + 1]]
+        within = inside[mine].any()
         low[j] -= sum_half_width(scale[ri[mine][inside[mine]]], level)
-        high[j] += sum_half_width(scale[ri[mine]], level)
+        high[j] += sum_half_width(scale[ri[mine]], upper_level(level, within))
     return ordered(np.maximum(low, 0.0), high)
 
 

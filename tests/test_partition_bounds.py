@@ -173,6 +173,58 @@ def test_a_node_stands_in_only_with_less_noise_and_not_when_shaped_by_its_draw()
     assert (lo[0], hi[0]) == (41.0, 41.0 + 5 * 10)
 
 
+def test_a_node_less_the_parts_left_out_is_taken_when_it_has_less_noise():
+    # every node noisy at scale 2 (one variance v each). [0, 0.75] x [0, 1] holds columns 0-2
+    # whole: the positive cover is quadrants 0 and 2 and column 2's four cells (6 draws: 41 + 43
+    # + 40 = 124), the signed one the root less column 3's four cells (5 draws: 160 − 40 = 120)
+    grid, draws = dp.UniformGrid(BOX, 4, 4), four_by_four(quad_scale=2.0, cell_scale=2.0)
+    lo, hi = node_bounds(BOX, grid, draws, [dp.Rect(0.0, 0.0, 0.75, 1.0)])
+    h = sum_half_width(np.full(5, 2.0), 0.95)
+    assert (lo[0], hi[0]) == (120.0 - h, 120.0 + h)
+    assert h < sum_half_width(np.full(6, 2.0), 0.95)
+
+
+def test_with_nothing_inside_the_upper_end_takes_the_whole_tail():
+    # [0.3, 0.7]²: no node wholly inside, so the lower end is 0 for sure and the upper end's
+    # one-sided tail may be all of 5%: the two-sided 90% half-width of the 4 middle cells' sum
+    grid, draws = dp.UniformGrid(BOX, 4, 4), four_by_four(quad_scale=2.0, cell_scale=2.0)
+    lo, hi = node_bounds(BOX, grid, draws, [dp.Rect(0.3, 0.3, 0.7, 0.7)])
+    assert (lo[0], hi[0]) == (0.0, 40.0 + sum_half_width(np.full(4, 2.0), 0.90))
+    assert sum_half_width(np.full(4, 2.0), 0.90) < sum_half_width(np.full(4, 2.0), 0.95)
+    # the same rule on disjoint regions: 4 x 4 identity grid, corner-packed points
+    rel = dp.release("identity", corner_points(), BOX, 0.5, params={"grid_size": 4},
+                     seed=np.random.default_rng(3))
+    _, ranges, counts = rel.regions()
+    r0, r1, c0, c1 = ranges.T
+    mid = (r0 >= 1) & (r1 <= 3) & (c0 >= 1) & (c1 <= 3)
+    hi = rel.bounds([dp.Rect(0.3, 0.3, 0.7, 0.7)])[1][0]
+    assert hi == counts[mid].sum() + sum_half_width(rel.region_noise_scales()[mid], 0.90)
+
+
+@pytest.mark.slow
+def test_a_planted_bug_that_adds_the_parts_it_should_subtract_is_caught(monkeypatch):
+    # a signed cover whose minus signs are lost (a plausible slip) counts the parts left out
+    # twice over: the lower end of a rectangle holding 3 of 4 columns then overshoots the truth
+    import dp.partition_bounds as PB
+    data = corner_points()
+    rect = dp.Rect(0.0, 0.0, 0.75, 1.0)
+    truth = data.true_count(rect, BOX)
+    params = {"height": 2, "base_cells": 16, "budget": "uniform"}
+    misses = []
+    for bug in (False, True):
+        if bug:
+            real = PB._Covers.signed
+
+            def unsigned(self, full, empty):
+                own, own_sign, whole, whole_sign = real(self, full, empty)
+                return own, np.abs(own_sign), whole, np.abs(whole_sign)
+            monkeypatch.setattr(PB._Covers, "signed", unsigned)
+        bounds = [dp.release("quadtree", data, BOX, 0.5, params=params, seed=np.random.default_rng(s)).bounds([rect])
+                  for s in range(100)]
+        misses.append(sum(not (lo[0] <= truth <= hi[0]) for lo, hi in bounds))
+    assert misses[0] <= 5 + 4 * math.sqrt(100 * 0.05 * 0.95) and misses[1] > 50, misses
+
+
 def test_ag_marks_its_level_one_cells_as_shaped_by_their_draws():
     rel = dp.release("ag", corner_points(), BOX, 0.5, params={"base_cells": 16},
                      seed=np.random.default_rng(1))
