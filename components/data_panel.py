@@ -180,13 +180,15 @@ def _b64decode(text: str, start: int) -> bytearray:
 def parse_upload(contents: str, filename: str | None, kind: str | None, lon, lat, user,
                  max_bytes: int, max_counts_bytes: int | None = None):
     """The data of a dcc.Upload payload: decoded once (`decode_upload`), then read as saved
-    counts (refused before unpacking when they unpack to more than `max_counts_bytes`, what
-    the store keeps for one session), regions or points."""
+    counts or Parquet points (both refused before unpacking when they unpack to more than
+    `max_counts_bytes`, what the store keeps for one session), regions or points."""
     raw = decode_upload(contents, filename, max_bytes)
     if (filename or "").lower().endswith(server_files.COUNTS_EXT):
         return dp.load_counts(raw, name=filename.rsplit(".", 1)[0], max_bytes=max_counts_bytes)
-    loader = dp.load_regions if kind == "regions" else dp.load_points
-    return loader(raw, filename=filename, lon=lon or None, lat=lat or None, user=user or None)
+    if kind == "regions":
+        return dp.load_regions(raw, filename=filename, lon=lon or None, lat=lat or None, user=user or None)
+    return dp.load_points(raw, filename=filename, lon=lon or None, lat=lat or None, user=user or None,
+                         max_bytes=max_counts_bytes)
 
 
 def domain_from_controls(preset: str, box: list, sid: str | None, info: dict | None) -> dp.Domain:

@@ -106,9 +106,11 @@ def geodataframe_table(gdf, user=None) -> bytes:
     return out.getvalue()
 
 
-def _geometries(pf: pq.ParquetFile, extra: list[str], what: str):
+def _geometries(source, pf: pq.ParquetFile, extra: list[str], what: str, max_bytes: int | None = None):
     """(geometries of a GeoParquet file's primary column, the table of it and `extra` columns,
-    the column's name, its CRS): GeoParquet 1.x, WKB encoding, read with pyarrow and shapely."""
+    the column's name, its CRS): GeoParquet 1.x, WKB encoding, read with pyarrow and shapely,
+    at most `max_bytes` unpacked (`dp.io.parquet.read_bounded`)."""
+    from .io.parquet import read_bounded
     try:
         meta = json.loads(pf.schema_arrow.metadata[b"geo"])
         col = meta["primary_column"]
@@ -124,11 +126,7 @@ def _geometries(pf: pq.ParquetFile, extra: list[str], what: str):
     if "crs" in spec and spec["crs"] is None:
         raise DataError("the GeoParquet file says its coordinate system is unknown (crs: null); "
                         "write it again with one, e.g. gdf.set_crs('EPSG:4326').to_parquet(...)")
-    try:
-        table = pf.read(columns=[col] + [c for c in extra if c != col])
-    except (pa.ArrowException, OSError, KeyError):    # KeyError: two columns of one name
-        raise DataError("the Parquet file is damaged or truncated: its data could not be read; "
-                        "expected a complete Parquet file (write it again)") from None
+    table = read_bounded(source, pf, [col] + [c for c in extra if c != col], max_bytes)
     try:
         geoms = shapely.from_wkb(table.column(0).to_numpy(zero_copy_only=False), on_invalid="raise")
     except (shapely.errors.GEOSException, TypeError, ValueError):
@@ -137,18 +135,20 @@ def _geometries(pf: pq.ParquetFile, extra: list[str], what: str):
     return geoms, table, col, spec.get("crs")
 
 
-def geoparquet_points(pf: pq.ParquetFile, user_index):
+def geoparquet_points(source, pf: pq.ParquetFile, user_index, max_bytes: int | None = None):
     """(x, y, the user column or None, the geometry column's name) of a GeoParquet file's
-    primary geometry column, in WGS84."""
+    primary geometry column, in WGS84 (`source`: the file's bytes or path, `pf` opened on it)."""
     extra = [pf.schema_arrow.names[user_index]] if user_index is not None else []
-    geoms, table, col, crs = _geometries(pf, extra, "points")
+    geoms, table, col, crs = _geometries(source, pf, extra, "points", max_bytes)
     x, y = to_wgs84(*_point_xy(geoms, "GeoParquet file"), crs)
     return x, y, (table.column(1) if user_index is not None else None), col
 
 
-def geoparquet_polygons(pf: pq.ParquetFile, id_column: str | None) -> tuple[np.ndarray, list | None]:
-    """(geometries in WGS84, the values of `id_column` or None) of a GeoParquet file of shapes."""
-    geoms, table, _col, crs = _geometries(pf, [id_column] if id_column else [], "polygons")
+def geoparquet_polygons(source, pf: pq.ParquetFile, id_column: str | None,
+                        max_bytes: int | None = None) -> tuple[np.ndarray, list | None]:
+    """(geometries in WGS84, the values of `id_column` or None) of a GeoParquet file of shapes
+    (`source`: its bytes or path, `pf` opened on it)."""
+    geoms, table, _col, crs = _geometries(source, pf, [id_column] if id_column else [], "polygons", max_bytes)
     if not _is_wgs84(crs):
         geoms = shapely.transform(geoms, lambda xy: np.column_stack(to_wgs84(xy[:, 0], xy[:, 1], crs)))
     return geoms, (table.column(1).to_pylist() if id_column else None)

@@ -24,7 +24,6 @@ around the data would leak it. `h3_cells` makes hexagons from the box alone.
 """
 from __future__ import annotations
 
-import io
 import json
 from dataclasses import dataclass
 from statistics import NormalDist
@@ -35,11 +34,16 @@ import shapely
 from .domain import Domain, Projection
 from .errors import DataError, ParameterError
 from .mechanisms.base import laplace_sim
-from .noise import (discrete_laplace_fourth_cumulant, discrete_laplace_quantile, discrete_laplace_variance,
-                    make_rng)
+from .noise import (
+    discrete_laplace_fourth_cumulant,
+    discrete_laplace_quantile,
+    discrete_laplace_variance,
+    make_rng,
+)
 from .partition_bounds import edge_regions, ordered, sum_half_width, upper_level
 
 MAX_SHAPES = 200_000      # at most: H3 cells estimated from the box before listing any, district files by rows
+SHAPES_MAX_BYTES = 512 * 2**20   # a GeoParquet district file's columns unpacked, at most
 ID_NAMES = ("id", "name", "code")  # a shape's id: its feature id, else the first of these
 POLYGONAL = (shapely.GeometryType.POLYGON, shapely.GeometryType.MULTIPOLYGON)
 SIMULATED_TERMS = 3       # shapes of 2 or 3 draws are simulated (see _half_widths)
@@ -243,17 +247,17 @@ def _from_geoparquet(source, max_shapes: int | None) -> tuple[list, list]:
     """(ids, polygons in WGS84) of a GeoParquet file or its bytes, refused before reading it
     when it has more than `max_shapes` rows."""
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     from .geo import geoparquet_polygons
+    from .io.parquet import open_parquet
     try:
-        pf = pq.ParquetFile(io.BytesIO(source) if isinstance(source, (bytes, bytearray)) else source)
+        pf = open_parquet(source)
     except (pa.ArrowException, OSError):
         raise DataError("the shapes file is not a readable Parquet file; expected GeoParquet (or "
                         "GeoJSON) of Polygon or MultiPolygon features") from None
     _check_count(pf.metadata.num_rows, max_shapes)
     name = next((k for k in ID_NAMES if k in pf.schema_arrow.names), None)
-    polys, id_column = geoparquet_polygons(pf, name)
+    polys, id_column = geoparquet_polygons(source, pf, name, max_bytes=SHAPES_MAX_BYTES)
     ids = id_column if name else list(range(len(polys)))
     kinds = shapely.get_type_id(polys)
     bad = ~np.isin(kinds, POLYGONAL)

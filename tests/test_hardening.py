@@ -8,6 +8,7 @@ import io
 import json
 import tracemalloc
 from decimal import Decimal
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -138,6 +139,72 @@ def test_counts_are_charged_by_what_they_unpack_to_before_unpacking(tmp_path):
     # counts within the bound load as before
     small = _zeros_counts(tmp_path / "small.npz", 64)
     assert dp.load_counts(small, max_bytes=64 * 64 * 8 + 1000).counts.shape == (64, 64)
+
+
+PARQUET_BOMB = r"""
+import sys
+import pyarrow as pa, pyarrow.parquet as pq
+import dp, dp.io.parquet as P
+raw = open(sys.argv[1], "rb").read()
+if sys.argv[2] == "planted":        # the old reader: text columns decoded as they are read
+    P.open_parquet = lambda source, read_dictionary=None: pq.ParquetFile(pa.BufferReader(source))
+def peak_mb():                      # VmHWM, the peak resident memory since the last reset
+    line = next(l for l in open("/proc/self/status") if l.startswith("VmHWM"))
+    return int(line.split()[1]) / 1024
+open("/proc/self/clear_refs", "w").write("5")       # reset the peak (ru_maxrss survives exec)
+before = peak_mb()
+try:
+    dp.load_points(raw, max_bytes=64_000_000)
+    said = "loaded"
+except dp.DataError as exc:
+    said = str(exc)
+print(peak_mb() - before, said)
+"""
+
+
+@pytest.mark.parametrize("reader", ["real", "planted"])
+def test_a_parquet_file_that_unpacks_a_thousand_times_is_refused_before_it_is_decoded(reader, tmp_path):
+    """Items 2/5, Parquet: a small file whose user id column repeats one long text (stored once
+    in the column's dictionary) is refused from its size decoded, counted on the dictionary,
+    before any row's text is made: the reading process grows by little. The planted reader
+    (decoding text as it reads, as before) grows by the 400 MB decoded, which the bound must
+    fail on."""
+    import subprocess
+    import sys
+
+    import pyarrow.parquet as pq
+    n = 400_000          # one 1,000-character user id in every row: 25 KB of zstd, 400 MB decoded
+    t = pa.table({"lon": np.full(n, 0.5), "lat": np.full(n, 0.5), "user_id": pa.array(["u" * 1000] * n)})
+    pq.write_table(t, tmp_path / "bomb.parquet", compression="zstd")
+    assert (tmp_path / "bomb.parquet").stat().st_size < 100_000
+    out = subprocess.run([sys.executable, "-c", PARQUET_BOMB, str(tmp_path / "bomb.parquet"), reader],
+                         capture_output=True, text=True, check=True,
+                         cwd=str(Path(__file__).resolve().parents[1])).stdout.split(" ", 1)
+    grew, said = float(out[0]), out[1]
+    assert said.startswith("the Parquet file's columns unpack to 40") and "more than the 64.0 MB" in said
+    if reader == "real":
+        assert grew < 100, f"grew by {grew:.0f} MB"
+    else:
+        assert grew > 300, f"grew by {grew:.0f} MB"
+
+
+def test_a_geoparquet_geometry_repeated_is_bounded_and_a_plain_file_still_loads(tmp_path):
+    """A GeoParquet file of one big polygon in every row, as points: refused in words from its
+    size decoded (256 bytes a row by default, at least 64 MiB); a plain Parquet file with short
+    user ids loads."""
+    import pyarrow.parquet as pq
+    import shapely
+
+    from dp.geo import write_geoparquet
+    ring = shapely.Point(0.5, 0.5).buffer(0.1, 500)
+    write_geoparquet([{"id": i} for i in range(3000)], [ring] * 3000, tmp_path / "big.parquet")
+    with pytest.raises(dp.DataError, match=r"columns unpack to 96\.[0-9] MB, more than the 67\.1 MB"):
+        dp.load_points(tmp_path / "big.parquet")
+    t = pa.table({"lon": np.linspace(0, 1, 5000), "lat": np.linspace(0, 1, 5000),
+                  "user_id": pa.array([f"person-{i % 700}" for i in range(5000)])})
+    pq.write_table(t, tmp_path / "plain.parquet")
+    data = dp.load_points(tmp_path / "plain.parquet", max_bytes=1_000_000)
+    assert data.n == 5000 and len(data.users.keys) == 700
 
 
 def test_an_upload_of_counts_bigger_than_a_sessions_share_is_refused_in_words(tmp_path):

@@ -21,7 +21,7 @@ __all__ = ["load_points", "add_load_warnings", "DEFAULT_MAX_ROWS", "MAX_DROP_FRA
 
 def load_points(source, *, lon=None, lat=None, user=None, fmt: str | None = None,
                 filename: str | None = None, max_rows: int = DEFAULT_MAX_ROWS,
-                name: str | None = None) -> PointData:
+                name: str | None = None, max_bytes: int | None = None) -> PointData:
     """Load points from a CSV, GeoJSON, Parquet or GeoParquet path or bytes, or a GeoDataFrame.
 
     CSV and Parquet columns are found by common names (lon/lng/long/longitude/x,
@@ -32,7 +32,9 @@ def load_points(source, *, lon=None, lat=None, user=None, fmt: str | None = None
     file that is mostly unusable raises DataError instead. CSV is parsed by pyarrow, streamed
     from a file path; more than `max_rows` rows are refused before parsing. GeoParquet files and
     GeoDataFrames give their point geometries, in any coordinate system, as WGS84 (`dp.geo`; a
-    frame without one is taken as WGS84 when its coordinates could be degrees).
+    frame without one is taken as WGS84 when its coordinates could be degrees). A Parquet file's
+    columns may unpack to at most `max_bytes` (default 256 bytes a row, at least 64 MiB), checked before they are
+    decoded (`dp.io.parquet.read_bounded`).
     """
     if hasattr(source, "geometry") and hasattr(source, "crs"):        # a GeoDataFrame
         from ..geo import geodataframe_table
@@ -42,7 +44,7 @@ def load_points(source, *, lon=None, lat=None, user=None, fmt: str | None = None
     src, filename = _locate(source, filename)
     head = _head(src)
     if _is_parquet(head, filename, fmt):
-        x, y, uid, report = _parse_parquet(src, lon, lat, user, max_rows)
+        x, y, uid, report = _parse_parquet(src, lon, lat, user, max_rows, max_bytes)
         encoding_warning = None
     else:
         src, head, head_text, newlines, encoding_warning = _as_utf8(src, head)
