@@ -1,11 +1,14 @@
 """Background jobs for long evaluations and plans: a bounded pool of worker threads, progress
 polled by the page.
 
-At most `max_workers` jobs run at once in each process (the app's `eval_workers` setting, 2 by
-default); a job waiting for a free worker reports itself as queued, and the page says so. An
-owner's job runs in a thread of the worker process that got its start request; a visitor's is
-handed from there to the background lane of `server.heavy` (processes at the lowest priority),
-so visitors' evaluations never take the CPU from the owner's releases or anyone's page. A job's
+The owner's jobs and visitors' jobs have pools of their own, so an owner's job never waits
+behind visitors': at most `max_workers` of each run at once in each process (the app's
+`eval_workers` setting, 2 by default); a job waiting for a free worker reports itself as queued,
+and the page says so. Visitors may hold at most VISITOR_JOBS jobs (queued or running) in a
+process, and one session at most SESSION_JOBS; more are refused in words. An owner's job runs
+in a thread of the worker process that got its start request; a visitor's is handed from there
+to the background lane of `server.heavy` (processes at the lowest priority), so visitors'
+evaluations never take the CPU from the owner's releases or anyone's page. A job's
 state (queued, progress, result, a cancellation request) is an entry of the shared store
 (`state.cache`), so any process can run, report or cancel it.
 
@@ -24,12 +27,16 @@ from . import heavy, sessions, state
 from .faults import Unavailable
 
 DEFAULT_WORKERS = 2
+VISITOR_JOBS = 8              # visitors' jobs queued or running in one process, at most
+SESSION_JOBS = 2              # one session's, at most
+BUSY = ("the server is running as many evaluations and plans for visitors as it can; try again "
+        "when one of yours (or someone else's) has finished")
 PROGRESS_EVERY = 0.5          # seconds between progress writes (and cancellation checks) of a job
 
-_local: dict[str, tuple] = {}      # job id -> (its future, its store key): this process's jobs
+_local: dict[str, tuple] = {}      # job id -> (its future, its store key, owner role, session)
 _lock = threading.Lock()
 _workers = DEFAULT_WORKERS
-_pool: ThreadPoolExecutor | None = None      # made on the first job, with _workers threads
+_pools: dict[bool, ThreadPoolExecutor] = {}   # per role (owner: True), made on its first job
 _stopping = threading.Event()
 
 
@@ -37,24 +44,32 @@ def configure(max_workers: int = DEFAULT_WORKERS) -> None:
     """Set how many jobs run at once; called when an app is made, which gets a pool of its own.
     An earlier pool is shut down: the jobs it already holds still run (or wait) there, new
     ones go to the new pool."""
-    global _pool, _workers
+    global _workers
     n = int(max_workers)
     if n < 1:
         raise ValueError(f"evaluation workers must be at least 1, got {max_workers!r}")
     with _lock:
-        if _pool is not None:
-            _pool.shutdown(wait=False)
-            _pool = None
+        for pool in _pools.values():
+            pool.shutdown(wait=False)
+        _pools.clear()
         _workers = n
     _stopping.clear()
 
 
-def _executor() -> ThreadPoolExecutor:
-    """The pool (call with _lock held)."""
-    global _pool
-    if _pool is None:
-        _pool = ThreadPoolExecutor(max_workers=_workers, thread_name_prefix="eval-job")
-    return _pool
+def _executor(role: bool) -> ThreadPoolExecutor:
+    """The pool of the owner's jobs (`role` True) or visitors' (call with _lock held)."""
+    if role not in _pools:
+        _pools[role] = ThreadPoolExecutor(max_workers=_workers,
+                                          thread_name_prefix="owner-job" if role else "visitor-job")
+    return _pools[role]
+
+
+def _refuse_visitor(owner: str) -> None:
+    """LookupError (BUSY) when visitors hold VISITOR_JOBS jobs here, or this session
+    SESSION_JOBS (call with _lock held)."""
+    theirs = [sid for _f, _k, role, sid in _local.values() if not role]
+    if len(theirs) >= VISITOR_JOBS or theirs.count(owner) >= SESSION_JOBS:
+        raise LookupError(BUSY)
 
 
 def _key(job_id: str, owner: str) -> str:
@@ -72,14 +87,15 @@ def _update(key: str, **changes) -> dict | None:
 
 
 def start(fn, owner: str, **kwargs) -> str:
-    """Queue fn(progress=..., should_stop=..., **kwargs) in the pool for `owner`; returns the job
-    id. LookupError (state.FULL) if the store has no room for the job's state."""
+    """Queue fn(progress=..., should_stop=..., **kwargs) in its role's pool for `owner` (the
+    session); returns the job id. LookupError (state.FULL) if the store has no room for the
+    job's state, (BUSY) if visitors' jobs are at their bound."""
     job_id = uuid.uuid4().hex
     key = _key(job_id, owner)
+    role = sessions.is_owner()              # the job runs with the role of the request that started it
     if not state.cache.set(key, {"queued": True, "done": 0, "total": 1, "finished": False,
                                  "cancelled": False, "result": None, "error": None}):
         raise LookupError(state.FULL)
-    role = sessions.is_owner()              # the job runs with the role of the request that started it
 
     def run():
         try:
@@ -94,7 +110,13 @@ def start(fn, owner: str, **kwargs) -> str:
                 _local.pop(job_id, None)
 
     with _lock:
-        _local[job_id] = (_executor().submit(run), key)
+        if not role:
+            try:
+                _refuse_visitor(owner)
+            except LookupError:
+                state.cache.delete(key)
+                raise
+        _local[job_id] = (_executor(role).submit(run), key, role, owner)
     return job_id
 
 
@@ -158,8 +180,8 @@ def cancel(job_id: str | None, owner: str):
         state.cache.set(key, job)
     with _lock:
         local = _local.get(job_id)
-    if local is not None:
-        local[0].cancel()
+        if local is not None and local[0].cancel():   # never started: it no longer counts
+            _local.pop(job_id)
 
 
 def forget(job_id: str, owner: str):
@@ -173,7 +195,7 @@ def cancel_all() -> None:
     _stopping.set()
     with _lock:
         running = list(_local.values())
-    for future, key in running:
+    for future, key, _role, _sid in running:
         future.cancel()
         try:                       # a visitor's job in a background process reads this flag
             _update(key, cancelled=True)
@@ -187,6 +209,6 @@ def stop_all(timeout: float = 120.0) -> None:
     tracing while a job thread allocates (CPython 3.11's tracemalloc can crash then)."""
     cancel_all()
     with _lock:
-        futures = [future for future, _ in _local.values()]
+        futures = [entry[0] for entry in _local.values()]
     wait(futures, timeout=timeout)
     _stopping.clear()

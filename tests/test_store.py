@@ -11,6 +11,7 @@ import os
 import pickle
 import shutil
 import subprocess
+import threading
 import time
 
 import numpy as np
@@ -277,6 +278,49 @@ def test_a_visitors_job_runs_in_the_background_lane_an_owners_in_its_worker(conf
         assert visitor[0] != os.getpid() and visitor[1] == min(here[1] + heavy.NICE[heavy.BACKGROUND], 19)
     finally:
         heavy.configure(0)
+
+
+_held = threading.Event()
+
+
+def _hold(progress, should_stop):
+    """A job that runs until the test lets it go."""
+    _held.wait(60)
+    progress(1, 1)
+    return "held"
+
+
+def test_an_owners_job_never_waits_behind_visitors_and_visitors_jobs_are_bounded(tmp_path):
+    """The audit's item 4: the owner's count of its server data waited behind visitors'
+    evaluations in one first-in-first-out pool. Visitors' jobs fill their pool (and queue
+    behind it) while the owner's job runs at once in its own; one session may hold at most
+    SESSION_JOBS jobs, all visitors VISITOR_JOBS, more are refused in words; a cancelled queued
+    job no longer counts."""
+    from app import create_app
+    from server import jobs
+    create_app({"tiles_url": "http://127.0.0.1:9/{z}/{x}/{y}.png", "eval_workers": 1,
+                "accounts_dir": str(tmp_path / "accounts"), "store_dir": str(tmp_path / "store")})
+    _held.clear()
+    try:
+        sids = [new_sid() for _ in range(jobs.VISITOR_JOBS // jobs.SESSION_JOBS)]
+        with sessions.acting(False):
+            held = [(jobs.start(_hold, owner=sid), sid) for sid in sids for _ in range(jobs.SESSION_JOBS)]
+            with pytest.raises(LookupError, match="as many evaluations and plans for visitors"):
+                jobs.start(_hold, owner=new_sid())                      # all visitors' bound
+        me = new_sid()
+        with sessions.acting(True):
+            mine = jobs.start(_where, owner=me)
+        wait_until(lambda: jobs.status(mine, me)["finished"], timeout=30)
+        assert jobs.status(mine, me)["error"] is None
+        assert sum(jobs.status(j, sid)["queued"] for j, sid in held) == len(held) - 1   # one runs
+        with sessions.acting(False):
+            jobs.cancel(*held[1])                                        # the first session's queued one
+            with pytest.raises(LookupError, match="as many evaluations"):
+                jobs.start(_hold, owner=sids[1])                         # one session's bound
+            jobs.start(_hold, owner=sids[0])                             # room again for the first
+    finally:
+        _held.set()
+        jobs.stop_all()
 
 
 def test_every_mechanisms_release_goes_through_the_store(tmp_path):
