@@ -43,6 +43,7 @@ from .store import RESERVED, reserved
 
 SERVER = "server"               # the scope of the server's own data: one account per dataset
 MAX_ACCOUNTS = 10_000
+UNCHARGED = '{"charges":[]'     # how the canonical JSON of an account without charges starts
 IDLE_SECONDS = 4 * 3600         # the store's entry lifetime (`state.TIMEOUT`): the upload is gone
 DATABASE = "budget accounts database"
 LOCKS = "locks"                 # beside SQLite: a lock file per account in use
@@ -274,8 +275,9 @@ class AccountStore:
 
     def _make_room(self, conn, new: str, held) -> list:
         """In the transaction of a new visitor's account: at the bound, remove enough visitors'
-        accounts idle for `IDLE_SECONDS` and not in use, oldest first (their names), or refuse
-        with FULL_ACCOUNTS. Owners' accounts (`_owners`) neither count nor wait: browsers filling
+        accounts not in use that are idle for `IDLE_SECONDS` or hold no charge (a raised total
+        alone: nothing spent is forgotten with it), oldest first (their names), or refuse with
+        FULL_ACCOUNTS. Owners' accounts (`_owners`) neither count nor wait: browsers filling
         the bound never keep an owner from opening new data or releasing a sample."""
         if _owners(new):
             return []
@@ -286,7 +288,8 @@ class AccountStore:
             - self.max_accounts + 1
         if excess <= 0:
             return []
-        idle = sa.and_(visitors, table.c.written < time.time() - IDLE_SECONDS)
+        idle = sa.and_(visitors, sa.or_(table.c.written < time.time() - IDLE_SECONDS,
+                                        table.c.body.startswith(UNCHARGED, autoescape=True)))
         removed = []
         for name in conn.execute(sa.select(table.c.name).where(idle).order_by(table.c.written)).scalars().all():
             # the delete checks again: another host may have charged it since the list was read

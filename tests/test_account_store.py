@@ -18,7 +18,8 @@ import dp
 
 from server import accounts, database
 from server.accounts import (CHANGED, DAMAGED, DELETED, FULL_ACCOUNTS, IDLE_SECONDS, IMPORTED,
-                             RECORD_TAMPERED, ROLLED_BACK, SERVER, TAMPERED, AccountStore)
+                             RECORD_TAMPERED, ROLLED_BACK, SERVER, TAMPERED, UNCHARGED, AccountStore,
+                             _canonical)
 from server.faults import Unavailable
 from server.store import RESERVED
 
@@ -277,6 +278,25 @@ def test_visitors_filling_the_bound_never_refuse_an_owners_session(make, kind):
     with pytest.raises(Unavailable):                    # and they left the visitors' bound as it was
         store.update(sid(9), "fp", charge())
     assert sum(n.startswith(RESERVED) for n in rows(store)) == 5
+
+
+@pytest.mark.parametrize("kind", ["database", "memory"])
+def test_accounts_holding_no_charge_make_room_for_a_new_visitor(make, kind):
+    """Issue 41, item 6 with cookies: a script that loads the page (a signed cookie) and raises
+    its total, 10,000 times, filled the bound for 4 hours. An account holding no charge
+    forgets nothing spent when it goes, so it makes room at once; charged ones still wait."""
+    store = make(max_accounts=3) if kind == "database" else AccountStore(key=KEY, max_accounts=3)
+    assert _canonical(dp.Accountant(2.0).to_dict()).decode().startswith(UNCHARGED)
+    store.update(sid(0), "fp", charge())
+    for i in (1, 2):                                     # raised totals, nothing spent
+        store.update(sid(i), "fp", lambda acc: acc.raise_total(50.0, confirm=True))
+    store.update(sid(9), "fp", charge())                 # admitted: one raised-only account went
+    assert store.get(sid(9), "fp").spent == 1.0 and store.get(sid(0), "fp").spent == 1.0
+    assert len(rows(store)) == 3
+    store.update(sid(8), "fp", charge())                 # the other one goes too
+    with pytest.raises(Unavailable) as full:             # now every account holds a charge
+        store.update(sid(7), "fp", charge())
+    assert str(full.value) == FULL_ACCOUNTS
 
 
 def test_at_the_bound_with_recent_accounts_a_new_one_is_refused_and_nothing_written(make):
