@@ -28,6 +28,8 @@ MAX_CHARS = 100_000     # characters of a string (an upload's contents excepted)
 MAX_VALUES = 200_000    # JSON values in one callback request, counted before it is parsed (a
                         # page sends a few thousand; a file travels as one string), so parsing
                         # costs a small multiple of the body, not 20 times it
+MAX_CONTAINERS = 50_000  # lists and objects among them: an empty one is 2 bytes of body and
+                         # about 60 of memory parsed
 
 
 @dataclass(frozen=True)
@@ -409,6 +411,9 @@ def register(app) -> None:
         if raw.count(b",") + raw.count(b":") >= MAX_VALUES:
             return BadRequest(f"Refused callback request: it holds more than {MAX_VALUES:,} values, "
                               "far more than the page sends (a file travels as one text).")
+        if raw.count(b"[") + raw.count(b"{") >= MAX_CONTAINERS:
+            return BadRequest(f"Refused callback request: it holds more than {MAX_CONTAINERS:,} lists "
+                              "and objects, far more than the page sends.")
         try:
             body = flask.request.get_json(silent=True)
         except RecursionError:           # nested deeper than the JSON parser goes
