@@ -20,6 +20,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import hmac
+import logging
 import mmap
 import os
 import pickle
@@ -53,6 +54,12 @@ REDIS_TIMEOUT = 10            # seconds a Redis call waits before the store repo
 NOT_PERSISTENT = ("this Redis keeps nothing across a restart (no append-only file, no snapshots): "
                   "a restart would lose paid releases while their charges stay. Start it with "
                   "--appendonly yes (or snapshots: --save), or use the folder store")
+EVICTS = ("this Redis may drop entries to stay under its memory limit (maxmemory-policy {policy}): it "
+          "would drop paid releases while their charges stay. Set maxmemory-policy noeviction (this "
+          "store keeps its own byte bound, --store-mb), or no maxmemory")
+UNCHECKED = ("this Redis does not let the server read its settings (CONFIG is disabled), so the server "
+             "cannot check that it keeps its data across a restart and never evicts it; make sure it "
+             "persists (append-only file or snapshots) and uses maxmemory-policy noeviction")
 STALE_TEMPORARY = 600         # seconds after which a half-written file (its writer died) is removed
 MAC_BYTES = 32                # each entry's pickle is sealed by an HMAC-SHA256 of the server's key
 _PROCESS_KEY = secrets.token_bytes(32)   # the seal's key when none is given: this process's own
@@ -465,8 +472,13 @@ class RedisStore(SessionQuota):
         self.r = redis.Redis.from_url(url, socket_timeout=REDIS_TIMEOUT,
                                       socket_connect_timeout=REDIS_TIMEOUT)
         self.r.ping()
-        if self.persists() is False:
+        persists, policy = self.persists(), self.eviction()
+        if persists is False:
             raise ValueError(NOT_PERSISTENT)
+        if policy not in (None, "noeviction"):
+            raise ValueError(EVICTS.format(policy=policy))
+        if persists is None:
+            logging.getLogger(__name__).warning(UNCHECKED)
         self.p = prefix
         self.default_timeout = int(default_timeout)
         self._setup_quota(max_bytes, front_bytes, key)
@@ -480,6 +492,16 @@ class RedisStore(SessionQuota):
         except redis.ResponseError:
             return None
         return conf.get("appendonly") == "yes" or bool(str(conf.get("save", "")).strip())
+
+    def eviction(self) -> str | None:
+        """The policy by which this Redis drops entries at its memory limit ("noeviction" when it
+        has no limit or never drops), None when it will not say."""
+        import redis
+        try:
+            conf = {**self.r.config_get("maxmemory"), **self.r.config_get("maxmemory-policy")}
+        except redis.ResponseError:
+            return None
+        return "noeviction" if int(conf.get("maxmemory", 0) or 0) == 0 else conf.get("maxmemory-policy")
 
     def _handle(self, key: str) -> str:
         return key

@@ -353,6 +353,32 @@ def test_visitors_filling_the_store_leave_the_owners_share(config):
     assert small._usage(visitors=True) == visitors * entry and small._usage() == (visitors + 2) * entry
 
 
+def test_a_redis_that_evicts_entries_is_refused_and_one_that_hides_its_settings_is_warned_of(tmp_path, caplog):
+    """A Redis at its maxmemory with an evicting policy would drop paid releases whose charges
+    stay; one whose CONFIG is disabled cannot be checked, which the server says in its log."""
+    import redis
+    proc, url = start_redis(tmp_path, "--appendonly", "yes", "--maxmemory", "100mb",
+                            "--maxmemory-policy", "allkeys-lru")
+    try:
+        with pytest.raises(ValueError, match=r"maxmemory-policy allkeys-lru\): it would drop paid releases"):
+            store.RedisStore(url, 10**6, 0)
+        redis.Redis.from_url(url).config_set("maxmemory-policy", "noeviction")
+        assert store.RedisStore(url, 10**6, 0).eviction() == "noeviction"
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
+    (tmp_path / "hidden").mkdir()
+    proc, url = start_redis(tmp_path / "hidden", "--appendonly", "yes", "--rename-command", "CONFIG", "")
+    try:
+        with caplog.at_level("WARNING", logger="server.store"):
+            hidden = store.RedisStore(url, 10**6, 0)
+        assert hidden.persists() is None and hidden.eviction() is None
+        assert "cannot check that it keeps its data" in caplog.text
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
+
+
 def test_a_redis_that_keeps_nothing_across_a_restart_is_refused_in_words(tmp_path):
     """Paid releases live in the store and charges in the accounts: a Redis without persistence
     would lose the first on a restart and keep the second, silently."""
