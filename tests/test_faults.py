@@ -312,3 +312,56 @@ def test_redis_going_down_speaks_and_the_page_works_again_after(tmp_path):
         db.terminate()
         db.wait(timeout=30)
     assert "Traceback" not in log, log[-3000:]
+
+
+def test_the_owners_workspace_and_paid_click_survive_a_hundred_visitors_filling_the_store(tmp_path):
+    """Issue 41, item 3, on the real server: 100 fresh visitor cookies each uploading their own
+    points fill the visitors' part of a 16 MB store (about 24 MB of uploads pass through it);
+    the owner's page then still opens on its paid release (no new spend) and the same Release
+    click sent again is answered from its request id, not charged twice (the audit's 70
+    cookies evicted the owner's workspace and the click was charged again)."""
+    import base64
+    from concurrent.futures import ThreadPoolExecutor
+
+    import numpy as np
+
+    from server import sessions, store, workspace
+    token = "o" * 32
+    s = Server(tmp_path / "flood", "--store-mb", "16", "--owner-token", token)
+    try:
+        owner = Browser(Http(s.url, timeout=120))
+        owner.client.get(f"/owner?token={token}")
+        open_page(owner)
+        assert release(owner).startswith("Released")
+        click = dict(owner.comps[ids.RELEASE_REQUEST]["data"])
+        paid = len(charges(s))
+
+        def flood(i: int) -> str:
+            rng = np.random.default_rng(i)
+            xy = np.column_stack([rng.uniform(-74.0, -73.9, 15_000), rng.uniform(40.7, 40.8, 15_000)])
+            csv = "lon,lat\n" + "".join(f"{x:.6f},{y:.6f}\n" for x, y in xy)
+            v = Browser(Http(s.url, timeout=120))
+            v.open(f"visitor-{i}")
+            v.act(ids.UPLOAD, "contents", "data:text/csv;base64," + base64.b64encode(csv.encode()).decode(),
+                  {(ids.UPLOAD, "filename"): f"v{i}.csv"})
+            return text(v.comps[ids.UPLOAD_STATUS].get("children"))
+        with ThreadPoolExecutor(4) as pool:
+            said = list(pool.map(flood, range(100)))
+        assert sum("Loaded" in t for t in said) >= 50, said[:3]      # most were kept a while
+        stored = sum(p.stat().st_size for p in (s.folder / "store").rglob("*") if p.is_file())
+        assert stored > 10 * 2**20                                   # the visitors filled their part
+        # the owner's workspace, as the server keeps it, still records the paid click's request id
+        kept = store.FileStore(s.folder / "store", 10**9, 0, key=sessions.derive_key(
+            sessions.session_secret(s.folder / "accounts"), "store"))
+        me = sessions.sid_of(owner.client.session.cookies[sessions.COOKIE], "owner")
+        record = kept.get(workspace._key(me))
+        assert record is not None and click["id"] in record["requests"], record
+        again = Browser(owner.client)                                # the owner's page, reloaded
+        open_page(again)
+        shown = text(again.comps[ids.RELEASE_STATUS].get("children"))
+        assert "already paid for" in shown, shown
+        again.act(ids.RELEASE_REQUEST, "data", click)                # the same click, sent again
+        assert len(charges(s)) == paid
+    finally:
+        log = s.stop()
+    assert "Traceback" not in log, log[-3000:]
