@@ -39,6 +39,9 @@ def test_app_py_serves_the_page_and_callbacks_from_gunicorn_workers(tmp_path):
         wait_until(lambda: get(base + "/")[0] == 200 or proc.poll() is not None, timeout=60)
         status, page = get(base + "/")
         assert status == 200 and "Private location statistics" in page
+        with urllib.request.urlopen(base + "/", timeout=10) as r:      # no page may frame it
+            assert r.headers["X-Frame-Options"] == "DENY"
+            assert "frame-ancestors 'none'" in r.headers["Content-Security-Policy"]
         body = {"output": f"{ids.QUERY_RANDOM_NOUN}.children",
                 "outputs": {"id": ids.QUERY_RANDOM_NOUN, "property": "children"},
                 "inputs": [{"id": ids.RANDOM_N, "property": "value", "value": 3}],
