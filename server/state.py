@@ -97,8 +97,9 @@ def configure(config: dict, secret: bytes | None = None) -> dict:
     max_bytes = int(float(config.get("store_mb", DEFAULT_STORE_MB)) * 2**20)
     front_bytes = int(float(config.get("memory_mb", DEFAULT_MEMORY_MB)) * 2**20)
     if config.get("redis_url"):
-        cache = store.RedisStore(config["redis_url"], max_bytes, front_bytes, default_timeout=TIMEOUT,
-                                 key=sessions.derive_key(secret, "store"))
+        from .redis_store import RedisStore
+        cache = RedisStore(config["redis_url"], max_bytes, front_bytes, default_timeout=TIMEOUT,
+                           key=sessions.derive_key(secret, "store"))
     else:
         cache = store.FileStore(config["store_dir"], max_bytes, front_bytes, default_timeout=TIMEOUT,
                                 key=sessions.derive_key(secret, "store"))

@@ -19,6 +19,7 @@ import pytest
 
 import dp
 from server import sessions, store
+from server.redis_store import RedisStore
 from helpers import free_port, new_sid, wait_until
 
 REDIS = shutil.which("redis-server")
@@ -59,14 +60,14 @@ def config(request, tmp_path):
     """App settings for a store of each backend, fresh for every test."""
     if request.param == "redis":
         url = request.getfixturevalue("redis_url")
-        store.RedisStore(url, 1, 0).clear()
+        RedisStore(url, 1, 0).clear()
         return {"redis_url": url}
     return {"store_dir": str(tmp_path / "store")}
 
 
 def make_store(config: dict, max_bytes: int, front_bytes: int = 10**6) -> store.SessionQuota:
     if "redis_url" in config:
-        return store.RedisStore(config["redis_url"], max_bytes, front_bytes)
+        return RedisStore(config["redis_url"], max_bytes, front_bytes)
     return store.FileStore(config["store_dir"], max_bytes, front_bytes)
 
 
@@ -161,7 +162,7 @@ def test_a_planted_or_moved_entry_is_never_unpickled(config):
     sealed, _ = s._dumps("release:mine:1", {"counts": [1, 2]})
     s._write("release:victim:1", sealed, None)                    # a sealed entry, moved
     assert s.get("release:victim:1") is None and s.get("release:mine:1") == {"counts": [1, 2]}
-    other_key = (store.RedisStore(config["redis_url"], 10**7, 0, key=b"k" * 32) if "redis_url" in config
+    other_key = (RedisStore(config["redis_url"], 10**7, 0, key=b"k" * 32) if "redis_url" in config
                  else store.FileStore(config["store_dir"], 10**7, 0, key=b"k" * 32))
     assert other_key.get("release:mine:1") is None
 
@@ -361,9 +362,9 @@ def test_a_redis_that_evicts_entries_is_refused_and_one_that_hides_its_settings_
                             "--maxmemory-policy", "allkeys-lru")
     try:
         with pytest.raises(ValueError, match=r"maxmemory-policy allkeys-lru\): it would drop paid releases"):
-            store.RedisStore(url, 10**6, 0)
+            RedisStore(url, 10**6, 0)
         redis.Redis.from_url(url).config_set("maxmemory-policy", "noeviction")
-        assert store.RedisStore(url, 10**6, 0).eviction() == "noeviction"
+        assert RedisStore(url, 10**6, 0).eviction() == "noeviction"
     finally:
         proc.kill()
         proc.wait(timeout=10)
@@ -371,7 +372,7 @@ def test_a_redis_that_evicts_entries_is_refused_and_one_that_hides_its_settings_
     proc, url = start_redis(tmp_path / "hidden", "--appendonly", "yes", "--rename-command", "CONFIG", "")
     try:
         with caplog.at_level("WARNING", logger="server.store"):
-            hidden = store.RedisStore(url, 10**6, 0)
+            hidden = RedisStore(url, 10**6, 0)
         assert hidden.persists() is None and hidden.eviction() is None
         assert "cannot check that it keeps its data" in caplog.text
     finally:
@@ -386,9 +387,9 @@ def test_a_redis_that_keeps_nothing_across_a_restart_is_refused_in_words(tmp_pat
     proc, url = start_redis(tmp_path, "--save", "", "--appendonly", "no")
     try:
         with pytest.raises(ValueError, match="keeps nothing across a restart"):
-            store.RedisStore(url, 10**6, 0)
+            RedisStore(url, 10**6, 0)
         redis.Redis.from_url(url).config_set("save", "3600 1")      # snapshots will do
-        assert store.RedisStore(url, 10**6, 0).persists()
+        assert RedisStore(url, 10**6, 0).persists()
     finally:
         proc.kill()
         proc.wait(timeout=10)
