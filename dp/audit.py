@@ -166,7 +166,7 @@ def privtree_stop_log_probs(path_counts, eps_tree: float, theta: int, fanout: in
     PrivTree on data whose depth-d node on that path holds `path_counts[d]` points (the last
     node a single cell, never tested). Built from the code's own pieces: λ and δ
     (`privtree_constants`), the biased count, and the sampler's rounded-up scale."""
-    from .mechanisms.trees import privtree_biased_count, privtree_constants
+    from .mechanisms.privtree import privtree_biased_count, privtree_constants
     from .noise import rational_scale
     lam, delta = privtree_constants(eps_tree, fanout)
     t, s = rational_scale(lam)

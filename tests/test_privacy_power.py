@@ -27,7 +27,7 @@ from dp.mechanisms.leaves import square_base_grid
 from dp.noise import make_rng
 from test_privacy_audit import BOX, FROM_COUNTS, PRIVATE, SPOTS, _at, _points, neighbour_pair
 
-TREES = importlib.import_module("dp.mechanisms.trees")
+TREES = importlib.import_module("dp.mechanisms.privtree")
 DAWA_PARTITION = importlib.import_module("dp.mechanisms.dawa.partition")
 HTF_GROWTH = importlib.import_module("dp.mechanisms.htf.growth")
 

@@ -9,6 +9,8 @@ import pytest
 
 import dp
 from dp.budget import geometric_budgets
+from dp.mechanisms import ag as AGM
+from dp.mechanisms import privtree as PT
 from dp.mechanisms import trees as T
 from dp.mechanisms.base import ADD_REMOVE_POINT
 from dp.mechanisms.leaves import paint
@@ -339,9 +341,9 @@ def test_ag_unbiased_on_fixed_layout(city_matrix):
     # AG with m2 fixed by one draw: level-1 and level-2 noise redrawn, inference is linear => unbiased
     F, S = city_matrix
     eps1, eps2 = 0.25, 0.25
-    cells = T.ag_cells(F.shape, 10)
+    cells = AGM.ag_cells(F.shape, 10)
     v0 = box_sums(S, cells) + count_noise(np.random.default_rng(8), eps1, size=len(cells))
-    sub, cell, k = T.ag_subcells(cells, T.ag_second_level_size(v0, eps2))
+    sub, cell, k = AGM.ag_subcells(cells, AGM.ag_second_level_size(v0, eps2))
     assert k.max() > 1
     A = np.stack([fractions(sub, q) for q in QUERIES_64], axis=1)
     tv, tu = box_sums(S, cells), box_sums(S, sub)
@@ -349,8 +351,8 @@ def test_ag_unbiased_on_fixed_layout(city_matrix):
     R = 3000
     V = tv + count_noise(rng, eps1, size=(R, len(cells)))
     U = tu + count_noise(rng, eps2, size=(R, len(sub)))
-    assert T.ag_inference_weight(eps1, eps2) == pytest.approx(0.5)
-    ans = np.array([T.ag_inference(V[i], U[i], cell, k, 0.5) @ A for i in range(R)])
+    assert AGM.ag_inference_weight(eps1, eps2) == pytest.approx(0.5)
+    ans = np.array([AGM.ag_inference(V[i], U[i], cell, k, 0.5) @ A for i in range(R)])
     assert_unbiased(ans, tu @ A)
 
 
@@ -358,23 +360,23 @@ def test_ag_inference_weight_is_inverse_discrete_variance():
     # α²/(1−α)² = V2/V1 with V the discrete Laplace variances, so ag_inference weights v against
     # Σu by inverse variance; for small ε it is the budget share ε1/(ε1+ε2) of the paper
     for e1, e2 in [(0.475, 0.475), (0.3, 0.9), (2.0, 0.5)]:
-        a = T.ag_inference_weight(e1, e2)
+        a = AGM.ag_inference_weight(e1, e2)
         V1, V2 = discrete_laplace_variance(1 / e1), discrete_laplace_variance(1 / e2)
         assert a ** 2 / (1 - a) ** 2 == pytest.approx(V2 / V1, rel=1e-12)
         v, u, k = np.array([40.0]), np.array([3.0, 5, 9, 11]), np.array([4])
-        out = T.ag_inference(v, u, np.zeros(4, int), k, a)
+        out = AGM.ag_inference(v, u, np.zeros(4, int), k, a)
         best = (v[0] / V1 + u.sum() / (4 * V2)) / (1 / V1 + 1 / (4 * V2))
         assert out.sum() == pytest.approx(best, rel=1e-12)
-    assert T.ag_inference_weight(1e-3, 3e-3) == pytest.approx(0.25, abs=1e-6)
+    assert AGM.ag_inference_weight(1e-3, 3e-3) == pytest.approx(0.25, abs=1e-6)
 
 
 def test_privtree_leaf_counts_unbiased_with_stated_variance(city_matrix):
     # PrivTree leaves: integer count + discrete Laplace(1/ε_counts): mean = truth, variance
     # 2q/(1−q)² (= leaf_var), one raw draw per leaf (leaf_scale)
     F, S = city_matrix
-    lam, delta = T.privtree_constants(0.5)
+    lam, delta = PT.privtree_constants(0.5)
     rng = np.random.default_rng(10)
-    tree = T.privtree_grow(S, F.shape, delta, 0, lambda n: discrete_laplace(rng, lam, n))
+    tree = PT.privtree_grow(S, F.shape, delta, 0, lambda n: discrete_laplace(rng, lam, n))
     leaves = tree.regions[tree.is_leaf]
     A = np.stack([fractions(leaves, q) for q in QUERIES_64], axis=1)
     true = box_sums(S, leaves)
@@ -414,7 +416,7 @@ def _privtree_reference(F, lam, delta, theta):
 
 
 def _grown_leaves(F, delta, theta):
-    tree = T.privtree_grow(summed_area(F, whole=True), F.shape, delta, theta, lambda n: np.zeros(n, np.int64))
+    tree = PT.privtree_grow(summed_area(F, whole=True), F.shape, delta, theta, lambda n: np.zeros(n, np.int64))
     return sorted(map(tuple, tree.regions[tree.is_leaf].tolist()))
 
 
@@ -433,9 +435,9 @@ def test_privtree_split_rule_zero_noise_hand_example():
     G[5, 6] = 5
     assert (5, 6, 6, 7) in _grown_leaves(G, 2, 0)
     assert (4, 6, 6, 8) in _grown_leaves(G, 3, 0)
-    b = T.privtree_biased_count([10, 5, 0], [2, 2, 0], 0, 3)
+    b = PT.privtree_biased_count([10, 5, 0], [2, 2, 0], 0, 3)
     assert b.dtype == np.int64 and b.tolist() == [4, -1, 0]
-    assert T.privtree_biased_count([0, 1], [5, 5], 2, 3).tolist() == [-1, -1]   # clamp θ − δ
+    assert PT.privtree_biased_count([0, 1], [5, 5], 2, 3).tolist() == [-1, -1]   # clamp θ − δ
 
 
 def test_privtree_matches_reference_rule_on_random_matrices():
@@ -467,14 +469,14 @@ def test_privtree_split_rate_below_threshold_is_the_discrete_laplace_tail():
     F = np.zeros((16, 16), np.int64)
     F[0, 0] = 1000
     S = summed_area(F, whole=True)
-    lam, delta = T.privtree_constants(2.0)
+    lam, delta = PT.privtree_constants(2.0)
     assert delta == math.ceil(lam * math.log(4)) == 2
     q = math.exp(-1 / lam)
     p = q ** (delta + 1) / (1 + q)
     rng = np.random.default_rng(16)
     split_low = tested_low = 0
     for _ in range(300):
-        tree = T.privtree_grow(S, F.shape, delta, 0, lambda n: discrete_laplace(rng, lam, n))
+        tree = PT.privtree_grow(S, F.shape, delta, 0, lambda n: discrete_laplace(rng, lam, n))
         c = box_sums(S, tree.regions)
         low = T.splittable(tree.regions) & (c == 0) & (tree.depth >= 1)
         split_low += int(np.sum(~tree.is_leaf & low))
@@ -502,7 +504,7 @@ def _path_loss(C, lam, delta, theta):
     d = np.arange(C.shape[1])
 
     def logs(c):
-        b = T.privtree_biased_count(c, d, theta, delta)
+        b = PT.privtree_biased_count(c, d, theta, delta)
         return _log_tail(theta - b + 1, q), _log_tail(b - theta, q)
     s0, n0 = logs(C)
     s1, n1 = logs(C + 1)
@@ -527,7 +529,7 @@ def test_privtree_discrete_split_decisions_cost_at_most_eps_tree_exactly(eps):
     # paper's λ = (2β−1)/((β−1)ε) and δ = ⌈λ ln β⌉ (see the trees module docstring for the proof).
     # Only nodes on the added point's path change, so every transcript's loss is a finite sum of
     # log tail ratios, evaluated here with the closed-form tail P[Z >= k].
-    lam, delta = T.privtree_constants(eps, 4)
+    lam, delta = PT.privtree_constants(eps, 4)
     assert lam == pytest.approx(7 / 3 / eps) and delta == math.ceil(lam * math.log(4))
     q, a = math.exp(-1 / lam), 1 / lam
     assert q ** delta <= 1 / 4
@@ -644,25 +646,25 @@ def test_kdtree_eps_path_and_early_leaves(city_matrix):
 # ----------------------------------------------------------------------------------------- AG
 def test_ag_grid_sizes_follow_qardaji():
     # m1 = max(10, ⌈√(Nε/10)/4⌉); m2 = ⌈√(max(v,0)(1−α)ε/5)⌉ ≥ 1 (spec 003 section 5.3)
-    assert T.ag_first_level_size(1_000_000, 1.0) == 80
-    assert T.ag_first_level_size(5000, 1.0) == 10
-    assert T.ag_first_level_size(3_500_000, 0.1) == max(10, math.ceil(math.sqrt(35_000) / 4)) == 47
-    assert T.ag_second_level_size(np.array([1000.0, -20.0, 0.0, 12.0]), 0.5).tolist() == [10, 1, 1, 2]
+    assert AGM.ag_first_level_size(1_000_000, 1.0) == 80
+    assert AGM.ag_first_level_size(5000, 1.0) == 10
+    assert AGM.ag_first_level_size(3_500_000, 0.1) == max(10, math.ceil(math.sqrt(35_000) / 4)) == 47
+    assert AGM.ag_second_level_size(np.array([1000.0, -20.0, 0.0, 12.0]), 0.5).tolist() == [10, 1, 1, 2]
 
 
 def test_ag_cells_snap_to_base_grid_lines():
     # level-1 and level-2 edges are integer base-grid lines; sub-cells tile each level-1 cell
     for shape, m1 in [((1024, 1024), 80), ((1024, 700), 47), ((5, 40), 10)]:
-        cells = T.ag_cells(shape, m1)
+        cells = AGM.ag_cells(shape, m1)
         assert_tiles(cells, shape)
         assert len(cells) == min(m1, shape[0]) * min(m1, shape[1])
         m2 = np.random.default_rng(0).integers(1, 30, len(cells))
-        sub, cell, k = T.ag_subcells(cells, m2)
+        sub, cell, k = AGM.ag_subcells(cells, m2)
         assert_tiles(sub, shape)
         assert np.all(sub[:, 0] >= cells[cell, 0]) and np.all(sub[:, 1] <= cells[cell, 1])
         assert np.all(sub[:, 2] >= cells[cell, 2]) and np.all(sub[:, 3] <= cells[cell, 3])
         assert np.array_equal(np.bincount(cell, minlength=len(cells)), k)
-    edges = T.snap_edges(1024, 80)
+    edges = AGM.snap_edges(1024, 80)
     assert edges[0] == 0 and edges[-1] == 1024 and np.all(np.diff(edges) >= 12)
 
 
@@ -674,7 +676,7 @@ def test_ag_inference_matches_formula_and_is_consistent():
     cell = np.repeat([0, 1], k)
     u = rng.normal(10, 3, k.sum())
     a = 0.4
-    out = T.ag_inference(v, u, cell, k, a)
+    out = AGM.ag_inference(v, u, cell, k, a)
     for i in range(2):
         su = u[cell == i].sum()
         vp = (a ** 2 * k[i] * v[i] + (1 - a) ** 2 * su) / (a ** 2 * k[i] + (1 - a) ** 2)
@@ -687,7 +689,7 @@ def test_ag_release_structure(city):
     data, dom = city
     rel = dp.release("ag", data, dom, 1.0, seed=private_rng(4))
     m1 = rel.diagnostics["m1"]
-    assert m1 == T.ag_first_level_size(rel.noisy_size, 1.0) == 10 and np.sum(rel.nodes[:, 4] == 1) == 100
+    assert m1 == AGM.ag_first_level_size(rel.noisy_size, 1.0) == 10 and np.sum(rel.nodes[:, 4] == 1) == 100
     assert rel.leaf_var is None and rel.metadata()["noisy_dataset_size"] == rel.noisy_size
     regions, counts = rel.partition_at(1)
     assert len(regions) == 100 and counts.sum() == pytest.approx(rel.counts.sum())
@@ -695,9 +697,9 @@ def test_ag_release_structure(city):
                                             "AG level-1 counts", "AG level-2 counts"]
     assert [e.epsilon for e in rel.ledger] == pytest.approx([0.05, 0.475, 0.475])
     assert rel.diagnostics["alpha"] == 0.5
-    assert rel.diagnostics["inference_weight"] == T.ag_inference_weight(0.475, 0.475)
+    assert rel.diagnostics["inference_weight"] == AGM.ag_inference_weight(0.475, 0.475)
     # AG always needs a size: a large m1 follows the noisy size of a large dataset
-    assert T.ag_first_level_size(1_000_000, 1.0) == 80
+    assert AGM.ag_first_level_size(1_000_000, 1.0) == 80
 
 
 # -------------------------------------------------------------------------------- scale

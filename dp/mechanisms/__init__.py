@@ -10,11 +10,11 @@ from ..noise import make_rng
 from ..counts import CountData
 from ..points import PointData
 from ..queries import Rect, as_rect_array
-from . import adaptive, dawa, euler, full_quadtree, grid, htf, shifted_grids, trees
+from . import adaptive, ag, dawa, euler, full_quadtree, grid, htf, privtree, shifted_grids, trees
 from .base import USER_LEVEL_UNITS, GridRelease, MechanismSpec, Param, Release
 from .leaves import LeafRelease
 
-_REGISTRY: dict[str, MechanismSpec] = {s.name: s for m in (grid, htf, trees, full_quadtree, adaptive, shifted_grids, euler, dawa) for s in m.SPECS}
+_REGISTRY: dict[str, MechanismSpec] = {s.name: s for m in (grid, htf, ag, trees, privtree, full_quadtree, adaptive, shifted_grids, euler, dawa) for s in m.SPECS}
 
 
 def mechanisms(private_only: bool = False) -> dict[str, MechanismSpec]:

@@ -39,7 +39,9 @@ from ..noise import discrete_laplace_variance
 from .base import ADD_REMOVE_POINT, MechanismSpec
 from .full_quadtree import FULL_QUADTREE, depth_budgets
 from .leaves import base_shape, square_base_grid
-from .trees import AG, GUARANTEE_UNIT, P_BASE, PRIVTREE, _max_quad_height
+from .ag import AG
+from .privtree import PRIVTREE
+from .trees import GUARANTEE_UNIT, P_BASE, _max_quad_height
 
 GUARD = 3.0              # N must pass this many noise scales for the probe to tell anything
 KEEP_SHARE = 0.5         # M / N from which the full quadtree is chosen: "most points"
