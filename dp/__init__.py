@@ -27,7 +27,8 @@ from .mechanisms import GridRelease, LeafRelease, MechanismSpec, Param, Release,
 from .points import LoadReport, PointData
 from .queries import Rect, random_workload
 from .recommend import Recommendation, recommend
-from .regions import RegionData, load_regions
+from .io.region_files import load_regions
+from .regions import RegionData
 from .samples import SAMPLES, load_sample
 from .samples import load_region_sample
 from .provenance import software_version

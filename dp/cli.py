@@ -33,7 +33,7 @@ from .points import PointData
 from .presets import PRESETS, presets_containing
 from .feature_files import EXTENSIONS, release_features, writable, write_features
 from .provenance import metadata_text, provenance, software_version
-from .regions import load_regions
+from .io.region_files import load_regions
 
 EXIT_USAGE, EXIT_DATA, EXIT_PARAMS, EXIT_OUTPUT, EXIT_MISSING = 2, 3, 4, 5, 6
 

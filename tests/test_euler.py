@@ -650,7 +650,7 @@ def test_loader_hull_multi_repair_counts():
                                 feature(bowtie, id="B"), feature(flat, id="F")]
     data = dp.load_regions(collection(*feats), filename="r.geojson")
     ch = data.report.changed
-    from dp import regions as rg
+    from dp.io import region_files as rg
     assert ch[rg.CHANGED_HULL] == 2 and ch[rg.CHANGED_MULTI] == 1 and ch[rg.CHANGED_REPAIRED] == 1
     assert data.report.dropped == {"invalid polygons rejected (no area left after repair)": 1}
     assert data.n == 10
@@ -663,7 +663,7 @@ def test_loader_bound_clip_counts():
     # 7 step 2 at load time: regions wider than B are clipped (diameter ≤ B afterwards)
     big = feature(square(116.3, 39.9, 0.05), id="big")     # ~4.3 km x 5.6 km
     data = dp.load_regions(collection(*good_features(3), big), filename="r.json", bound_km=2.0)
-    from dp import regions as rg
+    from dp.io import region_files as rg
     assert data.report.changed[rg.CHANGED_BOUND] == 1
     g, n = clip_to_bound(data.geoms, 2.0)
     assert n == 0 and data.diameters_km().max() <= 2.0 + 1e-9      # nothing left to clip
@@ -680,7 +680,7 @@ def test_loader_merge_or_refuse_many_features_per_user():
     for part in ("1 users have more than one feature", "'u1' has 2", "one region per user", "merge=true"):
         assert part in msg
     data = dp.load_regions(collection(*feats), filename="r.geojson", merge=True)
-    from dp import regions as rg
+    from dp.io import region_files as rg
     assert data.n == 4 and data.report.changed[rg.CHANGED_MERGED] == 1
     i = list(data.user).index("u1")
     assert shapely.area(data.geoms[i]) > 0.005 ** 2 * 10
