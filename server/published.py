@@ -29,7 +29,9 @@ from .faults import speaking
 
 MAX_TITLE = 120
 ID_SHAPE = re.compile(r"[A-Za-z0-9_-]{12}")
-CACHE_SIZE = 8                 # unpickled releases each process keeps, least recently used first out
+CACHE_SIZE = 8                 # unpickled releases each process keeps, least recently used first out,
+CACHE_BYTES = 256 * 2**20      # and at most this much of their files (a release takes a few times
+                               # its pickle unpickled)
 STALE_TEMPORARY = 3600         # seconds after which a temporary file is a killed writer's leftover
 MISSING = "this published release is not on this server (it was unpublished, or the address is wrong)"
 CHANGED = ("this published release's file was changed outside the app, so the server refuses to "
@@ -43,7 +45,7 @@ class _Missing(LookupError):
 
 _folder: Path | None = None
 _key: bytes | None = None
-_cache: OrderedDict = OrderedDict()     # id -> (file signature, release)
+_cache: OrderedDict = OrderedDict()     # id -> (file signature, release, its file's bytes)
 _lock = threading.Lock()
 
 
@@ -179,9 +181,10 @@ def release(pid):
             return hit[1]
     rel = pickle.loads(_read(f"{pid}.pkl"))       # only after its MAC checked out
     with _lock:
-        _cache[pid] = (signature, rel)
+        _cache[pid] = (signature, rel, st.st_size)
         _cache.move_to_end(pid)
-        while len(_cache) > CACHE_SIZE:
+        while len(_cache) > 1 and (len(_cache) > CACHE_SIZE
+                                   or sum(e[2] for e in _cache.values()) > CACHE_BYTES):
             _cache.popitem(last=False)
     return rel
 

@@ -133,6 +133,20 @@ def test_a_bad_id_is_refused_without_touching_the_filesystem(folder, monkeypatch
     assert published.unpublish(pid) is False
 
 
+def test_each_process_keeps_published_releases_up_to_a_byte_bound(folder, rel, monkeypatch):
+    """The unpickled copies a process keeps are bounded by their files' bytes as well as their
+    number (a few large releases could hold gigabytes under a count alone); the newest stays."""
+    pids = [published.publish(rel, f"r{i}") for i in range(4)]
+    size = (folder / f"{pids[0]}.pkl").stat().st_size
+    monkeypatch.setattr(published, "CACHE_BYTES", int(2.5 * size))
+    for pid in pids:
+        assert published.release(pid).spec.name == "privtree"
+    assert list(published._cache) == pids[-2:]                 # two files' bytes fit, not three
+    monkeypatch.setattr(published, "CACHE_BYTES", size // 2)  # one bigger than the bound: kept alone
+    published.release(pids[0])
+    assert list(published._cache) == pids[:1]
+
+
 def test_unpublish_removes_it(folder, rel):
     pid = published.publish(rel, "gone soon")
     published.release(pid)
