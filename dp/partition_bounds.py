@@ -27,7 +27,11 @@ combination of least noise variance (`_Covers`): a huge rectangle's inside is th
 less the few nodes outside it rather than the many nodes inside. A sum of independent discrete
 Laplace draws with signs has the law of the unsigned sum (each draw is symmetric), so its
 quantile stays exact. The fitted counts are not used, so the range need not be centred on the
-answer. Every choice reads only the public scales and tree, never the draws.
+answer. Every choice reads only the public scales and tree, never the draws it sums. (AG's
+level-1 cells were split by reading their own draws: given the draws of the cells not inside a
+rectangle, which draws each end sums is fixed, and they are independent and symmetric, so each
+end holds given those, hence overall; a cell not inside, and any node above it, never stands
+for its leaves.)
 
 When no region lies wholly inside a rectangle (fixed by the release's structure, not its
 draws) the lower end is 0 with certainty, so the upper end takes the whole 1 − level
@@ -248,8 +252,13 @@ def node_bounds(domain, grid, draws: NodeDraws, rects, level: float = 0.95) -> t
     for i, rect in enumerate(c):
         inside, touched = _node_membership(draws, rect, grid)
         n_in, n_touched = tree.leaves_below(leaf & inside), tree.leaves_below(leaf & touched)
-        # a node shaped by its own draw counts as all in or all out by its place alone
-        all_touched = np.where(shaped, inside, n_touched == leaves)
+        # a node shaped by its own draw counts as all touched by its place alone (inside the
+        # rectangle), and so does any node above it: whether all its leaves are touched reads
+        # its draw through its shape
+        out_of_place = shaped & ~leaf & ~inside
+        all_touched = np.where(shaped & ~leaf, inside, n_touched == leaves)
+        if out_of_place.any():
+            all_touched &= ~tree.above(out_of_place)
         below, h_below = covers.sum(covers.signed(inside, n_in == 0), level)
         above, h_above = covers.sum(covers.signed(all_touched, n_touched == 0),
                                     upper_level(level, bool(n_in.any())))
@@ -288,9 +297,11 @@ class _Covers(NamedTuple):
         scales = np.asarray(draws.scales, dtype=np.float64)
         var = _variance(scales)
         own = leaf | shaped
-        # the node is the union of its children, and neither shaped by its draw nor above one
-        # (a shaped node's costs would read its draw through its shape)
-        subtract = ~leaf & _tiled(tree, draws) & ~shaped & ~tree.above(shaped)
+        # the node and every node below it are the unions of their children (tiled), and it is
+        # neither shaped by its draw nor above one (a shaped node's costs would read its draw
+        # through its shape)
+        gap = ~leaf & ~_tiled(tree, draws)
+        subtract = ~leaf & ~gap & ~tree.above(gap) & ~shaped & ~tree.above(shaped)
         uniq, scale_of = np.unique(scales, return_inverse=True)
         best = var.copy()
         whole_sum = counts.copy()

@@ -171,6 +171,12 @@ def test_a_node_stands_in_only_with_less_noise_and_not_when_shaped_by_its_draw()
     # ...but one wholly inside is taken (whether it is inside does not depend on its draw)
     lo, hi = node_bounds(BOX, grid, four_by_four(shaped=shaped), [dp.Rect(0.0, 0.0, 0.6, 0.6)])
     assert (lo[0], hi[0]) == (41.0, 41.0 + 5 * 10)
+    # nor does a node above shaped ones stand for them (its cover would take their draws): with
+    # a noisy root and noisier quadrants, [0.1, 0.9]² touching every cell sums the 16 cells
+    noisy = four_by_four(quad_scale=1.0, cell_scale=1.0, shaped=shaped)._replace(
+        scales=np.r_[50.0, np.ones(20)])
+    hi = node_bounds(BOX, grid, noisy, [dp.Rect(0.1, 0.1, 0.9, 0.9)])[1][0]
+    assert hi == 160.0 + sum_half_width(np.ones(16), 0.95)
 
 
 def test_a_node_less_the_parts_left_out_is_taken_when_it_has_less_noise():
