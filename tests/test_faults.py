@@ -319,7 +319,8 @@ def test_the_owners_workspace_and_paid_click_survive_a_hundred_visitors_filling_
     points fill the visitors' part of a 16 MB store (about 24 MB of uploads pass through it);
     the owner's page then still opens on its paid release (no new spend) and the same Release
     click sent again is answered from its request id, not charged twice (the audit's 70
-    cookies evicted the owner's workspace and the click was charged again)."""
+    cookies evicted the owner's workspace and the click was charged again). Items 2 and 5 on
+    the same server: a Parquet bomb and a body of empty lists are refused before expanding."""
     import base64
     from concurrent.futures import ThreadPoolExecutor
 
@@ -362,6 +363,24 @@ def test_the_owners_workspace_and_paid_click_survive_a_hundred_visitors_filling_
         assert "already paid for" in shown, shown
         again.act(ids.RELEASE_REQUEST, "data", click)                # the same click, sent again
         assert len(charges(s)) == paid
+        # items 2 and 5 on this server: a 25 KB Parquet file unpacking to 400 MB is refused in
+        # words before it is decoded; a body of 199,990 empty lists before it is parsed
+        import io
+
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+        buf = io.BytesIO()
+        pq.write_table(pa.table({"lon": np.full(400_000, -73.95), "lat": np.full(400_000, 40.75),
+                                 "user_id": pa.array(["u" * 1000] * 400_000)}), buf, compression="zstd")
+        v = Browser(Http(s.url, timeout=120))
+        v.open("bomb")
+        v.act(ids.UPLOAD, "contents", "data:application/octet-stream;base64," +
+              base64.b64encode(buf.getvalue()).decode(), {(ids.UPLOAD, "filename"): "bomb.parquet"})
+        said = text(v.comps[ids.UPLOAD_STATUS].get("children"))
+        assert "columns unpack to 40" in said and "MB, more than the 4.2 MB" in said, said
+        answer = v.client.post("/_dash-update-component", b"[" + b",".join([b"[]"] * 199_990) + b"]",
+                               "application/json")
+        assert answer.status_code == 400 and "lists and objects" in answer.get_data(as_text=True)
     finally:
         log = s.stop()
     assert "Traceback" not in log, log[-3000:]
