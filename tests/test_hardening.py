@@ -289,18 +289,23 @@ def test_an_oversize_request_is_refused_in_words_before_its_body_is_read(small_l
     assert client.get("/").status_code == 200
 
 
+def _post_traced(client, body: bytes):
+    """(the answer to a callback request of `body`, the peak of memory traced while it ran)."""
+    jobs.stop_all()
+    tracemalloc.start()
+    try:
+        answer = client.post(UPDATE, data=body, content_type="application/json")
+        return answer, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
 def test_a_body_of_many_small_values_is_refused_before_it_is_parsed(small_limit):
     """A 2 MB body of half a million numbers is refused in words at a small multiple of its size
     (parsed, it cost about ten times its size: the audit's 20 MB body took 433 MB)."""
     _, client = small_limit
     body = b"[" + b"1.5," * 499_999 + b"1.5]"
-    jobs.stop_all()
-    tracemalloc.start()
-    try:
-        answer = client.post(UPDATE, data=body, content_type="application/json")
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    answer, peak = _post_traced(client, body)
     assert peak < 3 * len(body)
     assert answer.status_code == 400 and "more than 200,000 values" in answer.get_data(as_text=True)
 
@@ -311,13 +316,7 @@ def test_a_body_of_many_empty_lists_or_objects_is_refused_before_it_is_parsed(sm
     times its size parsed; it is refused in words at a small multiple of its size."""
     _, client = small_limit
     body = b"[" + b",".join([empty] * 199_990) + b"]"
-    jobs.stop_all()
-    tracemalloc.start()
-    try:
-        answer = client.post(UPDATE, data=body, content_type="application/json")
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    answer, peak = _post_traced(client, body)
     assert peak < 3 * len(body)
     assert answer.status_code == 400 and "more than 50,000 lists and objects" in answer.get_data(as_text=True)
 
