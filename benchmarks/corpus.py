@@ -12,7 +12,9 @@ one line what it is and which part it belongs to:
   constant chosen on the fitting part was fixed (the plan's margin, `plan_forecast.py`);
 - **fresh**: again new seeds and settings, added on 2026-11-29 after the holdout part had been
   scored (the plan's fifth twin, of exact values, answers what it showed), and scored only
-  after the margins for five twins were chosen on the fitting part.
+  after the margins for five twins were chosen on the fitting part;
+- **unseen**: again new seeds and settings, added on 2026-11-29 after the fresh part had been
+  scored, to judge the default plan, unchanged, a second time on data no choice saw.
 
 The first two parts were fixed (by kind of structure, each kind in both parts where there are
 two of it) before any result was looked at; `benchmarks/README.md` gives the rule.
@@ -39,7 +41,7 @@ SIDE = peers.SIDE
 class Entry:
     """One data set: how to make its 256 x 256 counts, and why it is here."""
     name: str
-    part: str                 # "fit", "validation", "holdout" or "fresh"
+    part: str                 # "fit", "validation", "holdout", "fresh" or "unseen"
     what: str
     make: Callable[[], np.ndarray]
     seed: int | None = None   # the generator's seed (None: real data read from the shared folder)
@@ -272,6 +274,23 @@ CORPUS = (
        small_area_in_large_box, 71, n=50_000, extent=0.033),
     _e("heavy_tail_f", "fresh", "Pareto-sized towns, many of them", heavy_tailed_clusters, 72,
        n=400_000, k=3000),
+    _e("street_grid_u", "unseen", "a street grid of 14 streets each way", street_grid, 81,
+       n=80_000, lines=14),
+    _e("categorical_u", "unseen", "census-like: 10 x 25 distinct values", categorical, 82,
+       n=300_000, kx=10, ky=25),
+    _e("medical_u", "unseen", "whole-year ages against a measure", medical, 83, n=120_000),
+    _e("roads_u", "unseen", "points on 40 roads", roads, 84, n=120_000, k=40, jitter=0.002),
+    _e("small_clusters_u", "unseen", "200 small clusters, fewer people", small_clusters, 85,
+       n=80_000, k=200),
+    _e("ring_u", "unseen", "a ring road, 30,000 points", ring, 86, n=30_000),
+    _e("coast_u", "unseen", "a winding coast, 100,000 points", coast, 87, n=100_000),
+    _e("uniform_u", "unseen", "uniform over the box, 100,000 points", uniform, 88, n=100_000),
+    _e("city_u", "unseen", "a large city, 600,000 points", city, 89, n=600_000),
+    _e("small_in_large_box_u", "unseen", "a small town in a box 25 times its size",
+       small_area_in_large_box, 90, n=20_000, extent=0.04),
+    _e("dense_cores_u", "unseen", "four tight cores", dense_cores, 91, n=150_000, k=4, sd=0.015),
+    _e("gradient_u", "unseen", "density rising west to east, 60,000 points", gradient, 92,
+       n=60_000),
 )
 
 

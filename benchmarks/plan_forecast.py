@@ -41,11 +41,17 @@ SEEDS = 5
 CHOOSE_SHARE = 0.95                        # a mechanism's margin: the least meeting this share of its plans
 
 
-def real_error(mech: str, data, eps: float, rects, truth) -> float:
-    """The LEVEL quantile of |answer − true| over the rectangles and SEEDS fresh releases."""
-    errs = [np.abs(dp.release(mech, data, peers.BOX, eps, seed=np.random.default_rng(100 + s))
-                   .answer_many(rects) - truth) for s in range(SEEDS)]
-    return float(np.quantile(np.concatenate(errs), LEVEL))
+def real_errors(mech: str, data, eps: float, rects, truth) -> np.ndarray:
+    """|answer − true|, one row per each of SEEDS fresh releases, one column per rectangle."""
+    return np.array([np.abs(dp.release(mech, data, peers.BOX, eps, seed=np.random.default_rng(100 + s))
+                            .answer_many(rects) - truth) for s in range(SEEDS)])
+
+
+def within(errs: np.ndarray, target: float) -> tuple[float, float]:
+    """The share of (release, rectangle) pairs within the target, and its standard error with
+    the rectangles as clusters (a rectangle's errors across releases are not independent)."""
+    per_rect = np.mean(errs <= target, axis=0)
+    return float(per_rect.mean()), float(per_rect.std(ddof=1) / np.sqrt(per_rect.size))
 
 
 class RealErrors:
@@ -54,10 +60,14 @@ class RealErrors:
     def __init__(self, mech, data, rects, truth):
         self.mech, self.data, self.rects, self.truth, self.cache = mech, data, rects, truth, {}
 
-    def __call__(self, i: int) -> float:
+    def errors(self, i: int) -> np.ndarray:
         if i not in self.cache:
-            self.cache[i] = real_error(self.mech, self.data, planning.LADDER[i], self.rects, self.truth)
+            self.cache[i] = real_errors(self.mech, self.data, planning.LADDER[i], self.rects, self.truth)
         return self.cache[i]
+
+    def __call__(self, i: int) -> float:
+        """The LEVEL quantile of |answer − true| at rung i, over rectangles and releases."""
+        return float(np.quantile(self.errors(i), LEVEL))
 
     def needed(self, target: float) -> int | None:
         """The least rung meeting the target on the real data (None: not even the top)."""
@@ -99,6 +109,8 @@ def measure(entries, mechanisms, margins, out=None, least=False, shapes=planning
                 else:
                     row["needed"] = real.needed(target)
                     row["real"] = {k: real(min(rung + k, top)) / target for k in margins} if p.met else {}
+                    row["within"] = ({k: within(real.errors(min(rung + k, top)), target) for k in margins}
+                                     if p.met else {})
                 rows.append(row)
                 if out:
                     print(json.dumps(row), file=out, flush=True)
@@ -111,9 +123,9 @@ def summary(rows, margin: int | None, own: dict) -> None:
     top = len(planning.LADDER) - 1
     name = "dp.plan's margins" if margin is None else f"margin {margin} rung(s)"
     print(f"\n{name}:\n\n| mechanism | margin | plans | met (real ≤ target) | missed by > 1.5× | "
-          f"planned ÷ needed: median, worst | met where ε was to spare: median real ÷ target |"
-          f"\n|---|---|---|---|---|---|---|")
-    tot = [0, 0, 0]
+          f"planned ÷ needed: median, worst | met where ε was to spare: median real ÷ target | "
+          f"within target ≥ 95% less two standard errors |\n|---|---|---|---|---|---|---|---|")
+    tot = [0, 0, 0, 0, 0]
     kept = margin
     for mech in dict.fromkeys(r["mechanism"] for r in rows):
         margin = own.get(mech, 0) if kept is None else kept
@@ -124,13 +136,18 @@ def summary(rows, margin: int | None, own: dict) -> None:
                          for r in mine if r["needed"] is not None])
         spare = [r["real"][margin] for r in mine
                  if r["needed"] is not None and min(r["rung"] + margin, top) > r["needed"]]
-        tot = [tot[0] + len(mine), tot[1] + int(np.sum(real <= 1)), tot[2] + int(np.sum(real > 1.5))]
+        shares = [r["within"][margin] for r in mine if margin in r.get("within", {})]
+        held = sum(share >= LEVEL - 2 * se for share, se in shares)
+        tot = [tot[0] + len(mine), tot[1] + int(np.sum(real <= 1)), tot[2] + int(np.sum(real > 1.5)),
+               tot[3] + held, tot[4] + len(shares)]
         print(f"| {mech} | {margin} | {len(mine)} | {int(np.sum(real <= 1))} | {int(np.sum(real > 1.5))} | "
               f"{np.median(over) if over.size else float('nan'):.2f}, "
               f"{over.max() if over.size else float('nan'):.1f} | "
-              f"{np.median(spare) if spare else float('nan'):.2f} |")
+              f"{np.median(spare) if spare else float('nan'):.2f} | "
+              f"{f'{held} of {len(shares)}' if shares else 'not recorded'} |")
     print(f"\n{name}: {tot[1]} of {tot[0]} plans met ({100 * tot[1] / max(tot[0], 1):.1f}%), "
-          f"{tot[2]} missed by more than 1.5×")
+          f"{tot[2]} missed by more than 1.5×"
+          + (f"; {tot[3]} of {tot[4]} held 95% within two standard errors" if tot[4] else ""))
 
 
 def least_summary(rows, margins) -> None:
@@ -154,7 +171,7 @@ def least_summary(rows, margins) -> None:
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--part", default="fresh", choices=["fit", "validation", "holdout", "fresh", "all"])
+    ap.add_argument("--part", default="fresh", choices=["fit", "validation", "holdout", "fresh", "unseen", "all"])
     ap.add_argument("--data", nargs="+", default=None, help="corpus names (default: the part's)")
     ap.add_argument("--mechanisms", nargs="+", default=planning.plannable())
     ap.add_argument("--margins", type=int, nargs="+", default=None,
@@ -177,6 +194,7 @@ def main(argv=None) -> None:
         rows = [json.loads(line) for line in args.rows.read_text().splitlines()]
         for r in rows:
             r["real"] = {int(k): v for k, v in r.get("real", {}).items()}
+            r["within"] = {int(k): v for k, v in r.get("within", {}).items()}
     else:
         entries = corpus.entries(None if args.part == "all" else args.part, args.data)
         with open(args.out, "w") if args.out else contextlib.nullcontext() as out:
