@@ -18,6 +18,8 @@ from pathlib import Path
 import numpy as np
 import shapely
 
+from .rect_features import RectFeatures
+
 FORMATS = {".geojson": "GeoJSON", ".json": "GeoJSON", ".parquet": "GeoParquet",
            ".geoparquet": "GeoParquet", ".gpkg": "GeoPackage", ".fgb": "FlatGeobuf", ".csv": "CSV"}
 EXTENSIONS = ".geojson, .parquet, .gpkg, .fgb or .csv"
@@ -54,35 +56,53 @@ def stamp(block: dict) -> dict:
             "software_version": block["software"]["version"]}
 
 
-def release_features(rel) -> dict:
-    """The release's FeatureCollection as exported: each region's noisy count and its whole
-    "people" (`dp.whole_counts`)."""
+def release_features(rel) -> dict | RectFeatures:
+    """The release's features as exported: each region's noisy count and its whole "people"
+    (`dp.whole_counts`); a grid's or tree's rectangles as columns (`RectFeatures`), any other
+    release's as a FeatureCollection dict."""
+    table = rel.features()
+    if table is not None:
+        return table.with_people()
     from .whole_counts import add_people
     doc = rel.to_geojson()
     add_people(doc["features"])
     return doc
 
 
-def geojson_text(doc: dict, block: dict) -> str:
-    """A FeatureCollection as GeoJSON text: each feature stamped, the whole block on top."""
-    mark = stamp(block)
-    return json.dumps({**doc, "properties": {**doc.get("properties", {}), "provenance": block},
+def geojson_text(doc: dict | RectFeatures, block: dict | None) -> str:
+    """Features as GeoJSON text: each feature stamped, the whole block on top (neither when
+    `block` is None)."""
+    return geojson_bytes(doc, block).decode()
+
+
+def geojson_bytes(doc: dict | RectFeatures, block: dict | None) -> bytes:
+    """`geojson_text` as UTF-8 bytes, what a file gets (no decoding of a large text)."""
+    mark = stamp(block) if block is not None else {}
+    props = {**doc.get("properties", {})} if isinstance(doc, dict) else dict(doc.properties)
+    if block is not None:
+        props["provenance"] = block
+    if isinstance(doc, RectFeatures):
+        return doc.geojson_bytes(mark, props, default=json_default)
+    return json.dumps({**doc, "properties": props,
                        "features": [{**f, "properties": {**f["properties"], **mark}}
-                                    for f in doc["features"]]}, default=json_default)
+                                    for f in doc["features"]]}, default=json_default).encode()
 
 
-def write_features(doc: dict, path, block: dict, kind: str | None = None) -> list[str]:
-    """Write a FeatureCollection (WGS84) to `path` in the format its name asks for (or `kind`,
+def write_features(doc: dict | RectFeatures, path, block: dict, kind: str | None = None) -> list[str]:
+    """Write a FeatureCollection or `RectFeatures` (WGS84) to `path` in the format its name asks for (or `kind`,
     e.g. GeoParquet to a binary file), each feature stamped (`stamp`) and the provenance `block`
     in the format's metadata. Returns the files written (a CSV's sidecar too). OSError when a
     file cannot be written; MissingExtra when GeoPackage or FlatGeobuf lack the geo extra."""
     kind = kind or file_format(path)
     if kind == "GeoJSON":
-        Path(path).write_text(geojson_text(doc, block), encoding="utf-8")
+        Path(path).write_bytes(geojson_bytes(doc, block))
         return [str(path)]
     mark = stamp(block)
-    rows = [{**f["properties"], **mark} for f in doc["features"]]
-    geoms = shapely.from_geojson([json.dumps(f["geometry"]) for f in doc["features"]])
+    if isinstance(doc, RectFeatures):
+        rows, geoms = doc.records(mark), doc.shapes()
+    else:
+        rows = [{**f["properties"], **mark} for f in doc["features"]]
+        geoms = shapely.from_geojson([json.dumps(f["geometry"]) for f in doc["features"]])
     if kind == "GeoParquet":
         from .geo import write_geoparquet
         write_geoparquet(_flat(rows), geoms, path if hasattr(path, "write") else str(path),

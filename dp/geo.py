@@ -178,7 +178,10 @@ def write_geoparquet(properties: list[dict], geometries, target, extra: dict | N
     pq.write_table(table, target)
 
 
-def geodataframe(features: dict):
-    """A GeoDataFrame (WGS84) of a GeoJSON FeatureCollection's features and properties."""
+def geodataframe(features):
+    """A GeoDataFrame (WGS84) of a GeoJSON FeatureCollection's (or `RectFeatures`') features
+    and properties."""
     gpd = require("geopandas", "a GeoDataFrame")
-    return gpd.GeoDataFrame.from_features(features["features"], crs="OGC:CRS84")
+    if isinstance(features, dict):
+        return gpd.GeoDataFrame.from_features(features["features"], crs="OGC:CRS84")
+    return gpd.GeoDataFrame(features.columns, geometry=features.shapes(), crs="OGC:CRS84")

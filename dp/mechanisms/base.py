@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import abc
-import json
 import math
 from dataclasses import dataclass, field
 from statistics import NormalDist
@@ -361,9 +360,14 @@ class Release(abc.ABC):
         """(base grid, (L, 4) cell ranges [r0, r1, c0, c1), noisy count per range): the released
         structure in one shape for every mechanism (grid cells or tree leaves)."""
 
-    @abc.abstractmethod
+    def features(self) -> RectFeatures | None:
+        """The release's rectangles as columns (`dp.rect_features`), the fast way to export
+        them; None where its features are not rectangles (then `to_geojson` gives them)."""
+        return None
+
     def to_geojson(self) -> dict:
         """The release as GeoJSON: released values and public metadata only."""
+        return self.features().to_dict()
 
     def to_geodataframe(self):
         """The release's regions and public properties as a GeoDataFrame (WGS84; `[geo]` extra)."""
@@ -381,8 +385,8 @@ class Release(abc.ABC):
     def to_json(self) -> str:
         """The GeoJSON as text, each cell's unbiased "noisy_count" joined by "people", whole and
         non-negative with the same total (`dp.whole_counts`)."""
-        from ..feature_files import json_default, release_features
-        return json.dumps(release_features(self), default=json_default)
+        from ..feature_files import geojson_text, release_features
+        return geojson_text(release_features(self), None)
 
 
 MC_MAX_TERMS = 64   # up to this many noise terms an interval is simulated exactly
@@ -465,16 +469,11 @@ class GridRelease(Release):
         E, N = np.meshgrid(ex[1:], ey[1:])
         return np.stack([W, S, E, N], axis=-1)
 
-    def to_geojson(self) -> dict:
+    def features(self) -> RectFeatures:
         """Cells with their noisy counts plus public metadata. Nothing here reads the raw data."""
-        b = self.cell_bounds().reshape(-1, 4)
-        c = self.counts.ravel()
-        gx = self.grid.gx
-        feats = [{
-            "type": "Feature",
-            "geometry": {"type": "Polygon", "coordinates": [[[w, s], [e, s], [e, n], [w, n], [w, s]]]},
-            "properties": {"row": i // gx, "col": i % gx, "noisy_count": int(v)},
-        } for i, ((w, s, e, n), v) in enumerate(zip(b.tolist(), c.tolist()))]
+        from ..rect_features import RectFeatures
+        row, col = np.divmod(np.arange(self.grid.n_cells), self.grid.gx)
         meta = self.metadata()
         meta["grid"] = {"cols": self.grid.gx, "rows": self.grid.gy}
-        return {"type": "FeatureCollection", "features": feats, "properties": meta}
+        return RectFeatures(self.cell_bounds().reshape(-1, 4),
+                            {"row": row, "col": col, "noisy_count": self.counts.ravel().astype(np.int64)}, meta)

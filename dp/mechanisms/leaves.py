@@ -61,6 +61,8 @@ class LeafRelease(Release):
 
     draws = None            # the nodes' own draws before a joint fit (`node_draws`), never exported
     hidden_below = None     # (L,) where a threshold zeroed noisy counts up to it (PrivTree's zero_below)
+    _leaf_frame = None      # (leaves as floats, 1 / leaf areas), made at the first interval
+    _last_fractions = None  # (the last rectangle in base cells, its overlap fractions)
 
     def __init__(self, spec, domain, epsilon, split, params, ledger, base: UniformGrid,
                  leaves, counts, leaf_var=None, eps_path=None, nodes=None, leaf_scale=None,
@@ -141,12 +143,23 @@ class LeafRelease(Release):
         return rect_integrals(self._cell_sat(), cell_coords(self.domain, self.base, rects))
 
     def overlap_fractions(self, rect: Rect) -> np.ndarray:
-        """Fraction of each leaf's area inside one rectangle, shape (L,)."""
-        x0, y0, x1, y1 = cell_coords(self.domain, self.base, rect)[0]
-        lv = self.leaves
-        ox = np.clip(np.minimum(lv[:, 3], x1) - np.maximum(lv[:, 2], x0), 0, None)
-        oy = np.clip(np.minimum(lv[:, 1], y1) - np.maximum(lv[:, 0], y0), 0, None)
-        return ox * oy / self.leaf_areas()
+        """Fraction of each leaf's area inside one rectangle, shape (L,), read-only. The last
+        rectangle's is kept: an interval asks for it twice (variance, then the noise terms)."""
+        key = tuple(cell_coords(self.domain, self.base, rect)[0].tolist())
+        last = self._last_fractions
+        if last is not None and last[0] == key:
+            return last[1]
+        if self._leaf_frame is None:        # the leaves as floats and their areas, made once
+            lv = self.leaves.astype(np.float64)
+            self._leaf_frame = (lv, 1.0 / self.leaf_areas())
+        lv, inv_area = self._leaf_frame
+        x0, y0, x1, y1 = key
+        ox = np.minimum(lv[:, 3], x1) - np.maximum(lv[:, 2], x0)
+        oy = np.minimum(lv[:, 1], y1) - np.maximum(lv[:, 0], y0)
+        out = np.maximum(ox, 0.0, out=ox) * np.maximum(oy, 0.0, out=oy) * inv_area
+        out.flags.writeable = False
+        self._last_fractions = (key, out)
+        return out
 
     def noise_variance(self, rects) -> np.ndarray:
         """Σ_L a_L² var_L, a_L the fraction of leaf L inside each rectangle, when the leaves'
@@ -180,20 +193,16 @@ class LeafRelease(Release):
         return f"{self.n_leaves:,} leaves"
 
     # ------------------------------------------------------------------ export
-    def to_geojson(self) -> dict:
+    def features(self) -> RectFeatures:
         """Leaf rectangles with noisy counts, area and path epsilon; nothing read from raw data."""
-        b = self.leaf_bounds().tolist()
-        areas_km2 = self._areas_km2(self.leaf_bounds())
-        feats = []
-        for i, (w, s, e, n) in enumerate(b):
-            props = {"leaf": i, "noisy_count": float(self.counts[i]), "area_km2": float(areas_km2[i])}
-            if self.eps_path is not None:
-                props["eps_path"] = float(self.eps_path[i])
-            feats.append({"type": "Feature", "properties": props, "geometry": {
-                "type": "Polygon", "coordinates": [[[w, s], [e, s], [e, n], [w, n], [w, s]]]}})
+        from ..rect_features import RectFeatures
+        b = self.leaf_bounds()
+        cols = {"leaf": np.arange(len(b)), "noisy_count": self.counts, "area_km2": self._areas_km2(b)}
+        if self.eps_path is not None:
+            cols["eps_path"] = self.eps_path
         meta = self.metadata()
         meta["base_grid"] = {"cols": self.base.gx, "rows": self.base.gy}
-        return {"type": "FeatureCollection", "features": feats, "properties": meta}
+        return RectFeatures(b, cols, meta)
 
     def _areas_km2(self, bounds) -> np.ndarray:
         p = Projection(self.domain)

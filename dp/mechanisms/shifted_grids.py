@@ -348,19 +348,15 @@ class ShiftedGridsRelease(Release):
         })
         return meta
 
-    def to_geojson(self) -> dict:
+    def features(self) -> RectFeatures:
         """Bins of every grid with their noisy counts (grid 0 only above 100,000 bins in all),
         plus metadata and the complete noisy counts as arrays. Nothing here reads raw data."""
+        from ..rect_features import RectFeatures
         n_feat = int(self.lattice.in_box.sum())
         shown = range(self.m) if n_feat <= MAX_GEOJSON_FEATURES else range(1)
-        feats = []
-        for g in shown:
-            J, I, b, c = self.bin_bounds(g)
-            feats += [{
-                "type": "Feature",
-                "geometry": {"type": "Polygon", "coordinates": [[[w, s], [e, s], [e, n], [w, n], [w, s]]]},
-                "properties": {"grid": g, "row": int(j), "col": int(i), "noisy_count": float(v)},
-            } for j, i, (w, s, e, n), v in zip(J.tolist(), I.tolist(), b.tolist(), c.tolist())]
+        bins = [self.bin_bounds(g) for g in shown]
+        g = np.concatenate([np.full(len(J), k) for k, (J, *_) in zip(shown, bins)])
+        J, I, b, c = (np.concatenate(x) for x in zip(*bins))
         meta = self.metadata()
         meta["features_cover_grids"] = list(shown)
         grids = self.counts.astype(object)
@@ -369,7 +365,8 @@ class ShiftedGridsRelease(Release):
         meta["grids_note"] = ("grids[g][row][col]: noisy count of bin (row, col) of grid g; null for "
                               "bins outside the box. Bin (row, col) of grid g covers fine cells "
                               "[(col-1)m+g, col*m+g) x [(row-1)m+g, row*m+g) of the fine lattice.")
-        return {"type": "FeatureCollection", "features": feats, "properties": meta}
+        return RectFeatures(b, {"grid": g, "row": J.astype(np.int64), "col": I.astype(np.int64),
+                                "noisy_count": c.astype(np.float64)}, meta)
 
 
 def guarantee_for(epsilon: float, delta_km: float, m: int) -> str:

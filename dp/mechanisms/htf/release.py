@@ -28,12 +28,11 @@ class HTFRelease(LeafRelease):
         meta["tree"] = dict(self.tree_info)
         return meta
 
-    def to_geojson(self) -> dict:
-        gj = super().to_geojson()
+    def features(self):
+        table = super().features()
         if self.eps_final is not None:
-            for f, e in zip(gj["features"], self.eps_final.tolist()):
-                f["properties"]["eps_final"] = e
-        return gj
+            table.columns["eps_final"] = np.asarray(self.eps_final, dtype=np.float64)
+        return table
 
 
 # ------------------------------------------------------------------------------ post-processing
