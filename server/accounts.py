@@ -147,6 +147,11 @@ class AccountStore:
         with self._serial, speaking(DATABASE), self.engine.begin() as conn:
             yield conn
 
+    def transaction(self):
+        """One transaction on the accounts' database, for records kept beside the charges
+        (`server.clicks`)."""
+        return self._tx()
+
     def _stripe(self, name: str) -> threading.RLock:
         return self._stripes[hash(name) % len(self._stripes)]
 

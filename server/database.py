@@ -1,6 +1,7 @@
 """The server's database: SQLite in the accounts folder by default, PostgreSQL when given a URL.
 
-What must never be lost (the budget accounts and the record of their versions) lives here, in
+What must never be lost (the budget accounts, the record of their versions, and the request ids
+of the clicks that may charge them) lives here, in
 tables made by numbered migrations (`MIGRATIONS`, each run once, in order, in one transaction,
 and recorded in `schema_version`), so a server opening a database made by an older version
 brings it up to date and a newer one is refused in words. SQLAlchemy Core speaks to both
@@ -35,6 +36,12 @@ account_versions = sa.Table(
     sa.Column("name", sa.String(64), primary_key=True),       # signed apart: an account row put
     sa.Column("version", sa.Integer, nullable=False),         # back from an older copy, or
     sa.Column("mac", sa.String(64), nullable=False))          # deleted, is refused
+requests = sa.Table(
+    "requests", metadata,                                     # each spending click's request id
+    sa.Column("session", sa.String(64), primary_key=True),    # `server.clicks`: kept beside the
+    sa.Column("rid", sa.String(64), primary_key=True),        # charges, not in the workspace,
+    sa.Column("done", sa.Boolean, nullable=False),            # which expires
+    sa.Column("written", sa.Float, nullable=False))
 schema_version = sa.Table("schema_version", metadata, sa.Column("version", sa.Integer, nullable=False))
 
 
@@ -48,6 +55,9 @@ MIGRATIONS = (
      "CREATE INDEX accounts_idle ON accounts (owners, written)",
      "CREATE TABLE account_versions (name VARCHAR(64) PRIMARY KEY, version INTEGER NOT NULL, "
      "mac VARCHAR(64) NOT NULL)"),
+    ("CREATE TABLE requests (session VARCHAR(64) NOT NULL, rid VARCHAR(64) NOT NULL, "
+     "done BOOLEAN NOT NULL, written DOUBLE PRECISION NOT NULL, PRIMARY KEY (session, rid))",
+     "CREATE INDEX requests_written ON requests (written)"),
 )
 
 TOO_NEW = ("the server's database was made by a newer version of this app (schema {found}, this "

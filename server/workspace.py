@@ -8,25 +8,27 @@ controls, map and panels are rendered from it, so a reload, a second tab or anot
 shows the same thing.
 
 Every spend is one idempotent action: the click makes a request id; `once(sid, rid, action)`
-marks the id pending under a lock across processes, runs the action and records its result
-(any picklable value); the same id again (a callback fired twice, a retried request, another
-worker) gets the first run's result and charges nothing.
+records the id in the server's database (`server.clicks`), runs the action and keeps its result
+here (any picklable value); the same id again (a callback fired twice, a retried request, another
+worker, the workspace gone) gets the first run's result, or word that it was answered, and
+charges nothing.
 """
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 
 from redis.exceptions import LockError
 
-from . import sessions, state
+from . import clicks, sessions, state
 
 KEPT_REQUESTS = 64        # request ids remembered per workspace (a click is retried within seconds)
 KEPT_RELEASES = 32        # release records kept per workspace (the accounts keep every charge)
 REQUEST_ID_CHARS = 64     # a request id is a short random string made by the page
-PENDING = "pending"       # a request's mark while its first run goes on
 PENDING_WAIT = 120        # seconds a repeated request waits for the first run's result
+ANSWERED = {"error": "this click was answered before and is not run twice; its result is no "
+                     "longer kept here (the budget ledger shows what it charged)"}
 MAX_QUERIES = 1000        # typed and random rectangles kept per workspace
 
 
@@ -105,19 +107,14 @@ def valid_request(rid) -> bool:
 
 
 def once(sid: str, rid, action: Callable[[], dict]) -> dict:
-    """Run `action` (which may spend) once per request id: the id is marked pending under the
-    workspace's lock before the action runs, so a repeat (a callback fired twice, another
-    worker) waits for the first one's result instead of running again, and a first run that
-    failed half-way is never run again either. The lock is not held while the action runs."""
+    """Run `action` (which may spend) once per request id: the id is recorded in the server's
+    database before the action runs (`server.clicks`, kept as long as charges matter, not as
+    long as this workspace), so a repeat (a callback fired twice, another worker, a retry after
+    the workspace expired) waits for the first one's result instead of running again, and a
+    first run that failed half-way is never run again either. The result is kept here."""
     if not valid_request(rid):
         raise LookupError("the request carried no valid request id; press the button again")
-    with _locked(sid):
-        ws = get(sid)
-        first = rid not in ws.get("requests", {})
-        if first:
-            _remember(ws, rid, PENDING)
-            _save(sid, ws)
-    if not first:
+    if not clicks.claim(state.accounts, sid, rid):
         return _wait_for(sid, rid)
     result = {"error": "the server failed while doing this; the budget ledger shows whether it "
                        "was charged"}
@@ -129,8 +126,10 @@ def once(sid: str, rid, action: Callable[[], dict]) -> dict:
                 ws = get(sid)
                 _remember(ws, rid, result)
                 _save(sid, ws)
-        except LookupError:          # not kept (a full store): a repeat then finds it pending
+        except LookupError:          # not kept (a full store): a repeat is told it was answered
             pass
+        with suppress(LookupError):
+            clicks.settle(state.accounts, sid, rid)
     return result
 
 
@@ -139,12 +138,12 @@ def _remember(ws: dict, rid: str, result) -> None:
 
 
 def _wait_for(sid: str, rid: str) -> dict:
-    """The result of a request another thread or worker is running (or has run)."""
+    """The result of a request another thread or worker is running (or has run): read once the
+    database says it ended (the result is kept before that)."""
     end = time.monotonic() + PENDING_WAIT
     while time.monotonic() < end:
-        result = get(sid).get("requests", {}).get(rid, PENDING)
-        if result != PENDING:
-            return result
+        if clicks.settled(state.accounts, sid, rid):
+            return get(sid).get("requests", {}).get(rid, dict(ANSWERED))
         time.sleep(0.1)
     return {"error": "this click is still being answered on the server; reload the page in a "
                      "while to see its result (it was not run twice)"}
