@@ -11,17 +11,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 import numpy as np
-import orjson
 import shapely
 
 from .whole_counts import whole_nonnegative
 
-_NUMPY = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
-
 
 def dumps(value, default=None) -> bytes:
-    """JSON bytes of `value` (numpy arrays and scalars as numbers, NaN as null)."""
-    return orjson.dumps(value, default=default, option=_NUMPY)
+    """JSON bytes of `value` (numpy arrays and scalars as numbers, NaN as null). orjson is
+    imported here, on the first export, not with `import dp`."""
+    import orjson
+    return orjson.dumps(value, default=default, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS)
 
 
 def _column_texts(values: np.ndarray) -> list[bytes]:

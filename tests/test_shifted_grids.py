@@ -852,3 +852,16 @@ def test_the_default_fits_the_default_budget_on_every_preset_box():
         assert cost <= dp.accountant.DEFAULT_TOTAL, (name, cost)
     usa = dp.PRESETS["Contiguous USA"]
     assert sg.presence_epsilon(usa, {**defaults, "m_max": 128}, 1.0) == 32
+
+
+def test_a_bounded_grid_pickled_before_the_module_split_still_loads():
+    """Published releases are pickles; the bounded grid moved to its own module
+    (`dp.mechanisms.bounded_grid`), and one pickled when it lived in `shifted_grids` loads."""
+    import pickle
+    data, domain = dp.load_sample("small_city_5k")
+    rel = dp.release("bounded_grid", data, domain, 1.0, seed=np.random.default_rng(1))
+    old = pickle.dumps(rel, protocol=0).replace(b"dp.mechanisms.bounded_grid\n", b"dp.mechanisms.shifted_grids\n")
+    assert b"dp.mechanisms.bounded_grid" not in old
+    back = pickle.loads(old)
+    assert np.array_equal(back.counts, rel.counts) and back.spec.name == "bounded_grid"
+    assert back.to_geojson() == rel.to_geojson()

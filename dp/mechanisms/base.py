@@ -16,6 +16,7 @@ from ..domain import Domain, UniformGrid
 from ..errors import ParameterError
 from ..noise import discrete_laplace_variance, make_rng
 from ..queries import Rect, as_rect_array, grid_answers, overlap_vectors
+from ..rect_features import RectFeatures
 from ..summed_area import summed_area
 
 
@@ -471,7 +472,6 @@ class GridRelease(Release):
 
     def features(self) -> RectFeatures:
         """Cells with their noisy counts plus public metadata. Nothing here reads the raw data."""
-        from ..rect_features import RectFeatures
         row, col = np.divmod(np.arange(self.grid.n_cells), self.grid.gx)
         meta = self.metadata()
         meta["grid"] = {"cols": self.grid.gx, "rows": self.grid.gy}

@@ -13,6 +13,7 @@ import numpy as np
 
 from ..domain import Domain, Projection, UniformGrid
 from ..queries import Rect, as_rect_array, cell_coords
+from ..rect_features import RectFeatures
 from ..summed_area import box_sums, rect_integrals, summed_area
 from .base import Capabilities, Release
 
@@ -195,7 +196,6 @@ class LeafRelease(Release):
     # ------------------------------------------------------------------ export
     def features(self) -> RectFeatures:
         """Leaf rectangles with noisy counts, area and path epsilon; nothing read from raw data."""
-        from ..rect_features import RectFeatures
         b = self.leaf_bounds()
         cols = {"leaf": np.arange(len(b)), "noisy_count": self.counts, "area_km2": self._areas_km2(b)}
         if self.eps_path is not None:

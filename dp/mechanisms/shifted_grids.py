@@ -35,7 +35,6 @@ rendering form of the release (spec 2.5, "fine-lattice form").
 """
 from __future__ import annotations
 
-import math
 from functools import cached_property
 
 import numpy as np
@@ -45,14 +44,16 @@ from ..domain import Domain, UniformGrid
 from ..errors import ParameterError
 from ..noise import discrete_laplace_variance
 from ..queries import Rect, as_rect_array
+from ..rect_features import RectFeatures
 from ..summed_area import rect_integrals, summed_area
-from .base import (MC_MAX_TERMS, MOVE_POINT, REPLACE_POINT, Capabilities, GridRelease,
-                   MechanismSpec, Param, Release)
-from .shifted_lattice import MAX_BINS, BoxMetres, ShiftedLattice, resolve_bin_width
+from .base import MC_MAX_TERMS, MOVE_POINT, Capabilities, MechanismSpec, Param, Release
+from .bounded_grid import (BOUNDED_GRID, BOUNDED_KIND, P_BIN_KM, P_BINS_PER_SIDE,  # noqa: F401
+                           BoundedGridRelease, release_bounded_grid)  # (re-exported: releases pickled
+                                                                      # before the split name them here)
+from .shifted_lattice import BoxMetres, ShiftedLattice, resolve_bin_width
 
 # Marker the app reads to tell guarantees apart (ε under δ-neighbourhood is not standard ε).
 GUARANTEE_KIND = "delta-neighbourhood"
-BOUNDED_KIND = "standard-bounded"
 
 MAX_DISPLAY_SIDE = 1024       # spec 4: display raster at most 1024 x 1024 cells
 MAX_GEOJSON_FEATURES = 100_000
@@ -351,7 +352,6 @@ class ShiftedGridsRelease(Release):
     def features(self) -> RectFeatures:
         """Bins of every grid with their noisy counts (grid 0 only above 100,000 bins in all),
         plus metadata and the complete noisy counts as arrays. Nothing here reads raw data."""
-        from ..rect_features import RectFeatures
         n_feat = int(self.lattice.in_box.sum())
         shown = range(self.m) if n_feat <= MAX_GEOJSON_FEATURES else range(1)
         bins = [self.bin_bounds(g) for g in shown]
@@ -430,53 +430,6 @@ def release_shifted_grids(data, domain, epsilon, split, params, rng):
                                diagnostics={"points_clamped_into_box": clamped})
 
 
-class BoundedGridRelease(GridRelease):
-    """The paper's baseline uniform grid (spec 2.6) with its guarantee marker."""
-
-    guarantee_kind = BOUNDED_KIND
-    bin_km: tuple = (math.nan, math.nan)   # actual cell width and height, set by the release
-    clamps_into_box = True      # points outside the box are counted in its edge cells
-
-    def metadata(self) -> dict:
-        meta = super().metadata()
-        meta.update({"guarantee_kind": self.guarantee_kind, "sensitivity": 2,
-                     "noise_scale": self.noise_scale,
-                     "bin_km": [self.bin_km[0], self.bin_km[1]]})
-        return meta
-
-
-def release_bounded_grid(data, domain, epsilon, split, params, rng):
-    """Spec 2.6: K_x x K_y cells of width about w, discrete Laplace(2/ε) per cell; points clamped."""
-    box = BoxMetres.of(domain)
-    w = resolve_bin_width(box, params)
-    kx = max(1, int(round(box.width / w)))
-    ky = max(1, int(round(box.height / w)))
-    if kx * ky > MAX_BINS:
-        raise ParameterError(f"{kx}×{ky} cells exceeds {MAX_BINS:,}: widen the bins")
-    grid = UniformGrid(domain, kx, ky)
-    lon = np.clip(np.nan_to_num(np.asarray(data.x, dtype=np.float64), nan=domain.west), domain.west, domain.east)
-    lat = np.clip(np.nan_to_num(np.asarray(data.y, dtype=np.float64), nan=domain.south), domain.south, domain.north)
-    H = grid.histogram(lon, lat)
-    eps = epsilon * split[-1]
-    ledger = Ledger()
-    noisy = ledger.noisy_counts(rng, H, eps, "noisy cell counts", sensitivity=2.0,
-                                note=f"{kx}×{ky} cells; replace-one relation: replacing one point "
-                                     "changes two cells by 1")
-    rel = BoundedGridRelease(BOUNDED_GRID, domain, epsilon, split, params, ledger, grid, noisy,
-                             2.0 / eps,
-                             diagnostics={"points_clamped_into_box":
-                                          int(np.count_nonzero(~domain.contains(data.x, data.y)))})
-    rel.bin_km = (box.width / kx / 1000, box.height / ky / 1000)
-    return rel
-
-
-P_BIN_KM = Param("bin_km", float, 0.0, "Bin width w (km)",
-                 "Width of each grid bin in kilometres. Leave at 0 to size the bins from "
-                 "'Bins per side' instead; a positive width takes precedence.", min=0.0, max=20000.0)
-P_BINS_PER_SIDE = Param("bins_per_side", int, 32, "Bins per side",
-                        "Used when the bin width is 0: the longer side of the box is cut into this "
-                        "many bins (w = longer side / bins).", min=1, max=4096)
-
 SIZE_SENTENCE = (
     "Neighbouring datasets differ by one point moved by at most δ, so they have the same size: "
     "the number of points n is not protected by this guarantee (it is treated as public, and no "
@@ -520,22 +473,5 @@ SHIFTED_GRIDS = MechanismSpec(
                   "(the whole box then sums to n in expectation); full: by the full bin area "
                   "(the paper's literal version).", choices=("clipped", "full"))),
     release=release_shifted_grids)
-
-BOUNDED_GRID = MechanismSpec(
-    needs_points=True,
-    name="bounded_grid", label="Uniform grid, bounded DP (baseline)",
-    description="One equi-width grid with discrete Laplace noise of scale 2/ε per cell: the "
-                "shifted grids' baseline (Fang & Chang 2014, sec. 5.4.2). Standard DP with "
-                "bounded (replace-one) neighbours.",
-    guarantee="ε-differential privacy for replacing one point (bounded neighbours, standard DP): "
-              "replacing one person's location by any other location in the box changes output "
-              "probabilities by at most a factor of e^ε. The dataset size is public under this "
-              "relation (the guarantee compares datasets of equal size, so no budget is spent on "
-              "it), but the release never states it. Adding or removing one point changes one "
-              "cell by 1, which this noise covers at ε/2. Points outside the box are clamped to "
-              "its edge, never dropped.",
-    unit=REPLACE_POINT,
-    params=(P_BIN_KM, P_BINS_PER_SIDE),
-    release=release_bounded_grid)
 
 SPECS = (SHIFTED_GRIDS, BOUNDED_GRID)
