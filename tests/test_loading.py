@@ -43,6 +43,36 @@ def test_parquet_text_and_integer_columns():
     assert any("columns named 'x' and 'y'" in w for w in data.report.warnings)
 
 
+def test_parquet_numbers_are_read_row_group_by_row_group_as_they_are(tmp_path):
+    """Numeric coordinates go straight from each row group into arrays made once
+    (`dp.io.parquet.read_numbers`): the same values as pyarrow's whole-table read, in file
+    order, over several row groups; a null is dropped and counted as before (read as NaN);
+    float32 and integer columns become float64; what the coordinates take counts against the
+    byte limit, with the user ids."""
+    rng = np.random.default_rng(4)
+    lon, lat = rng.uniform(-10, 10, 25_000), rng.uniform(40, 60, 25_000)
+    lat_nulls = pa.array(lat, mask=np.arange(25_000) % 1000 == 7)
+    path = tmp_path / "groups.parquet"
+    pq.write_table(pa.table({"lon": lon, "lat": lat_nulls, "uid": [f"u{i % 50}" for i in range(25_000)]}),
+                   path, row_group_size=4096)
+    assert pq.ParquetFile(path).metadata.num_row_groups == 7
+    data = dp.load_points(path)
+    keep = np.arange(25_000) % 1000 != 7
+    assert np.array_equal(data.x, lon[keep]) and np.array_equal(data.y, lat[keep])
+    assert data.report.dropped == {"rows with NaN or infinite coordinates": 25}
+    assert data.user.tolist()[:3] == ["u0", "u1", "u2"]
+    small = parquet_bytes(lon=pa.array([1.5, 2.25], pa.float32()), lat=pa.array([3, 4], pa.int16()))
+    assert dp.load_points(parquet_bytes(lon=pa.array([1.5, 2.25], pa.float32()),
+                                        lat=pa.array([3.0, 4.0], pa.float32())),
+                          filename="p.parquet").y.dtype == np.float64
+    ints = dp.load_points(parquet_bytes(lon=pa.array([1, 2], pa.int16()), lat=pa.array([3, 4], pa.int64())),
+                          filename="p.parquet")
+    assert ints.x.tolist() == [1.0, 2.0] and ints.y.tolist() == [3.0, 4.0]
+    assert sorted(dp.load_points(small, filename="p.parquet").x.tolist()) == [1.5, 2.25]   # mixed: as text
+    with pytest.raises(DataError, match=r"columns unpack to 0\.[0-9] MB, more than the 0\.1 MB"):
+        dp.load_points(path, max_bytes=100_000)
+
+
 def test_parquet_errors():
     with pytest.raises(DataError) as exc:
         dp.load_points(parquet_bytes(name=["a"], value=[1.0]), filename="p.parquet")

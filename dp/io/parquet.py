@@ -12,6 +12,7 @@ from ..errors import DataError
 from .columns import (
     USER_NAMES,
     _checked,
+    _float_values,
     _columns,
     _coords_from_texts,
     _find_column,
@@ -21,6 +22,8 @@ from .source import IN_MEMORY
 
 BYTES_PER_ROW = 256       # what a row may unpack to when no byte limit is given...
 MIN_BYTES = 64 * 2**20    # ...or a small file altogether
+DAMAGED = ("the Parquet file is damaged or truncated: its data could not be read; expected a "
+           "complete Parquet file (write it again)")
 
 
 def open_parquet(source, read_dictionary=None) -> pq.ParquetFile:
@@ -29,32 +32,80 @@ def open_parquet(source, read_dictionary=None) -> pq.ParquetFile:
                           read_dictionary=read_dictionary)
 
 
-def read_bounded(source, pf: pq.ParquetFile, names: list[str], max_bytes: int | None) -> pa.Table:
+def read_bounded(source, pf: pq.ParquetFile, names: list[str], max_bytes: int | None,
+                 already: int = 0) -> pa.Table:
     """The columns `names` of a Parquet file (`source`: its bytes or path, `pf` opened on it),
     refused in words when they unpack to more than
     `max_bytes` (None: BYTES_PER_ROW a row, at least MIN_BYTES): first by the file's own account of its pages
     (before reading them), then by the lengths of the texts its dictionaries stand for
     (text and binary columns are read as dictionaries, which take about the pages' size,
-    and decoded only once their full size is known)."""
-    limit = max(pf.metadata.num_rows * BYTES_PER_ROW, MIN_BYTES) if max_bytes is None else max_bytes
-    md = pf.metadata
-    packed = sum(md.row_group(g).column(j).total_uncompressed_size
-                 for g in range(md.num_row_groups) for j in range(md.num_columns)
-                 if md.row_group(g).column(j).path_in_schema.split(".")[0] in names)
-    _refuse_bigger(packed, limit)
+    and decoded only once their full size is known). `already`: bytes other columns of the
+    file took, counted against the same limit."""
+    limit = byte_limit(pf, max_bytes)
+    _refuse_bigger(already + _packed(pf, names), limit)
     fields = [pf.schema_arrow.field(n) for n in names]
     texts = [f.name for f in fields if _is_text(f.type)]
     try:
         table = open_parquet(source, texts).read(columns=names)
     except (pa.ArrowException, OSError, KeyError):    # KeyError: two columns of one name
-        raise DataError("the Parquet file is damaged or truncated: its data could not be read; "
-                        "expected a complete Parquet file (write it again)") from None
-    _refuse_bigger(sum(_unpacked_bytes(table.column(i)) for i in range(table.num_columns)), limit)
+        raise DataError(DAMAGED) from None
+    _refuse_bigger(already + sum(_unpacked_bytes(table.column(i)) for i in range(table.num_columns)), limit)
     for f in fields:
         if f.name in texts:
             i = table.schema.get_field_index(f.name)
             table = table.set_column(i, f, table.column(i).cast(f.type))
     return table
+
+
+def byte_limit(pf: pq.ParquetFile, max_bytes: int | None) -> int:
+    """What a file's columns may unpack to: `max_bytes`, else BYTES_PER_ROW a row, at least
+    MIN_BYTES."""
+    return max(pf.metadata.num_rows * BYTES_PER_ROW, MIN_BYTES) if max_bytes is None else max_bytes
+
+
+def _packed(pf: pq.ParquetFile, names: list[str]) -> int:
+    """The file's own account of what the columns `names` unpack to (pages, before reading)."""
+    md = pf.metadata
+    return sum(md.row_group(g).column(j).total_uncompressed_size
+               for g in range(md.num_row_groups) for j in range(md.num_columns)
+               if md.row_group(g).column(j).path_in_schema.split(".")[0] in names)
+
+
+def read_numbers(pf: pq.ParquetFile, names: list[str], max_bytes: int | None) -> list[np.ndarray]:
+    """Numeric columns as float64 arrays, a null as NaN, read row group by row group into
+    arrays made once (no copy of the whole table: 8 bytes a value, and as fast as any reader
+    measured, `benchmarks/hot_paths.py`); refused in words beyond `max_bytes` (`byte_limit`)."""
+    _refuse_bigger(_packed(pf, names), byte_limit(pf, max_bytes))
+    n = pf.metadata.num_rows
+    out = [np.empty(n) for _ in names]
+    at = 0
+    try:
+        for g in range(pf.num_row_groups):
+            group = pf.read_row_group(g, columns=names)
+            for values, column in zip(out, group.columns):
+                pos = at
+                for chunk in column.chunks:
+                    values[pos:pos + len(chunk)] = _floats_of(chunk)
+                    pos += len(chunk)
+            at += group.num_rows
+            del group
+            pa.default_memory_pool().release_unused()   # a row group's buffers, not one per group
+    except (pa.ArrowException, OSError, KeyError, ValueError):
+        raise DataError(DAMAGED) from None
+    if at != n:
+        raise DataError(DAMAGED)
+    return out
+
+
+def _floats_of(chunk: pa.Array) -> np.ndarray:
+    """A numeric Arrow array as float64 values (a view where it already is one), a null as NaN.
+    safe=False: an integer beyond 2**53 becomes the nearest float (far out of any coordinate
+    range, so dropped as such) instead of an ArrowInvalid."""
+    if chunk.type != pa.float64():
+        chunk = chunk.cast(pa.float64(), safe=False)
+    if chunk.null_count:
+        chunk = pc.fill_null(chunk, float("nan"))
+    return _float_values(chunk)
 
 
 def _is_text(kind: pa.DataType) -> bool:
@@ -105,19 +156,20 @@ def _parse_parquet(src, lon, lat, user, max_rows, max_bytes=None):
         if kind is not None and not _plain(kind):
             raise DataError(f"the {role} column {header[i]!r} holds values of type {kind}; expected "
                             "numbers or text, one value per row")
-    table = read_bounded(src, pf, [header[i] for i in (ilon, ilat, iuser) if i is not None], max_bytes)
     dropped, first_bad = {}, {}
-    tx, ty = table.column(0), table.column(1)
-    if pa.types.is_floating(tx.type) and pa.types.is_floating(ty.type) or             pa.types.is_integer(tx.type) and pa.types.is_integer(ty.type):
-        # safe=False: an integer beyond 2**53 becomes the nearest float (far out of any
-        # coordinate range, so dropped as such) instead of an ArrowInvalid
-        x = pc.fill_null(tx.cast(pa.float64(), safe=False), float("nan")).to_numpy()
-        y = pc.fill_null(ty.cast(pa.float64(), safe=False), float("nan")).to_numpy()
+    kinds = [pf.schema_arrow.field(i).type for i in (ilon, ilat)]
+    uid = None
+    if all(pa.types.is_floating(k) for k in kinds) or all(pa.types.is_integer(k) for k in kinds):
+        x, y = read_numbers(pf, [header[ilon], header[ilat]], max_bytes)
         bad = np.zeros(len(x), bool)
+        if iuser is not None:        # what the coordinates took counts against the same limit
+            uid = read_bounded(src, pf, [header[iuser]], max_bytes, x.nbytes + y.nbytes).column(0)
     else:
-        x, y, bad = _coords_from_texts([tx.cast(pa.string())], [ty.cast(pa.string())],
+        table = read_bounded(src, pf, [header[i] for i in (ilon, ilat, iuser) if i is not None], max_bytes)
+        x, y, bad = _coords_from_texts([table.column(0).cast(pa.string())], [table.column(1).cast(pa.string())],
                                        "{},{}".format, dropped, first_bad)
-    uid = None if iuser is None else table.column(2).cast(pa.string())
+        uid = None if iuser is None else table.column(2)
+    uid = None if uid is None else uid.cast(pa.string())
     generic = lon is None and lat is None and {cols["lon"].lower(), cols["lat"].lower()} == {"x", "y"}
     return _checked(x, y, uid, "Parquet", len(x), cols, dropped, first_bad, bad, generic)
 
