@@ -12,14 +12,22 @@ per call on a PrivTree release, with the leaves' frame and the last rectangle's 
 fractions kept (now) and with both dropped before each call (as before: the fractions computed
 twice per call, the areas each time); the summed-area table is made before timing.
 
-    python benchmarks/hot_paths.py [--points 10000000] [--repeat 3]
+**Loading Parquet** (`dp.load_points` of a `lon, lat` Parquet file of --points rows, as an
+upload or `python -m dp release` reads it) beside pyarrow's and polars' plain reads to float64
+numpy columns, each in a fresh process: seconds and peak memory above the process with its
+reader imported (VmHWM, reset after the imports), in bytes per point; best of --repeat.
+
+    python benchmarks/hot_paths.py [--points 10000000] [--repeat 3] [--only export interval parquet]
 """
 from __future__ import annotations
 
 import argparse
 import gc
+import hashlib
 import json
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -27,6 +35,7 @@ import numpy as np
 import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 import dp  # noqa: E402
 from dp.feature_files import geojson_text, json_default, release_features, stamp  # noqa: E402
 from dp.provenance import provenance  # noqa: E402
@@ -79,7 +88,8 @@ WRITERS = (("one dict per feature, json.dumps (before)", dicts_json),
 
 
 def timed(fn, repeat: int) -> tuple[float, float, str]:
-    """Best wall and CPU seconds of `repeat` calls, and the last output."""
+    """Best wall and CPU seconds of `repeat` calls, and the last output (the garbage collector
+    on, as in an export: a writer making millions of objects pays for its collections)."""
     walls, cpus = [], []
     for _ in range(repeat):
         gc.collect()
@@ -88,6 +98,12 @@ def timed(fn, repeat: int) -> tuple[float, float, str]:
         walls.append(time.perf_counter() - w)
         cpus.append(time.process_time() - c)
     return min(walls), min(cpus), out
+
+
+def digest(text: str) -> str:
+    """The parsed document's fingerprint (keys sorted), to check writers agree without keeping
+    a million parsed features."""
+    return hashlib.sha256(orjson.dumps(json.loads(text), option=orjson.OPT_SORT_KEYS)).hexdigest()
 
 
 def export_table(n: int, repeat: int) -> None:
@@ -100,9 +116,10 @@ def export_table(n: int, repeat: int) -> None:
         rows, reference = [], None
         for name, fn in WRITERS:
             wall, cpu, text = timed(lambda: fn(rel, block), repeat)
-            parsed = json.loads(text)
-            reference = parsed if reference is None else reference
-            rows.append((name, wall, cpu, len(text) / 1e6, parsed == reference))
+            mb, same = len(text) / 1e6, digest(text)
+            del text
+            reference = same if reference is None else reference
+            rows.append((name, wall, cpu, mb, same == reference))
         fastest = min(r[1] for r in rows)
         for name, wall, cpu, mb, same in rows:
             print(f"| {mech} | {len(rel.features()):,} | {name} | {wall:.2f} | {cpu:.2f} | {mb:.0f} | "
@@ -135,13 +152,88 @@ def interval_table(n: int, calls: int = 200) -> None:
               f"{'yes' if np.allclose(out, rows[0][3]) else 'NO'} |")
 
 
+def _parquet_dp(path):
+    data = dp.load_points(path, max_rows=10**9)
+    return data.x, data.y
+
+
+def _parquet_pyarrow(path):
+    import pyarrow.parquet as pq
+    t = pq.read_table(path, columns=["lon", "lat"])
+    return t.column("lon").to_numpy(), t.column("lat").to_numpy()
+
+
+def _parquet_polars(path):
+    import polars as pl
+    df = pl.read_parquet(path, columns=["lon", "lat"])
+    return df["lon"].to_numpy(), df["lat"].to_numpy()
+
+
+PARQUET_READERS = {"dp.load_points": ("dp", _parquet_dp),
+                   "pyarrow.parquet.read_table": ("pyarrow.parquet", _parquet_pyarrow),
+                   "polars.read_parquet": ("polars", _parquet_polars)}
+
+
+def parquet_worker(reader: str, path: str) -> dict:
+    """Seconds and peak bytes per point of one read, in this (fresh) process."""
+    import importlib
+
+    from speed import _peak_rss, _reset_peak_rss
+    module, read = PARQUET_READERS[reader]
+    importlib.import_module(module)
+    base = _reset_peak_rss()
+    t0 = time.perf_counter()
+    x, y = read(path)
+    dt = time.perf_counter() - t0
+    assert np.isfinite(x).all() and len(x) == len(y)
+    return {"s": dt, "bytes_per_point": (_peak_rss() - base) * 1024 / len(x)}
+
+
+def parquet_table(n: int, repeat: int) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    data, _ = city_points(n)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = str(Path(tmp) / "points.parquet")
+        pq.write_table(pa.table({"lon": data.x, "lat": data.y}), path)
+        del data
+        rows = []
+        for reader in PARQUET_READERS:
+            runs = []
+            for _ in range(repeat):
+                out = subprocess.run([sys.executable, __file__, "--parquet-worker", reader, path],
+                                     capture_output=True, text=True)
+                if out.returncode:
+                    break                                # the reader is not installed
+                runs.append(json.loads(out.stdout))
+            if runs:
+                rows.append((reader, min(r["s"] for r in runs), min(r["bytes_per_point"] for r in runs)))
+    fastest = min(r[1] for r in rows)
+    print(f"\n### Loading a Parquet file of {n:,} points (lon, lat), best of {repeat}\n\n"
+          f"| reader | s | ÷ fastest | peak B/point |\n|---|---|---|---|")
+    for reader, sec, bpp in rows:
+        print(f"| {reader} | {sec:.2f} | {sec / fastest:.2f} | {bpp:.1f} |")
+
+
+TABLES = ("export", "interval", "parquet")
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--points", type=int, default=10_000_000)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--only", nargs="+", choices=TABLES, default=TABLES)
+    ap.add_argument("--parquet-worker", nargs=2, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
-    export_table(args.points, args.repeat)
-    interval_table(args.points)
+    if args.parquet_worker:
+        print(json.dumps(parquet_worker(*args.parquet_worker)))
+        return
+    if "export" in args.only:
+        export_table(args.points, args.repeat)
+    if "interval" in args.only:
+        interval_table(args.points)
+    if "parquet" in args.only:
+        parquet_table(args.points, args.repeat)
 
 
 if __name__ == "__main__":
