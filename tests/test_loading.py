@@ -71,6 +71,12 @@ def test_parquet_numbers_are_read_row_group_by_row_group_as_they_are(tmp_path):
     assert sorted(dp.load_points(small, filename="p.parquet").x.tolist()) == [1.5, 2.25]   # mixed: as text
     with pytest.raises(DataError, match=r"columns unpack to 0\.[0-9] MB, more than the 0\.1 MB"):
         dp.load_points(path, max_bytes=100_000)
+    # one value repeated is stored once (a dictionary): the decoded size, 16 bytes a point, is
+    # what the limit is held to, before the arrays are made
+    same = parquet_bytes(lon=np.full(100_000, 1.5), lat=np.full(100_000, 2.5))
+    assert len(same) < 10_000
+    with pytest.raises(DataError, match=r"columns unpack to 1\.6 MB, more than the 1\.0 MB"):
+        dp.load_points(same, filename="p.parquet", max_bytes=1_000_000)
 
 
 def test_parquet_errors():

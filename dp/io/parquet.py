@@ -40,9 +40,9 @@ def read_bounded(source, pf: pq.ParquetFile, names: list[str], max_bytes: int | 
     (before reading them), then by the lengths of the texts its dictionaries stand for
     (text and binary columns are read as dictionaries, which take about the pages' size,
     and decoded only once their full size is known). `already`: bytes other columns of the
-    file took, counted against the same limit."""
+    file take once decoded, counted with these against the same limit."""
     limit = byte_limit(pf, max_bytes)
-    _refuse_bigger(already + _packed(pf, names), limit)
+    _refuse_bigger(_packed(pf, names), limit)
     fields = [pf.schema_arrow.field(n) for n in names]
     texts = [f.name for f in fields if _is_text(f.type)]
     try:
@@ -71,12 +71,14 @@ def _packed(pf: pq.ParquetFile, names: list[str]) -> int:
                if md.row_group(g).column(j).path_in_schema.split(".")[0] in names)
 
 
-def read_numbers(pf: pq.ParquetFile, names: list[str], max_bytes: int | None) -> list[np.ndarray]:
+def read_numbers(pf: pq.ParquetFile, names: list[str], max_bytes: int | None,
+                 already: int = 0) -> list[np.ndarray]:
     """Numeric columns as float64 arrays, a null as NaN, read row group by row group into
     arrays made once (no copy of the whole table: 8 bytes a value, and as fast as any reader
-    measured, `benchmarks/hot_paths.py`); refused in words beyond `max_bytes` (`byte_limit`)."""
-    _refuse_bigger(_packed(pf, names), byte_limit(pf, max_bytes))
+    measured, `benchmarks/hot_paths.py`); refused in words, before anything is read, when
+    they and `already` (other columns' bytes) exceed `max_bytes` (`byte_limit`)."""
     n = pf.metadata.num_rows
+    _refuse_bigger(already + max(_packed(pf, names), 8 * n * len(names)), byte_limit(pf, max_bytes))
     out = [np.empty(n) for _ in names]
     at = 0
     try:
@@ -160,10 +162,12 @@ def _parse_parquet(src, lon, lat, user, max_rows, max_bytes=None):
     kinds = [pf.schema_arrow.field(i).type for i in (ilon, ilat)]
     uid = None
     if all(pa.types.is_floating(k) for k in kinds) or all(pa.types.is_integer(k) for k in kinds):
-        x, y = read_numbers(pf, [header[ilon], header[ilat]], max_bytes)
+        coords = 16 * pf.metadata.num_rows          # two float64 columns, once decoded
+        if iuser is not None:        # the ids first: the whole file's size is then said at once
+            uid = read_bounded(src, pf, [header[iuser]], max_bytes, coords).column(0)
+        x, y = read_numbers(pf, [header[ilon], header[ilat]], max_bytes,
+                            0 if uid is None else _unpacked_bytes(uid))
         bad = np.zeros(len(x), bool)
-        if iuser is not None:        # what the coordinates took counts against the same limit
-            uid = read_bounded(src, pf, [header[iuser]], max_bytes, x.nbytes + y.nbytes).column(0)
     else:
         table = read_bounded(src, pf, [header[i] for i in (ilon, ilat, iuser) if i is not None], max_bytes)
         x, y, bad = _coords_from_texts([table.column(0).cast(pa.string())], [table.column(1).cast(pa.string())],
