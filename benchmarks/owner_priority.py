@@ -86,7 +86,7 @@ def main() -> None:
     ap.add_argument("--evaluations", type=int, default=6)
     ap.add_argument("--uploads", type=int, default=12)
     ap.add_argument("--upload-mb", type=float, default=5.0)
-    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--reps", type=int, default=9)
     a = ap.parse_args()
     a.server, a.workers, a.threads, a.heavy_workers, a.server_log = "gunicorn", 3, 8, 1, None
     with tempfile.TemporaryDirectory() as tmp:
