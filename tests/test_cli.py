@@ -94,6 +94,7 @@ def test_counts_then_release_and_a_box_typed(sample_csv, tmp_path):
     assert json.loads(out.read_text())["properties"]["provenance"]["mechanism"] == "full_quadtree"
 
 
+@pytest.mark.slow          # 20 s: the quick suite leaves it to the full one
 def test_plan_is_free_and_printed(capsys):
     assert cli.main(["plan", "-d", "London", "-m", "ug", "-m", "privtree", "--target", "50", "-q"]) == 0
     text = capsys.readouterr().out

@@ -351,7 +351,8 @@ def test_no_range_where_its_premise_fails():
     assert lo[0] == 0 and hi[0] == 30 == on_edge.true_counts([dp.Rect(1.0, 0.0, 1.0, 1.0)], BOX)[0]
 
 
-@pytest.mark.parametrize("name", ["privtree", "identity", "quadtree", "kdtree", "full_quadtree",
+@pytest.mark.parametrize("name", ["privtree", "identity", "quadtree", "kdtree",
+                                  pytest.param("full_quadtree", marks=pytest.mark.slow),   # 30 s
                                   "ag", "adaptive", "e2epriv"])
 def test_no_range_is_empty_on_empty_ground(name):
     # 3,000 points in the south-west corner, 500 tiny rectangles on the empty rest at ε 0.1: the

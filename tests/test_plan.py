@@ -111,6 +111,7 @@ def test_planned_epsilon_keeps_its_promise_on_real_data(box):
             assert q95 <= target, (mech, p.epsilon, q95)
 
 
+@pytest.mark.slow          # 30 s: the quick suite leaves it to the full one
 def test_points_on_exact_values_plan_on_a_fifth_twin_of_exact_values(box):
     """`exact_values=True`: the four twins and one whose points all sit on 16 x 24 exact values,
     with the margins chosen for five twins (MARGIN_VALUES); the first four are the same twins."""
