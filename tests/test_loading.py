@@ -43,12 +43,15 @@ def test_parquet_text_and_integer_columns():
     assert any("columns named 'x' and 'y'" in w for w in data.report.warnings)
 
 
-def test_parquet_numbers_are_read_row_group_by_row_group_as_they_are(tmp_path):
-    """Numeric coordinates go straight from each row group into arrays made once
-    (`dp.io.parquet.read_numbers`): the same values as pyarrow's whole-table read, in file
-    order, over several row groups; a null is dropped and counted as before (read as NaN);
+@pytest.mark.parametrize("batch_rows", [1 << 20, 5000])     # all groups in one read, or in runs
+def test_parquet_numbers_are_read_row_group_by_row_group_as_they_are(tmp_path, monkeypatch, batch_rows):
+    """Numeric coordinates go straight from the row groups (read in runs of about BATCH_ROWS)
+    into arrays made once (`dp.io.parquet.read_numbers`): the same values in file order, over
+    several row groups and runs; a null is dropped and counted as before (read as NaN);
     float32 and integer columns become float64; what the coordinates take counts against the
     byte limit, with the user ids."""
+    from dp.io import parquet
+    monkeypatch.setattr(parquet, "BATCH_ROWS", batch_rows)
     rng = np.random.default_rng(4)
     lon, lat = rng.uniform(-10, 10, 25_000), rng.uniform(40, 60, 25_000)
     lat_nulls = pa.array(lat, mask=np.arange(25_000) % 1000 == 7)

@@ -22,6 +22,7 @@ from .source import IN_MEMORY
 
 BYTES_PER_ROW = 256       # what a row may unpack to when no byte limit is given...
 MIN_BYTES = 64 * 2**20    # ...or a small file altogether
+BATCH_ROWS = 1 << 20      # row groups read together, up to about this many rows
 DAMAGED = ("the Parquet file is damaged or truncated: its data could not be read; expected a "
            "complete Parquet file (write it again)")
 
@@ -82,8 +83,8 @@ def read_numbers(pf: pq.ParquetFile, names: list[str], max_bytes: int | None,
     out = [np.empty(n) for _ in names]
     at = 0
     try:
-        for g in range(pf.num_row_groups):
-            group = pf.read_row_group(g, columns=names)
+        for batch in _batches(pf):
+            group = pf.read_row_groups(batch, columns=names)
             for values, column in zip(out, group.columns):
                 pos = at
                 for chunk in column.chunks:
@@ -97,6 +98,19 @@ def read_numbers(pf: pq.ParquetFile, names: list[str], max_bytes: int | None,
     if at != n:
         raise DataError(DAMAGED)
     return out
+
+
+def _batches(pf: pq.ParquetFile) -> list[list[int]]:
+    """The file's row groups in runs of about BATCH_ROWS rows: one read each (a file of many
+    tiny row groups would otherwise cost a call per group)."""
+    batches, rows = [], BATCH_ROWS
+    for g in range(pf.num_row_groups):
+        if rows >= BATCH_ROWS:
+            batches.append([])
+            rows = 0
+        batches[-1].append(g)
+        rows += pf.metadata.row_group(g).num_rows
+    return batches
 
 
 def _floats_of(chunk: pa.Array) -> np.ndarray:
