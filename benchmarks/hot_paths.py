@@ -56,25 +56,25 @@ def city_points(n: int, seed: int = 0) -> tuple[dp.PointData, dp.Domain]:
     return dp.PointData(x, y), dp.Domain(0.0, 0.0, 1.0, 1.0, name="benchmark box")
 
 
-def dicts_json(rel, block) -> str:
-    """The writer before the column one: one dict per feature, then `json.dumps`."""
+def stamped_dicts(rel, block) -> dict:
+    """The FeatureCollection as the writer before the column one built it: one dict per
+    feature, whole people added, each stamped, the provenance on top."""
     doc = rel.features().to_dict()
     add_people(doc["features"])
     mark = stamp(block)
-    return json.dumps({**doc, "properties": {**doc["properties"], "provenance": block},
-                       "features": [{**f, "properties": {**f["properties"], **mark}}
-                                    for f in doc["features"]]}, default=json_default)
+    return {**doc, "properties": {**doc["properties"], "provenance": block},
+            "features": [{**f, "properties": {**f["properties"], **mark}} for f in doc["features"]]}
+
+
+def dicts_json(rel, block) -> str:
+    """The writer before the column one: the dicts, then `json.dumps`."""
+    return json.dumps(stamped_dicts(rel, block), default=json_default)
 
 
 def dicts_orjson(rel, block) -> str:
     """The same dicts, serialized by orjson."""
-    doc = rel.features().to_dict()
-    add_people(doc["features"])
-    mark = stamp(block)
-    return orjson.dumps({**doc, "properties": {**doc["properties"], "provenance": block},
-                         "features": [{**f, "properties": {**f["properties"], **mark}}
-                                      for f in doc["features"]]},
-                        default=json_default, option=orjson.OPT_SERIALIZE_NUMPY).decode()
+    return orjson.dumps(stamped_dicts(rel, block), default=json_default,
+                        option=orjson.OPT_SERIALIZE_NUMPY).decode()
 
 
 def columns(rel, block) -> str:
