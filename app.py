@@ -17,7 +17,7 @@ from components import (alerts, compare_panel, data_panel, evaluation_panel, exp
                         queries_panel, server_files, shapes_panel, share, steps, tour_panel)
 from server import front, guard, heavy, jobs, memory, sessions, state, workspace
 from server.faults import Unavailable
-from server.store import FileStore
+from server.file_store import FileStore
 
 DEFAULT_CONFIG = {
     "max_upload_mb": 50.0,

@@ -13,7 +13,7 @@ from dp.whole_counts import whole_nonnegative
 
 from . import ids, map_panel, queries_panel, render
 from .numbers import count_text, shown_people
-from server import sessions, state, workspace
+from server import releases, sessions, state, workspace
 from .controls import labelled_rects, mechanism_options, request_ids
 from .help import help_box
 
@@ -99,7 +99,7 @@ def missing(info: dict | None, rinfo: dict | None, cinfo: dict | None) -> str | 
     if not info or not rinfo:
         return ("No release of the data now loaded yet, so there is nothing to compare: release it "
                 "in step 3 (Release) first.")
-    if state.key_fingerprint(rinfo["key"]) != info["fingerprint"]:
+    if releases.key_fingerprint(rinfo["key"]) != info["fingerprint"]:
         return ("The loaded data changed since step 3's release: release the new data in step 3 (Release) "
                 "first, then compare.")
     if not cinfo or cinfo.get("base") != rinfo["key"]:
@@ -225,17 +225,17 @@ def release_status(label: str, epsilon: float, rel) -> html.Div:
 def pair(sid: str, rinfo: dict, cinfo: dict) -> tuple:
     """(release A, release B, data) for step 3's release and its comparison; LookupError when the
     server no longer holds one of them."""
-    return (state.release(sid, rinfo["key"]), state.release(sid, cinfo["key"]),
-            state.points(sid, state.key_fingerprint(rinfo["key"])))
+    return (releases.release(sid, rinfo["key"]), releases.release(sid, cinfo["key"]),
+            state.points(sid, releases.key_fingerprint(rinfo["key"])))
 
 
 def comparison(sid: str, rinfo: dict, name: str) -> dict:
     """Release `name` beside step 3's release (charged): {"cinfo", "status", "class"} or
     {"error"}, small enough to be kept as the click's result."""
-    key = state.comparison_key(rinfo["key"], name)
+    key = releases.comparison_key(rinfo["key"], name)
     label = dp.mechanisms()[name].label
     try:
-        rel = state.release(sid, key, create=True)
+        rel = releases.release(sid, key, create=True)
     except (dp.ParameterError, dp.DataError, dp.BudgetError, LookupError) as exc:
         return {"error": str(exc)}
     line = release_status(label, rinfo["epsilon"], rel)
@@ -264,7 +264,7 @@ def register_callbacks(app, config: dict):
         if not name:
             return ""
         acc = state.account(sessions.session_id(), info["fingerprint"])
-        cost = dp.accountant.release_cost(name, state.key_domain(rinfo["key"]), rinfo["epsilon"])
+        cost = dp.accountant.release_cost(name, releases.key_domain(rinfo["key"]), rinfo["epsilon"])
         return cost_line(cost, acc.spent, acc.total)
 
     request_ids(app, ids.COMPARE_BUTTON, ids.COMPARE_REQUEST)

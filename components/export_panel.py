@@ -9,7 +9,7 @@ import dp
 from dp.provenance import export_texts, repeat_script
 
 from . import ids, map_image, server_files
-from server import published, sessions, state
+from server import published, releases, sessions, state
 from .help import help_box
 
 
@@ -123,7 +123,7 @@ def register_callbacks(app, config: dict):
         if ctx.triggered_id == ids.EXPORT_PNG_BUTTON:
             return (dcc.send_bytes(map_image.map_png_of(rinfo["key"], rel),
                                    f"release_{rel.mechanism}_map.png"), "")
-        fp = state.key_fingerprint(rinfo["key"])
+        fp = releases.key_fingerprint(rinfo["key"])
         script = owner_script(rel, state.points(sid, fp), state.sample_of(fp))
         return dict(content=script, filename=f"repeat_{rel.mechanism}.py"), ""
 
@@ -137,7 +137,7 @@ def register_callbacks(app, config: dict):
 
 def _account(sid, rinfo):
     """The account of the release's dataset (for the provenance's ε spent so far)."""
-    return state.account(sid, state.key_fingerprint(rinfo["key"]))
+    return state.account(sid, releases.key_fingerprint(rinfo["key"]))
 
 
 def _current(rinfo, sid):
@@ -145,6 +145,6 @@ def _current(rinfo, sid):
     if not rinfo:
         return None, html.Div("No release yet: press Release first.", className="warning")
     try:
-        return state.release(sid, rinfo["key"]), None
+        return releases.release(sid, rinfo["key"]), None
     except LookupError as exc:
         return None, html.Div(f"Nothing exported: {exc}.", className="warning")

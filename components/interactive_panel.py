@@ -11,7 +11,7 @@ from plotly.subplots import make_subplots
 import dp
 
 from . import ids, render
-from server import sessions, state, workspace
+from server import live, sessions, state, workspace
 from .controls import domain_from_store, parse_typed, rects_from_geojson, request_ids
 from .help import help_box
 from .numbers import significant
@@ -173,7 +173,7 @@ def start_session(sid, dinfo, domain_info, sigma_m, planned, strategy, method, n
                                 "load a point dataset first")
     data = state.points(sid, dinfo["fingerprint"])
     domain = domain_from_store(domain_info)
-    state.check_live_room(sid)
+    live.check_live_room(sid)
     rho = session_charge(sigma_m, planned, method)
 
     def pay():
@@ -186,7 +186,7 @@ def start_session(sid, dinfo, domain_info, sigma_m, planned, strategy, method, n
         data, domain, sigma_m=sigma_m, planned_queries=planned, strategy=strategy, method=method,
         rounds=ROUNDS, seed=None, before_data=pay)
     try:
-        token = state.put_live(sid, session)
+        token = live.put_live(sid, session)
     except LookupError:                     # paid for above: say so, never "nothing was charged"
         raise LookupError("the session was charged (see the budget ledger) but the server could "
                           "not keep it: it is full or its store failed; start a new session once "
@@ -221,7 +221,7 @@ def ask(sid: str, token: str, rects: list):
     """Run step: answer the rectangles in turn, one question at a time per session (even from
     two tabs on two worker processes); (the session's history, the last result). Refused past
     the planned queries."""
-    with state.live(sid, token) as session:
+    with live.live(sid, token) as session:
         if session.k + len(rects) > session.planned_queries:
             raise dp.BudgetError(f"this session's {session.planned_queries} planned queries "
                                  "are used up (its charge covers no more); start a new "

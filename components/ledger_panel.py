@@ -9,7 +9,7 @@ from dash import ALL, Input, Output, State, dash_table, dcc, html, no_update
 import dp
 
 from . import ids
-from server import sessions, state
+from server import releases, sessions, state
 from .controls import next_cost
 from .help import help_box
 
@@ -121,7 +121,7 @@ def register_callbacks(app, config: dict):
         if not rinfo:
             return [], "No release yet.", ""
         try:
-            rel = state.release(sessions.session_id(), rinfo["key"])
+            rel = releases.release(sessions.session_id(), rinfo["key"])
         except LookupError as exc:
             return [], str(exc), ""
         total = f"This release: ε = {rel.ledger.total:.4g} of {rel.epsilon:g} requested."

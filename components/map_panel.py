@@ -13,7 +13,7 @@ from dp.summed_area import box_sums, summed_area
 from dp.whole_counts import whole_nonnegative
 
 from . import ids, render
-from server import sessions, state
+from server import releases, sessions, state
 from .controls import EXACT_STAGE, domain_from_store
 from .help import help_box
 
@@ -47,7 +47,7 @@ def opening_box(page: dict) -> dp.Domain:
     """Where the map opens: the shown release's box, else the loaded sample's, else the default
     sample's (the callbacks then fit it to the domain chosen)."""
     if page["release"] is not None:
-        return state.key_domain(page["release"]["key"])
+        return releases.key_domain(page["release"]["key"])
     return state.sample(state.sample_name(page["dataset"]) or state.DEFAULT_SAMPLE)[1]
 
 
@@ -287,7 +287,7 @@ def staged(sid, key: str, rel, stage: str | None, layer: str):
     """
     if stage == EXACT_STAGE:
         return rel, ("true" if layer == "private" else layer)
-    return state.staged_release(sid, key, stage), layer
+    return releases.staged_release(sid, key, stage), layer
 
 
 def stage_status(rel, stage: str | None, at=None) -> str:
@@ -354,7 +354,7 @@ def points_layer(data, n: int = POINT_SAMPLE):
 def current_release(sid, rinfo):
     """The session's current release, or None when there is none (or it can't be rebuilt)."""
     try:
-        return state.release(sid, rinfo["key"]) if rinfo else None
+        return releases.release(sid, rinfo["key"]) if rinfo else None
     except LookupError:
         return None
 
@@ -362,8 +362,8 @@ def current_release(sid, rinfo):
 def layers(sid: str, key: str, layer: str, stage, depth, series: int, extras, toggles):
     """(map children, hover payload, legend, the release's domain) of a session's release: the
     heavy part of drawing the map, run in the heavy pool (`state.heavy_call`)."""
-    rel = state.release(sid, key)
-    data = state.points(sid, state.key_fingerprint(key))
+    rel = releases.release(sid, key)
+    data = state.points(sid, releases.key_fingerprint(key))
     if rel.capabilities.stages:
         rel, layer = staged(sid, key, rel, stage, layer)
     children, hover, legend = cell_layers(rel, data, layer, depth, series)
@@ -449,7 +449,7 @@ def register_callbacks(app, config: dict):
             return True, no_update, no_update, True, no_update
         caps = rel.capabilities
         try:
-            fig = violations_figure(rel, lambda st: state.staged_release(sid, rinfo["key"], st))
+            fig = violations_figure(rel, lambda st: releases.staged_release(sid, rinfo["key"], st))
         except LookupError:               # dropped between the two reads
             return True, no_update, no_update, True, no_update
         return False, stage_options(caps.stages), caps.stage, False, fig
@@ -462,7 +462,7 @@ def register_callbacks(app, config: dict):
         if rel is None or not rel.capabilities.stages:
             return ""
         try:
-            return stage_status(rel, stage, lambda st: state.staged_release(sid, rinfo["key"], st))
+            return stage_status(rel, stage, lambda st: releases.staged_release(sid, rinfo["key"], st))
         except LookupError as exc:
             return str(exc)
 

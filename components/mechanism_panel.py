@@ -9,7 +9,7 @@ from dash.exceptions import PreventUpdate
 import dp
 
 from . import ids, share
-from server import sessions, state, workspace
+from server import releases, sessions, state, workspace
 from server.faults import Unavailable
 from server.release_key import ReleaseKey
 from .controls import (EPS_MAX, EPS_MIN, MOSTLY_OUTSIDE, domain_from_store, epsilon_from_slider,
@@ -241,8 +241,8 @@ def spend(sid: str, info: dict, domain_info, name, eps_v, weights, pvals, pids, 
         seed = None if seed_mode == "fresh" else int(seed if seed is not None else 0)
         k = points_per_user(info, k)
         check_coverage(state.points(sid, info["fingerprint"]), domain)
-        key = state.release_key(info["fingerprint"], domain, name, params, split, epsilon, seed, k)
-        rel = state.release(sid, key, create=True)
+        key = releases.release_key(info["fingerprint"], domain, name, params, split, epsilon, seed, k)
+        rel = releases.release(sid, key, create=True)
     except (dp.ParameterError, dp.DataError, dp.BudgetError, LookupError) as exc:
         return {"error": str(exc)}
     summary = release_summary(key, rel)
@@ -296,7 +296,7 @@ def paid_release(sid: str, info: dict, domain_info, link=None) -> tuple:
                 rec["mechanism"], rec["epsilon"], rec["split"], rec["params"], domain):
             rec = None
         if rec is not None:
-            state.release(sid, rec["key"])
+            releases.release(sid, rec["key"])
     except Unavailable as exc:                 # the store or the accounts failed: say so
         return None, html.Div(["Cannot show your releases: ", str(exc)], className="error")
     except (dp.ParameterError, LookupError) as exc:
@@ -331,9 +331,9 @@ def adopt_unrecorded(sid: str, fingerprint: str, domain: dp.Domain) -> None:
     """Record a paid release whose record was lost (its worker stopped between the charge and
     the record), so the page shows it as the last one paid for, not an older one."""
     recorded = {r["key"] for r in workspace.get(sid).get("releases", [])}
-    key = state.unrecorded_release(sid, fingerprint, domain, recorded)
+    key = releases.unrecorded_release(sid, fingerprint, domain, recorded)
     if key is not None:
-        workspace.add_release(sid, release_summary(key, state.release(sid, key)))
+        workspace.add_release(sid, release_summary(key, releases.release(sid, key)))
 
 
 def control_values(rec: dict, name, eps_v, seed_mode, seed) -> tuple:

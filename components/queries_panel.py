@@ -18,7 +18,7 @@ from dp.feature_files import stamp
 from dp.provenance import provenance
 
 from . import ids, inputs
-from server import sessions, state, workspace
+from server import releases, sessions, state, workspace
 from .controls import EXACT_STAGE, fit_to_domain, labelled_rects, parse_typed, rects_from_geojson
 from .help import help_box
 from .numbers import plural, shown_people
@@ -234,11 +234,11 @@ def _blank_nan(v: float):
 
 def current_queries(sid, rinfo, geojson, extra, stage):
     """(release at the chosen stage, the queries inside its domain, notes on refused ones)."""
-    rel = state.release(sid, rinfo["key"])
+    rel = releases.release(sid, rinfo["key"])
     if not rel.capabilities.stages:
         stage = None
     elif stage != EXACT_STAGE:            # a new release at that stage, cached apart
-        rel = state.staged_release(sid, rinfo["key"], stage)
+        rel = releases.staged_release(sid, rinfo["key"], stage)
     queries, notes = queries_in(rel.domain, labelled_rects(geojson, extra))
     return rel, stage, queries, notes
 
@@ -272,7 +272,7 @@ def register_callbacks(app, config: dict):
             return no_update, no_update, no_update           # already added (Enter, then Add)
         if not rinfo:
             return no_update, "Run a release first.", no_update
-        domain = state.key_domain(rinfo["key"])
+        domain = releases.key_domain(rinfo["key"])
         try:
             if not typing:
                 seed = len(extra) + 1000 * (_r or 0)   # public randomness: never reads the data
@@ -328,7 +328,7 @@ def register_callbacks(app, config: dict):
                                            className="warning"), ""
         try:
             rel, stage, queries, notes = current_queries(sid, rinfo, geojson, extra, stage)
-            data = state.points(sid, state.key_fingerprint(rinfo["key"]))
+            data = state.points(sid, releases.key_fingerprint(rinfo["key"]))
         except LookupError:
             return [], no_update, "", ""
         rows = comparison_rows(rel, data, queries, stage)
@@ -360,7 +360,7 @@ def register_callbacks(app, config: dict):
             return no_update, html.Div("The domain was fitted to the data, so rectangles clipped to it "
                                        "would publish the data's extremes: choose a listed or typed "
                                        "box to download.", className="error")
-        account = state.account(sessions.session_id(), state.key_fingerprint(rinfo["key"]))
+        account = state.account(sessions.session_id(), releases.key_fingerprint(rinfo["key"]))
         text = csv_text(public_rows(rel, queries), rel.capabilities.snapping, rel.private,
                         provenance(rel, account.spent, account.total))
         name = f"queries_{rel.mechanism}" + ("" if rel.private else "_NOT_PRIVATE")

@@ -28,7 +28,7 @@ from .data_panel import decode_upload
 from .help import help_box
 from .numbers import count_of
 from .map_panel import legend_box
-from server import sessions, state, workspace
+from server import releases, sessions, state, workspace
 
 MAX_APP_SHAPES = 5000     # drawn and downloaded here; the command line makes up to shapes.MAX_SHAPES
 H3_RESOLUTIONS = {0: "1,300 km", 1: "480 km", 2: "180 km", 3: "70 km", 4: "26 km", 5: "10 km",
@@ -95,7 +95,7 @@ def place_of(rinfo: dict | None) -> list | None:
     """[data fingerprint, box] of the shown release: what a shapes choice was made for."""
     if not rinfo:
         return None
-    return [state.key_fingerprint(rinfo["key"]), state.key_domain(rinfo["key"]).to_dict()]
+    return [releases.key_fingerprint(rinfo["key"]), releases.key_domain(rinfo["key"]).to_dict()]
 
 
 def districts_note(districts: dict | None) -> str:
@@ -182,7 +182,7 @@ def counts_for(sid: str, key: str, choice: dict) -> shapes.ShapeCounts:
     found = state.cache.get(ckey)
     if found is not None:
         return found
-    rel = state.release(sid, key)
+    rel = releases.release(sid, key)
     ids_, polys = wanted(rel, choice)
     out = shapes.shape_counts(rel, polys, ids_)
     state.cache.trim(sid, "shapecounts", KEPT_COUNTS - 1)
@@ -304,7 +304,7 @@ def register_callbacks(app, config: dict):
         if not rinfo:
             return res_options(None), no_update
         sid, place = sessions.session_id(), place_of(rinfo)
-        choice, domain = choice_of(sid), state.key_domain(rinfo["key"])
+        choice, domain = choice_of(sid), releases.key_domain(rinfo["key"])
         res = fitted_res(domain, choice["res"])
         if choice["place"] != place:
             choice = _remember(sid, res=res, shown=False, place=place)
@@ -335,7 +335,7 @@ def register_callbacks(app, config: dict):
             sc = counts_for(sid, rinfo["key"], choice)
         except (dp.ParameterError, dp.DataError, LookupError) as exc:
             return [], [], html.Div(f"Not shown: {exc}.", className="warning")
-        return (*choropleth(sc, state.key_domain(rinfo["key"])), summary(sc, choice["kind"]))
+        return (*choropleth(sc, releases.key_domain(rinfo["key"])), summary(sc, choice["kind"]))
 
     @app.callback(Output(ids.SHAPES_DOWNLOAD, "data"), Output(ids.SHAPES_STATUS, "children",
                                                               allow_duplicate=True),

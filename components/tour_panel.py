@@ -19,7 +19,7 @@ from dash import ALL, ClientsideFunction, Input, Output, State, ctx, dcc, html, 
 import dp
 
 from . import ids
-from server import sessions, state
+from server import releases, sessions, state
 from .controls import EPS_MAX, EPS_MIN, next_cost
 from .help import help_box
 
@@ -320,10 +320,10 @@ def register_callbacks(app, config: dict):
         if step is None or not rinfo:
             return no_update
         try:
-            rel = state.release(sessions.session_id(), rinfo["key"])
+            rel = releases.release(sessions.session_id(), rinfo["key"])
         except LookupError:
             return no_update
-        series = [state.key_fingerprint(rinfo["key"]), rinfo["mechanism"], list(rel.domain.bounds)]
+        series = [releases.key_fingerprint(rinfo["key"]), rinfo["mechanism"], list(rel.domain.bounds)]
         return add_margin(store, series, rinfo["epsilon"], *margin_of(rel))
 
     @app.callback(Output(ids.TOUR_TITLE, "children"), Output(ids.TOUR_COUNTER, "children"),

@@ -18,13 +18,10 @@ import dataclasses
 import numbers
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 
 from .errors import ParameterError
 from .noise import make_rng
 from .points import MISSING_IDS, LoadReport, PointData
-
 # k = 5: noise grows in proportion to k, and a few places per person keep most spatial signal
 DEFAULT_POINTS_PER_USER = 5
 
@@ -44,7 +41,7 @@ WHITESPACE = ("\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000\u2001\u2002\u
               "\u2005\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000")
 
 
-def canonical_user_ids(ids) -> pa.Array:
+def canonical_user_ids(ids):
     """The canonical user id of each value of an id column, as an Arrow string array ('' where
     there is none). THE rule for who is one user, in every engine:
 
@@ -67,7 +64,10 @@ def canonical_user_ids(ids) -> pa.Array:
     the same rule to the ids `dp.load_points` reads (the same users; a Parquet column of
     floats is written as Arrow writes it there, "1.23456789012e+11", which splits no user);
     tests/test_hardening.py checks that they agree and that all three engines count the same
-    users."""
+    users. (pyarrow is imported here, not at `import dp`; no annotations name it, as DuckDB
+    reads them when this is a user-defined function.)"""
+    import pyarrow as pa
+    import pyarrow.compute as pc
     if isinstance(ids, pa.ChunkedArray):
         ids = ids.combine_chunks()
     elif not isinstance(ids, pa.Array):
@@ -82,10 +82,12 @@ def canonical_user_ids(ids) -> pa.Array:
     return pc.if_else(missing, "", stripped).take(index)
 
 
-def _as_text(ids: pa.Array) -> pa.Array:
+def _as_text(ids):
     """Ids of any type as text: whole numbers below 2^63 in size as integers (Arrow alone writes
     123456789012.0 as "1.23456789012e+11" and a decimal 8.00 as "8.00"); a decimal's
     other values without trailing zeros, as a float's (8.50 -> "8.5")."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
     if pa.types.is_floating(ids.type):
         whole = pc.and_(pc.is_finite(ids), pc.and_(pc.equal(pc.floor(ids), ids),
                                                     pc.less(pc.abs(ids), 2.0 ** 63)))

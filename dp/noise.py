@@ -382,7 +382,7 @@ def _em_exponents(scores, epsilon: float, sensitivity) -> tuple[list, int, int]:
 
 def exponential_mechanism_log_probs(scores, epsilon: float, sensitivity) -> np.ndarray:
     """ln of the probabilities the exact sampler `exponential_mechanism` really draws with (the
-    discretised ones), for computing its privacy loss exactly (`dp.draw_audit`)."""
+    discretised ones), for computing its privacy loss exactly (`dp.testing.draw_audit`)."""
     k, e_num, den = _em_exponents(scores, epsilon, sensitivity)
     x = np.array([Fraction(v * e_num, den) for v in k], dtype=np.float64)
     return x - (np.log(np.exp(x - x.max()).sum()) + x.max())

@@ -5,8 +5,6 @@ import hashlib
 from dataclasses import dataclass, field
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 
 from .domain import Domain, UniformGrid
 from .noise import make_rng
@@ -204,6 +202,8 @@ class UserIds:
         canonicalisation; other inputs (None, NaN, numbers in an object array) go through it whole."""
         if isinstance(user, cls):
             return user
+        import pyarrow as pa            # here, not at `import dp`: most sessions never need it
+        import pyarrow.compute as pc
         if isinstance(user, np.ndarray) and user.dtype.kind == "U":
             user = pa.array(user)
         if isinstance(user, (pa.Array, pa.ChunkedArray)):

@@ -16,11 +16,10 @@ is refused in words instead of read as an older or fresh budget (a copy of the w
 cannot be told from the real one). A database that cannot be written, a damaged or unsigned
 account and a full store are refused with `faults.Unavailable` (a message): an unreadable
 account is never silently replaced by a fresh budget. Account files of version 0.10 found in
-the folder are moved into the database once, as they were (`import_files`).
+the folder are moved into the database once, as they were (`server.account_import`).
 """
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import hmac
 import json
@@ -37,6 +36,7 @@ from redis.exceptions import LockError
 import dp
 
 from . import database
+from .account_locks import DATABASE, AccountLocks
 from .database import account_versions as versions_table, accounts as table
 from .faults import Unavailable, speaking
 from .store import RESERVED, reserved
@@ -45,10 +45,7 @@ SERVER = "server"               # the scope of the server's own data: one accoun
 MAX_ACCOUNTS = 10_000
 UNCHARGED = '{"charges":[]'     # how the canonical JSON of an account without charges starts
 IDLE_SECONDS = 4 * 3600         # the store's entry lifetime (`state.TIMEOUT`): the upload is gone
-DATABASE = "budget accounts database"
 LOCKS = "locks"                 # beside SQLite: a lock file per account in use
-IMPORTED = "imported-0.10"      # where 0.10's account files go once they are in the database
-VERSIONS_FILE = ".versions"     # 0.10's signed record of versions, read once when importing
 ROOM_LOCK = 0x64705F726F6F6D    # "dp_room": PostgreSQL's advisory lock around making room
 
 DAMAGED = ("this dataset's budget account on the server is damaged and cannot be read. Its budget "
@@ -69,9 +66,6 @@ FULL_ACCOUNTS = ("the server keeps as many budget accounts as it can right now; 
                  "(nothing was charged)")
 CHANGED = ("this dataset's budget account was written by another process while it was being "
            "charged here; try again (nothing was charged)")
-RECORD_TAMPERED = ("the budget accounts folder's record of versions does not carry this server's "
-                   "signature, so its account files cannot be moved into the database safely: "
-                   "restore the record from a backup, or start the server with its own key")
 
 
 def _owners(name: str) -> bool:
@@ -81,11 +75,6 @@ def _owners(name: str) -> bool:
 
 def _canonical(account: dict) -> bytes:
     return json.dumps(account, sort_keys=True, separators=(",", ":")).encode()
-
-
-def _lock_id(name: str) -> int:
-    """A signed 64-bit number for an account's advisory lock on PostgreSQL."""
-    return int.from_bytes(hashlib.blake2b(name.encode(), digest_size=8).digest(), "big", signed=True)
 
 
 class AccountStore:
@@ -105,18 +94,12 @@ class AccountStore:
         self._key = key if key is not None else secrets.token_bytes(32)
         with speaking(DATABASE):
             self.engine = database.engine_for(url, self.folder)
-        self._postgres = self.engine.dialect.name == "postgresql"
         # one in-memory connection is shared by the threads: one transaction at a time
         self._serial = threading.Lock() if self.engine.url.database in (None, "", ":memory:") else nullcontext()
-        # a bounded set of per-name locks, re-entrant: making room under a new account's stripe
-        # may meet an idle account of the same stripe, which no other thread can then be using
-        self._stripes = [threading.RLock() for _ in range(64)]
-        self._lock_files = self.folder / LOCKS if self.folder and not self._postgres else None
-        if self._lock_files:
-            with speaking(DATABASE):
-                self._lock_files.mkdir(exist_ok=True)
+        self.locks = AccountLocks(self.engine, self.folder / LOCKS if self.folder else None)
         if self.folder:
-            self.import_files()
+            from .account_import import import_files     # it reads this module's signatures
+            import_files(self)
 
     @staticmethod
     def _name(scope: str, fingerprint: str) -> str:
@@ -151,71 +134,6 @@ class AccountStore:
         """One transaction on the accounts' database, for records kept beside the charges
         (`server.clicks`)."""
         return self._tx()
-
-    def _stripe(self, name: str) -> threading.RLock:
-        return self._stripes[hash(name) % len(self._stripes)]
-
-    @staticmethod
-    def _open_locked(path: Path, block: bool = True):
-        """The open file `path` holding its exclusive flock, or None when `block` is False and it
-        is held. A lock file removed while waiting for it is opened again (its remover held it)."""
-        while True:
-            with speaking(DATABASE):
-                fh = open(path, "a")
-                try:
-                    fcntl.flock(fh, fcntl.LOCK_EX | (0 if block else fcntl.LOCK_NB))
-                    same = os.fstat(fh.fileno()).st_ino == os.stat(path).st_ino
-                except BlockingIOError:         # held elsewhere (only when not blocking)
-                    fh.close()
-                    return None
-                except FileNotFoundError:       # removed by its last holder: lock the new one
-                    same = False
-                except BaseException:
-                    fh.close()
-                    raise
-            if same:
-                return fh
-            fh.close()
-
-    @contextmanager
-    def _locked(self, name: str):
-        """The account's lock across threads, processes and (on PostgreSQL) hosts, held while
-        it is read, changed and written; yields the connection to read and write it on (on
-        PostgreSQL the one holding the lock, else None)."""
-        with self._stripe(name):
-            if self._postgres:
-                with speaking(DATABASE), self.engine.connect() as conn:
-                    conn.execute(sa.select(sa.func.pg_advisory_lock(_lock_id(name))))
-                    conn.commit()
-                    try:
-                        yield conn
-                    finally:
-                        with speaking(DATABASE):
-                            conn.rollback()
-                            conn.execute(sa.select(sa.func.pg_advisory_unlock(_lock_id(name))))
-                            conn.commit()
-            elif self._lock_files:
-                with self._open_locked(self._lock_files / f"{name}.lock"):
-                    yield None
-            else:
-                yield None
-
-    def _try_lock(self, name: str, conn, held) -> bool:
-        """Take the lock of an account another may be using without waiting, for the rest of
-        the transaction `conn` (`held`: an ExitStack closed after it); False if it is held."""
-        stripe = self._stripe(name)
-        if not stripe.acquire(blocking=False):
-            return False
-        held.callback(stripe.release)
-        if self._postgres:
-            return bool(conn.execute(sa.select(sa.func.pg_try_advisory_xact_lock(_lock_id(name)))).scalar())
-        if self._lock_files:
-            lock = self._lock_files / f"{name}.lock"
-            fh = self._open_locked(lock, block=False)
-            if fh is None:
-                return False
-            held.callback(fh.close)
-        return True
 
     def _read(self, name: str, conn=None) -> tuple[dp.Accountant, int | None]:
         """(account, its version), checked against its signature and the record of versions,
@@ -263,9 +181,8 @@ class AccountStore:
             with self._tx(conn) as c:
                 removed = self._make_room(c, name, held) if version is None else []
                 self._put(c, name, version, row)
-            for gone in removed if self._lock_files else ():       # its lock file goes with it
-                with suppress(OSError):
-                    (self._lock_files / f"{gone}.lock").unlink(missing_ok=True)
+            for gone in removed:                                   # its lock file goes with it
+                self.locks.forget(gone)
 
     def _put(self, conn, name: str, version: int | None, row: dict):
         """Insert or update the account row read at `version`, and its version record."""
@@ -286,7 +203,7 @@ class AccountStore:
         the bound never keep an owner from opening new data or releasing a sample."""
         if _owners(new):
             return []
-        if self._postgres:                         # one host counting at a time (SQLite: BEGIN IMMEDIATE)
+        if self.locks.postgres:                         # one host counting at a time (SQLite: BEGIN IMMEDIATE)
             conn.execute(sa.select(sa.func.pg_advisory_xact_lock(ROOM_LOCK)))
         visitors = sa.not_(table.c.owners)
         excess = conn.execute(sa.select(sa.func.count()).select_from(table).where(visitors)).scalar() \
@@ -298,7 +215,7 @@ class AccountStore:
         removed = []
         for name in conn.execute(sa.select(table.c.name).where(idle).order_by(table.c.written)).scalars().all():
             # the delete checks again: another host may have charged it since the list was read
-            if self._try_lock(name, conn, held) and conn.execute(
+            if self.locks.try_hold(name, conn, held) and conn.execute(
                     table.delete().where(table.c.name == name, idle)).rowcount == 1:
                 conn.execute(versions_table.delete().where(versions_table.c.name == name))
                 removed.append(name)
@@ -322,15 +239,15 @@ class AccountStore:
         Writing the account is the commit point of everything `change` did.
         """
         name = self._name(scope, fingerprint)
-        with self._locked(name) as conn:
+        with self.locks.held(name) as conn:
             acc, version = self._read(name, conn)     # nobody else writes it while the lock is held
             try:
                 return self._change(name, acc, version, change, conn)
             finally:
-                if version is None and self._lock_files:    # a refused new account leaves no lock file
-                    with suppress(OSError, Unavailable):
+                if version is None and self.locks.files:    # a refused new account leaves no lock file
+                    with suppress(Unavailable):
                         if self._read(name)[1] is None:
-                            (self._lock_files / f"{name}.lock").unlink()
+                            self.locks.forget(name)
 
     def _change(self, name: str, acc: dp.Accountant, version: int | None, change, conn):
         before = len(acc.charges)
@@ -344,66 +261,3 @@ class AccountStore:
             raise
         self._write(name, acc, version, conn)
         return result
-
-    def import_files(self):
-        """Move the account files 0.10 kept in the folder into the database once, as they were:
-        their signatures carry over, so a damaged, unsigned or rolled-back one stays refused.
-        The files then go to `IMPORTED`; several workers starting at once import them once."""
-        with speaking(DATABASE):
-            files = sorted(self.folder.glob("*.json"))
-            if not files:
-                return
-            with self._open_locked(self.folder / ".import.lock"):
-                files = [f for f in files if f.exists()]
-                record = self._old_record()
-                with self._tx() as conn:
-                    if self._postgres:             # one host at a time (the flock is per host)
-                        conn.execute(sa.select(sa.func.pg_advisory_xact_lock(database.MIGRATION_LOCK)))
-                    have = set(conn.execute(sa.select(table.c.name)).scalars())
-                    for f in files:
-                        name = f.stem
-                        if name not in have:
-                            conn.execute(table.insert().values(name=name, owners=_owners(name),
-                                                               written=f.stat().st_mtime, **_old_row(f)))
-                    have_record = set(conn.execute(sa.select(versions_table.c.name)).scalars())
-                    for name, version in record.items():
-                        if name not in have_record:
-                            conn.execute(versions_table.insert().values(
-                                name=name, version=version, mac=self._version_mac(name, version)))
-                (self.folder / IMPORTED).mkdir(exist_ok=True)
-                for f in [*files, self.folder / VERSIONS_FILE]:
-                    with suppress(FileNotFoundError):
-                        os.replace(f, self.folder / IMPORTED / f.name)
-                for lock in self.folder.glob("*.lock"):
-                    if lock.name != ".import.lock":
-                        lock.unlink(missing_ok=True)
-
-    def _old_record(self) -> dict:
-        """0.10's record of versions ({} if none), refused unless this server's key signed it."""
-        try:
-            stored = json.loads((self.folder / VERSIONS_FILE).read_bytes())
-        except FileNotFoundError:
-            return {}
-        except ValueError:
-            raise Unavailable(RECORD_TAMPERED) from None
-        versions = stored.get("versions") if isinstance(stored, dict) else None
-        if not (isinstance(versions, dict) and isinstance(stored.get("mac"), str) and hmac.compare_digest(
-                stored["mac"].encode(), self._mac(VERSIONS_FILE, versions).encode())):
-            raise Unavailable(RECORD_TAMPERED)
-        return versions
-
-
-def _old_row(path: Path) -> dict:
-    """An account file of 0.10 as a row, kept as it was (a damaged one stays damaged)."""
-    raw = path.read_text(errors="replace")
-    try:
-        stored = json.loads(raw)
-    except ValueError:
-        return {"body": raw, "version": 0, "mac": ""}
-    if not isinstance(stored, dict):
-        return {"body": raw, "version": 0, "mac": ""}
-    version, mac = stored.get("version"), stored.get("mac")
-    account = stored.get("account")
-    return {"body": _canonical(account).decode() if isinstance(account, dict) else raw,
-            "version": version if isinstance(version, int) and version > 0 else 0,
-            "mac": mac if isinstance(mac, str) else ""}

@@ -113,7 +113,7 @@ def run(fn, *args, idempotent: bool = False, lane: str = VISITOR):
     workers; waits for its result (or its exception). A pool whose process died
     (killed, out of memory) is replaced; an `idempotent` task (one that charges nothing) is then
     run once more in the new pool, any other is refused with Broken(BROKEN): it may have
-    charged a budget before it died, and only its caller can tell (see `state.release`)."""
+    charged a budget before it died, and only its caller can tell (see `server.releases.release`)."""
     for attempt in (1, 2):
         pool = _current(lane)
         if pool is None:

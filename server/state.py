@@ -6,41 +6,24 @@ A lookup names its session in the key itself, so another browser's entries are n
 never hit and take no part in any timing (a forged key only ever reaches the forger's own
 entries). Built-in samples are public and shared.
 
-Releases are cached by (session, data, domain, mechanism, params, epsilon split, seed). A fresh
-release (OS entropy, the default) has a random token in place of the seed and exists only as
-its one cached copy; a fixed-seed demo release can be rebuilt identically, at no new cost.
-Every release is charged to the session's `dp.Accountant` for its dataset (see `accounts`).
-A release and its charge commit together: the release is stored first and the charge written
-after (the commit point); a stored release that no charge names (its builder was killed, or the
-accounts could not be written) is discarded when read, so a crash or a full disk at any point
-leaves both or neither.
-
-Cached objects are never changed in place: a release derived from a cached one (an Euler
-release at another consistency stage) is cached under its own entry, next to its release's.
-Everything lives in a store all worker processes share (`server.store`: a folder or
-Redis, bounded in bytes, a quota per session); building a release runs in the bounded pool of
-`server.heavy`, so cheap callbacks are not stuck behind it.
+Everything lives in a store all worker processes share (`server.store`: a folder or Redis,
+bounded in bytes, a quota per session). This module opens the store and the budget accounts
+and keeps the datasets; `server.releases` keeps the releases and commits each with its charge,
+`server.live` the interactive sessions.
 """
 from __future__ import annotations
 
 import atexit
 import copyreg
-import hashlib
 import pickle
-import secrets
 import shutil
 import tempfile
-import threading
-from contextlib import contextmanager
-
 
 import dp
 from dp.samples import REGION_SAMPLES
 
-from . import heavy, published, sessions, store
+from . import file_store, heavy, published, sessions, store
 from .accounts import SERVER, AccountStore
-from .faults import Unavailable
-from .release_key import ReleaseKey
 
 cache: store.SessionQuota      # the shared store, made by init_cache
 accounts = AccountStore()
@@ -48,7 +31,6 @@ DEFAULT_SAMPLE = "city_200k"
 TIMEOUT = 4 * 3600
 DEFAULT_STORE_MB = 1024      # bytes the shared store holds (on disk or in Redis)
 DEFAULT_MEMORY_MB = 128      # unpickled copies each worker process keeps in front of it
-LIVE_PER_SESSION = 3         # interactive sessions one browser keeps; its oldest dropped first
 OWNERS_ONLY = ("only the data owner can do this on this server: the person who started it opens "
                "the owner link it printed")
 UPLOADS_OFF = ("uploads on this server are for its data owner only; explore the samples and the "
@@ -101,7 +83,7 @@ def configure(config: dict, secret: bytes | None = None) -> dict:
         cache = RedisStore(config["redis_url"], max_bytes, front_bytes, default_timeout=TIMEOUT,
                            key=sessions.derive_key(secret, "store"))
     else:
-        cache = store.FileStore(config["store_dir"], max_bytes, front_bytes, default_timeout=TIMEOUT,
+        cache = file_store.FileStore(config["store_dir"], max_bytes, front_bytes, default_timeout=TIMEOUT,
                                 key=sessions.derive_key(secret, "store"))
     accounts = AccountStore(config.get("accounts_dir"), config.get("default_budget", 10.0),
                             key=sessions.derive_key(secret, "accounts"), url=config.get("database_url"))
@@ -229,132 +211,6 @@ def points(sid: str | None, fingerprint: str):
     return data
 
 
-def release_key(fingerprint, domain: dp.Domain, mechanism, params, split, epsilon, seed,
-                points_per_user: int | None = None) -> str:
-    """The text of a new release's key (`ReleaseKey.make`: seed None is fresh randomness)."""
-    return ReleaseKey.make(fingerprint, domain, mechanism, params, split, epsilon, seed,
-                           points_per_user).text
-
-
-def key_fingerprint(key: str) -> str:
-    """Fingerprint of the dataset a release key was made from."""
-    return ReleaseKey.parse(key).fingerprint
-
-
-def key_domain(key: str) -> dp.Domain:
-    """The public domain a release key was made with."""
-    return ReleaseKey.parse(key).box
-
-
-def comparison_key(key: str, mechanism: str) -> str:
-    """Key of a release of another mechanism, at its default split and parameters, on the same
-    data, domain, ε, points per user and randomness as `key`'s release: the same fixed seed, or
-    fresh randomness with a new token of its own (so it is a new draw, charged as one)."""
-    k = ReleaseKey.parse(key)
-    spec = dp.mechanisms()[mechanism]
-    return release_key(k.fingerprint, k.box, mechanism, spec.resolve_params({}), spec.default_split,
-                       k.epsilon, k.seed, k.points_per_user)
-
-
-def _release_entry(sid: str, key: str) -> str:
-    return f"release:{sid}:" + hashlib.blake2b(key.encode(), digest_size=16).hexdigest()
-
-
-def release(sid: str | None, key: str, create: bool = False):
-    """The release for a key: from this session's cache, or built from the key's inputs.
-
-    Building goes through the dataset's account: `create=True` (the Release action) charges a
-    fresh draw, and is refused with BudgetError beyond the total. A fixed-seed demo is rebuilt
-    identically whenever the cache dropped it, charged once for all rebuilds. Any other reader
-    that misses a fresh release gets LookupError: an expired fresh release is never silently
-    redrawn (a second draw for the same charge would let a viewer average the noise away).
-    """
-    ck = _release_entry(sid, key)
-    rel = cache.get(ck)
-    if rel is not None and not committed(sid, key):
-        cache.delete(ck)                             # its builder died before charging it
-        rel = None
-    if rel is None:
-        k = ReleaseKey.parse(key)
-        fp = k.fingerprint
-        if not create and (k.seed is None or not committed(sid, key)):
-            raise LookupError("this release is no longer on the server; release again "
-                              "(a new draw spends ε again)")    # only a charged demo is rebuilt
-        spending(sid, fp) if create else points(sid, fp)   # a new spend: owners only on theirs
-        if not cache.room_for(sid):
-            raise LookupError(FULL)                  # refused before anything is charged
-        rel = _build_or_settle(sid, key)
-    return rel
-
-
-def _build_or_settle(sid: str, key: str):
-    """Build a release in the heavy pool. If the process building it died, settle what it left:
-    a release stored and charged is the answer; otherwise nothing was charged (an uncharged
-    release is dropped) and the build is tried once more in a new process."""
-    for attempt in (1, 2):
-        try:
-            heavy_call(_build_release, sid, key)
-            return _settled(sid, key)
-        except heavy.Broken:
-            rel = _settled(sid, key)
-            if rel is not None:
-                return rel
-            if attempt == 2:
-                raise LookupError(heavy.BROKEN + " (nothing was charged)") from None
-
-
-def _settled(sid: str, key: str):
-    """The stored release of a key if its charge was committed, else None (an uncommitted one
-    is removed); LookupError, saying so, if it was charged but is not in the store."""
-    ck = _release_entry(sid, key)
-    rel = cache.get(ck)
-    if committed(sid, key):
-        if rel is None:
-            raise LookupError("this release was charged (see the budget ledger) but the server "
-                              "could not keep it: it is full or its store failed")
-        return rel
-    if rel is not None:
-        cache.delete(ck)
-    return None
-
-
-def unrecorded_release(sid: str, fingerprint: str, domain: dp.Domain, recorded) -> str | None:
-    """The key of this session's newest charged release of this data on this domain when it is
-    in the store but not among the `recorded` keys: its worker stopped between the charge (the
-    commit) and the workspace's record of it, so the page would offer an older one as the last
-    paid for. None when the newest such release is recorded, or none is kept."""
-    charges = accounts.get(scope(sid, fingerprint), account_key(points(sid, fingerprint))).charges
-    for ref in dict.fromkeys(c.ref for c in reversed(charges)):     # newest first, each once
-        try:
-            k = ReleaseKey.parse(ref)
-            if k.fingerprint != fingerprint or k.box != domain:
-                continue
-        except (TypeError, ValueError, KeyError, IndexError):          # not a release key
-            continue
-        if ref in recorded:
-            return None
-        if cache.has(_release_entry(sid, ref)):                        # this session's, kept
-            return ref
-    return None
-
-
-_committed_keys: set = set()      # release keys this process has seen committed (charges stay)
-
-
-def committed(sid: str, key: str) -> bool:
-    """True if the session's account for the key's data holds a charge naming this release
-    (the charge is the commit point of a release; charges are never removed)."""
-    if (sid, key) in _committed_keys:
-        return True
-    fp = key_fingerprint(key)
-    if not any(c.ref == key for c in accounts.get(scope(sid, fp), account_key(points(sid, fp))).charges):
-        return False
-    if len(_committed_keys) > 100_000:
-        _committed_keys.clear()
-    _committed_keys.add((sid, key))
-    return True
-
-
 def heavy_call(fn, *args, idempotent: bool = False):
     """fn(*args) in the heavy pool of this request's role (`server.heavy`), in a process that has
     made the same built-in samples as this one (their fingerprints then name the same public data); an
@@ -371,83 +227,6 @@ def _with_samples(names: list, owner: bool, fn, *args):
         return fn(*args)
 
 
-NO_ROOM = ("the release is larger than the room the server has left for this browser, so it "
-           "was not kept, and nothing was charged: close other tabs of this page to free room, or "
-           "try a coarser setting")
-
-
-def _build_release(sid: str, key: str) -> None:
-    """Charge and build the release of a key and store it (in a heavy-pool process, or inline):
-    under the account's lock the release is drawn on a copy of the account, stored, and only
-    then is the account written (`accounts.update`'s commit). A store that fails (full disk,
-    Redis down), refuses it for room, or accounts that cannot be written leave neither the
-    charge nor the release (`Unavailable`): a charge stands only with a release kept. Refusing
-    for room depends on the release's size, so on the data, but only the person releasing
-    sees it, and may see the data (the owner, or a visitor's own upload or a public sample);
-    nothing is published."""
-    k = ReleaseKey.parse(key)
-    data = points(sid, k.fingerprint)
-    entry, stored = _release_entry(sid, key), []
-
-    def draw_and_keep(acc):
-        rel = acc.release(k.mechanism, data, k.box, epsilon=k.epsilon, split=k.split,
-                          params=k.params, seed=k.seed, ref=key, max_points_per_user=k.points_per_user)
-        if not cache.set(entry, rel):
-            raise Unavailable(NO_ROOM)       # accounts.update writes no charge then
-        stored.append(True)
-        return rel
-    try:
-        accounts.update(scope(sid, k.fingerprint), account_key(data), draw_and_keep)
-    except Unavailable:
-        if stored:
-            try:
-                cache.delete(entry)          # stored, but its charge could not be written
-            except Unavailable:
-                pass                         # discarded when read: no charge names it
-        raise
-
-
-def _build_stage(sid: str, key: str, stage: str):
-    """Derive and store a release at another Euler stage (in a heavy-pool process, or inline);
-    returns it only when the store refused it."""
-    derived = release(sid, key).with_stage(stage)
-    return None if cache.set(f"{_release_entry(sid, key)}:stage={stage}", derived) else derived
-
-
-_derive_guard = threading.Lock()
-_deriving: dict = {}          # cache entry -> (lock, readers): one derivation of an entry at a time
-
-
-def staged_release(sid: str | None, key: str, stage: str | None):
-    """The release for a key answering at an Euler consistency stage (None: its own stage).
-
-    `with_stage` makes a new release and leaves the cached one as it is; the new one is cached
-    under its own entry (the release's, plus ":stage=..."), in this session's namespace only,
-    so the LinProg of a stage runs once per release. Reading it first reads the release itself
-    (`release`), so the same ownership rules and errors apply.
-    """
-    rel = release(sid, key)
-    if stage is None or stage == rel.capabilities.stage:
-        return rel
-    entry = f"{_release_entry(sid, key)}:stage={stage}"
-    with _derive_guard:
-        lock, readers = _deriving.get(entry, (threading.Lock(), 0))
-        _deriving[entry] = (lock, readers + 1)
-    try:
-        with lock:                            # a second reader waits for the first one's result
-            derived = cache.get(entry)
-            if derived is None:               # refused when the server is full: not kept, still shown
-                derived = heavy_call(_build_stage, sid, key, stage, idempotent=True) or cache.get(entry)
-    finally:
-        with _derive_guard:
-            lock, readers = _deriving[entry]
-            if readers > 1:
-                _deriving[entry] = (lock, readers - 1)
-            else:
-                del _deriving[entry]
-    return derived
-
-
 def account(sid: str, fingerprint: str) -> dp.Accountant:
     """A copy of the budget account a dataset of this session spends from (`scope`); the
     dataset is named by its fingerprint and must be a sample or in this session's workspace."""
@@ -458,41 +237,3 @@ def charge(sid: str, fingerprint: str, change):
     """Change the account a dataset of this session spends from (`accounts.update`), in a
     request: refused for the server's data unless this browser is an owner."""
     return accounts.update(*spending(sid, fingerprint), change)
-
-
-def check_live_room(sid: str):
-    """Refuse (LookupError) a new live object when the store is full of other sessions' entries:
-    nobody's session is pushed out by another's. A session's own oldest go first."""
-    if not cache.room_for(sid):
-        raise LookupError(FULL)
-
-
-def put_live(sid: str, obj) -> str:
-    """Keep a mutable, session-owned object (an interactive session) and return its token.
-
-    Live objects are store entries of their session, so any worker process can continue them
-    (see `live`). A session keeps at most LIVE_PER_SESSION; beyond that its own least recently
-    used one is dropped, never another session's; a full store refuses (LookupError).
-    """
-    token = secrets.token_hex(16)
-    cache.trim(sid, "live", LIVE_PER_SESSION - 1)
-    if not cache.set(f"live:{sid}:{token}", obj):
-        raise LookupError(FULL)
-    return token
-
-
-@contextmanager
-def live(sid: str, token: str):
-    """This session's live object, held under its lock across processes while the caller
-    changes it, then written back to the store (even after an error: whatever it spent stays
-    spent). LookupError if there is no such object for this session."""
-    key = f"live:{sid}:{token}"
-    with cache.lock(key):
-        obj = cache.get(key)
-        if obj is None:
-            raise LookupError("the session expired on the server; start a new one")
-        try:
-            yield obj
-        finally:
-            if not cache.set(key, obj):          # never left behind in an older state
-                cache.delete(key)

@@ -21,7 +21,7 @@ from contextlib import contextmanager, suppress
 
 from redis.exceptions import LockError
 
-from . import clicks, sessions, state
+from . import clicks, releases, sessions, state
 
 KEPT_REQUESTS = 64        # request ids remembered per workspace (a click is retried within seconds)
 KEPT_RELEASES = 32        # release records kept per workspace (the accounts keep every charge)
@@ -76,8 +76,8 @@ def add_release(sid: str, summary: dict) -> None:
     KEPT_RELEASES) and make it the one the page shows."""
     with _locked(sid):
         ws = get(sid)
-        releases = [r for r in ws.get("releases", []) if r["key"] != summary["key"]]
-        ws["releases"] = (releases + [{**summary, "time": time.time()}])[-KEPT_RELEASES:]
+        kept = [r for r in ws.get("releases", []) if r["key"] != summary["key"]]
+        ws["releases"] = (kept + [{**summary, "time": time.time()}])[-KEPT_RELEASES:]
         ws["shown"] = summary["key"]
         _save(sid, ws)
 
@@ -91,7 +91,7 @@ def shown(sid: str) -> dict | None:
 def latest(sid: str, fingerprint: str, domain) -> dict | None:
     """The newest release record of this dataset on this domain (its release may be gone)."""
     for r in reversed(get(sid).get("releases", [])):
-        if state.key_fingerprint(r["key"]) == fingerprint and state.key_domain(r["key"]) == domain:
+        if releases.key_fingerprint(r["key"]) == fingerprint and releases.key_domain(r["key"]) == domain:
             return r
     return None
 
@@ -226,7 +226,7 @@ def page(sid: str, default_sample: str) -> dict:
                 "owner": sessions.is_owner(),
                 "uploads": sessions.public_uploads(), "shapes": _shapes(ws)}
     rec = shown(sid)
-    if rec is not None and state.key_fingerprint(rec["key"]) != info["fingerprint"]:
+    if rec is not None and releases.key_fingerprint(rec["key"]) != info["fingerprint"]:
         rec = None
     return {"dataset": info, "domain": ws.get("domain"), "release": rec,
             "queries": _kept_queries(sid, ws), "gone": None, "owner": sessions.is_owner(),

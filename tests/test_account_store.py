@@ -17,9 +17,9 @@ import sqlalchemy as sa
 import dp
 
 from server import accounts, database
-from server.accounts import (CHANGED, DAMAGED, DELETED, FULL_ACCOUNTS, IDLE_SECONDS, IMPORTED,
-                             RECORD_TAMPERED, ROLLED_BACK, SERVER, TAMPERED, UNCHARGED, AccountStore,
-                             _canonical)
+from server.account_import import IMPORTED, RECORD_TAMPERED
+from server.accounts import (CHANGED, DAMAGED, DELETED, FULL_ACCOUNTS, IDLE_SECONDS, ROLLED_BACK,
+                             SERVER, TAMPERED, UNCHARGED, AccountStore, _canonical)
 from server.faults import Unavailable
 from server.store import RESERVED
 
@@ -162,7 +162,7 @@ def test_a_row_written_by_another_process_outside_the_lock_is_not_overwritten(ma
         got = real(name, conn)
         make().update(sid(1), "fp", charge(2.0))           # another writer, without the lock
         return got
-    monkeypatch.setattr(store, "_locked", lambda name: contextlib.nullcontext())
+    monkeypatch.setattr(store.locks, "held", lambda name: contextlib.nullcontext())
     monkeypatch.setattr(store, "_read", read_then_lose_the_race)
     with pytest.raises(Unavailable) as lost:
         store.update(sid(1), "fp", charge(4.0))
@@ -250,7 +250,7 @@ def test_an_idle_account_sharing_the_new_ones_lock_stripe_is_still_removed(make,
     process: a new account whose stripe an idle one shared (1 in 64) was refused as if the
     store were full, a flaky test. Here every name shares one stripe."""
     store = make(max_accounts=1) if kind == "database" else AccountStore(key=KEY, max_accounts=1)
-    store._stripes = store._stripes[:1]
+    store.locks.stripes = store.locks.stripes[:1]
     store.update(sid(1), "fp", charge())
     if kind == "database":
         age(store, store._name(sid(1), "fp"))
@@ -406,12 +406,12 @@ def test_on_postgresql_an_account_charged_while_room_is_made_is_not_removed(post
     here, there = AccountStore(key=KEY, url=url, max_accounts=1), AccountStore(key=KEY, url=url)
     here.update(sid(1), "fp", charge(1.0))
     age(here, here._name(sid(1), "fp"))
-    try_lock = here._try_lock
+    try_lock = here.locks.try_hold
 
     def charged_meanwhile(name, conn, held):
         there.update(sid(1), "fp", charge(5.0))          # committed before the lock is tried
         return try_lock(name, conn, held)
-    monkeypatch.setattr(here, "_try_lock", charged_meanwhile)
+    monkeypatch.setattr(here.locks, "try_hold", charged_meanwhile)
     with pytest.raises(Unavailable) as full:
         here.update(sid(2), "fp", charge())
     assert str(full.value) == FULL_ACCOUNTS

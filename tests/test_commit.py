@@ -13,7 +13,7 @@ import pytest
 
 import dp
 from helpers import account_bodies, new_sid, set_account_body
-from server import state
+from server import releases, state
 from server.faults import Unavailable
 
 TILES = "http://127.0.0.1:9/{z}/{x}/{y}.png"
@@ -30,7 +30,7 @@ def app_on(tmp_path):
 def fresh_key(sid: str, seed=None) -> tuple[dict, str]:
     info = state.use_sample(sid, "small_city_5k")
     domain = state.sample("small_city_5k")[1]
-    return info, state.release_key(info["fingerprint"], domain, "ug", {}, [0.05, 0.95], 0.5, seed)
+    return info, releases.release_key(info["fingerprint"], domain, "ug", {}, [0.05, 0.95], 0.5, seed)
 
 
 def failing(exc: OSError):
@@ -44,10 +44,10 @@ def test_a_full_disk_at_the_release_write_charges_nothing_and_leaves_no_file(app
     info, key = fresh_key(sid)
     monkeypatch.setattr(state.cache, "_write", failing(OSError(errno.ENOSPC, "No space left")))
     with pytest.raises(Unavailable, match="store is full .*nothing was charged"):
-        state.release(sid, key, create=True)
+        releases.release(sid, key, create=True)
     assert state.account(sid, info["fingerprint"]).charges == []
     monkeypatch.undo()
-    assert state.release(sid, key, create=True) is not None          # space is back
+    assert releases.release(sid, key, create=True) is not None          # space is back
     assert len(state.account(sid, info["fingerprint"]).charges) == 1
 
 
@@ -56,10 +56,10 @@ def test_accounts_that_cannot_be_written_keep_no_charge_and_no_release(app_on, m
     info, key = fresh_key(sid)
     monkeypatch.setattr(state.accounts, "_write", failing(Unavailable("accounts read-only")))
     with pytest.raises(Unavailable):
-        state.release(sid, key, create=True)
+        releases.release(sid, key, create=True)
     monkeypatch.undo()
     assert state.account(sid, info["fingerprint"]).charges == []
-    assert not state.cache.has(state._release_entry(sid, key))       # removed with its charge
+    assert not state.cache.has(releases._release_entry(sid, key))       # removed with its charge
 
 
 def test_a_stored_release_that_no_charge_names_is_never_served(app_on):
@@ -68,29 +68,29 @@ def test_a_stored_release_that_no_charge_names_is_never_served(app_on):
     info, key = fresh_key(sid)
     data, domain = state.sample("small_city_5k")
     uncharged = dp.release("ug", data, domain, epsilon=0.5)
-    assert state.cache.set(state._release_entry(sid, key), uncharged)
+    assert state.cache.set(releases._release_entry(sid, key), uncharged)
     with pytest.raises(LookupError, match="no longer on the server"):
-        state.release(sid, key)
-    assert not state.cache.has(state._release_entry(sid, key))
+        releases.release(sid, key)
+    assert not state.cache.has(releases._release_entry(sid, key))
     _, seeded = fresh_key(sid, seed=7)                # a demo's key: a read never builds (or charges) it
-    assert state.cache.set(state._release_entry(sid, seeded), uncharged)
+    assert state.cache.set(releases._release_entry(sid, seeded), uncharged)
     with pytest.raises(LookupError, match="no longer on the server"):
-        state.release(sid, seeded)
-    assert not state.cache.has(state._release_entry(sid, seeded))
+        releases.release(sid, seeded)
+    assert not state.cache.has(releases._release_entry(sid, seeded))
     assert state.account(sid, info["fingerprint"]).charges == []
-    rebuilt = state.release(sid, seeded, create=True)            # Release: built and charged
+    rebuilt = releases.release(sid, seeded, create=True)            # Release: built and charged
     same = dp.release("ug", data, domain, epsilon=0.5, split=[0.05, 0.95], seed=7)
     whole = dp.Rect(domain.west, domain.south, domain.east, domain.north)
     assert rebuilt.answer(whole) == same.answer(whole)
-    state.cache.delete(state._release_entry(sid, seeded))          # dropped: a read rebuilds it, free
-    assert state.release(sid, seeded).answer(whole) == same.answer(whole)
+    state.cache.delete(releases._release_entry(sid, seeded))          # dropped: a read rebuilds it, free
+    assert releases.release(sid, seeded).answer(whole) == same.answer(whole)
     assert [c.ref for c in state.account(sid, info["fingerprint"]).charges] == [seeded]
 
 
 def test_a_damaged_account_is_refused_and_never_reset(app_on):
     sid = new_sid()
     info, key = fresh_key(sid)
-    state.release(sid, key, create=True)
+    releases.release(sid, key, create=True)
     (name, good), = account_bodies(app_on / "accounts").items()
     damaged = good[:20]
     set_account_body(app_on / "accounts", name, damaged)
@@ -98,7 +98,7 @@ def test_a_damaged_account_is_refused_and_never_reset(app_on):
         state.account(sid, info["fingerprint"])
     _, other = fresh_key(sid)
     with pytest.raises(Unavailable, match="damaged"):
-        state.release(sid, other, create=True)
+        releases.release(sid, other, create=True)
     assert account_bodies(app_on / "accounts")[name] == damaged
 
 
@@ -106,7 +106,7 @@ def test_half_written_files_of_a_killed_writer_are_removed(tmp_path):
     import os
     import time
 
-    from server.store import STALE_TEMPORARY, FileStore
+    from server.file_store import STALE_TEMPORARY, FileStore
     cache = FileStore(tmp_path, 2**24, 2**20)
     assert cache.set("release:someone:k", {"a": 1})
     folder = next((tmp_path / "data").iterdir())

@@ -9,7 +9,7 @@ import pytest
 import dp
 from dp.whole_counts import whole_nonnegative
 from components import compare_panel, controls, ids, render
-from server import state
+from server import releases, state
 from helpers import new_sid
 
 E2E, PRIVTREE = dp.mechanisms()["e2epriv"].label, dp.mechanisms()["privtree"].label
@@ -94,7 +94,7 @@ def test_cost_line_says_what_the_second_release_spends_or_that_it_is_refused():
 
 def test_missing_says_why_nothing_is_shown(small):
     info = state.use_sample(new_sid(), "small_city_5k")
-    key = state.release_key(info["fingerprint"], small[1], "e2epriv", {}, [0.05, 0.15, 0.8], 1.0, 1)
+    key = releases.release_key(info["fingerprint"], small[1], "e2epriv", {}, [0.05, 0.15, 0.8], 1.0, 1)
     rinfo = {"key": key}
     assert compare_panel.missing(info, None, None).startswith("No release of the data now loaded yet")
     assert compare_panel.missing(None, rinfo, None).startswith("No release of the data now loaded yet")
@@ -107,13 +107,13 @@ def test_missing_says_why_nothing_is_shown(small):
 
 def test_comparison_key_keeps_data_domain_epsilon_seed_and_k(small):
     data, domain = small
-    key = state.release_key(data.fingerprint, domain, "e2epriv", {}, [0.05, 0.15, 0.8], 0.5, 7, 3)
-    fp, dom, mech, params, split, eps, tag, k = json.loads(state.comparison_key(key, "ug"))
+    key = releases.release_key(data.fingerprint, domain, "e2epriv", {}, [0.05, 0.15, 0.8], 0.5, 7, 3)
+    fp, dom, mech, params, split, eps, tag, k = json.loads(releases.comparison_key(key, "ug"))
     spec = dp.mechanisms()["ug"]
     assert (fp, dom, eps, tag, k) == (data.fingerprint, domain.to_dict(), 0.5, 7, 3)
     assert (mech, split) == ("ug", list(spec.default_split)) and params == spec.resolve_params({})
-    fresh = state.release_key(data.fingerprint, domain, "e2epriv", {}, [0.05, 0.15, 0.8], 0.5, None)
-    first, second = state.comparison_key(fresh, "ug"), state.comparison_key(fresh, "ug")
+    fresh = releases.release_key(data.fingerprint, domain, "e2epriv", {}, [0.05, 0.15, 0.8], 0.5, None)
+    first, second = releases.comparison_key(fresh, "ug"), releases.comparison_key(fresh, "ug")
     assert first != second and json.loads(first)[6].startswith("fresh:")
 
 
@@ -122,9 +122,9 @@ def test_a_comparison_release_is_dps_release_and_is_charged(app, small):
     sid = new_sid()
     info = state.use_sample(sid, "small_city_5k")
     with app.server.test_request_context():
-        key = state.release_key(info["fingerprint"], domain, "e2epriv", {}, [0.05, 0.15, 0.8], 1.0, 1)
-        state.release(sid, key, create=True)
-        rel = state.release(sid, state.comparison_key(key, "privtree"), create=True)
+        key = releases.release_key(info["fingerprint"], domain, "e2epriv", {}, [0.05, 0.15, 0.8], 1.0, 1)
+        releases.release(sid, key, create=True)
+        rel = releases.release(sid, releases.comparison_key(key, "privtree"), create=True)
     rect = dp.Rect(-0.2, 51.45, -0.05, 51.55)
     assert rel.answer(rect) == dp.release("privtree", data, domain, epsilon=1.0, seed=1).answer(rect)
     acc = state.account(sid, info["fingerprint"])

@@ -16,7 +16,7 @@ from helpers import new_sid
 from components.numbers import count_of, plural, significant
 from components import (controls, data_panel, evaluation_panel, export_panel, ids, ledger_panel,
                         map_image, map_panel, mechanism_panel, queries_panel, render)
-from server import state
+from server import releases, state
 
 
 def test_every_panel_registers_its_callbacks(app):
@@ -63,12 +63,12 @@ def test_release_key_rebuilds_the_same_release(app, small):
     data, domain = small
     sid = new_sid()
     info = state.use_sample(sid, "small_city_5k")
-    key = state.release_key(info["fingerprint"], domain, "ug", {"c": 10.0}, [0.05, 0.95], 0.5, 3)
-    rel = state.release(sid, key, create=True)
+    key = releases.release_key(info["fingerprint"], domain, "ug", {"c": 10.0}, [0.05, 0.95], 0.5, 3)
+    rel = releases.release(sid, key, create=True)
     direct = dp.release("ug", data, domain, epsilon=0.5, params={"c": 10.0}, seed=3)
     np.testing.assert_array_equal(rel.counts, direct.counts)     # a demo seed: rebuilt identically
     assert rel.reproducible_demo and not rel.private
-    assert state.key_domain(key) == domain and state.key_fingerprint(key) == info["fingerprint"]
+    assert releases.key_domain(key) == domain and releases.key_fingerprint(key) == info["fingerprint"]
 
 
 def test_fresh_release_key_is_one_draw_that_is_never_rebuilt(app, small):
@@ -77,18 +77,18 @@ def test_fresh_release_key_is_one_draw_that_is_never_rebuilt(app, small):
     data, domain = small
     sid = new_sid()
     info = state.use_sample(sid, "small_city_5k")
-    k1 = state.release_key(info["fingerprint"], domain, "ug", {"c": 10.0}, [0.05, 0.95], 0.5, None)
-    k2 = state.release_key(info["fingerprint"], domain, "ug", {"c": 10.0}, [0.05, 0.95], 0.5, None)
+    k1 = releases.release_key(info["fingerprint"], domain, "ug", {"c": 10.0}, [0.05, 0.95], 0.5, None)
+    k2 = releases.release_key(info["fingerprint"], domain, "ug", {"c": 10.0}, [0.05, 0.95], 0.5, None)
     assert k1 != k2 and "fresh:" in k1
     with pytest.raises(LookupError, match="release again"):     # only the Release action draws
-        state.release(sid, k1)
-    r1 = state.release(sid, k1, create=True)
-    assert r1.private and not r1.reproducible_demo and state.release(sid, k1) is r1
-    assert not np.array_equal(r1.counts, state.release(sid, k2, create=True).counts)
+        releases.release(sid, k1)
+    r1 = releases.release(sid, k1, create=True)
+    assert r1.private and not r1.reproducible_demo and releases.release(sid, k1) is r1
+    assert not np.array_equal(r1.counts, releases.release(sid, k2, create=True).counts)
     # once the cache drops it (expiry or eviction), readers get an error, never a second draw
-    state.cache.delete(state._release_entry(sid, k1))
+    state.cache.delete(releases._release_entry(sid, k1))
     with pytest.raises(LookupError, match="release again"):
-        state.release(sid, k1)
+        releases.release(sid, k1)
 
 
 def test_mechanism_controls_follow_the_registry():

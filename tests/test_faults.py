@@ -54,7 +54,7 @@ def _armed(name):
 
 
 if FOLDER:
-    from server import accounts, store
+    from server import accounts, file_store, store
 
     _account_write = accounts.AccountStore._write
 
@@ -91,17 +91,17 @@ if FOLDER:
         def __exit__(self, *exc):
             self.fh.close()
 
-    _store_write = store.FileStore._write
+    _store_write = file_store.FileStore._write
 
     def _store_write_filling(self, key, payload, timeout):
         full = _armed("disk-full") and store.kind(key) in open(os.path.join(FOLDER, "disk-full")).read()
-        store.os = types.SimpleNamespace(**{**vars(os), "fdopen": lambda fd, mode: _FillingFile(
+        file_store.os = types.SimpleNamespace(**{**vars(os), "fdopen": lambda fd, mode: _FillingFile(
             os.fdopen(fd, mode))}) if full else os
         try:
             return _store_write(self, key, payload, timeout)
         finally:
-            store.os = os
-    store.FileStore._write = _store_write_filling
+            file_store.os = os
+    file_store.FileStore._write = _store_write_filling
 '''
 
 
@@ -326,7 +326,7 @@ def test_the_owners_workspace_and_paid_click_survive_a_hundred_visitors_filling_
 
     import numpy as np
 
-    from server import sessions, store, workspace
+    from server import file_store, sessions, workspace
     token = "o" * 32
     s = Server(tmp_path / "flood", "--store-mb", "16", "--owner-token", token)
     try:
@@ -352,7 +352,7 @@ def test_the_owners_workspace_and_paid_click_survive_a_hundred_visitors_filling_
         stored = sum(p.stat().st_size for p in (s.folder / "store").rglob("*") if p.is_file())
         assert stored > 10 * 2**20                                   # the visitors filled their part
         # the owner's workspace, as the server keeps it, still records the paid click's request id
-        kept = store.FileStore(s.folder / "store", 10**9, 0, key=sessions.derive_key(
+        kept = file_store.FileStore(s.folder / "store", 10**9, 0, key=sessions.derive_key(
             sessions.session_secret(s.folder / "accounts"), "store"))
         me = sessions.sid_of(owner.client.session.cookies[sessions.COOKIE], "owner")
         record = kept.get(workspace._key(me))

@@ -16,7 +16,7 @@ import pytest
 import dp
 from app import create_app
 from components import evaluation_panel, ids
-from server import jobs, sessions, state, store, workspace
+from server import file_store, jobs, live, releases, sessions, state, store, workspace
 from helpers import new_sid, wait_until
 
 CSV = b"lon,lat\n-0.12,51.50\n-0.10,51.51\n-0.13,51.49\n-0.11,51.52\n"
@@ -87,10 +87,10 @@ def test_forged_keys_reach_only_the_forgers_own_entries(server, recorder):
     data = dp.load_points(CSV, name="mine.csv")
     fp = state.put_upload(a, data)["fingerprint"]
     domain = dp.PRESETS["London"]
-    fresh = state.release_key(fp, domain, "ug", {}, [0.05, 0.95], 1.0, None)
-    demo = state.release_key(fp, domain, "ug", {}, [0.05, 0.95], 1.0, 7)
-    state.release(a, fresh, create=True)
-    state.release(a, demo, create=True)
+    fresh = releases.release_key(fp, domain, "ug", {}, [0.05, 0.95], 1.0, None)
+    demo = releases.release_key(fp, domain, "ug", {}, [0.05, 0.95], 1.0, 7)
+    releases.release(a, fresh, create=True)
+    releases.release(a, demo, create=True)
     cfg_key = f"eval:{a}:" + json.dumps({"fp": fp})
     state.cache.set(cfg_key, [])          # A's finished evaluation (an empty summary)
     job = jobs.start(lambda progress, should_stop: 1, owner=a)
@@ -102,8 +102,8 @@ def test_forged_keys_reach_only_the_forgers_own_entries(server, recorder):
 
     wait_until(lambda: jobs.status(job, a)["finished"])   # A's job thread reads no more
     recorder.clear()
-    unused = {"fresh": state.release_key(fp, domain, "ug", {}, [0.05, 0.95], 1.0, None),
-              "demo": state.release_key(fp, domain, "ug", {}, [0.05, 0.95], 1.0, 8)}  # keys nobody used
+    unused = {"fresh": releases.release_key(fp, domain, "ug", {}, [0.05, 0.95], 1.0, None),
+              "demo": releases.release_key(fp, domain, "ug", {}, [0.05, 0.95], 1.0, 8)}  # keys nobody used
     answers = {}
     for label, key in (("fresh", fresh), ("demo", demo), ("unused fresh", unused["fresh"]),
                        ("unused demo", unused["demo"])):
@@ -168,8 +168,8 @@ def test_one_session_filling_the_cache_evicts_only_its_own_entries(server):
 
 def test_a_full_cache_refuses_newcomers_instead_of_evicting_others(tmp_path):
     blob = bytes(900)
-    entry = len(pickle.dumps(blob, protocol=pickle.HIGHEST_PROTOCOL)) + store.MAC_BYTES + store.HEADER
-    small = store.FileStore(tmp_path, max_bytes=math.ceil(4 * entry / store.VISITOR_SHARE),
+    entry = len(pickle.dumps(blob, protocol=pickle.HIGHEST_PROTOCOL)) + store.MAC_BYTES + file_store.HEADER
+    small = file_store.FileStore(tmp_path, max_bytes=math.ceil(4 * entry / store.VISITOR_SHARE),
                             front_bytes=10_000)                    # visitors: 4 entries
     assert small.set("release:a:1", blob) and small.set("dataset:b:1", blob)
     assert small.set("release:c:1", blob) and small.set("release:d:1", blob)   # full now
@@ -184,7 +184,7 @@ def test_a_visitor_at_a_full_store_is_refused_before_a_charge_not_after(server, 
     entry of its own to drop) was let through, charged, and its release not kept ("Released",
     then "no longer on the server"). Its few bytes are not room for a release: it is refused
     before anything is charged."""
-    monkeypatch.setattr(state, "cache", store.FileStore(tmp_path, max_bytes=4_000_000, front_bytes=0))
+    monkeypatch.setattr(state, "cache", file_store.FileStore(tmp_path, max_bytes=4_000_000, front_bytes=0))
     sid = new_sid()
     info = state.use_sample(sid, "small_city_5k")
     assert state.cache.set(f"job:{sid}:small", bytes(10))          # its own small entry
@@ -194,15 +194,15 @@ def test_a_visitor_at_a_full_store_is_refused_before_a_charge_not_after(server, 
             fillers.append(f"release:filler{len(fillers)}:1")
     assert not state.cache.room_for(sid)
     domain = state.sample("small_city_5k")[1]
-    key = state.release_key(info["fingerprint"], domain, "ug", {}, [0.05, 0.95], 0.1, None)
+    key = releases.release_key(info["fingerprint"], domain, "ug", {}, [0.05, 0.95], 0.1, None)
     with pytest.raises(LookupError, match="nothing was charged"):
-        state.release(sid, key, create=True)
+        releases.release(sid, key, create=True)
     assert state.account(sid, info["fingerprint"]).charges == []
     assert state.cache.get(f"job:{sid}:small") == bytes(10)        # nor was its entry dropped
     state.cache.delete(fillers[0])                                  # 50 kB free: it releases
     assert state.cache.room_for(sid)
-    state.release(sid, key, create=True)
-    assert len(state.account(sid, info["fingerprint"]).charges) == 1 and state.release(sid, key)
+    releases.release(sid, key, create=True)
+    assert len(state.account(sid, info["fingerprint"]).charges) == 1 and releases.release(sid, key)
 
 
 def test_a_release_larger_than_the_room_left_is_neither_kept_nor_charged(server, monkeypatch, tmp_path):
@@ -210,7 +210,7 @@ def test_a_release_larger_than_the_room_left_is_neither_kept_nor_charged(server,
     release is larger. It was charged and said "Released" beside a map saying it is no longer on
     the server; now the charge goes with the release it could not keep, and the click says so."""
     from components import controls, mechanism_panel
-    monkeypatch.setattr(state, "cache", store.FileStore(tmp_path, max_bytes=4_000_000, front_bytes=0))
+    monkeypatch.setattr(state, "cache", file_store.FileStore(tmp_path, max_bytes=4_000_000, front_bytes=0))
     sid = new_sid()
     info = state.use_sample(sid, "small_city_5k")
     filler = 0
@@ -220,10 +220,10 @@ def test_a_release_larger_than_the_room_left_is_neither_kept_nor_charged(server,
     assert state.cache.room_for(sid)
     domain_info = controls.domain_store(state.sample("small_city_5k")[1])
     result = mechanism_panel.spend(sid, info, domain_info, "privtree", 1.0, [], [], [], "fresh", None, None)
-    assert result == {"error": state.NO_ROOM}
+    assert result == {"error": releases.NO_ROOM}
     assert state.account(sid, info["fingerprint"]).charges == []
     _, status = mechanism_panel.release_view(result, None)
-    assert status.children[:2] == ["Not released: ", state.NO_ROOM]
+    assert status.children[:2] == ["Not released: ", releases.NO_ROOM]
     assert workspace.get(sid).get("releases") is None               # nothing offered as paid for
     for i in range(filler):                                         # with room, the same click releases
         state.cache.delete(f"release:filler{i}:1")
@@ -235,7 +235,7 @@ def test_the_owners_workspace_and_paid_requests_survive_a_hundred_visitors(serve
     """Workspaces are their session's own entries and never dropped to make room: 100 fresh
     visitors filling the store (the audit's 70 evicted the owner's workspace, and with it the
     record of a paid click, which was then charged again) leave the owner's alone."""
-    monkeypatch.setattr(state, "cache", store.FileStore(tmp_path, max_bytes=300_000, front_bytes=0))
+    monkeypatch.setattr(state, "cache", file_store.FileStore(tmp_path, max_bytes=300_000, front_bytes=0))
     owner, charged = new_sid(), []
     paid = workspace.once(owner, "owner-click-1", lambda: charged.append(1) or {"released": "k"})
     workspace.add_release(owner, {"key": "k"})
@@ -257,21 +257,21 @@ def test_the_owners_workspace_and_paid_requests_survive_a_hundred_visitors(serve
 
 
 def test_interactive_sessions_of_others_are_never_pushed_out(server, monkeypatch, tmp_path):
-    monkeypatch.setattr(state, "cache", store.FileStore(tmp_path, max_bytes=8000, front_bytes=0))
-    a = state.put_live("a", "A's session")
+    monkeypatch.setattr(state, "cache", file_store.FileStore(tmp_path, max_bytes=8000, front_bytes=0))
+    a = live.put_live("a", "A's session")
     for i in range(3):
-        state.put_live("b", f"b{i}")
+        live.put_live("b", f"b{i}")
     filler = 0
     while state.cache.set(f"release:filler{filler}:1", filler):     # other sessions fill it
         filler += 1
     with pytest.raises(LookupError, match="nothing was charged"):
-        state.check_live_room("c")                       # full: a newcomer is refused...
-    with state.live("a", a) as obj:                      # ...and nobody else's session dropped
+        live.check_live_room("c")                       # full: a newcomer is refused...
+    with live.live("a", a) as obj:                      # ...and nobody else's session dropped
         assert obj == "A's session"
-    state.put_live("b", "b3")                            # b replaces its own oldest
-    with state.live("a", a) as obj:
+    live.put_live("b", "b3")                            # b replaces its own oldest
+    with live.live("a", a) as obj:
         assert obj == "A's session"
-    assert sum(kind == "live" for _, kind, _ in state.cache._own("b")) == state.LIVE_PER_SESSION
+    assert sum(kind == "live" for _, kind, _ in state.cache._own("b")) == live.LIVE_PER_SESSION
 
 
 def test_one_budget_for_the_same_people_with_or_without_user_ids():

@@ -1,7 +1,7 @@
 """Privacy of the released bytes (issue: sound noise and randomness).
 
 Reproduces the audit's attacks (last bits of float Laplace, fixed seeds, exported dataset size)
-and runs the stochastic privacy tester of `dp.audit` over every registered private mechanism on
+and runs the stochastic privacy tester of `dp.testing.audit` over every registered private mechanism on
 a neighbouring pair chosen to maximise influence. The tester is shown to have power: it fails
 on the non-private reference and on planted bugs (halved noise, exact N used as public).
 """
@@ -12,7 +12,7 @@ import pytest
 import shapely
 
 import dp
-from dp import audit
+from dp.testing import audit
 from dp.mechanisms.base import ADD_REMOVE_POINT, UNITS
 from dp.mechanisms.leaves import square_base_grid
 

@@ -2,15 +2,15 @@
 cannot, each shown to fail on the planted bug it exists to catch, applied to the real code.
 
 - Every count's noise 1.5 times too small: on a mechanism with several steps, that step's loss
-  rises but the release's stays under the total ε, so the stochastic tester (`dp.audit.audit`)
-  passes it (the audit measured this on 11 mechanisms). `dp.draw_audit.calibration` compares
+  rises but the release's stays under the total ε, so the stochastic tester (`dp.testing.audit.audit`)
+  passes it (the audit measured this on 11 mechanisms). `dp.testing.draw_audit.calibration` compares
   every draw with the scale it was asked for and fails on every mechanism, from points and from
-  counts; `dp.draw_audit.unpaid` compares that scale with the ledger's charge and fails when the
+  counts; `dp.testing.draw_audit.unpaid` compares that scale with the ledger's charge and fails when the
   draw-and-charge helper charges ε but draws at 1.5 ε.
 - PrivTree's δ = ⌈ln 4⌉ = 2 instead of ⌈λ ln 4⌉: every run grows a new tree, so events on the
-  structure carry no power. `dp.audit.privtree_path_loss` computes the loss exactly.
+  structure carry no power. `dp.testing.audit.privtree_path_loss` computes the loss exactly.
 - DAWA's partition noise for one level instead of the sum of all levels: the partition is new
-  in nearly every run (296 of 300). `dp.draw_audit.sensitivity_excess` measures the L1 change
+  in nearly every run (296 of 300). `dp.testing.draw_audit.sensitivity_excess` measures the L1 change
   of the partition's query between neighbours against the sensitivity it was noised for.
 - E2EPriv's selection: its exact loss, from the probabilities the sampler draws with.
 """
@@ -22,7 +22,7 @@ import pytest
 from scipy import stats
 
 import dp
-from dp import audit, draw_audit
+from dp.testing import audit, draw_audit
 from dp.mechanisms.leaves import square_base_grid
 from dp.noise import make_rng
 from test_privacy_audit import BOX, FROM_COUNTS, PRIVATE, SPOTS, _at, _points, neighbour_pair

@@ -288,7 +288,7 @@ def test_public_pages_read_no_data(app, folder, rel, monkeypatch):
     """The page, its answers and its downloads come from the published release alone: every way
     to read the data (or a session's workspace) fails here, and nothing fails."""
     from components import map_panel, public_page
-    from server import state
+    from server import releases, state
 
     pid = published.publish(rel, "no data")
 
@@ -299,7 +299,7 @@ def test_public_pages_read_no_data(app, folder, rel, monkeypatch):
             if hasattr(cls, name):
                 monkeypatch.setattr(cls, name, forbidden)
     monkeypatch.setattr(state, "points", forbidden)
-    monkeypatch.setattr(state, "release", forbidden)
+    monkeypatch.setattr(releases, "release", forbidden)
     monkeypatch.setattr(map_panel, "region_truth", forbidden)
     public_page.map_layers.cache_clear()
     with app.server.test_request_context(f"/r/{pid}"):

@@ -14,7 +14,7 @@ import pytest
 import dp
 from app import create_app
 from components import ids
-from server import sessions, state, store, workspace
+from server import releases, sessions, state, store, workspace
 from helpers import dash_call
 
 TOKEN = "owner-token-for-tests"
@@ -135,9 +135,9 @@ def test_the_owner_opens_files_into_the_owners_workspace(tmp_path, folder):
 
 
 def release_of(sid, fingerprint, epsilon):
-    key = state.release_key(fingerprint, dp.Domain(-0.2, 51.4, 0.0, 51.6, name="Test box"),
+    key = releases.release_key(fingerprint, dp.Domain(-0.2, 51.4, 0.0, 51.6, name="Test box"),
                             "identity", {"grid_size": 16}, [1.0], epsilon, None)
-    return state.release(sid, key, create=True)
+    return releases.release(sid, key, create=True)
 
 
 def counts_info(server, client, sid, folder):
@@ -190,7 +190,7 @@ def test_a_browser_that_is_no_longer_an_owner_cannot_spend_server_data(tmp_path,
     server = make_server(tmp_path, folder)
     client, sid = browser(server, owner=True)
     info = counts_info(server, client, sid, folder)
-    seeded = state.release_key(info["fingerprint"], dp.Domain(-0.2, 51.4, 0.0, 51.6, name="Test box"),
+    seeded = releases.release_key(info["fingerprint"], dp.Domain(-0.2, 51.4, 0.0, 51.6, name="Test box"),
                                "identity", {"grid_size": 16}, [1.0], 5.0, 7)      # never released
     client.delete_cookie(sessions.OWNER_COOKIE)
     body = dash_call(client, f"{ids.EXPORT_DOWNLOAD}.data", {f"{ids.EXPORT_BUTTON}.n_clicks": 1,

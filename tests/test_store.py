@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import dp
-from server import sessions, store
+from server import file_store, sessions, store
 from server.redis_store import RedisStore
 from helpers import free_port, new_sid, wait_until
 
@@ -68,7 +68,7 @@ def config(request, tmp_path):
 def make_store(config: dict, max_bytes: int, front_bytes: int = 10**6) -> store.SessionQuota:
     if "redis_url" in config:
         return RedisStore(config["redis_url"], max_bytes, front_bytes)
-    return store.FileStore(config["store_dir"], max_bytes, front_bytes)
+    return file_store.FileStore(config["store_dir"], max_bytes, front_bytes)
 
 
 def entry_bytes(config, value) -> int:
@@ -114,8 +114,8 @@ def test_the_front_cache_is_bounded_and_never_serves_a_changed_entry(config):
 
 def test_a_dataset_is_read_memory_mapped_by_another_process(tmp_path):
     data = dp.PointData(np.linspace(0, 1, 300_000), np.linspace(1, 2, 300_000), name="big.csv")
-    store.FileStore(tmp_path, 10**9, 10**9).set("dataset:me:big", data)
-    other = store.FileStore(tmp_path, 10**9, 10**9).get("dataset:me:big")   # another worker
+    file_store.FileStore(tmp_path, 10**9, 10**9).set("dataset:me:big", data)
+    other = file_store.FileStore(tmp_path, 10**9, 10**9).get("dataset:me:big")   # another worker
     assert other.fingerprint == data.fingerprint and np.array_equal(other.x, data.x)
     assert not other.x.flags.writeable and not other.x.flags.owndata      # a view of the map
     rel = dp.release("ug", other, dp.Domain(0, 1, 1, 2), epsilon=1.0, seed=1)
@@ -128,9 +128,9 @@ def test_the_front_cache_counts_a_datasets_arrays_not_only_its_pickle(tmp_path):
     --memory-mb never bounded what it held, nor let a dropped file's pages go. Counted in full,
     a dataset larger than the front cache is not kept in it, and smaller ones fill it."""
     data = dp.PointData(np.linspace(0, 1, 500_000), np.linspace(1, 2, 500_000), name="big.csv")  # 8 MB
-    one = store.FileStore(tmp_path, 10**9, 5_000_000)
+    one = file_store.FileStore(tmp_path, 10**9, 5_000_000)
     assert one.set("dataset:me:big", data)
-    other = store.FileStore(tmp_path, 10**9, 5_000_000)                     # another worker
+    other = file_store.FileStore(tmp_path, 10**9, 5_000_000)                     # another worker
     assert other.get("dataset:me:big").fingerprint == data.fingerprint
     for cache in (one.front, other.front):
         assert "dataset:me:big" not in cache._items and cache.used == 0
@@ -163,14 +163,14 @@ def test_a_planted_or_moved_entry_is_never_unpickled(config):
     s._write("release:victim:1", sealed, None)                    # a sealed entry, moved
     assert s.get("release:victim:1") is None and s.get("release:mine:1") == {"counts": [1, 2]}
     other_key = (RedisStore(config["redis_url"], 10**7, 0, key=b"k" * 32) if "redis_url" in config
-                 else store.FileStore(config["store_dir"], 10**7, 0, key=b"k" * 32))
+                 else file_store.FileStore(config["store_dir"], 10**7, 0, key=b"k" * 32))
     assert other_key.get("release:mine:1") is None
 
 
 def _second_worker(config, sid, commands, replies):
     """Another worker process: it uploads, starts a job and an interactive object, then answers."""
     from app import create_app
-    from server import jobs, state
+    from server import jobs, live, state
     create_app({"tiles_url": "http://127.0.0.1:9/{z}/{x}/{y}.png", **config})
     data = dp.PointData([-0.12, -0.10, -0.11], [51.50, 51.51, 51.52], name="mine.csv")
     info = state.put_upload(sid, data)
@@ -182,16 +182,16 @@ def _second_worker(config, sid, commands, replies):
             progress(step, 10**6)
             time.sleep(0.02)
         return step
-    replies.put((info["fingerprint"], jobs.start(job, owner=sid), state.put_live(sid, {"asked": 0})))
+    replies.put((info["fingerprint"], jobs.start(job, owner=sid), live.put_live(sid, {"asked": 0})))
     while (command := commands.get(timeout=120)) != "exit":
-        with state.live(sid, command) as obj:
+        with live.live(sid, command) as obj:
             replies.put(dict(obj))
 
 
 @pytest.mark.slow          # worker processes: the quick suite leaves it to the full one
 def test_state_crosses_worker_processes(config, tmp_path):
     from app import create_app
-    from server import jobs, state
+    from server import jobs, live, state
     config = {**config, "accounts_dir": str(tmp_path / "accounts")}   # the server's key, shared
     create_app({"tiles_url": "http://127.0.0.1:9/{z}/{x}/{y}.png", **config})
     sid, stranger = new_sid(), new_sid()
@@ -210,10 +210,10 @@ def test_state_crosses_worker_processes(config, tmp_path):
         wait_until(lambda: jobs.status(job, sid)["finished"])
         st = jobs.status(job, sid)
         assert st["finished"] and st["cancelled"] and st["result"] >= 1
-        with state.live(sid, token) as obj:                       # its live object, changed here
+        with live.live(sid, token) as obj:                       # its live object, changed here
             obj["asked"] += 1
         with pytest.raises(LookupError):
-            with state.live(stranger, token):
+            with live.live(stranger, token):
                 pass
         commands.put(token)
         assert replies.get(timeout=60) == {"asked": 1}            # and seen there
@@ -229,7 +229,7 @@ def test_state_crosses_worker_processes(config, tmp_path):
 def test_releases_and_map_layers_are_built_in_a_heavy_pool_process(config, tmp_path):
     from app import create_app
     from components import map_panel
-    from server import heavy, state
+    from server import heavy, releases, state
     create_app({"tiles_url": "http://127.0.0.1:9/{z}/{x}/{y}.png", "heavy_workers": 1,
                 "accounts_dir": str(tmp_path / "accounts"), **config})
     try:
@@ -237,9 +237,9 @@ def test_releases_and_map_layers_are_built_in_a_heavy_pool_process(config, tmp_p
         assert state.heavy_call(os.getpid) != os.getpid()           # another process
         info = state.use_sample(sid, "small_city_5k")
         domain = dp.load_sample("small_city_5k")[1]
-        key = state.release_key(info["fingerprint"], domain, "ug", {}, [0.05, 0.95], 0.5, None)
-        rel = state.release(sid, key, create=True)                  # charged there, stored, read here
-        assert state.release(sid, key) is rel and rel.private
+        key = releases.release_key(info["fingerprint"], domain, "ug", {}, [0.05, 0.95], 0.5, None)
+        rel = releases.release(sid, key, create=True)                  # charged there, stored, read here
+        assert releases.release(sid, key) is rel and rel.private
         assert state.account(sid, info["fingerprint"]).spent == pytest.approx(0.5)
         children, _, _, box = state.heavy_call(map_panel.layers, sid, key, "private", None, None, 0, [], [])
         assert children and box == rel.domain
@@ -327,7 +327,7 @@ def test_an_owners_job_never_waits_behind_visitors_and_visitors_jobs_are_bounded
 def test_every_mechanisms_release_goes_through_the_store(tmp_path):
     from server import state  # noqa: F401  (registers how releases' specs pickle)
     points, regions = dp.load_sample("small_city_5k"), dp.load_region_sample("home_ranges_3k")
-    one, other = store.FileStore(tmp_path, 10**9, 10**9), store.FileStore(tmp_path, 10**9, 0)
+    one, other = file_store.FileStore(tmp_path, 10**9, 10**9), file_store.FileStore(tmp_path, 10**9, 0)
     for name, spec in dp.mechanisms().items():
         data, domain = regions if spec.data_kind == "regions" else points
         rel = dp.release(name, data, domain, epsilon=1.0, seed=1)

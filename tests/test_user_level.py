@@ -3,7 +3,7 @@
 Covers the bound (cut to k, uniform choice, owner-only report), the ledger restated by group
 privacy (user-level ε, noise as drawn at ε/k), the stated privacy level, what an export may not
 contain (number of users, points dropped, exact N), parameter errors, and the stochastic tester
-of `dp.audit` on neighbours that differ by one user with 50 points, with a planted bug caught.
+of `dp.testing.audit` on neighbours that differ by one user with 50 points, with a planted bug caught.
 """
 import importlib
 import json
@@ -14,7 +14,7 @@ import pytest
 from scipy import stats
 
 import dp
-from dp import audit
+from dp.testing import audit
 from dp.errors import ParameterError
 from dp.mechanisms.base import ADD_REMOVE_POINT, MOVE_POINT, USER_REGION
 from helpers import all_keys

@@ -13,7 +13,7 @@ import pytest
 
 import dp
 from helpers import new_sid
-from server import state, workspace
+from server import releases, state, workspace
 from test_store import config, redis_url  # noqa: F401  (fixtures: a store of each backend)
 
 TILES = "http://127.0.0.1:9/{z}/{x}/{y}.png"
@@ -29,8 +29,8 @@ def app_on(config, tmp_path):  # noqa: F811
 def release_once(sid: str, rid: str, info: dict, domain: dp.Domain) -> dict:
     """What the Release button's callback does with a click: one charged release per id."""
     def spend():
-        key = state.release_key(info["fingerprint"], domain, "ug", {}, [0.05, 0.95], 0.5, None)
-        state.release(sid, key, create=True)
+        key = releases.release_key(info["fingerprint"], domain, "ug", {}, [0.05, 0.95], 0.5, None)
+        releases.release(sid, key, create=True)
         workspace.add_release(sid, {"key": key, "mechanism": "ug"})
         return {"key": key}
     return workspace.once(sid, rid, spend)
@@ -94,7 +94,7 @@ def test_a_page_load_shows_the_workspace_and_falls_back_when_an_upload_is_gone(a
     info = state.put_upload(sid, data)
     workspace.use_dataset(sid, info)
     workspace.use_domain(sid, "__custom__", [-74.1, 40.6, -73.8, 40.9])
-    workspace.add_release(sid, {"key": state.release_key(info["fingerprint"], dp.Domain(-74.1, 40.6, -73.8, 40.9),
+    workspace.add_release(sid, {"key": releases.release_key(info["fingerprint"], dp.Domain(-74.1, 40.6, -73.8, 40.9),
                                                          "ug", {}, [0.05, 0.95], 1.0, 1)})
     workspace.set_queries(sid, [[-74.0, 40.7, -73.9, 40.8]])
     page = workspace.page(sid, "small_city_5k")
@@ -159,8 +159,8 @@ def test_a_paid_release_whose_record_was_lost_is_shown_on_the_next_load(app_on):
     info = state.use_sample(sid, "small_city_5k")
     domain = state.sample("small_city_5k")[1]
     first = release_once(sid, "d" * 32, info, domain)["key"]
-    lost = state.release_key(info["fingerprint"], domain, "ug", {}, [0.2, 0.8], 0.4, None)
-    state.release(sid, lost, create=True)                 # charged and stored; no record made
+    lost = releases.release_key(info["fingerprint"], domain, "ug", {}, [0.2, 0.8], 0.4, None)
+    releases.release(sid, lost, create=True)                 # charged and stored; no record made
     state.use_sample(other, "small_city_5k")
     assert workspace.latest(sid, info["fingerprint"], domain)["key"] == first
     rec, status = mechanism_panel.paid_release(sid, info, controls.domain_store(domain))

@@ -1,7 +1,9 @@
 """Parse and validate uploads (CSV, GeoJSON, Parquet) into PointData, with errors that say what to fix.
 
 One module per format (`csv_points`, `geojson`, `parquet`), what they share in `source` (bytes,
-format, encoding) and `columns` (column names, coordinate checks); `load_points` picks one.
+format, encoding), `columns` (column names, coordinate checks) and `arrow_values` (coordinates
+from Arrow columns); `load_points` picks one, importing the CSV and Parquet readers (and so
+pyarrow) on first use.
 """
 from __future__ import annotations
 
@@ -10,9 +12,7 @@ from pathlib import Path
 from ..points import PointData
 from .columns import (LAT_NAMES, LON_NAMES, MAX_DROP_FRACTION, USER_NAMES, _note_missing_ids,
                       add_load_warnings)
-from .csv_points import _parse_csv
 from .geojson import _parse_geojson
-from .parquet import _parse_parquet
 from .source import DEFAULT_MAX_ROWS, _as_utf8, _detect_format, _head, _is_parquet, _locate
 
 __all__ = ["load_points", "add_load_warnings", "DEFAULT_MAX_ROWS", "MAX_DROP_FRACTION",
@@ -44,12 +44,14 @@ def load_points(source, *, lon=None, lat=None, user=None, fmt: str | None = None
     src, filename = _locate(source, filename)
     head = _head(src)
     if _is_parquet(head, filename, fmt):
+        from .parquet import _parse_parquet      # pyarrow on first use, not at `import dp`
         x, y, uid, report = _parse_parquet(src, lon, lat, user, max_rows, max_bytes)
         encoding_warning = None
     else:
         src, head, head_text, newlines, encoding_warning = _as_utf8(src, head)
         kind = _detect_format(head_text, filename, fmt)
         if kind == "csv":
+            from .csv_points import _parse_csv
             x, y, uid, report = _parse_csv(src, head, newlines, lon, lat, user, max_rows)
         else:
             text = (src.read_bytes() if isinstance(src, Path) else src).decode("utf-8-sig")

@@ -11,7 +11,8 @@ import pyarrow as pa
 import pyarrow.csv as pcsv
 
 from ..errors import DataError
-from .columns import _checked, _columns, _coords_from_texts, _float_values, _is_number, _refuse_too_many, _sniff_delimiter
+from .arrow_values import _coords_from_texts, _float_values
+from .columns import _checked, _columns, _is_number, _refuse_too_many, _sniff_delimiter
 from .source import BLOCK_BYTES, IN_MEMORY, _chunks
 
 _BLANK_LINES = re.compile(rb"(?:[ \t\f\v]*(?:\r\n|\r|\n))*")

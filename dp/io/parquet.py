@@ -9,12 +9,11 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..errors import DataError
+from .arrow_values import _coords_from_texts, _float_values
 from .columns import (
     USER_NAMES,
     _checked,
-    _float_values,
     _columns,
-    _coords_from_texts,
     _find_column,
     _refuse_too_many,
 )

@@ -24,7 +24,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from .noise import make_rng
+from ..noise import make_rng
 
 Features = tuple        # (structure: hashable, answers: 1-D float array)
 
@@ -166,8 +166,8 @@ def privtree_stop_log_probs(path_counts, eps_tree: float, theta: int, fanout: in
     PrivTree on data whose depth-d node on that path holds `path_counts[d]` points (the last
     node a single cell, never tested). Built from the code's own pieces: λ and δ
     (`privtree_constants`), the biased count, and the sampler's rounded-up scale."""
-    from .mechanisms.privtree import privtree_biased_count, privtree_constants
-    from .noise import rational_scale
+    from ..mechanisms.privtree import privtree_biased_count, privtree_constants
+    from ..noise import rational_scale
     lam, delta = privtree_constants(eps_tree, fanout)
     t, s = rational_scale(lam)
     c = np.asarray(path_counts, dtype=np.int64)

@@ -1,6 +1,6 @@
 """Privacy evidence from the noise draws themselves: each draw against the claim it was made for.
 
-The stochastic tester (`dp.audit`) looks only at releases, so it cannot tell noise 1.5 times too
+The stochastic tester (`dp.testing.audit`) looks only at releases, so it cannot tell noise 1.5 times too
 small on one of several steps (that step's loss stays under the total ε) or see a structure that
 is new in every run. This module records every discrete Laplace draw a release makes, at the
 point where a mechanism asks for it, with the claim it asks under: the scale (and, for
@@ -21,7 +21,7 @@ mechanism with its scores. The checks that read the records:
   released before it, so the two runs ask the same question), against the stated sensitivity.
 - `selection_loss`: an exponential mechanism's exact loss between neighbours asked the same
   question, from the probabilities its discretised sampler really draws with.
-- `dp.audit.privtree_path_loss` (beside the tester): PrivTree's split decisions, whose exact
+- `dp.testing.audit.privtree_path_loss` (beside the tester): PrivTree's split decisions, whose exact
   privacy loss follows from the biased counts on the probe's path.
 
 Every discrete Laplace draw must pass through a recorded call: the sampler at the bottom counts
@@ -37,8 +37,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import budget as _budget
-from . import noise as _noise
+from .. import budget as _budget
+from .. import noise as _noise
 
 ROOT = "discrete_laplace"
 CLAIMS = ("count_noise", "discrete_laplace", "laplace_real",    # what mechanisms call to draw
