@@ -144,9 +144,20 @@ class Server:
         return self.proc.communicate(timeout=60)[0]
 
 
+OWNER_TOKEN = "faults-test-owner-token-000000001"
+
+
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    s = Server(tmp_path_factory.mktemp("faults"))
+    """The server of this file's tests, with an owner link and a data folder holding counts of
+    5,000 points of the default sample, over its box (`city.npz`)."""
+    import dp
+    folder = tmp_path_factory.mktemp("faults")
+    data, box = dp.load_sample("city_200k")
+    (folder / "data").mkdir()
+    (folder / "trips.csv").write_text("lon,lat\n" + "".join(f"{x:.7f},{y:.7f}\n" for x, y in zip(data.x[:5000], data.y[:5000])))
+    dp.aggregate(str(folder / "trips.csv"), box, 1024).save(folder / "data" / "city.npz")
+    s = Server(folder, "--owner-token", OWNER_TOKEN, "--data-dir", str(folder / "data"))
     yield s
     log = s.stop()
     assert "Traceback" not in log, log[-3000:]
@@ -261,6 +272,78 @@ def test_a_truncated_account_is_refused_in_words_and_its_budget_never_reset(serv
     status = release(b)
     assert status.startswith("Not released") and "damaged" in status, status
     assert account_bodies(server.folder / "accounts")[name] == damaged    # never replaced by a fresh budget
+
+
+def owner_browser(server: Server) -> Browser:
+    """A new browser that opened the owner link, with the page open."""
+    b = Browser(Http(server.url, timeout=120))
+    b.client.get(f"/owner?token={OWNER_TOKEN}")
+    open_page(b)
+    return b
+
+
+def spent_line(b: Browser) -> str:
+    return text(b.comps[ids.ACCOUNT_SUMMARY].get("children"))
+
+
+def test_the_owner_uploading_the_counts_it_serves_spends_their_one_budget(server):
+    """Issue 41, item 8, through gunicorn: counts the owner opens from the data folder and the
+    same file uploaded by another owner link's browser spend one account (the upload got a
+    fresh one: 0 of 10 spent beside 9 of 10)."""
+    import base64
+    owner = owner_browser(server)
+    owner.comps[ids.SERVER_PATH]["value"] = "city.npz"
+    owner.act(ids.SERVER_OPEN, "n_clicks", 1)
+    assert "5,000 points counted" in text(owner.comps[ids.UPLOAD_STATUS].get("children"))
+    eps = owner.comps[ids.EPSILON_VALUE]["value"]
+    assert release(owner).startswith("Released")
+    spent = spent_line(owner)
+    assert spent.startswith(f"Spent ε = {eps:g} of 10 "), spent
+    other = owner_browser(server)
+    npz = (server.folder / "data" / "city.npz").read_bytes()
+    other.act(ids.UPLOAD, "contents", "data:application/octet-stream;base64," + base64.b64encode(npz).decode(),
+              {(ids.UPLOAD, "filename"): "city.npz"})
+    assert "Loaded city.npz" in text(other.comps[ids.UPLOAD_STATUS].get("children"))
+    assert spent_line(other) == spent                  # the server's account of these counts
+    assert release(other).startswith("Released")
+    open_page(owner)
+    assert spent_line(owner).startswith(f"Spent ε = {2 * eps:g} of 10 "), spent_line(owner)
+
+
+def test_requests_without_a_session_cookie_create_no_account_on_the_real_server(server):
+    """Issue 41, item 6, through gunicorn: "Raise total" sent without a session cookie (the
+    audit sent 10,000 in 3 minutes, which filled the bound of accounts for 4 hours) is refused
+    each time and creates no account; a visitor then releases as before."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import requests
+
+    import dp
+    from helpers import dash_call
+
+    class NoCookies:
+        """An HTTP client that never keeps a cookie, in the shape `dash_call` uses."""
+        def get(self, path):
+            r = requests.get(server.url + path, timeout=60)
+            r.get_json = r.json
+            return r
+
+        def post(self, path, json):
+            return requests.post(server.url + path, json=json, timeout=60)
+
+    data, _ = dp.load_sample("city_200k")
+    info = {"fingerprint": data.fingerprint, "name": data.name, "n": data.n, "origin": "sample:city_200k",
+            "kind": "points", "users": False, "counts": False, "box": None, "per_user": None,
+            "summary": "", "dropped": {}, "warnings": []}
+    values = {f"{ids.ACCOUNT_CONFIRM}.submit_n_clicks": 1, f"{ids.ACCOUNT_RAISE_VALUE}.value": 12,
+              f"{ids.DATASET}.data": info}
+    before = account_bodies(server.folder / "accounts")
+    with ThreadPoolExecutor(6) as pool:
+        answers = list(pool.map(lambda _: dash_call(NoCookies(), f"{ids.ACCOUNT_TICK}.data", values), range(300)))
+    assert {a.status_code for a in answers} == {403}
+    assert all("no session with this server" in a.text for a in answers[:5]), answers[0].text
+    assert account_bodies(server.folder / "accounts") == before
+    assert release(visitor(server)).startswith("Released")
 
 
 def redis_server(port: int, folder: Path) -> subprocess.Popen:
