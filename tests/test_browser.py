@@ -114,15 +114,16 @@ def ledger_steps(dash_duo) -> list[str]:
     return [c.text for c in cells]
 
 
-@retry_stale
 def table_rows(dash_duo, table: str = ids.QUERY_TABLE) -> list[dict]:
-    out = []
-    for tr in dash_duo.find_elements(f"#{table} tbody tr"):
-        cells = {td.get_attribute("data-dash-column"): td.text
-                 for td in tr.find_elements(By.CSS_SELECTOR, "td")}
-        if cells:
-            out.append(cells)
-    return out
+    """A Dash table's body rows as {column: text}, read in one script: the table's header row
+    has no td, and asking Selenium for the cells of each row waited its 2 s implicit wait
+    there on every read. Text content, so a table in a closed step reads as it shows when open."""
+    return dash_duo.driver.execute_script(
+        "return Array.from(document.querySelectorAll(arguments[0])).map(function (tr) {"
+        "  var cells = {}; tr.querySelectorAll('td').forEach(function (td) {"
+        "    cells[td.getAttribute('data-dash-column')] = td.textContent.trim(); });"
+        "  return cells; }).filter(function (cells) { return Object.keys(cells).length; });",
+        f"#{table} tbody tr")
 
 
 @retry_stale
