@@ -203,7 +203,7 @@ class AccountStore:
         the bound never keep an owner from opening new data or releasing a sample."""
         if _owners(new):
             return []
-        if self.locks.postgres:                         # one host counting at a time (SQLite: BEGIN IMMEDIATE)
+        if self.locks.postgres:                    # one host counting at a time (SQLite: BEGIN IMMEDIATE)
             conn.execute(sa.select(sa.func.pg_advisory_xact_lock(ROOM_LOCK)))
         visitors = sa.not_(table.c.owners)
         excess = conn.execute(sa.select(sa.func.count()).select_from(table).where(visitors)).scalar() \

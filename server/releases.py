@@ -68,7 +68,7 @@ def release(sid: str | None, key: str, create: bool = False):
     ck = _release_entry(sid, key)
     rel = state.cache.get(ck)
     if rel is not None and not committed(sid, key):
-        state.cache.delete(ck)                             # its builder died before charging it
+        state.cache.delete(ck)                       # its builder died before charging it
         rel = None
     if rel is None:
         k = ReleaseKey.parse(key)
@@ -78,7 +78,7 @@ def release(sid: str | None, key: str, create: bool = False):
                               "(a new draw spends ε again)")    # only a charged demo is rebuilt
         state.spending(sid, fp) if create else state.points(sid, fp)   # a new spend: owners only on theirs
         if not state.cache.room_for(sid):
-            raise LookupError(state.FULL)                  # refused before anything is charged
+            raise LookupError(state.FULL)            # refused before anything is charged
         rel = _build_or_settle(sid, key)
     return rel
 
@@ -119,7 +119,7 @@ def unrecorded_release(sid: str, fingerprint: str, domain: dp.Domain, recorded) 
     in the store but not among the `recorded` keys: its worker stopped between the charge (the
     commit) and the workspace's record of it, so the page would offer an older one as the last
     paid for. None when the newest such release is recorded, or none is kept."""
-    charges = state.accounts.get(state.scope(sid, fingerprint), state.account_key(state.points(sid, fingerprint))).charges
+    charges = state.account(sid, fingerprint).charges
     for ref in dict.fromkeys(c.ref for c in reversed(charges)):     # newest first, each once
         try:
             k = ReleaseKey.parse(ref)
@@ -129,7 +129,7 @@ def unrecorded_release(sid: str, fingerprint: str, domain: dp.Domain, recorded) 
             continue
         if ref in recorded:
             return None
-        if state.cache.has(_release_entry(sid, ref)):                        # this session's, kept
+        if state.cache.has(_release_entry(sid, ref)):                  # this session's, kept
             return ref
     return None
 
@@ -143,7 +143,7 @@ def committed(sid: str, key: str) -> bool:
     if (sid, key) in _committed_keys:
         return True
     fp = key_fingerprint(key)
-    if not any(c.ref == key for c in state.accounts.get(state.scope(sid, fp), state.account_key(state.points(sid, fp))).charges):
+    if not any(c.ref == key for c in state.account(sid, fp).charges):
         return False
     if len(_committed_keys) > 100_000:
         _committed_keys.clear()
@@ -173,7 +173,7 @@ def _build_release(sid: str, key: str) -> None:
         rel = acc.release(k.mechanism, data, k.box, epsilon=k.epsilon, split=k.split,
                           params=k.params, seed=k.seed, ref=key, max_points_per_user=k.points_per_user)
         if not state.cache.set(entry, rel):
-            raise Unavailable(NO_ROOM)       # state.accounts.update writes no charge then
+            raise Unavailable(NO_ROOM)       # `AccountStore.update` writes no charge then
         stored.append(True)
         return rel
     try:

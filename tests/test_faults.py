@@ -318,8 +318,8 @@ def test_requests_without_a_session_cookie_create_no_account_on_the_real_server(
 
     import requests
 
-    import dp
     from helpers import dash_call
+    from server import state
 
     class NoCookies:
         """An HTTP client that never keeps a cookie, in the shape `dash_call` uses."""
@@ -331,12 +331,8 @@ def test_requests_without_a_session_cookie_create_no_account_on_the_real_server(
         def post(self, path, json):
             return requests.post(server.url + path, json=json, timeout=60)
 
-    data, _ = dp.load_sample("city_200k")
-    info = {"fingerprint": data.fingerprint, "name": data.name, "n": data.n, "origin": "sample:city_200k",
-            "kind": "points", "users": False, "counts": False, "box": None, "per_user": None,
-            "summary": "", "dropped": {}, "warnings": []}
     values = {f"{ids.ACCOUNT_CONFIRM}.submit_n_clicks": 1, f"{ids.ACCOUNT_RAISE_VALUE}.value": 12,
-              f"{ids.DATASET}.data": info}
+              f"{ids.DATASET}.data": state.use_sample("any", state.DEFAULT_SAMPLE)}   # as the page sends it
     before = account_bodies(server.folder / "accounts")
     with ThreadPoolExecutor(6) as pool:
         answers = list(pool.map(lambda _: dash_call(NoCookies(), f"{ids.ACCOUNT_TICK}.data", values), range(300)))

@@ -10,9 +10,8 @@ import secrets
 import pytest
 import sqlalchemy as sa
 
-from components import ids
 from server import database
-from test_faults import Server, release, text, visitor
+from test_faults import Server, release, spent_line, visitor
 from test_store import start_redis
 
 from load import open_page  # noqa: E402 (benchmarks/ is on the path through test_faults)
@@ -25,10 +24,6 @@ def charges(url: str) -> list:
     with sa.create_engine(url).connect() as conn:
         return [c for body in conn.execute(sa.select(database.accounts.c.body)).scalars()
                 for c in json.loads(body)["charges"]]
-
-
-def spent_line(b) -> str:
-    return text(b.comps[ids.ACCOUNT_SUMMARY].get("children"))
 
 
 def test_two_servers_on_one_database_and_one_redis_share_one_budget(tmp_path, postgres):
