@@ -28,6 +28,7 @@ import os
 import queue as queue_module
 import random
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -308,9 +309,9 @@ def start_server(a, port: int, tmp: Path, extra=()) -> subprocess.Popen:
         try:
             if requests.get(f"http://{HOST}:{port}/", timeout=5).status_code == 200:
                 return proc
-        except requests.ConnectionError:
+        except requests.RequestException:       # not listening yet, or too busy starting to answer
             time.sleep(0.2)
-    proc.kill()
+    os.killpg(proc.pid, signal.SIGKILL)           # its workers and pools too (a session of its own)
     raise RuntimeError("the server did not start")
 
 

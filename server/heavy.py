@@ -38,12 +38,11 @@ _setup: tuple = (None, ())
 _pools: dict[str, ProcessPoolExecutor] = {}   # lane -> its pool, made on first use (never before a fork)
 
 
-def _start(parent, nice, initializer, initargs):
-    """A pool process: a lower priority than the request threads, a watch on its worker (the
+def _start(parent, initializer, initargs):
+    """A pool process (already at its lane's priority, `_LaneProcess`): a watch on its worker (the
     process `parent` that made the pool: when a process starts slowly, its worker may be gone
     already, and asking for its parent now would name the process that inherited it), then
     the caller's set-up."""
-    os.nice(nice)
     threading.Thread(target=_end_with_parent, args=(parent,), daemon=True).start()
     if initializer is not None:
         initializer(*initargs)
@@ -80,13 +79,44 @@ def shutdown() -> None:
         pool.shutdown(wait=True, cancel_futures=True)
 
 
+class _LaneProcess(multiprocessing.context.SpawnProcess):
+    """A spawned pool process that takes its lane's priority (`nice`, absolute) as soon as it
+    exists: it then imports the app for a second or more, and at the worker's own priority that
+    took the CPU from the owner's releases while visitors' first evaluations started their pool
+    (`benchmarks/owner_priority.py`)."""
+
+    nice = 0
+
+    def start(self):
+        super().start()
+        try:
+            os.setpriority(os.PRIO_PROCESS, self.pid, self.nice)
+        except ProcessLookupError:          # ended already: its pool finds it broken
+            pass
+
+
+class _SpawnAt(multiprocessing.context.SpawnContext):
+    """The "spawn" context, its processes at priority `nice`."""
+
+    def __init__(self, nice: int):
+        super().__init__()
+        self.nice = nice
+
+    def Process(self, *args, **kwargs):     # what ProcessPoolExecutor calls to make one
+        process = _LaneProcess(*args, **kwargs)
+        process.nice = self.nice
+        return process
+
+
 def _current(lane: str = VISITOR) -> ProcessPoolExecutor | None:
-    """This process's pool for one lane, made on first use (None with 0 workers)."""
+    """This process's pool for one lane, made on first use (None with 0 workers), its
+    processes NICE[lane] below this one's priority."""
     with _lock:
         if _workers and lane not in _pools:
+            nice = os.getpriority(os.PRIO_PROCESS, 0) + NICE[lane]
             _pools[lane] = ProcessPoolExecutor(max_workers=_workers, initializer=_start,
-                                               initargs=(os.getpid(), NICE[lane], *_setup),
-                                               mp_context=multiprocessing.get_context("spawn"))
+                                               initargs=(os.getpid(), *_setup),
+                                               mp_context=_SpawnAt(nice))
         return _pools.get(lane)
 
 

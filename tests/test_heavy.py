@@ -53,6 +53,32 @@ def test_the_owners_work_never_waits_behind_visitors(pool, tmp_path):
     assert niceness[0] < niceness[1] < niceness[2]
 
 
+# in a pool process, its priority when it first imports this module: while unpickling its set-up,
+# before any task (imports there take a second or more of CPU)
+PRIORITY_AT_IMPORT = os.getpriority(os.PRIO_PROCESS, 0)
+
+
+def _set_up() -> None:
+    """A pool process's set-up from this module, so the process imports it as it starts."""
+
+
+def _priority_at_import() -> int:
+    return PRIORITY_AT_IMPORT
+
+
+def test_a_pool_process_is_at_its_lanes_priority_before_it_imports_anything():
+    # a process started at the worker's priority and lowered only in its set-up spent its
+    # imports there: the background pool's start, while visitors' evaluations began, held the
+    # owner's releases up to 3.8 s (`benchmarks/owner_priority.py`)
+    heavy.configure(1, initializer=_set_up)
+    try:
+        base = os.getpriority(os.PRIO_PROCESS, 0)
+        assert [heavy.run(_priority_at_import, lane=lane) for lane in heavy.NICE] == \
+            [min(base + heavy.NICE[lane], 19) for lane in heavy.NICE]
+    finally:
+        heavy.configure(0)
+
+
 def _wait_for(path: str) -> None:
     """Block until `path` exists (at most two minutes): a task that ends when the test says."""
     end = time.monotonic() + 120
