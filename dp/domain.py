@@ -174,6 +174,19 @@ class UniformGrid:
         j = _axis_cells(y, d.south, d.height, self.gy, self.edges_y)
         return j, k, d.contains(x, y)
 
+    def coarsens(self, fine: UniformGrid) -> bool:
+        """True when each cell of this grid is a block of `fine`'s cells: the same domain, and
+        each of this grid's lines one of fine's, bit for bit. A point's cell is decided by the
+        lines alone (`_axis_cells`), so summing fine's counts in blocks (`pool`) is exact."""
+        return (self.domain == fine.domain and fine.gx % self.gx == 0 and fine.gy % self.gy == 0
+                and np.array_equal(fine.edges_x[::fine.gx // self.gx], self.edges_x)
+                and np.array_equal(fine.edges_y[::fine.gy // self.gy], self.edges_y))
+
+    def pool(self, fine_counts: np.ndarray) -> np.ndarray:
+        """This grid's counts summed from those of a grid it coarsens (see `coarsens`)."""
+        gy, gx = fine_counts.shape
+        return fine_counts.reshape(self.gy, gy // self.gy, self.gx, gx // self.gx).sum(axis=(1, 3))
+
     def histogram(self, x, y) -> np.ndarray:
         """Exact count matrix H[j, k] (spec 000 A0); points outside the domain are skipped.
         Cell numbers are computed in blocks whose temporaries stay in the CPU cache, points

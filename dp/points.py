@@ -331,11 +331,14 @@ class PointData:
         return int(np.count_nonzero(self.in_domain(domain)))
 
     def histogram(self, grid: UniformGrid) -> np.ndarray:
-        """Exact counts on a grid (spec 000 A0); a fresh copy, so callers may modify it."""
+        """Exact counts on a grid (spec 000 A0); a fresh copy, so callers may modify it. Kept
+        per grid; a grid that a kept one refines is summed from it, without binning again."""
         key = (grid.domain, grid.gx, grid.gy)
         H = self._hists.get(key)
         if H is None:
-            H = grid.histogram(self.x, self.y)
+            fine = next((UniformGrid(*k) for k in self._hists if grid.coarsens(UniformGrid(*k))), None)
+            H = grid.pool(self._hists[fine.domain, fine.gx, fine.gy]) if fine else \
+                grid.histogram(self.x, self.y)
             if H.size <= MEMO_CELLS:
                 self._hists[key] = H
                 while sum(h.size for h in self._hists.values()) > MEMO_CELLS:

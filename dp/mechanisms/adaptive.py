@@ -36,6 +36,7 @@ import numpy as np
 
 from ..budget import Ledger
 from ..noise import discrete_laplace_variance
+from ..points import PointData
 from .base import ADD_REMOVE_POINT, MechanismSpec
 from .full_quadtree import FULL_QUADTREE, depth_budgets
 from .leaves import base_shape, square_base_grid
@@ -94,6 +95,9 @@ def release_adaptive(data, domain, epsilon, split, params, rng):
     ledger = Ledger()
     side = min(FULL_QUADTREE.resolve_params({})["base_cells"], params["base_cells"])
     grid = square_base_grid(domain, side)
+    base_grid = square_base_grid(domain, params["base_cells"])
+    if isinstance(data, PointData) and grid.coarsens(base_grid):
+        data.histogram(base_grid)   # one pass over the points: the probe's counts are sums of these
     t = keep_count(grid.shape, eps_rest)
     noisy = ledger.noisy_counts(
         rng, probe_counts(data.histogram(grid), t), eps_probe,
