@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import glob
 import os
+import queue
 import secrets
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -138,6 +140,8 @@ def _first_line(e: Exception) -> str:
 
 # ---------------------------------------------------------------------------------- DuckDB
 BATCH_ROWS = 1 << 20       # rows per batch streamed out of DuckDB: about 16 MB of coordinates
+BIN_THREADS = 2            # threads binning DuckDB's batches; 1e8 points on 2 cores: one 8.4 s,
+                           # two 4.8 s, three 5.8 s (`benchmarks/scale.py`; DuckDB's read 1.2 s)
 BLOCK = "64MiB"            # bytes of file per Dask partition: a worker holds a few of them
 UID = "__user__"           # the canonical user id column Dask partitions on
 # id column types DuckDB hands to `canonical_user_ids` as they are (it writes numbers as text
@@ -186,10 +190,9 @@ def _duckdb(files, fmt, grid, names, k, progress, *, memory_limit, **_):
                                   WHEN r > {int(k)} THEN {BEYOND_K} ELSE {KEEP} END AS why
                 FROM ranked"""
         expected = _expected_rows(con, files, fmt) if progress else 1
-        for batch in con.sql(sql, params=params).to_arrow_reader(BATCH_ROWS):
-            tally.add(*(c.to_numpy(zero_copy_only=False) for c in batch.columns))
-            if progress:
-                progress(min(tally.read / expected, 0.99))
+        batches = ([c.to_numpy(zero_copy_only=False) for c in batch.columns]
+                   for batch in con.sql(sql, params=params).to_arrow_reader(BATCH_ROWS))
+        _bin_in_threads(batches, tally, progress, expected)
         if fmt == "csv":
             rejected = con.execute("SELECT count(DISTINCT (file_id, line)) FROM reject_errors").fetchall()[0][0]
             tally.unusable += rejected
@@ -201,6 +204,42 @@ def _duckdb(files, fmt, grid, names, k, progress, *, memory_limit, **_):
     if progress:
         progress(1.0)
     return tally.result()
+
+
+def _bin_in_threads(batches, tally: _Tally, progress, expected: int) -> None:
+    """Add each batch (x, y[, why]) to `tally`, binned in BIN_THREADS threads with a tally each
+    (numpy lets go of the interpreter lock while it bins), while this thread reads the next
+    batches; their tallies are added to `tally` at the end. A thread's error is raised here."""
+    work: queue.Queue = queue.Queue(2 * BIN_THREADS)     # batches read ahead: a few, not the file
+    tallies = [_Tally(tally.grid, tally.k) for _ in range(BIN_THREADS)]
+    failed: list = []
+
+    def binner(own: _Tally) -> None:
+        while (batch := work.get()) is not None:
+            if not failed:                  # after an error the rest is drained, never binned
+                try:
+                    own.add(*batch)
+                except BaseException as e:  # raised in the reading thread
+                    failed.append(e)
+    threads = [threading.Thread(target=binner, args=(t,), daemon=True) for t in tallies]
+    for t in threads:
+        t.start()
+    try:
+        for batch in batches:
+            work.put(batch)
+            if failed:
+                break
+            if progress:
+                progress(min(sum(t.read for t in tallies) / expected, 0.99))
+    finally:
+        for _ in threads:
+            work.put(None)
+        for t in threads:
+            t.join()
+    if failed:
+        raise failed[0]
+    for own in tallies:
+        tally.absorb(own)
 
 
 def _id_types(con, files: list[str], fmt: str, column: str) -> list[tuple[str, list[str]]]:
@@ -247,6 +286,13 @@ class _Tally:
         self.outside += int(np.count_nonzero(keep & ~inside))
         self.counts += self.grid.histogram(x[inside], y[inside])
         self.read += x.size
+
+    def absorb(self, other: _Tally) -> None:
+        """Add another tally of the same grid (another thread's batches) to this one."""
+        self.counts += other.counts
+        self.hash += other.hash                       # wraps mod 2^64, as multiset_hash's sums
+        for name in ("read", "unusable", "outside", "beyond", "no_id"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
 
     def dropped(self) -> dict:
         out = {UNUSABLE: self.unusable, OUTSIDE: self.outside}

@@ -201,3 +201,46 @@ def test_a_box_fitted_to_the_data_is_refused(files):
         fitted = dp.fit_to_data(df.longitude, df.latitude)
     with pytest.raises(dp.ParameterError, match="needs a public box"):
         dp.aggregate(folder / "points.csv", fitted)
+
+
+def test_batches_binned_in_threads_add_up_to_one_tally(files, tmp_path, monkeypatch):
+    # small batches, so each binning thread gets many: the counts, the rows read and dropped by
+    # reason, the points' fingerprint and the user bound's drops are the sums of every thread's
+    agg = sys.modules["dp.aggregate"]
+    folder, df = files
+    users = _frame(20_000, 5, users=800)
+    users.to_csv(tmp_path / "users.csv", index=False, float_format="%.17g")
+    monkeypatch.setattr(agg, "BATCH_ROWS", 999)
+    threads = []
+    add = agg._Tally.add
+
+    def counted(tally, *batch):
+        threads.append(agg.threading.get_ident())
+        return add(tally, *batch)
+
+    monkeypatch.setattr(agg._Tally, "add", counted)
+    c = dp.aggregate(folder / "points.csv", BOX, 256)
+    assert len(threads) > 20 and len(set(threads)) == agg.BIN_THREADS
+    inside = int(np.count_nonzero(BOX.contains(df.longitude, df.latitude)))
+    np.testing.assert_array_equal(c.counts, _exact(df))
+    assert c.report.rows_read == len(df) + 3
+    assert c.report.dropped == {"missing or not a number": 3, "outside the box": len(df) - inside}
+    points = dp.PointData(df.longitude.to_numpy(), df.latitude.to_numpy())
+    assert c.coordinates_fingerprint == points.coordinates_fingerprint
+    u = dp.aggregate(tmp_path / "users.csv", BOX, 256, user="user_id")
+    assert u.report.rows_read == 20_000
+    assert u.report.dropped["points beyond 5 per user (user-level bound)"] == 20_000 - 800 * 5
+    assert u.coordinates_fingerprint == dp.PointData(users.longitude.to_numpy(),
+                                                     users.latitude.to_numpy()).coordinates_fingerprint
+
+
+def test_an_error_while_binning_is_raised_not_hung(files, monkeypatch):
+    agg = sys.modules["dp.aggregate"]
+    monkeypatch.setattr(agg, "BATCH_ROWS", 999)
+
+    def broken(tally, *batch):
+        raise MemoryError("no room for this batch")
+
+    monkeypatch.setattr(agg._Tally, "add", broken)
+    with pytest.raises(MemoryError, match="no room"):
+        dp.aggregate(files[0] / "points.csv", BOX, 256)
