@@ -51,7 +51,7 @@ MARGIN = {"identity": 4, "ug": 4, "e2epriv": 4, "htf": 3, "ag": 2, "quadtree": 4
 # The same rule for plans on the five twins (WITH_VALUES, the default), chosen on the same
 # fitting part (`plan_forecast.py --part fit --least`) and judged on the fresh part (106 of 109
 # plans met, none missed by more than 1.13 times) and the unseen part (102 of 106, one missed by
-# 1.56 times: PrivTree, 1 rung). Then the rule with the second condition, none missed by
+# 1.56 times: PrivTree, 1 rung). Then the rule with a second condition, none missed by
 # more than 1.5 times, applied to the fitting, fresh and unseen parts together: PrivTree 2 rungs
 # (at 2 its three misses there became one at 1.08 times), every other mechanism unchanged; judged
 # on the final part, which no choice saw (`benchmarks/README.md`).

@@ -336,9 +336,9 @@ class PointData:
         key = (grid.domain, grid.gx, grid.gy)
         H = self._hists.get(key)
         if H is None:
-            fine = next((UniformGrid(*k) for k in self._hists if grid.coarsens(UniformGrid(*k))), None)
-            H = grid.pool(self._hists[fine.domain, fine.gx, fine.gy]) if fine else \
-                grid.histogram(self.x, self.y)
+            # a snapshot: other threads (a shared sample) may add and drop entries meanwhile
+            fine = next((h for k, h in list(self._hists.items()) if grid.coarsens(UniformGrid(*k))), None)
+            H = grid.histogram(self.x, self.y) if fine is None else grid.pool(fine)
             if H.size <= MEMO_CELLS:
                 self._hists[key] = H
                 while sum(h.size for h in self._hists.values()) > MEMO_CELLS:
