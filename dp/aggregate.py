@@ -142,6 +142,7 @@ def _first_line(e: Exception) -> str:
 BATCH_ROWS = 1 << 20       # rows per batch streamed out of DuckDB: about 16 MB of coordinates
 BIN_THREADS = 2            # threads binning DuckDB's batches; 1e8 points on 2 cores: one 8.4 s,
                            # two 4.8 s, three 5.8 s (`benchmarks/scale.py`; DuckDB's read 1.2 s)
+THREADED_CELLS = 1 << 22   # on finer grids one thread bins (a tally per thread: 32 MB at this size)
 BLOCK = "64MiB"            # bytes of file per Dask partition: a worker holds a few of them
 UID = "__user__"           # the canonical user id column Dask partitions on
 # id column types DuckDB hands to `canonical_user_ids` as they are (it writes numbers as text
@@ -208,10 +209,12 @@ def _duckdb(files, fmt, grid, names, k, progress, *, memory_limit, **_):
 
 def _bin_in_threads(batches, tally: _Tally, progress, expected: int) -> None:
     """Add each batch (x, y[, why]) to `tally`, binned in BIN_THREADS threads with a tally each
-    (numpy lets go of the interpreter lock while it bins), while this thread reads the next
-    batches; their tallies are added to `tally` at the end. A thread's error is raised here."""
-    work: queue.Queue = queue.Queue(2 * BIN_THREADS)     # batches read ahead: a few, not the file
-    tallies = [_Tally(tally.grid, tally.k) for _ in range(BIN_THREADS)]
+    (numpy lets go of the interpreter lock while it bins; one thread above THREADED_CELLS), while
+    this thread reads the next batches; their tallies are added to `tally` at the end. A
+    thread's error is raised here."""
+    threads = BIN_THREADS if tally.grid.n_cells <= THREADED_CELLS else 1
+    work: queue.Queue = queue.Queue(2 * threads)         # batches read ahead: a few, not the file
+    tallies = [_Tally(tally.grid, tally.k) for _ in range(threads)]
     failed: list = []
 
     def binner(own: _Tally) -> None:
@@ -221,8 +224,8 @@ def _bin_in_threads(batches, tally: _Tally, progress, expected: int) -> None:
                     own.add(*batch)
                 except BaseException as e:  # raised in the reading thread
                     failed.append(e)
-    threads = [threading.Thread(target=binner, args=(t,), daemon=True) for t in tallies]
-    for t in threads:
+    binners = [threading.Thread(target=binner, args=(t,), daemon=True) for t in tallies]
+    for t in binners:
         t.start()
     try:
         for batch in batches:
@@ -232,9 +235,9 @@ def _bin_in_threads(batches, tally: _Tally, progress, expected: int) -> None:
             if progress:
                 progress(min(sum(t.read for t in tallies) / expected, 0.99))
     finally:
-        for _ in threads:
+        for _ in binners:
             work.put(None)
-        for t in threads:
+        for t in binners:
             t.join()
     if failed:
         raise failed[0]

@@ -176,11 +176,13 @@ class UniformGrid:
 
     def coarsens(self, fine: UniformGrid) -> bool:
         """True when each cell of this grid is a block of `fine`'s cells: the same domain, and
-        each of this grid's lines one of fine's, bit for bit. A point's cell is decided by the
-        lines alone (`_axis_cells`), so summing fine's counts in blocks (`pool`) is exact."""
+        each of this grid's lines one of fine's, bit for bit. A point's cell is then decided by
+        the lines alone (`_axis_cells`; fine's cells far wider than the coordinates' rounding),
+        so summing fine's counts in blocks (`pool`) is exact."""
         return (self.domain == fine.domain and fine.gx % self.gx == 0 and fine.gy % self.gy == 0
                 and np.array_equal(fine.edges_x[::fine.gx // self.gx], self.edges_x)
-                and np.array_equal(fine.edges_y[::fine.gy // self.gy], self.edges_y))
+                and np.array_equal(fine.edges_y[::fine.gy // self.gy], self.edges_y)
+                and _wide(fine.edges_x) and _wide(fine.edges_y))
 
     def pool(self, fine_counts: np.ndarray) -> np.ndarray:
         """This grid's counts summed from those of a grid it coarsens (see `coarsens`)."""
@@ -202,6 +204,12 @@ class UniformGrid:
             out[~inside] = self.n_cells
         counts = np.bincount(flat, minlength=self.n_cells + 1)[:self.n_cells]
         return counts.astype(np.float64).reshape(self.gy, self.gx)
+
+
+def _wide(edges: np.ndarray) -> bool:
+    """Cells at least a million times the rounding step of their coordinates (a millimetre at
+    longitude 100): `_axis_cells` then moves a point at most one cell to its lines."""
+    return bool(np.diff(edges).min() > 1e6 * np.spacing(np.abs(edges).max()))
 
 
 BIN_BLOCK = 1 << 16   # points per block when binning: a block's temporaries fit in the cache

@@ -341,8 +341,11 @@ class PointData:
             H = grid.histogram(self.x, self.y) if fine is None else grid.pool(fine)
             if H.size <= MEMO_CELLS:
                 self._hists[key] = H
-                while sum(h.size for h in self._hists.values()) > MEMO_CELLS:
-                    self._hists.pop(next(iter(self._hists)), None)
+                while True:                   # the oldest go first; snapshots, as above
+                    kept = list(self._hists.items())
+                    if sum(h.size for _, h in kept) <= MEMO_CELLS:
+                        break
+                    self._hists.pop(kept[0][0], None)
         return H.copy()
 
     def true_counts(self, rects, domain: Domain | None = None) -> np.ndarray:

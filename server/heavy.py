@@ -91,8 +91,8 @@ class _LaneProcess(multiprocessing.context.SpawnProcess):
         super().start()
         try:
             os.setpriority(os.PRIO_PROCESS, self.pid, self.nice)
-        except ProcessLookupError:          # ended already: its pool finds it broken
-            pass
+        except OSError:     # ended already (its pool finds it broken), or not allowed here: it
+            pass            # then runs at the worker's priority rather than not at all
 
 
 class _SpawnAt(multiprocessing.context.SpawnContext):

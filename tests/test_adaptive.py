@@ -197,6 +197,10 @@ def test_a_grid_on_a_finer_grids_lines_sums_its_counts_exactly():
     london = dp.Domain(-0.51, 51.28, 0.33, 51.69)
     assert not square_base_grid(london, 256).coarsens(square_base_grid(london, 1024))
     assert not dp.UniformGrid(BOX, 3).coarsens(dp.UniformGrid(BOX, 8))
+    # cells within a few rounding steps of their coordinates: the arithmetic, not the lines,
+    # would decide some points' cells, so nothing is summed
+    tiny = dp.Domain(100.0, 10.0, 100.0 + 1e-9, 10.0 + 1e-9)
+    assert not square_base_grid(tiny, 256).coarsens(square_base_grid(tiny, 1024))
 
 
 @pytest.mark.parametrize("spread,chosen", [(False, "full_quadtree"), (True, "ag")])

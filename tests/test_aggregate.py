@@ -1,6 +1,7 @@
 """dp.aggregate: files counted out of core (DuckDB) or as a Dask reduction give the counts that
 UniformGrid.histogram gives for the same points, to the point, with what was dropped and why."""
 import sys
+import time
 
 import numpy as np
 import pandas as pd
@@ -214,8 +215,9 @@ def test_batches_binned_in_threads_add_up_to_one_tally(files, tmp_path, monkeypa
     threads = []
     add = agg._Tally.add
 
-    def counted(tally, *batch):
+    def counted(tally, *batch):      # a little slow, so the reading thread hands the next to the other
         threads.append(agg.threading.get_ident())
+        time.sleep(0.005)
         return add(tally, *batch)
 
     monkeypatch.setattr(agg._Tally, "add", counted)

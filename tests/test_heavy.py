@@ -50,7 +50,9 @@ def test_the_owners_work_never_waits_behind_visitors(pool, tmp_path):
     assert owner_pid not in (heavy.run(os.getpid), os.getpid())
     niceness = [heavy.run(os.getpriority, os.PRIO_PROCESS, 0, lane=lane)
                 for lane in (heavy.OWNER, heavy.VISITOR, heavy.BACKGROUND)]
-    assert niceness[0] < niceness[1] < niceness[2]
+    base = os.getpriority(os.PRIO_PROCESS, 0)          # the kernel keeps nice at most 19
+    assert niceness == [min(base + heavy.NICE[lane], 19) for lane in (heavy.OWNER, heavy.VISITOR, heavy.BACKGROUND)]
+    assert heavy.NICE[heavy.OWNER] < heavy.NICE[heavy.VISITOR] < heavy.NICE[heavy.BACKGROUND]
 
 
 # in a pool process, its priority when it first imports this module: while unpickling its set-up,

@@ -36,7 +36,7 @@ import numpy as np
 
 from ..budget import Ledger
 from ..noise import discrete_laplace_variance
-from ..points import PointData
+from ..points import MEMO_CELLS, PointData
 from .base import ADD_REMOVE_POINT, MechanismSpec
 from .full_quadtree import FULL_QUADTREE, depth_budgets
 from .leaves import base_shape, square_base_grid
@@ -96,7 +96,8 @@ def release_adaptive(data, domain, epsilon, split, params, rng):
     side = min(FULL_QUADTREE.resolve_params({})["base_cells"], params["base_cells"])
     grid = square_base_grid(domain, side)
     base_grid = square_base_grid(domain, params["base_cells"])
-    if isinstance(data, PointData) and grid.coarsens(base_grid):
+    if isinstance(data, PointData) and grid.coarsens(base_grid) and \
+            base_grid.n_cells + grid.n_cells <= MEMO_CELLS:      # both kept: nothing binned again
         data.histogram(base_grid)   # one pass over the points: the probe's counts are sums of these
     t = keep_count(grid.shape, eps_rest)
     noisy = ledger.noisy_counts(
