@@ -191,7 +191,7 @@ def _duckdb(files, fmt, grid, names, k, progress, *, memory_limit, **_):
                                   WHEN r > {int(k)} THEN {BEYOND_K} ELSE {KEEP} END AS why
                 FROM ranked"""
         expected = _expected_rows(con, files, fmt) if progress else 1
-        batches = ([c.to_numpy(zero_copy_only=False) for c in batch.columns]
+        batches = ([_doubles(c) for c in batch.columns[:2]] + [c.to_numpy() for c in batch.columns[2:]]
                    for batch in con.sql(sql, params=params).to_arrow_reader(BATCH_ROWS))
         _bin_in_threads(batches, tally, progress, expected)
         if fmt == "csv":
@@ -205,6 +205,17 @@ def _duckdb(files, fmt, grid, names, k, progress, *, memory_limit, **_):
     if progress:
         progress(1.0)
     return tally.result()
+
+
+def _doubles(column) -> np.ndarray:
+    """A float64 Arrow column as numpy, a null (text TRY_CAST could not read) as NaN, viewed
+    in place where it has none; never through pyarrow's `to_numpy`, which imports pandas."""
+    import pyarrow.compute as pc        # not at import: `import dp` loads no pyarrow
+
+    from .io.arrow_values import _float_values
+    if column.null_count:
+        column = pc.fill_null(column, np.nan)
+    return _float_values(column)
 
 
 def _bin_in_threads(batches, tally: _Tally, progress, expected: int) -> None:
@@ -285,9 +296,9 @@ class _Tally:
         self.hash += np.frombuffer(multiset_hash(x[usable], y[usable]), dtype="<u8")   # wraps mod 2^64
         self.unusable += int(np.count_nonzero(keep & ~usable))
         keep &= usable
-        inside = keep & self.grid.domain.contains(x, y)
-        self.outside += int(np.count_nonzero(keep & ~inside))
-        self.counts += self.grid.histogram(x[inside], y[inside])
+        counts = self.grid.histogram(x, y, keep)
+        self.counts += counts
+        self.outside += int(np.count_nonzero(keep)) - int(counts.sum())   # kept, but not in the box
         self.read += x.size
 
     def absorb(self, other: _Tally) -> None:

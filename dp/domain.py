@@ -189,10 +189,11 @@ class UniformGrid:
         gy, gx = fine_counts.shape
         return fine_counts.reshape(self.gy, gy // self.gy, self.gx, gx // self.gx).sum(axis=(1, 3))
 
-    def histogram(self, x, y) -> np.ndarray:
-        """Exact count matrix H[j, k] (spec 000 A0); points outside the domain are skipped.
-        Cell numbers are computed in blocks whose temporaries stay in the CPU cache, points
-        outside go to one extra bin that is dropped, and one np.bincount counts them all."""
+    def histogram(self, x, y, keep: np.ndarray | None = None) -> np.ndarray:
+        """Exact count matrix H[j, k] (spec 000 A0) of the points (those where `keep` is True,
+        when given); points outside the domain are skipped. Cell numbers are computed in blocks
+        whose temporaries stay in the CPU cache, points not counted go to one extra bin that is
+        dropped, and one np.bincount counts them all."""
         x = np.asarray(x, dtype=np.float64).ravel()
         y = np.asarray(y, dtype=np.float64).ravel()
         flat = np.empty(x.size, dtype=np.intp)
@@ -201,6 +202,8 @@ class UniformGrid:
             out = flat[s:s + BIN_BLOCK]
             np.multiply(j, self.gx, out=out)
             out += k
+            if keep is not None:
+                inside &= keep[s:s + BIN_BLOCK]
             out[~inside] = self.n_cells
         counts = np.bincount(flat, minlength=self.n_cells + 1)[:self.n_cells]
         return counts.astype(np.float64).reshape(self.gy, self.gx)
