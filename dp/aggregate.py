@@ -191,7 +191,10 @@ def _duckdb(files, fmt, grid, names, k, progress, *, memory_limit, **_):
                                   WHEN r > {int(k)} THEN {BEYOND_K} ELSE {KEEP} END AS why
                 FROM ranked"""
         expected = _expected_rows(con, files, fmt) if progress else 1
-        batches = ([_doubles(c) for c in batch.columns[:2]] + [c.to_numpy() for c in batch.columns[2:]]
+        from .io.arrow_values import _floats_of    # not at import: `import dp` loads no pyarrow
+        # coordinates as views, a null (text TRY_CAST could not read) as NaN: pyarrow's own
+        # `to_numpy` would import pandas
+        batches = ([_floats_of(c) for c in batch.columns[:2]] + [c.to_numpy() for c in batch.columns[2:]]
                    for batch in con.sql(sql, params=params).to_arrow_reader(BATCH_ROWS))
         _bin_in_threads(batches, tally, progress, expected)
         if fmt == "csv":
@@ -205,17 +208,6 @@ def _duckdb(files, fmt, grid, names, k, progress, *, memory_limit, **_):
     if progress:
         progress(1.0)
     return tally.result()
-
-
-def _doubles(column) -> np.ndarray:
-    """A float64 Arrow column as numpy, a null (text TRY_CAST could not read) as NaN, viewed
-    in place where it has none; never through pyarrow's `to_numpy`, which imports pandas."""
-    import pyarrow.compute as pc        # not at import: `import dp` loads no pyarrow
-
-    from .io.arrow_values import _float_values
-    if column.null_count:
-        column = pc.fill_null(column, np.nan)
-    return _float_values(column)
 
 
 def _bin_in_threads(batches, tally: _Tally, progress, expected: int) -> None:

@@ -16,6 +16,17 @@ def _float_values(arr: pa.Array) -> np.ndarray:
     return np.frombuffer(arr.buffers()[1], np.float64, len(arr), arr.offset * 8)
 
 
+def _floats_of(chunk: pa.Array) -> np.ndarray:
+    """A numeric Arrow array as float64 values (a view where it already is one), a null as NaN.
+    safe=False: an integer beyond 2**53 becomes the nearest float (far out of any coordinate
+    range, so dropped as such) instead of an ArrowInvalid."""
+    if chunk.type != pa.float64():
+        chunk = chunk.cast(pa.float64(), safe=False)
+    if chunk.null_count:
+        chunk = pc.fill_null(chunk, float("nan"))
+    return _float_values(chunk)
+
+
 _FLOAT = r"(?i)^\s*[+-]?(?:(?:\d+\.?\d*|\.\d+)(?:e[+-]?\d+)?|inf|infinity|nan)\s*$"   # float()
 
 

@@ -9,7 +9,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..errors import DataError
-from .arrow_values import _coords_from_texts, _float_values
+from .arrow_values import _coords_from_texts, _floats_of
 from .columns import (
     USER_NAMES,
     _checked,
@@ -110,17 +110,6 @@ def _batches(pf: pq.ParquetFile) -> list[list[int]]:
         batches[-1].append(g)
         rows += pf.metadata.row_group(g).num_rows
     return batches
-
-
-def _floats_of(chunk: pa.Array) -> np.ndarray:
-    """A numeric Arrow array as float64 values (a view where it already is one), a null as NaN.
-    safe=False: an integer beyond 2**53 becomes the nearest float (far out of any coordinate
-    range, so dropped as such) instead of an ArrowInvalid."""
-    if chunk.type != pa.float64():
-        chunk = chunk.cast(pa.float64(), safe=False)
-    if chunk.null_count:
-        chunk = pc.fill_null(chunk, float("nan"))
-    return _float_values(chunk)
 
 
 def _is_text(kind: pa.DataType) -> bool:
