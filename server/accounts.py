@@ -37,7 +37,8 @@ import dp
 
 from . import database
 from .account_locks import DATABASE, AccountLocks
-from .database import account_versions as versions_table, accounts as table
+from .database import account_versions as versions_table, accounts as table, release_entry, \
+    releases as releases_table
 from .faults import Unavailable, speaking
 from .store import RESERVED, reserved
 
@@ -169,10 +170,10 @@ class AccountStore:
         except (ValueError, TypeError, KeyError, AttributeError):
             raise Unavailable(DAMAGED) from None
 
-    def _write(self, name: str, acc: dp.Accountant, version: int | None, conn=None):
-        """Store the account read at `version` (None: new) and its version record in one
-        transaction (the commit point, on `conn` when given); a new one only if the store has
-        room for it."""
+    def _write(self, name: str, acc: dp.Accountant, version: int | None, conn=None, records=()):
+        """Store the account read at `version` (None: new), its version record and the release
+        `records` its charges paid for in one transaction (the commit point, on `conn` when
+        given); a new one only if the store has room for it."""
         d = acc.to_dict()
         new = version + 1 if version else 1
         row = {"body": _canonical(d).decode(), "version": new, "mac": self._mac(name, d, new),
@@ -181,6 +182,7 @@ class AccountStore:
             with self._tx(conn) as c:
                 removed = self._make_room(c, name, held) if version is None else []
                 self._put(c, name, version, row)
+                self._record(c, name, records)
             for gone in removed:                                   # its lock file goes with it
                 self.locks.forget(gone)
 
@@ -194,6 +196,32 @@ class AccountStore:
             raise Unavailable(CHANGED)
         conn.execute(versions_table.delete().where(versions_table.c.name == name))
         conn.execute(versions_table.insert().values(name=name, version=new, mac=self._version_mac(name, new)))
+
+    @staticmethod
+    def _record(conn, name: str, records) -> None:
+        """Insert release records (session, ref, ε) of account `name`; one already there (a
+        fixed-seed release rebuilt after the store dropped it) stays as it was."""
+        if records:
+            now = time.time()
+            conn.execute(sa.text("INSERT INTO releases (account, entry, session, ref, epsilon, written) "
+                                 "VALUES (:a, :e, :s, :r, :p, :w) ON CONFLICT DO NOTHING"),
+                         [{"a": name, "e": release_entry(ref), "s": session, "r": ref, "p": eps, "w": now}
+                          for session, ref, eps in records])
+
+    def recorded(self, scope: str, fingerprint: str, ref: str) -> bool:
+        """True when a charge to this account paid for the release `ref` (its record exists)."""
+        t = releases_table
+        with self._tx() as c:
+            return c.execute(sa.select(t.c.entry).where(
+                t.c.account == self._name(scope, fingerprint), t.c.entry == release_entry(ref))).first() is not None
+
+    def records(self, scope: str, fingerprint: str, session: str) -> list[str]:
+        """The refs of the releases this account paid for that `session` keeps, newest first."""
+        t = releases_table
+        with self._tx() as c:
+            return list(c.execute(sa.select(t.c.ref).where(
+                t.c.account == self._name(scope, fingerprint), t.c.session == session)
+                .order_by(t.c.written.desc())).scalars())
 
     def _make_room(self, conn, new: str, held) -> list:
         """In the transaction of a new visitor's account: at the bound, remove enough visitors'
@@ -218,6 +246,7 @@ class AccountStore:
             if self.locks.try_hold(name, conn, held) and conn.execute(
                     table.delete().where(table.c.name == name, idle)).rowcount == 1:
                 conn.execute(versions_table.delete().where(versions_table.c.name == name))
+                conn.execute(releases_table.delete().where(releases_table.c.account == name))
                 removed.append(name)
                 if len(removed) == excess:
                     return removed
@@ -228,8 +257,10 @@ class AccountStore:
         no lock and creates nothing: accounts are replaced whole, never written in place."""
         return self._read(self._name(scope, fingerprint))[0]
 
-    def update(self, scope: str, fingerprint: str, change):
+    def update(self, scope: str, fingerprint: str, change, records: list | None = None):
         """Run change(accountant) on a copy under the account's lock; store it unless it raised.
+        `records`: (session, ref, ε) of each release `change` kept, which it appends; they are
+        written in the charge's transaction, so a charge and its release record stand together.
 
         A BudgetError or ParameterError raised before anything was charged leaves the account
         as it was; a charge made before a later failure is kept (the failure may depend on the
@@ -242,14 +273,14 @@ class AccountStore:
         with self.locks.held(name) as conn:
             acc, version = self._read(name, conn)     # nobody else writes it while the lock is held
             try:
-                return self._change(name, acc, version, change, conn)
+                return self._change(name, acc, version, change, conn, [] if records is None else records)
             finally:
                 if version is None and self.locks.files:    # a refused new account leaves no lock file
                     with suppress(Unavailable):
                         if self._read(name)[1] is None:
                             self.locks.forget(name)
 
-    def _change(self, name: str, acc: dp.Accountant, version: int | None, change, conn):
+    def _change(self, name: str, acc: dp.Accountant, version: int | None, change, conn, records: list):
         before = len(acc.charges)
         try:
             result = change(acc)
@@ -257,7 +288,7 @@ class AccountStore:
             raise
         except Exception:
             if len(acc.charges) > before:
-                self._write(name, acc, version, conn)
+                self._write(name, acc, version, conn, records)
             raise
-        self._write(name, acc, version, conn)
+        self._write(name, acc, version, conn, records)
         return result

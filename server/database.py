@@ -1,7 +1,7 @@
 """The server's database: SQLite in the accounts folder by default, PostgreSQL when given a URL.
 
-What must never be lost (the budget accounts, the record of their versions, and the request ids
-of the clicks that may charge them) lives here, in
+What must never be lost (the budget accounts, the record of their versions, the record of each
+release a charge paid for, and the request ids of the clicks that may charge them) lives here, in
 tables made by numbered migrations (`MIGRATIONS`, each run once, in order, in one transaction,
 and recorded in `schema_version`), so a server opening a database made by an older version
 brings it up to date and a newer one is refused in words. SQLAlchemy Core speaks to both
@@ -10,6 +10,8 @@ and several hosts share one budget through PostgreSQL (`--database-url`).
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import weakref
 from pathlib import Path
@@ -42,12 +44,41 @@ requests = sa.Table(
     sa.Column("rid", sa.String(64), primary_key=True),        # charges, not in the workspace,
     sa.Column("done", sa.Boolean, nullable=False),            # which expires
     sa.Column("written", sa.Float, nullable=False))
+releases = sa.Table(
+    "releases", metadata,                                     # each release a charge paid for,
+    sa.Column("account", sa.String(64), primary_key=True),    # written in the charge's
+    sa.Column("entry", sa.String(32), primary_key=True),      # transaction (`release_entry`);
+    sa.Column("session", sa.String(64), nullable=False),      # its output is in the store under
+    sa.Column("ref", sa.Text, nullable=False),                # the session's part
+    sa.Column("epsilon", sa.Float, nullable=False),
+    sa.Column("written", sa.Float, nullable=False))
 schema_version = sa.Table("schema_version", metadata, sa.Column("version", sa.Integer, nullable=False))
 
 
+def release_entry(ref: str) -> str:
+    """A release's name in the records and the store: a digest of its key's text."""
+    return hashlib.blake2b(ref.encode(), digest_size=16).hexdigest()
+
+
+def _records_of_charges(conn) -> None:
+    """Migration 3's data step: a release record for every charge that names its release (until
+    then the charge was the record), its session unknown (''); frozen like the SQL steps."""
+    rows = []
+    for name, body in conn.exec_driver_sql("SELECT name, body FROM accounts"):
+        try:
+            charges = json.loads(body)["charges"]
+        except (ValueError, KeyError, TypeError):     # a damaged account is refused when read
+            continue
+        rows += [{"a": name, "e": release_entry(c["ref"]), "r": c["ref"], "p": c["epsilon"],
+                  "w": c["at"]} for c in charges if c.get("ref")]
+    if rows:
+        conn.execute(sa.text("INSERT INTO releases (account, entry, session, ref, epsilon, written) "
+                             "VALUES (:a, :e, '', :r, :p, :w) ON CONFLICT DO NOTHING"), rows)
+
+
 # Append only: step i brings the schema to version i + 1. Each is frozen SQL both engines
-# read, so a database made today and one brought up from an old version end the same; the
-# Table objects above describe the latest schema for queries.
+# read (or a frozen function of the connection), so a database made today and one brought up
+# from an old version end the same; the Table objects above describe the latest schema for queries.
 MIGRATIONS = (
     ("CREATE TABLE accounts (name VARCHAR(64) PRIMARY KEY, body TEXT NOT NULL, "
      "version INTEGER NOT NULL, mac VARCHAR(64) NOT NULL, written DOUBLE PRECISION NOT NULL, "
@@ -58,6 +89,11 @@ MIGRATIONS = (
     ("CREATE TABLE requests (session VARCHAR(64) NOT NULL, rid VARCHAR(64) NOT NULL, "
      "done BOOLEAN NOT NULL, written DOUBLE PRECISION NOT NULL, PRIMARY KEY (session, rid))",
      "CREATE INDEX requests_written ON requests (written)"),
+    ("CREATE TABLE releases (account VARCHAR(64) NOT NULL, entry VARCHAR(32) NOT NULL, "
+     "session VARCHAR(64) NOT NULL, ref TEXT NOT NULL, epsilon DOUBLE PRECISION NOT NULL, "
+     "written DOUBLE PRECISION NOT NULL, PRIMARY KEY (account, entry))",
+     "CREATE INDEX releases_session ON releases (session, account, written)",
+     _records_of_charges),
 )
 
 TOO_NEW = ("the server's database was made by a newer version of this app (schema {found}, this "
@@ -122,7 +158,7 @@ def migrate(engine: sa.Engine) -> int:
             raise Unavailable(TOO_NEW.format(found=found, known=len(MIGRATIONS)))
         for step in MIGRATIONS[found:]:
             for statement in step:
-                conn.exec_driver_sql(statement)
+                statement(conn) if callable(statement) else conn.exec_driver_sql(statement)
         conn.execute(schema_version.update().values(version=len(MIGRATIONS)))
     return len(MIGRATIONS)
 

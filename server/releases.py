@@ -5,9 +5,10 @@ Releases are cached by (session, data, domain, mechanism, params, epsilon split,
 seed and exists only as its one cached copy; a fixed-seed demo release can be rebuilt
 identically, at no new cost. Every release is charged to the session's `dp.Accountant` for its
 dataset (`state.accounts`). A release and its charge commit together: the release is stored
-first and the charge written after (the commit point); a stored release that no charge names
-(its builder was killed, or the accounts could not be written) is discarded when read, so a
-crash or a full disk at any point leaves both or neither.
+first, then the charge and the release's record are written in one transaction of the
+database (the commit point); a stored release without a record (its builder was killed, or the
+accounts could not be written) is discarded when read, so a crash or a full disk at any point
+leaves both or neither.
 
 Cached objects are never changed in place: a release derived from a cached one (an Euler
 release at another consistency stage) is cached under its own entry, next to its release's.
@@ -16,12 +17,12 @@ behind it.
 """
 from __future__ import annotations
 
-import hashlib
 import threading
 
 import dp
 
 from . import heavy, state
+from .database import release_entry
 from .faults import Unavailable
 from .release_key import ReleaseKey
 
@@ -53,7 +54,7 @@ def comparison_key(key: str, mechanism: str) -> str:
 
 
 def _release_entry(sid: str, key: str) -> str:
-    return f"release:{sid}:" + hashlib.blake2b(key.encode(), digest_size=16).hexdigest()
+    return f"release:{sid}:" + release_entry(key)
 
 
 def release(sid: str | None, key: str, create: bool = False):
@@ -119,31 +120,28 @@ def unrecorded_release(sid: str, fingerprint: str, domain: dp.Domain, recorded) 
     in the store but not among the `recorded` keys: its worker stopped between the charge (the
     commit) and the workspace's record of it, so the page would offer an older one as the last
     paid for. None when the newest such release is recorded, or none is kept."""
-    charges = state.account(sid, fingerprint).charges
-    for ref in dict.fromkeys(c.ref for c in reversed(charges)):     # newest first, each once
-        try:
-            k = ReleaseKey.parse(ref)
-            if k.fingerprint != fingerprint or k.box != domain:
-                continue
-        except (TypeError, ValueError, KeyError, IndexError):          # not a release key
+    for ref in state.accounts.records(state.scope(sid, fingerprint),
+                                      state.account_key(state.points(sid, fingerprint)), sid):
+        k = ReleaseKey.parse(ref)
+        if k.fingerprint != fingerprint or k.box != domain:
             continue
         if ref in recorded:
             return None
-        if state.cache.has(_release_entry(sid, ref)):                  # this session's, kept
+        if state.cache.has(_release_entry(sid, ref)):                  # still kept
             return ref
     return None
 
 
-_committed_keys: set = set()      # release keys this process has seen committed (charges stay)
+_committed_keys: set = set()      # release keys this process has seen committed (records stay)
 
 
 def committed(sid: str, key: str) -> bool:
-    """True if the session's account for the key's data holds a charge naming this release
-    (the charge is the commit point of a release; charges are never removed)."""
+    """True if a charge to the session's account for the key's data paid for this release: its
+    record, written with the charge (the commit point of a release), exists."""
     if (sid, key) in _committed_keys:
         return True
     fp = key_fingerprint(key)
-    if not any(c.ref == key for c in state.account(sid, fp).charges):
+    if not state.accounts.recorded(state.scope(sid, fp), state.account_key(state.points(sid, fp)), key):
         return False
     if len(_committed_keys) > 100_000:
         _committed_keys.clear()
@@ -167,7 +165,7 @@ def _build_release(sid: str, key: str) -> None:
     nothing is published."""
     k = ReleaseKey.parse(key)
     data = state.points(sid, k.fingerprint)
-    entry, stored = _release_entry(sid, key), []
+    entry, stored, records = _release_entry(sid, key), [], []
 
     def draw_and_keep(acc):
         rel = acc.release(k.mechanism, data, k.box, epsilon=k.epsilon, split=k.split,
@@ -175,9 +173,11 @@ def _build_release(sid: str, key: str) -> None:
         if not state.cache.set(entry, rel):
             raise Unavailable(NO_ROOM)       # `AccountStore.update` writes no charge then
         stored.append(True)
+        records.append((sid, key, next(c.epsilon for c in reversed(acc.charges) if c.ref == key)))
         return rel
     try:
-        state.accounts.update(state.scope(sid, k.fingerprint), state.account_key(data), draw_and_keep)
+        state.accounts.update(state.scope(sid, k.fingerprint), state.account_key(data), draw_and_keep,
+                              records)
     except Unavailable:
         if stored:
             try:

@@ -426,6 +426,62 @@ def test_a_database_of_a_newer_schema_is_refused_in_words(make):
         make()
 
 
+def released(ref: str, eps: float = 1.0, session: str = "s1", fail: Exception | None = None):
+    """A change charging a release named `ref` and recording it, as `server.releases` does;
+    `fail` raised after the record is appended (a store that could not keep it)."""
+    def change(acc, records):
+        acc.charge("release", epsilon=eps, ref=ref)
+        records.append((session, ref, eps))
+        if fail:
+            raise fail
+    return change
+
+
+def update_recording(store, scope, change):
+    records = []
+    return store.update(scope, "fp", lambda acc: change(acc, records), records)
+
+
+def test_a_release_record_is_written_with_its_charge_and_never_without_it(make):
+    store = make()
+    update_recording(store, sid(1), released("key-a"))
+    with pytest.raises(Unavailable):
+        update_recording(store, sid(1), released("key-b", fail=Unavailable("the store is full")))
+    with pytest.raises(ValueError):                      # a failure that may depend on the data:
+        update_recording(store, sid(1), released("key-c", fail=ValueError("mechanism failed")))
+    assert [c.ref for c in store.get(sid(1), "fp").charges] == ["key-a", "key-c"]
+    assert store.recorded(sid(1), "fp", "key-a") and store.recorded(sid(1), "fp", "key-c")
+    assert not store.recorded(sid(1), "fp", "key-b")     # refused: neither charge nor record
+    assert not store.recorded(sid(2), "fp", "key-a")     # another account's release
+    update_recording(store, sid(1), released("key-d", session="s2"))
+    assert store.records(sid(1), "fp", "s1") == ["key-c", "key-a"]       # newest first
+    assert store.records(sid(1), "fp", "s2") == ["key-d"]
+
+
+def test_an_account_removed_to_make_room_takes_its_release_records(make):
+    store = make(max_accounts=1)
+    update_recording(store, sid(1), released("key-a"))
+    age(store, store._name(sid(1), "fp"))
+    store.update(sid(2), "fp", charge())                 # removes sid(1)'s idle account
+    with store.engine.connect() as conn:
+        assert conn.execute(sa.select(sa.func.count()).select_from(database.releases)).scalar() == 0
+
+
+def test_a_database_of_schema_2_gets_a_record_for_each_charge_naming_a_release(make):
+    """Migration 3 (release records) on a database whose charges were the records until then:
+    every charge with a ref gets its record, so releases made before the upgrade stay readable."""
+    store = make()
+    store.update(sid(1), "fp", lambda acc: acc.charge("release", epsilon=0.5, ref="key-a"))
+    store.update(sid(1), "fp", charge(0.25))             # no release named: no record
+    with store.engine.begin() as conn:
+        conn.exec_driver_sql("DROP TABLE releases")
+        conn.execute(database.schema_version.update().values(version=2))
+    again = make()
+    assert again.recorded(sid(1), "fp", "key-a") and again.records(sid(1), "fp", "") == ["key-a"]
+    with again.engine.connect() as conn:
+        assert conn.execute(sa.select(database.releases.c.epsilon)).scalars().all() == [0.5]
+
+
 def test_the_in_memory_store_obeys_the_bound(monkeypatch):
     store = AccountStore(max_accounts=2)                # browsers' accounts; the server's apart
     earlier = time.time() - IDLE_SECONDS - 60

@@ -7,10 +7,11 @@ The faults are planted by a `sitecustomize` module this file writes and puts on 
 PYTHONPATH, so they act in every process of it (master, workers, heavy processes): a heavy
 process kills itself just before or just after the account's write (the charge's commit), the
 store's disk fills up (ENOSPC while writing), the accounts database turns read-only (SQLite's
-read-only error at the write). Each fault is armed by a file in a folder the test owns, and disarmed by removing it.
+read-only error at the write), the whole server is killed before its n-th durable write. Each fault is armed by a file in a folder the test owns, and disarmed by removing it.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -102,6 +103,24 @@ if FOLDER:
         finally:
             file_store.os = os
     file_store.FileStore._write = _store_write_filling
+
+    def _before_a_durable_write(*_):
+        """Count each store write and database commit while "kill-at-write" is armed (in
+        "writes-seen"); before the one after the armed number, SIGKILL the whole server."""
+        if _armed("kill-at-write"):
+            with open(os.path.join(FOLDER, "writes-seen"), "a") as seen:
+                seen.write("x")
+            if os.path.getsize(os.path.join(FOLDER, "writes-seen")) > int(open(os.path.join(FOLDER, "kill-at-write")).read()):
+                os.killpg(os.getpgrp(), signal.SIGKILL)
+
+    _filling = file_store.FileStore._write
+
+    def _store_write_counted(self, key, payload, timeout):
+        _before_a_durable_write()
+        return _filling(self, key, payload, timeout)
+    file_store.FileStore._write = _store_write_counted
+    import sqlalchemy
+    sqlalchemy.event.listen(sqlalchemy.engine.Engine, "commit", _before_a_durable_write)
 '''
 
 
@@ -113,8 +132,8 @@ class Server:
         self.folder, self.port = folder, free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.faults = folder / "faults"
-        self.faults.mkdir(parents=True)
-        (folder / "site").mkdir()
+        self.faults.mkdir(parents=True, exist_ok=True)      # a restart reuses the folder
+        (folder / "site").mkdir(exist_ok=True)
         (folder / "site" / "sitecustomize.py").write_text(textwrap.dedent(FAULTS))
         env = {**os.environ, "DP_TEST_FAULTS": str(self.faults),
                "PYTHONPATH": os.pathsep.join([str(folder / "site"), str(ROOT)])}
@@ -122,7 +141,8 @@ class Server:
             [sys.executable, "app.py", "--port", str(self.port), "--workers", "3",
              "--store-dir", str(folder / "store"), "--accounts-dir", str(folder / "accounts"),
              "--published-dir", str(folder / "published"), "--tiles-url", OFFLINE_TILES, *extra],
-            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            start_new_session=True)                # its own process group: `kill` takes it whole
         wait_until(lambda: self.up() or self.proc.poll() is not None, timeout=90)
         assert self.proc.poll() is None, self.proc.stdout.read()
 
@@ -141,6 +161,13 @@ class Server:
 
     def stop(self) -> str:
         self.proc.send_signal(signal.SIGTERM)
+        return self.proc.communicate(timeout=60)[0]
+
+    def kill(self) -> str:
+        """SIGKILL to every process of the server at once (master, workers, heavy processes),
+        unless a fault did it already: no clean-up runs anywhere. Its output until then."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
         return self.proc.communicate(timeout=60)[0]
 
 
