@@ -15,7 +15,7 @@ import dp
 from components import (alerts, compare_panel, data_panel, evaluation_panel, export_panel, ids, inputs,
                         interactive_panel, ledger_panel, map_panel, mechanism_panel, plan_panel, public_page,
                         queries_panel, server_files, shapes_panel, share, steps, tour_panel)
-from server import front, guard, heavy, jobs, memory, sessions, state, workspace
+from server import front, guard, heavy, jobs, memory, services, sessions, state, workspace
 from server.faults import Unavailable
 from server.file_store import FileStore
 
@@ -25,8 +25,8 @@ DEFAULT_CONFIG = {
     "tiles_attribution": "© OpenStreetMap contributors",
     "store_dir": None,         # the shared store's folder; None: a temporary one of this app's own
     "redis_url": None,         # keep the store in Redis instead of a folder (redis://host:port/db)
-    "store_mb": state.DEFAULT_STORE_MB,     # bytes the store holds, its sessions' oldest dropped
-    "memory_mb": state.DEFAULT_MEMORY_MB,   # unpickled copies each process keeps in front of it
+    "store_mb": services.DEFAULT_STORE_MB,     # bytes the store holds, its sessions' oldest dropped
+    "memory_mb": services.DEFAULT_MEMORY_MB,   # unpickled copies each process keeps in front of it
     "heavy_workers": heavy.DEFAULT_WORKERS,  # processes building releases; 0: in the request
     "accounts_dir": None,      # None: budget accounts in memory; a folder keeps them (SQLite) and the key
     "database_url": None,      # budget accounts in this database (postgresql+psycopg://…) instead
@@ -132,9 +132,11 @@ def create_app(config: dict | None = None) -> Dash:
     if config["heavy_workers"] and not config["accounts_dir"]:
         raise ValueError("heavy_workers needs accounts_dir: budget accounts kept in one process's "
                          "memory cannot be charged from another")
-    settings = state.init_cache(app.server, config)
-    jobs.configure(config["eval_workers"])
-    heavy.configure(config["heavy_workers"], state.configure, (settings,))
+    secret = sessions.session_secret(config.get("accounts_dir"))
+    services.open_services({**config, "published_dir": config["published_dir"] or services.temporary_folder()},
+                           secret).install(app.server)
+    sessions.Sessions(secret, config["owner_token_hash"], bool(config["secure_cookies"]),
+                      bool(config["public_uploads"])).install(app.server)
     state.load_samples()       # every sample made once, before the fork: the same in every worker
     app.layout = serve_layout(config)
     for panel in PANELS:
@@ -200,12 +202,13 @@ def serve(app: Dash, host: str, port: int, workers: int, threads: int, front_kin
         __import__("pandas")
     except ImportError:          # not installed: neither pyarrow nor plotly needs it
         pass
+    kept = app.server.extensions[services.EXTENSION]
     Gunicorn(app.server, {
         "bind": f"{host}:{port}", "workers": workers, "threads": threads,
         "timeout": 300, "graceful_timeout": 10,
         "control_socket_disable": True,
-        "post_worker_init": lambda worker: heavy.warm(),
-        "worker_exit": lambda server, worker: (jobs.cancel_all(), heavy.shutdown()),   # prompt exit
+        "post_worker_init": lambda worker: kept.heavy.warm(),
+        "worker_exit": lambda server, worker: kept.close(),   # a prompt exit
     }, front_kind, read_timeout).run()
 
 
@@ -305,15 +308,16 @@ def main(argv=None):
           f"counts, spend and publish):\n    http://{shown_host}:{a.port}/owner?token={token}\n"
           f"Everyone else: http://{shown_host}:{a.port}/ (published releases at /r/)\n", flush=True)
     del token
-    if isinstance(state.cache, FileStore):
-        state.cache.remove_temporaries()     # half-written files of a server that was killed
+    kept = app.server.extensions[services.EXTENSION]
+    if isinstance(kept.store, FileStore):
+        kept.store.remove_temporaries()     # half-written files of a server that was killed
     try:
         if a.debug:
             app.run(host=a.host, port=a.port, debug=True)
         else:
             serve(app, a.host, a.port, a.workers, a.threads, a.front, a.read_timeout)
     finally:
-        jobs.cancel_all()          # running evaluations stop at their next step: a prompt exit
+        kept.jobs.cancel_all()     # running evaluations stop at their next step: a prompt exit
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ import dp
 from dp.samples import REGION_SAMPLES
 
 from . import controls, ids, server_files
-from server import heavy, sessions, state, workspace
+from server import heavy, services, sessions, state, workspace
 from .help import help_box
 from .numbers import count_of
 
@@ -85,7 +85,7 @@ def gone_note(name: str | None):
     if name is None:
         return None
     return html.Div(f"Your upload {name} is no longer on the server (uploads are kept for "
-                    f"{state.TIMEOUT // 3600} hours after their last use, and not across a restart "
+                    f"{services.TIMEOUT // 3600} hours after their last use, and not across a restart "
                     "of the server without its store folder); the built-in sample is loaded instead. "
                     "Upload it again to go on: its budget account is kept.", className="warning")
 
@@ -287,8 +287,8 @@ def register_callbacks(app, config: dict):
             try:
                 if not sessions.public_uploads():       # before reading a byte of it
                     raise LookupError(state.UPLOADS_OFF)
-                data = heavy.run(parse_upload, contents, filename, kind, lon, lat, user, max_bytes,
-                                 state.cache.session_bytes, idempotent=True,
+                data = services.current().heavy.run(parse_upload, contents, filename, kind, lon, lat, user, max_bytes,
+                                 services.current().store.session_bytes, idempotent=True,
                                  lane=heavy.lane_of(sessions.is_owner()))   # not beside cheap answers' threads
                 info = state.put_upload(sid, data)
             except (dp.DataError, dp.ParameterError, LookupError) as exc:

@@ -13,7 +13,7 @@ import dp
 from dp import evaluate, metrics
 
 from . import ids, render
-from server import jobs, sessions, state
+from server import services, sessions, state
 from .controls import domain_from_store
 from .help import help_box
 
@@ -307,7 +307,7 @@ def register_callbacks(app, config: dict):
     def start_or_cancel(_run, _cancel, mechs, eps_text, sizes, nq, reps, rho, info, domain_info, job):
         sid = sessions.session_id()
         if ctx.triggered_id == ids.EVAL_CANCEL:
-            jobs.cancel((job or {}).get("id"), sid)
+            services.current().jobs.cancel((job or {}).get("id"), sid)
             return no_update, no_update, "Cancelling…", True
         try:
             if not mechs or not sizes:
@@ -322,15 +322,15 @@ def register_callbacks(app, config: dict):
         cfg = {"fp": info["fingerprint"], "domain": domain.to_dict(), **setup,
                "nq": int(nq or 100), "reps": int(reps or 1)}
         cache_key = eval_cache_key(sid, cfg)
-        if state.cache.get(cache_key) is not None:
+        if services.current().store.get(cache_key) is not None:
             return {"id": None, "cache_key": cache_key, "setup": setup}, True, "Loaded from cache.", True
         try:
-            job_id = jobs.start(evaluate.evaluate, owner=sid, data=data, domain=domain,
+            job_id = services.current().jobs.start(evaluate.evaluate, owner=sid, data=data, domain=domain,
                                 mechanisms=setup["mechs"], epsilons=eps, area_fracs=setup["sizes"],
                                 n_queries=cfg["nq"], repetitions=cfg["reps"], seed=0, sanity=rho)
         except LookupError as exc:          # the store is full: nothing started
             return no_update, True, html.Div(str(exc), className="error"), True
-        queued = jobs.status(job_id, sid)["queued"]
+        queued = services.current().jobs.status(job_id, sid)["queued"]
         return {"id": job_id, "cache_key": cache_key, "setup": setup}, False, QUEUED if queued else "Running…", False
 
     @app.callback(Output(ids.EVAL_PROGRESS, "value"), Output(ids.EVAL_PROGRESS, "max"),
@@ -342,10 +342,10 @@ def register_callbacks(app, config: dict):
         sid = sessions.session_id()
         if not job or job["cache_key"].split(":", 2)[1] != sid:      # not this session's job
             return (no_update,) * 6
-        cached = state.cache.get(job["cache_key"])
+        cached = services.current().store.get(job["cache_key"])
         if cached is not None:
             return "1", "1", cached, "Done.", True, True
-        st = jobs.status(job["id"], sid)
+        st = services.current().jobs.status(job["id"], sid)
         if st is None:
             return "0", "1", no_update, "The evaluation was lost (server restarted).", True, True
         if st["queued"]:
@@ -353,14 +353,14 @@ def register_callbacks(app, config: dict):
         if not st["finished"]:
             return str(st["done"]), str(st["total"]), no_update, \
                 f"Running… {st['done']} of {st['total']} releases", False, False
-        jobs.forget(job["id"], sid)
+        services.current().jobs.forget(job["id"], sid)
         if st["error"]:
             return "0", "1", no_update, html.Div(st["error"], className="error"), True, True
         store = result_store(evaluate.summarise(st["result"] or []), job["setup"])
         if st["cancelled"]:
             msg = f"Cancelled after {st['done']} of {st['total']} releases; showing partial results."
         else:
-            state.cache.set(job["cache_key"], store)
+            services.current().store.set(job["cache_key"], store)
             msg = f"Done: {st['total']} releases."
         return str(st["done"]), str(st["total"]), store, msg, True, True
 

@@ -9,7 +9,7 @@ import dp
 from dp.provenance import export_texts, repeat_script
 
 from . import ids, map_image, server_files
-from server import published, releases, sessions, state
+from server import published, releases, services, sessions, state
 from .help import help_box
 
 
@@ -63,7 +63,7 @@ def publish(sid: str, rinfo, title) -> html.Div:
                         "to the data). Release it again with fresh randomness over a public box.",
                         className="warning")
     account = _account(sid, rinfo)
-    pid = published.publish(rel, title or "", account.spent, account.total)
+    pid = services.current().published.publish(rel, title or "", account.spent, account.total)
     return html.Div(["Published at ", html.A(f"/r/{pid}", href=f"/r/{pid}", target="_blank"),
                      " and listed in the gallery at /r/: anyone can open it; unpublish it from that page."],
                     className="ok")

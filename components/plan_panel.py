@@ -14,7 +14,7 @@ from dp import plan as planning
 from . import ids, map_image
 from .controls import domain_from_store, epsilon_value, mechanism_options, usable
 from .numbers import count_text, significant
-from server import jobs, sessions
+from server import services, sessions
 
 DEFAULTS = {"area": 1.0, "target": 50, "level": 95, "points": planning.DEFAULT_POINTS}
 
@@ -145,7 +145,7 @@ def register_callbacks(app, config: dict):
         offered = usable(mechanism_options("points", info.get("counts", False)))
         names = [n for n in planning.plannable() if n in offered]
         try:
-            job_id = jobs.start(run_plan, owner=sessions.session_id(), domain=dom.to_dict(),
+            job_id = services.current().jobs.start(run_plan, owner=sessions.session_id(), domain=dom.to_dict(),
                                 request=request, names=names, k=per_user)
         except LookupError as exc:
             return no_update, True, html.Div(str(exc), className="error"), no_update
@@ -159,13 +159,13 @@ def register_callbacks(app, config: dict):
                   Input(ids.PLAN_POLL, "n_intervals"), State(ids.PLAN_JOB, "data"), prevent_initial_call=True)
     def poll(_, job):
         sid = sessions.session_id()
-        st = jobs.status((job or {}).get("id"), sid)
+        st = services.current().jobs.status((job or {}).get("id"), sid)
         if st is None:
             return "0", "1", "The plan was lost (server restarted); plan again.", no_update, True
         if not st["finished"]:
             return str(st["done"]), str(st["total"]), \
                 f"Planning… {st['done']} of {st['total']} mechanisms (free)", no_update, False
-        jobs.forget(job["id"], sid)
+        services.current().jobs.forget(job["id"], sid)
         if st["error"]:
             return "0", "1", html.Div(st["error"], className="error"), no_update, True
         return "1", "1", "Planned: nothing read, nothing charged.", result_view(st["result"], job["request"]), True

@@ -24,7 +24,7 @@ from . import ids, inputs, ledger_panel, map_image, map_panel, queries_panel
 from .controls import labelled_rects
 from .numbers import count_of
 from .tour_panel import likelihood_sentence
-from server import published, sessions
+from server import published, services, sessions
 
 ASSETS = Path(__file__).resolve().parents[1] / "assets"
 BASE = "/r/"
@@ -93,7 +93,7 @@ def whole(x: float) -> str:
 # ------------------------------------------------------------------------------ the gallery
 def gallery_view() -> list:
     """Cards of every published release, newest first."""
-    records = published.gallery()
+    records = services.current().published.gallery()
     head = [html.H1("Published releases"),
             html.P("Counts of people in places, published with differential privacy: each map's "
                    "counts have random noise added so that no one person can be singled out. "
@@ -126,7 +126,7 @@ def not_published(message: str = published.MISSING) -> list:
 def map_layers(pid: str) -> tuple:
     """(map children, hover payload, legend) of a published release's private layer, made once
     per process (ids are never reused)."""
-    return map_panel.cell_layers(published.release(pid), None, "private")
+    return map_panel.cell_layers(services.current().published.release(pid), None, "private")
 
 
 def release_view(pid: str, record: dict, rel, config: dict) -> list:
@@ -318,10 +318,10 @@ def cells_csv(rel, block: dict) -> str:
 def download(which: str, pid: str):
     """What the browser saves for a download button: the release's GeoJSON, its cells as CSV
     (both with the provenance block), or its map as PNG."""
-    rel = published.release(pid)
+    rel = services.current().published.release(pid)
     if which not in (GEOJSON_BUTTON, CSV_BUTTON):            # the PNG carries no provenance block
         return dcc.send_bytes(map_image.map_png_of(f"published/{pid}", rel), f"published_{pid}_map.png")
-    record = published.record(pid) or {}
+    record = services.current().published.record(pid) or {}
     block = provenance(rel, record.get("epsilon_spent_so_far"), record.get("epsilon_budget"))
     if which == GEOJSON_BUTTON:
         return dict(content=geojson_text(release_features(rel), block), filename=f"published_{pid}.geojson")
@@ -339,10 +339,10 @@ def page(pathname: str | None, config: dict) -> list:
     if not published.valid_id(pid):
         return not_published()
     try:
-        record = published.record(pid)
+        record = services.current().published.record(pid)
         if record is None:
             return not_published()
-        return release_view(pid, record, published.release(pid), config)
+        return release_view(pid, record, services.current().published.release(pid), config)
     except LookupError as exc:
         return not_published(str(exc))
 
@@ -357,7 +357,7 @@ def register_callbacks(app: Dash, config: dict):
     def answer(geojson, pid):
         """Drawn rectangles answered from the published release: post-processing, free."""
         try:
-            rel = published.release(pid)
+            rel = services.current().published.release(pid)
         except LookupError as exc:
             return [], html.Div(str(exc), className="warning")
         rows, notes = answer_rows(rel, geojson)
@@ -382,7 +382,7 @@ def register_callbacks(app: Dash, config: dict):
             return no_update, no_update
         if not is_owner():
             return no_update, html.Div(f"Not unpublished: {NOT_OWNER}.", className="error")
-        published.unpublish(pid)
+        services.current().published.unpublish(pid)
         return [html.H1("No longer published"),
                 html.P("This release was unpublished: its page and address no longer work.", className="ok"),
                 html.P(["See what is still published in the ",

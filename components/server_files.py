@@ -13,7 +13,7 @@ import dp
 
 from . import controls, ids
 from .numbers import count_of
-from server import jobs, sessions, state, workspace
+from server import services, sessions, state, workspace
 
 COUNTS_EXT = ".npz"
 DATA_EXT = (".csv", ".txt", ".tsv", ".parquet")
@@ -107,7 +107,7 @@ def register_callbacks(app, config: dict):
             files = resolve(folder, text)
             if files[0].lower().endswith(COUNTS_EXT):
                 data = dp.load_counts(files[0], name=Path(text).stem,
-                                      max_bytes=state.cache.session_bytes)
+                                      max_bytes=services.current().store.session_bytes)
                 info = state.put_server_data(sid, data)
                 workspace.use_dataset(sid, info)
                 return info, loaded(text, data), None, no_update, True, True
@@ -118,7 +118,7 @@ def register_callbacks(app, config: dict):
             cells = _cells(cells)
         except (dp.DataError, dp.ParameterError, LookupError) as exc:
             return no_update, failed(text, exc), no_update, no_update, True, True
-        job_id = jobs.start(count, owner=sid, files=files, folder=folder, domain=domain, cells=cells)
+        job_id = services.current().jobs.start(count, owner=sid, files=files, folder=folder, domain=domain, cells=cells)
         status = html.Div(f"Counting {text} on the server over “{domain.name}”…", className="ok")
         return no_update, status, no_update, {"id": job_id, "text": text}, False, False
 
@@ -133,7 +133,7 @@ def register_callbacks(app, config: dict):
     def poll(_, job):
         """Progress of the count; when it is done the counts become the session's data."""
         sid = sessions.session_id()
-        st = jobs.status((job or {}).get("id"), sid)
+        st = services.current().jobs.status((job or {}).get("id"), sid)
         if st is None:
             return no_update, no_update, no_update, "0", True, True
         if not st["finished"]:
@@ -141,7 +141,7 @@ def register_callbacks(app, config: dict):
             msg = html.Div(f"Counting {job['text']} on the server… {100 * share:.0f}%", className="ok")
             return no_update, msg if not st["queued"] else "Waiting for a free worker…", \
                 no_update, f"{share:.3f}", False, False
-        jobs.forget(job["id"], sid)
+        services.current().jobs.forget(job["id"], sid)
         if st["error"]:
             return no_update, failed(job["text"], st["error"].split(": ", 1)[-1]), no_update, \
                 "0", True, True

@@ -28,7 +28,7 @@ from .data_panel import decode_upload
 from .help import help_box
 from .numbers import count_of
 from .map_panel import legend_box
-from server import releases, sessions, state, workspace
+from server import releases, services, sessions, state, workspace
 
 MAX_APP_SHAPES = 5000     # drawn and downloaded here; the command line makes up to shapes.MAX_SHAPES
 H3_RESOLUTIONS = {0: "1,300 km", 1: "480 km", 2: "180 km", 3: "70 km", 4: "26 km", 5: "10 km",
@@ -168,7 +168,7 @@ def wanted(rel, choice: dict) -> tuple[list, np.ndarray]:
     if not choice["districts"]:
         raise dp.ParameterError("no district file loaded; tick that the districts are public and "
                                 "drop a GeoJSON or GeoParquet file of them above")
-    kept = state.cache.get(choice["districts"]["key"])
+    kept = services.current().store.get(choice["districts"]["key"])
     if kept is None:
         raise LookupError("the district file is no longer on the server; upload it again")
     return kept["ids"], shapely.from_wkb(kept["wkb"])
@@ -179,14 +179,14 @@ def counts_for(sid: str, key: str, choice: dict) -> shapes.ShapeCounts:
     kept for the downloads."""
     spec = [choice["kind"], choice["res"] if choice["kind"] == "h3" else choice["districts"]["key"]]
     ckey = f"shapecounts:{sid}:{hashlib.sha256(repr([key, spec]).encode()).hexdigest()[:24]}"
-    found = state.cache.get(ckey)
+    found = services.current().store.get(ckey)
     if found is not None:
         return found
     rel = releases.release(sid, key)
     ids_, polys = wanted(rel, choice)
     out = shapes.shape_counts(rel, polys, ids_)
-    state.cache.trim(sid, "shapecounts", KEPT_COUNTS - 1)
-    state.cache.set(ckey, out)          # not kept on a full store: the next download computes it again
+    services.current().store.trim(sid, "shapecounts", KEPT_COUNTS - 1)
+    services.current().store.set(ckey, out)          # not kept on a full store: the next download computes it again
     return out
 
 
@@ -288,10 +288,10 @@ def register_callbacks(app, config: dict):
             return refused(str(exc))
         before = choice_of(sid)["districts"]
         key = f"shapes:{sid}:{secrets.token_hex(12)}"
-        if not state.cache.set(key, {"ids": ids_, "wkb": shapely.to_wkb(polys)}):
+        if not services.current().store.set(key, {"ids": ids_, "wkb": shapely.to_wkb(polys)}):
             return refused(state.FULL)
         if before:
-            state.cache.delete(before["key"])
+            services.current().store.delete(before["key"])
         districts = {"key": key, "name": filename or "districts", "n": len(ids_)}
         _remember(sid, kind="districts", districts=districts)
         return districts_note(districts), "districts", key.rsplit(":", 1)[1], "", None

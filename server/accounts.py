@@ -45,7 +45,7 @@ from .store import RESERVED, reserved
 SERVER = "server"               # the scope of the server's own data: one account per dataset
 MAX_ACCOUNTS = 10_000
 UNCHARGED = '{"charges":[]'     # how the canonical JSON of an account without charges starts
-IDLE_SECONDS = 4 * 3600         # the store's entry lifetime (`state.TIMEOUT`): the upload is gone
+IDLE_SECONDS = 4 * 3600         # the store's entry lifetime (`services.TIMEOUT`): the upload is gone
 LOCKS = "locks"                 # beside SQLite: a lock file per account in use
 ROOM_LOCK = 0x64705F726F6F6D    # "dp_room": PostgreSQL's advisory lock around making room
 

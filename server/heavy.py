@@ -2,7 +2,7 @@
 callbacks stay fast and visitors' work never holds up the owner's.
 
 A request that builds a release hands it to one of `max_workers` processes of its worker's own
-pool and waits; the worker's request threads stay free for cheap callbacks (answering a
+pool (`HeavyPools`, kept in the server's services) and waits; the worker's request threads stay free for cheap callbacks (answering a
 rectangle on a cached release), and the heavy processes, at a lower OS priority (nice), cannot
 hold the request threads' interpreter lock or get the CPU before them. There is one pool per
 lane: the owner's work never queues behind visitors' (a dozen visitor uploads held an owner's
@@ -30,12 +30,9 @@ NICE = {OWNER: 5, VISITOR: 10, BACKGROUND: 15}    # their OS priorities (higher:
 def lane_of(owner: bool) -> str:
     """The lane of a request's releases, map layers and uploads: the owner's or visitors'."""
     return OWNER if owner else VISITOR
-PARENT_CHECK = 0.5        # seconds between a pool process's checks that its worker is alive
 
-_lock = threading.Lock()
-_workers = DEFAULT_WORKERS
-_setup: tuple = (None, ())
-_pools: dict[str, ProcessPoolExecutor] = {}   # lane -> its pool, made on first use (never before a fork)
+
+PARENT_CHECK = 0.5        # seconds between a pool process's checks that its worker is alive
 
 
 def _start(parent, initializer, initargs):
@@ -54,29 +51,6 @@ def _end_with_parent(parent: int) -> None:
     while os.getppid() == parent:
         time.sleep(PARENT_CHECK)
     os._exit(1)
-
-
-def configure(max_workers: int = DEFAULT_WORKERS, initializer=None, initargs=()) -> None:
-    """Set how many heavy tasks run at once in this process's pool, and how a pool process
-    sets itself up; an earlier pool finishes the tasks it has."""
-    global _workers, _setup
-    if int(max_workers) < 0:
-        raise ValueError(f"heavy workers must be 0 or more, got {max_workers!r}")
-    shutdown()
-    with _lock:
-        _workers, _setup = int(max_workers), (initializer, initargs)
-
-
-def shutdown() -> None:
-    """Let this process's pools finish their running tasks and go (new ones are made when
-    needed). It waits for the pools' processes to end: a worker leaves none behind, and Python's
-    own exit hook does not then wake a pool whose pipe is already closed (a traceback at every
-    exit)."""
-    with _lock:
-        pools = list(_pools.values())
-        _pools.clear()
-    for pool in pools:
-        pool.shutdown(wait=True, cancel_futures=True)
 
 
 class _LaneProcess(multiprocessing.context.SpawnProcess):
@@ -108,28 +82,6 @@ class _SpawnAt(multiprocessing.context.SpawnContext):
         return process
 
 
-def _current(lane: str = VISITOR) -> ProcessPoolExecutor | None:
-    """This process's pool for one lane, made on first use (None with 0 workers), its
-    processes NICE[lane] below this one's priority."""
-    with _lock:
-        if _workers and lane not in _pools:
-            nice = os.getpriority(os.PRIO_PROCESS, 0) + NICE[lane]
-            _pools[lane] = ProcessPoolExecutor(max_workers=_workers, initializer=_start,
-                                               initargs=(os.getpid(), *_setup),
-                                               mp_context=_SpawnAt(nice))
-        return _pools.get(lane)
-
-
-def warm() -> None:
-    """Start the owner's and the visitors' pools now, without waiting (a worker just booted):
-    the first release then does not wait for them to start."""
-    for lane in (OWNER, VISITOR):
-        pool = _current(lane)
-        if pool is not None:
-            for _ in range(_workers):
-                pool.submit(os.getpid)
-
-
 BROKEN = ("a process building releases on the server stopped before it finished; a new one has "
           "been started, so try again")
 
@@ -138,27 +90,69 @@ class Broken(LookupError):
     """The pool process running a task died (killed, out of memory); the pool was replaced."""
 
 
-def run(fn, *args, idempotent: bool = False, lane: str = VISITOR):
-    """fn(*args) in a process of the lane's pool (fn and args picklable), or inline with 0
-    workers; waits for its result (or its exception). A pool whose process died
-    (killed, out of memory) is replaced; an `idempotent` task (one that charges nothing) is then
-    run once more in the new pool, any other is refused with Broken(BROKEN): it may have
-    charged a budget before it died, and only its caller can tell (see `server.releases.release`)."""
-    for attempt in (1, 2):
-        pool = _current(lane)
-        if pool is None:
-            return fn(*args)
-        try:
-            return pool.submit(fn, *args).result()
-        except BrokenProcessPool:
-            _discard(pool)
-            if not idempotent or attempt == 2:
-                raise Broken(BROKEN) from None
+class HeavyPools:
+    """One process's pools, one per lane, each of `max_workers` processes made on first use
+    (never before a fork), set up by initializer(*initargs); 0 workers: heavy work runs in the
+    calling thread."""
 
+    def __init__(self, max_workers: int = DEFAULT_WORKERS, initializer=None, initargs=()):
+        if int(max_workers) < 0:
+            raise ValueError(f"heavy workers must be 0 or more, got {max_workers!r}")
+        self.workers, self._setup = int(max_workers), (initializer, initargs)
+        self._lock = threading.Lock()
+        self._pools: dict[str, ProcessPoolExecutor] = {}
 
-def _discard(pool: ProcessPoolExecutor) -> None:
-    """Forget a broken pool (the next call makes a new one) and let its processes go."""
-    with _lock:
-        for lane in [k for k, v in _pools.items() if v is pool]:
-            del _pools[lane]
-    pool.shutdown(wait=False, cancel_futures=True)
+    def pool(self, lane: str = VISITOR) -> ProcessPoolExecutor | None:
+        """This process's pool for one lane, made on first use (None with 0 workers), its
+        processes NICE[lane] below this one's priority."""
+        with self._lock:
+            if self.workers and lane not in self._pools:
+                nice = os.getpriority(os.PRIO_PROCESS, 0) + NICE[lane]
+                self._pools[lane] = ProcessPoolExecutor(max_workers=self.workers, initializer=_start,
+                                                        initargs=(os.getpid(), *self._setup),
+                                                        mp_context=_SpawnAt(nice))
+            return self._pools.get(lane)
+
+    def warm(self) -> None:
+        """Start the owner's and the visitors' pools now, without waiting (a worker just booted):
+        the first release then does not wait for them to start."""
+        for lane in (OWNER, VISITOR):
+            pool = self.pool(lane)
+            if pool is not None:
+                for _ in range(self.workers):
+                    pool.submit(os.getpid)
+
+    def run(self, fn, *args, idempotent: bool = False, lane: str = VISITOR):
+        """fn(*args) in a process of the lane's pool (fn and args picklable), or inline with 0
+        workers; waits for its result (or its exception). A pool whose process died (killed,
+        out of memory) is replaced; an `idempotent` task (one that charges nothing) is then run
+        once more in the new pool, any other is refused with Broken(BROKEN): it may have charged
+        a budget before it died, and only its caller can tell (see `server.releases.release`)."""
+        for attempt in (1, 2):
+            pool = self.pool(lane)
+            if pool is None:
+                return fn(*args)
+            try:
+                return pool.submit(fn, *args).result()
+            except BrokenProcessPool:
+                self._discard(pool)
+                if not idempotent or attempt == 2:
+                    raise Broken(BROKEN) from None
+
+    def _discard(self, pool: ProcessPoolExecutor) -> None:
+        """Forget a broken pool (the next call makes a new one) and let its processes go."""
+        with self._lock:
+            for lane in [k for k, v in self._pools.items() if v is pool]:
+                del self._pools[lane]
+        pool.shutdown(wait=False, cancel_futures=True)
+
+    def shutdown(self) -> None:
+        """Let the pools finish their running tasks and go (new ones are made when needed). It
+        waits for the pools' processes to end: a worker leaves none behind, and Python's own
+        exit hook does not then wake a pool whose pipe is already closed (a traceback at every
+        exit)."""
+        with self._lock:
+            pools = list(self._pools.values())
+            self._pools.clear()
+        for pool in pools:
+            pool.shutdown(wait=True, cancel_futures=True)

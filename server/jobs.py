@@ -9,8 +9,9 @@ process, and one session at most SESSION_JOBS; more are refused in words. An own
 in a thread of the worker process that got its start request; a visitor's is handed from there
 to the background lane of `server.heavy` (processes at the lowest priority), so visitors'
 evaluations never take the CPU from the owner's releases or anyone's page. A job's
-state (queued, progress, result, a cancellation request) is an entry of the shared store
-(`state.cache`), so any process can run, report or cancel it.
+state (queued, progress, result, a cancellation request) is an entry of the shared store, so
+any process can run, report or cancel it. `Jobs` holds one process's threads (kept in the
+server's services).
 
 A job belongs to the browser session that started it: its key names the session, so any other
 session asking for it gets nothing, as if it did not exist. Finished results also go to the
@@ -23,7 +24,7 @@ import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor, wait
 
-from . import heavy, sessions, state
+from . import heavy, services, sessions, state
 from .faults import Unavailable
 
 DEFAULT_WORKERS = 2
@@ -33,91 +34,131 @@ BUSY = ("the server is running as many evaluations and plans for visitors as it 
         "when one of yours (or someone else's) has finished")
 PROGRESS_EVERY = 0.5          # seconds between progress writes (and cancellation checks) of a job
 
-_local: dict[str, tuple] = {}      # job id -> (its future, its store key, owner role, session)
-_lock = threading.Lock()
-_workers = DEFAULT_WORKERS
-_pools: dict[bool, ThreadPoolExecutor] = {}   # per role (owner: True), made on its first job
-_stopping = threading.Event()
-
-
-def configure(max_workers: int = DEFAULT_WORKERS) -> None:
-    """Set how many jobs run at once; called when an app is made, which gets a pool of its own.
-    An earlier pool is shut down: the jobs it already holds still run (or wait) there, new
-    ones go to the new pool."""
-    global _workers
-    n = int(max_workers)
-    if n < 1:
-        raise ValueError(f"evaluation workers must be at least 1, got {max_workers!r}")
-    with _lock:
-        for pool in _pools.values():
-            pool.shutdown(wait=False)
-        _pools.clear()
-        _workers = n
-    _stopping.clear()
-
-
-def _executor(role: bool) -> ThreadPoolExecutor:
-    """The pool of the owner's jobs (`role` True) or visitors' (call with _lock held)."""
-    if role not in _pools:
-        _pools[role] = ThreadPoolExecutor(max_workers=_workers,
-                                          thread_name_prefix="owner-job" if role else "visitor-job")
-    return _pools[role]
-
-
-def _refuse_visitor(owner: str) -> None:
-    """LookupError (BUSY) when visitors hold VISITOR_JOBS jobs here, or this session
-    SESSION_JOBS (call with _lock held)."""
-    theirs = [sid for _f, _k, role, sid in _local.values() if not role]
-    if len(theirs) >= VISITOR_JOBS or theirs.count(owner) >= SESSION_JOBS:
-        raise LookupError(BUSY)
-
-
 def _key(job_id: str, owner: str) -> str:
     return f"job:{owner}:{job_id}"
 
 
 def _update(key: str, **changes) -> dict | None:
     """Change a job's stored state under its lock (any process); None if it was forgotten."""
-    with state.cache.lock(key):
-        job = state.cache.get(key)
+    store = services.current().store
+    with store.lock(key):
+        job = store.get(key)
         if job is not None:
             job = {**job, **changes}
-            state.cache.set(key, job)
+            store.set(key, job)
         return job
 
 
-def start(fn, owner: str, **kwargs) -> str:
-    """Queue fn(progress=..., should_stop=..., **kwargs) in its role's pool for `owner` (the
-    session); returns the job id. LookupError (state.FULL) if the store has no room for the
-    job's state, (BUSY) if visitors' jobs are at their bound."""
-    job_id = uuid.uuid4().hex
-    key = _key(job_id, owner)
-    role = sessions.is_owner()              # the job runs with the role of the request that started it
-    if not state.cache.set(key, {"queued": True, "done": 0, "total": 1, "finished": False,
-                                 "cancelled": False, "result": None, "error": None}):
-        raise LookupError(state.FULL)
+class Jobs:
+    """One process's job threads: a pool per role of `max_workers` threads each, made on its
+    first job, and the jobs this process started (their futures), for the bounds and stops."""
 
-    def run():
-        try:
-            if role:
-                _work(key, role, fn, kwargs)
-            else:          # a visitor's: in the background lane, after everyone's releases
-                heavy.run(_work, key, role, fn, kwargs, lane=heavy.BACKGROUND, idempotent=True)
-        except Exception as exc:   # the lane's process died twice: reported to the page
-            _update(key, error=f"{type(exc).__name__}: {exc}", finished=True)
-        finally:
-            with _lock:
-                _local.pop(job_id, None)
+    def __init__(self, max_workers: int = DEFAULT_WORKERS):
+        if int(max_workers) < 1:
+            raise ValueError(f"evaluation workers must be at least 1, got {max_workers!r}")
+        self.workers = int(max_workers)
+        self._local: dict[str, tuple] = {}    # job id -> (its future, its store key, owner role, session)
+        self._lock = threading.Lock()
+        self._pools: dict[bool, ThreadPoolExecutor] = {}   # per role (owner: True)
+        self.stopping = threading.Event()
 
-    with _lock:
-        if not role:
+    def _executor(self, role: bool) -> ThreadPoolExecutor:
+        """The pool of the owner's jobs (`role` True) or visitors' (call with _lock held)."""
+        if role not in self._pools:
+            self._pools[role] = ThreadPoolExecutor(max_workers=self.workers,
+                                                   thread_name_prefix="owner-job" if role else "visitor-job")
+        return self._pools[role]
+
+    def _refuse_visitor(self, owner: str) -> None:
+        """LookupError (BUSY) when visitors hold VISITOR_JOBS jobs here, or this session
+        SESSION_JOBS (call with _lock held)."""
+        theirs = [sid for _f, _k, role, sid in self._local.values() if not role]
+        if len(theirs) >= VISITOR_JOBS or theirs.count(owner) >= SESSION_JOBS:
+            raise LookupError(BUSY)
+
+    def start(self, fn, owner: str, **kwargs) -> str:
+        """Queue fn(progress=..., should_stop=..., **kwargs) in its role's pool for `owner` (the
+        session); returns the job id. LookupError (state.FULL) if the store has no room for the
+        job's state, (BUSY) if visitors' jobs are at their bound."""
+        job_id = uuid.uuid4().hex
+        key = _key(job_id, owner)
+        role = sessions.is_owner()              # the job runs with the role of the request that started it
+        found = services.current()
+        if not found.store.set(key, {"queued": True, "done": 0, "total": 1, "finished": False,
+                                     "cancelled": False, "result": None, "error": None}):
+            raise LookupError(state.FULL)
+
+        def run():
             try:
-                _refuse_visitor(owner)
-            except LookupError:
-                state.cache.delete(key)
-                raise
-        _local[job_id] = (_executor(role).submit(run), key, role, owner)
-    return job_id
+                if role:
+                    _work(key, role, fn, kwargs)
+                else:          # a visitor's: in the background lane, after everyone's releases
+                    found.heavy.run(_work, key, role, fn, kwargs, lane=heavy.BACKGROUND, idempotent=True)
+            except Exception as exc:   # the lane's process died twice: reported to the page
+                _update(key, error=f"{type(exc).__name__}: {exc}", finished=True)
+            finally:
+                with self._lock:
+                    self._local.pop(job_id, None)
+
+        with self._lock:
+            if not role:
+                try:
+                    self._refuse_visitor(owner)
+                except LookupError:
+                    found.store.delete(key)
+                    raise
+            self._local[job_id] = (self._executor(role).submit(run), key, role, owner)
+        return job_id
+
+    def status(self, job_id: str | None, owner: str) -> dict | None:
+        """The job's progress and result, or None if there is no such job for this owner."""
+        return services.current().store.get(_key(job_id, owner)) if job_id else None
+
+    def cancel(self, job_id: str | None, owner: str):
+        """Ask a running job to stop after its current step; a queued one never starts. Works
+        from any process: the flag is in the store; a job still queued is marked finished at once."""
+        if not job_id:
+            return
+        key, store = _key(job_id, owner), services.current().store
+        with store.lock(key):
+            job = store.get(key)
+            if job is None or job["finished"]:
+                return
+            job = {**job, "cancelled": True}
+            if job["queued"]:
+                job["queued"], job["finished"] = False, True
+            store.set(key, job)
+        with self._lock:
+            local = self._local.get(job_id)
+            if local is not None and local[0].cancel():   # never started: it no longer counts
+                self._local.pop(job_id)
+
+    def forget(self, job_id: str, owner: str):
+        if job_id:
+            services.current().store.delete(_key(job_id, owner))
+
+    def cancel_all(self) -> None:
+        """Stop this process's jobs (the server is shutting down): running ones stop after their
+        current step, so the process does not wait for long evaluations to finish before it exits."""
+        self.stopping.set()
+        with self._lock:
+            running = list(self._local.values())
+        for future, key, _role, _sid in running:
+            future.cancel()
+            try:                       # a visitor's job in a background process reads this flag
+                _update(key, cancelled=True)
+            except Unavailable:        # the store is gone already: its process ends with this one
+                pass
+
+    def stop_all(self, timeout: float = 120.0) -> None:
+        """Stop this process's jobs (`cancel_all`), wait until they have ended (at most `timeout`
+        s), then take new ones again: a test that traces memory process-wide must not start or
+        stop tracing while a job thread allocates (CPython 3.11's tracemalloc can crash then)."""
+        self.cancel_all()
+        with self._lock:
+            futures = [entry[0] for entry in self._local.values()]
+        wait(futures, timeout=timeout)
+        self.stopping.clear()
 
 
 class _Progress:
@@ -136,9 +177,9 @@ class _Progress:
     def should_stop(self) -> bool:
         if time.monotonic() - self.read >= PROGRESS_EVERY:
             self.read = time.monotonic()
-            job = state.cache.get(self.key)
+            job = services.current().store.get(self.key)
             self.stop = job is None or job["cancelled"]
-        return self.stop or _stopping.is_set()
+        return self.stop or services.current().jobs.stopping.is_set()
 
 
 def _work(key: str, role: bool, fn, kwargs: dict) -> None:
@@ -157,58 +198,3 @@ def _work(key: str, role: bool, fn, kwargs: dict) -> None:
         error = f"{type(exc).__name__}: {exc}"
     finally:
         _update(key, result=result, error=error, finished=True)
-
-
-def status(job_id: str | None, owner: str) -> dict | None:
-    """The job's progress and result, or None if there is no such job for this owner."""
-    return state.cache.get(_key(job_id, owner)) if job_id else None
-
-
-def cancel(job_id: str | None, owner: str):
-    """Ask a running job to stop after its current step; a queued one never starts. Works from
-    any process: the flag is in the store; a job still queued is marked finished at once."""
-    if not job_id:
-        return
-    key = _key(job_id, owner)
-    with state.cache.lock(key):
-        job = state.cache.get(key)
-        if job is None or job["finished"]:
-            return
-        job = {**job, "cancelled": True}
-        if job["queued"]:
-            job["queued"], job["finished"] = False, True
-        state.cache.set(key, job)
-    with _lock:
-        local = _local.get(job_id)
-        if local is not None and local[0].cancel():   # never started: it no longer counts
-            _local.pop(job_id)
-
-
-def forget(job_id: str, owner: str):
-    if job_id:
-        state.cache.delete(_key(job_id, owner))
-
-
-def cancel_all() -> None:
-    """Stop this process's jobs (the server is shutting down): running ones stop after their
-    current step, so the process does not wait for long evaluations to finish before it exits."""
-    _stopping.set()
-    with _lock:
-        running = list(_local.values())
-    for future, key, _role, _sid in running:
-        future.cancel()
-        try:                       # a visitor's job in a background process reads this flag
-            _update(key, cancelled=True)
-        except Unavailable:        # the store is gone already: its process ends with this one
-            pass
-
-
-def stop_all(timeout: float = 120.0) -> None:
-    """Stop this process's jobs (`cancel_all`), wait until they have ended (at most `timeout`
-    s), then take new ones again: a test that traces memory process-wide must not start or stop
-    tracing while a job thread allocates (CPython 3.11's tracemalloc can crash then)."""
-    cancel_all()
-    with _lock:
-        futures = [entry[0] for entry in _local.values()]
-    wait(futures, timeout=timeout)
-    _stopping.clear()

@@ -5,13 +5,13 @@ from __future__ import annotations
 import secrets
 from contextlib import contextmanager
 
-from . import state
+from . import services, state
 
 LIVE_PER_SESSION = 3         # interactive sessions one browser keeps; its oldest dropped first
 def check_live_room(sid: str):
     """Refuse (LookupError) a new live object when the store is full of other sessions' entries:
     nobody's session is pushed out by another's. A session's own oldest go first."""
-    if not state.cache.room_for(sid):
+    if not services.current().store.room_for(sid):
         raise LookupError(state.FULL)
 
 
@@ -23,8 +23,8 @@ def put_live(sid: str, obj) -> str:
     used one is dropped, never another session's; a full store refuses (LookupError).
     """
     token = secrets.token_hex(16)
-    state.cache.trim(sid, "live", LIVE_PER_SESSION - 1)
-    if not state.cache.set(f"live:{sid}:{token}", obj):
+    services.current().store.trim(sid, "live", LIVE_PER_SESSION - 1)
+    if not services.current().store.set(f"live:{sid}:{token}", obj):
         raise LookupError(state.FULL)
     return token
 
@@ -35,12 +35,12 @@ def live(sid: str, token: str):
     changes it, then written back to the store (even after an error: whatever it spent stays
     spent). LookupError if there is no such object for this session."""
     key = f"live:{sid}:{token}"
-    with state.cache.lock(key):
-        obj = state.cache.get(key)
+    with services.current().store.lock(key):
+        obj = services.current().store.get(key)
         if obj is None:
             raise LookupError("the session expired on the server; start a new one")
         try:
             yield obj
         finally:
-            if not state.cache.set(key, obj):          # never left behind in an older state
-                state.cache.delete(key)
+            if not services.current().store.set(key, obj):          # never left behind in an older state
+                services.current().store.delete(key)

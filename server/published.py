@@ -43,72 +43,10 @@ class _Missing(LookupError):
     """No such published release (never published, unpublished, or not an id)."""
 
 
-_folder: Path | None = None
-_key: bytes | None = None
-_cache: OrderedDict = OrderedDict()     # id -> (file signature, release, its file's bytes)
-_lock = threading.Lock()
-
-
-def configure(folder, key: bytes) -> None:
-    """Keep published releases in `folder` (created), signed with `key`; called in every process
-    with the same folder and key. Temporary files a killed writer left (older than an hour) go."""
-    global _folder, _key
-    if not isinstance(key, bytes) or len(key) < 16:
-        raise ValueError("the key signing published releases must be at least 16 bytes")
-    path = Path(folder)
-    path.mkdir(parents=True, exist_ok=True)
-    with _lock:
-        _folder, _key = path, key
-        _cache.clear()
-    for tmp in path.glob(".*.tmp"):
-        try:
-            if time.time() - tmp.stat().st_mtime > STALE_TEMPORARY:
-                tmp.unlink()
-        except OSError:
-            pass
-
-
-def _folder_or_fail() -> Path:
-    if _folder is None or _key is None:
-        raise LookupError("this server keeps no published releases (not configured)")
-    return _folder
-
-
 def valid_id(pid) -> bool:
     """True for an id of the shape `publish` makes (12 URL-safe characters): nothing else ever
     becomes part of a path."""
     return isinstance(pid, str) and ID_SHAPE.fullmatch(pid) is not None
-
-
-def _mac(name: str, payload: bytes) -> str:
-    return hmac.new(_key, name.encode() + b"\n" + payload, hashlib.sha256).hexdigest()
-
-
-def _write(name: str, payload: bytes) -> None:
-    """Write `<folder>/<name>` whole: a MAC line, then the payload (temporary file, fsync, rename)."""
-    folder = _folder_or_fail()
-    tmp = folder / f".{name}.{secrets.token_hex(6)}.tmp"
-    try:
-        with open(tmp, "xb") as fh:
-            fh.write(_mac(name, payload).encode() + b"\n" + payload)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, folder / name)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-
-
-def _read(name: str) -> bytes:
-    """The verified payload of `<folder>/<name>`; LookupError if missing or if its MAC fails."""
-    try:
-        raw = (_folder_or_fail() / name).read_bytes()
-    except FileNotFoundError:
-        raise _Missing(MISSING) from None
-    mac, sep, payload = raw.partition(b"\n")
-    if not sep or not hmac.compare_digest(mac, _mac(name, payload).encode()):
-        raise LookupError(CHANGED)
-    return payload
 
 
 def default_title(rel) -> str:
@@ -125,97 +63,151 @@ def clean_title(title, rel) -> str:
     return text or default_title(rel)[:MAX_TITLE]
 
 
-def publish(rel, title: str, spent: float | None = None, budget: float | None = None) -> str:
-    """Publish a private release under a new id and return the id. The published copy has no
-    `diagnostics` (owner-only, not private); the record holds public settings only, and the
-    ε the dataset's account had spent (`spent` of `budget`) when it was published."""
-    _folder_or_fail()
-    if not rel.private:
-        raise ValueError("only a private release can be published: this one has a fixed seed or a "
-                         "box fitted to the data")
-    public = copy.copy(rel)
-    public.diagnostics = {}
-    pid = secrets.token_urlsafe(9)
-    record = {"id": pid, "title": clean_title(title, rel), "mechanism": rel.spec.label,
-              "epsilon": float(rel.epsilon), "privacy_level": rel.privacy_level,
-              "unit": rel.spec.unit, "guarantee": rel.spec.guarantee, "describe": rel.describe(),
-              "domain": rel.domain.to_dict(),
-              "time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="microseconds"),
-              "epsilon_spent_so_far": spent, "epsilon_budget": budget}
-    with speaking("folder of published releases"):
-        _write(f"{pid}.pkl", pickle.dumps(public, protocol=pickle.HIGHEST_PROTOCOL))
-        _write(f"{pid}.json", json.dumps(record, ensure_ascii=False).encode())   # the commit point
-    return pid
+class PublishedReleases:
+    """The published releases of one server: files in `folder` (created; None: not configured,
+    every call refused in words), signed with `key`; each process opens the same folder with the
+    same key and keeps its own few unpickled copies. Temporary files a killed writer left
+    (older than an hour) go when it is opened."""
 
-
-def record(pid) -> dict | None:
-    """The public record of a published release; None if there is none (or the id is not one);
-    LookupError if its file was changed outside the app."""
-    if not valid_id(pid):
-        return None
-    try:
-        return json.loads(_read(f"{pid}.json"))
-    except _Missing:
-        return None
-
-
-def release(pid):
-    """The published release (a copy kept per process, re-read when its file changed). Its MAC
-    is checked before it is unpickled; LookupError saying why when it cannot be served. Its
-    record is the commit point: without it (a publish or an unpublish cut short) there is none."""
-    if not valid_id(pid):
-        raise _Missing(MISSING)
-    folder = _folder_or_fail()
-    try:
-        st = (folder / f"{pid}.pkl").stat()
-        (folder / f"{pid}.json").stat()
-    except FileNotFoundError:
-        with _lock:
-            _cache.pop(pid, None)
-        raise _Missing(MISSING) from None
-    signature = (st.st_mtime_ns, st.st_size, st.st_ino)
-    with _lock:
-        hit = _cache.get(pid)
-        if hit is not None and hit[0] == signature:
-            _cache.move_to_end(pid)
-            return hit[1]
-    rel = pickle.loads(_read(f"{pid}.pkl"))       # only after its MAC checked out
-    with _lock:
-        _cache[pid] = (signature, rel, st.st_size)
-        _cache.move_to_end(pid)
-        while len(_cache) > 1 and (len(_cache) > CACHE_SIZE
-                                   or sum(e[2] for e in _cache.values()) > CACHE_BYTES):
-            _cache.popitem(last=False)
-    return rel
-
-
-def gallery() -> list[dict]:
-    """Every published release's record, newest first; files that fail their MAC are left out."""
-    out = []
-    for path in _folder_or_fail().glob("*.json"):
-        if not valid_id(path.stem):
-            continue
-        try:
-            out.append(json.loads(_read(path.name)))
-        except (LookupError, ValueError):
-            continue
-    return sorted(out, key=lambda r: str(r.get("time", "")), reverse=True)
-
-
-def unpublish(pid) -> bool:
-    """Remove a published release (its record first, so the gallery drops it at once); True if
-    there was one. Callers check that the browser is the owner's."""
-    if not valid_id(pid):
-        return False
-    folder = _folder_or_fail()
-    removed = False
-    with speaking("folder of published releases"):
-        for name in (f"{pid}.json", f"{pid}.pkl"):
+    def __init__(self, folder=None, key: bytes | None = None):
+        self.folder: Path | None = None
+        self._key = key
+        self._cache: OrderedDict = OrderedDict()     # id -> (file signature, release, its file's bytes)
+        self._lock = threading.Lock()
+        if folder is None:
+            return
+        if not isinstance(key, bytes) or len(key) < 16:
+            raise ValueError("the key signing published releases must be at least 16 bytes")
+        self.folder = Path(folder)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        for tmp in self.folder.glob(".*.tmp"):
             try:
-                (folder / name).unlink()
-                removed = True
-            except FileNotFoundError:
+                if time.time() - tmp.stat().st_mtime > STALE_TEMPORARY:
+                    tmp.unlink()
+            except OSError:
                 pass
-    with _lock:
-        _cache.pop(pid, None)
-    return removed
+
+    def _folder_or_fail(self) -> Path:
+        if self.folder is None:
+            raise LookupError("this server keeps no published releases (not configured)")
+        return self.folder
+
+    def _mac(self, name: str, payload: bytes) -> str:
+        return hmac.new(self._key, name.encode() + b"\n" + payload, hashlib.sha256).hexdigest()
+
+    def _write(self, name: str, payload: bytes) -> None:
+        """Write `<folder>/<name>` whole: a MAC line, then the payload (temporary file, fsync, rename)."""
+        folder = self._folder_or_fail()
+        tmp = folder / f".{name}.{secrets.token_hex(6)}.tmp"
+        try:
+            with open(tmp, "xb") as fh:
+                fh.write(self._mac(name, payload).encode() + b"\n" + payload)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, folder / name)
+        finally:
+            if tmp.exists():
+                tmp.unlink()
+
+    def _read(self, name: str) -> bytes:
+        """The verified payload of `<folder>/<name>`; LookupError if missing or if its MAC fails."""
+        try:
+            raw = (self._folder_or_fail() / name).read_bytes()
+        except FileNotFoundError:
+            raise _Missing(MISSING) from None
+        mac, sep, payload = raw.partition(b"\n")
+        if not sep or not hmac.compare_digest(mac, self._mac(name, payload).encode()):
+            raise LookupError(CHANGED)
+        return payload
+
+    def publish(self, rel, title: str, spent: float | None = None, budget: float | None = None) -> str:
+        """Publish a private release under a new id and return the id. The published copy has no
+        `diagnostics` (owner-only, not private); the record holds public settings only, and the
+        ε the dataset's account had spent (`spent` of `budget`) when it was published."""
+        self._folder_or_fail()
+        if not rel.private:
+            raise ValueError("only a private release can be published: this one has a fixed seed or a "
+                             "box fitted to the data")
+        public = copy.copy(rel)
+        public.diagnostics = {}
+        pid = secrets.token_urlsafe(9)
+        record = {"id": pid, "title": clean_title(title, rel), "mechanism": rel.spec.label,
+                  "epsilon": float(rel.epsilon), "privacy_level": rel.privacy_level,
+                  "unit": rel.spec.unit, "guarantee": rel.spec.guarantee, "describe": rel.describe(),
+                  "domain": rel.domain.to_dict(),
+                  "time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="microseconds"),
+                  "epsilon_spent_so_far": spent, "epsilon_budget": budget}
+        with speaking("folder of published releases"):
+            self._write(f"{pid}.pkl", pickle.dumps(public, protocol=pickle.HIGHEST_PROTOCOL))
+            self._write(f"{pid}.json", json.dumps(record, ensure_ascii=False).encode())   # the commit point
+        return pid
+
+    def record(self, pid) -> dict | None:
+        """The public record of a published release; None if there is none (or the id is not
+        one); LookupError if its file was changed outside the app."""
+        if not valid_id(pid):
+            return None
+        try:
+            return json.loads(self._read(f"{pid}.json"))
+        except _Missing:
+            return None
+
+    def release(self, pid):
+        """The published release (a copy kept per process, re-read when its file changed). Its
+        MAC is checked before it is unpickled; LookupError saying why when it cannot be served.
+        Its record is the commit point: without it (a publish or an unpublish cut short) there
+        is none."""
+        if not valid_id(pid):
+            raise _Missing(MISSING)
+        folder = self._folder_or_fail()
+        try:
+            st = (folder / f"{pid}.pkl").stat()
+            (folder / f"{pid}.json").stat()
+        except FileNotFoundError:
+            with self._lock:
+                self._cache.pop(pid, None)
+            raise _Missing(MISSING) from None
+        signature = (st.st_mtime_ns, st.st_size, st.st_ino)
+        with self._lock:
+            hit = self._cache.get(pid)
+            if hit is not None and hit[0] == signature:
+                self._cache.move_to_end(pid)
+                return hit[1]
+        rel = pickle.loads(self._read(f"{pid}.pkl"))       # only after its MAC checked out
+        with self._lock:
+            self._cache[pid] = (signature, rel, st.st_size)
+            self._cache.move_to_end(pid)
+            while len(self._cache) > 1 and (len(self._cache) > CACHE_SIZE
+                                            or sum(e[2] for e in self._cache.values()) > CACHE_BYTES):
+                self._cache.popitem(last=False)
+        return rel
+
+    def gallery(self) -> list[dict]:
+        """Every published release's record, newest first; files that fail their MAC are left out."""
+        out = []
+        for path in self._folder_or_fail().glob("*.json"):
+            if not valid_id(path.stem):
+                continue
+            try:
+                out.append(json.loads(self._read(path.name)))
+            except (LookupError, ValueError):
+                continue
+        return sorted(out, key=lambda r: str(r.get("time", "")), reverse=True)
+
+    def unpublish(self, pid) -> bool:
+        """Remove a published release (its record first, so the gallery drops it at once); True
+        if there was one. Callers check that the browser is the owner's."""
+        if not valid_id(pid):
+            return False
+        folder = self._folder_or_fail()
+        removed = False
+        with speaking("folder of published releases"):
+            for name in (f"{pid}.json", f"{pid}.pkl"):
+                try:
+                    (folder / name).unlink()
+                    removed = True
+                except FileNotFoundError:
+                    pass
+        with self._lock:
+            self._cache.pop(pid, None)
+        return removed

@@ -4,7 +4,7 @@ Releases are cached by (session, data, domain, mechanism, params, epsilon split,
 `ReleaseKey`. A fresh release (OS entropy, the default) has a random token in place of the
 seed and exists only as its one cached copy; a fixed-seed demo release can be rebuilt
 identically, at no new cost. Every release is charged to the session's `dp.Accountant` for its
-dataset (`state.accounts`). A release and its charge commit together: the release is stored
+dataset (`services.current().accounts`). A release and its charge commit together: the release is stored
 first, then the charge and the release's record are written in one transaction of the
 database (the commit point); a stored release without a record (its builder was killed, or the
 accounts could not be written) is discarded when read, so a crash or a full disk at any point
@@ -21,7 +21,7 @@ import threading
 
 import dp
 
-from . import heavy, state
+from . import heavy, services, state
 from .database import release_entry
 from .faults import Unavailable
 from .release_key import ReleaseKey
@@ -67,9 +67,9 @@ def release(sid: str | None, key: str, create: bool = False):
     redrawn (a second draw for the same charge would let a viewer average the noise away).
     """
     ck = _release_entry(sid, key)
-    rel = state.cache.get(ck)
+    rel = services.current().store.get(ck)
     if rel is not None and not committed(sid, key):
-        state.cache.delete(ck)                       # its builder died before charging it
+        services.current().store.delete(ck)                       # its builder died before charging it
         rel = None
     if rel is None:
         k = ReleaseKey.parse(key)
@@ -78,7 +78,7 @@ def release(sid: str | None, key: str, create: bool = False):
             raise LookupError("this release is no longer on the server; release again "
                               "(a new draw spends ε again)")    # only a charged demo is rebuilt
         state.spending(sid, fp) if create else state.points(sid, fp)   # a new spend: owners only on theirs
-        if not state.cache.room_for(sid):
+        if not services.current().store.room_for(sid):
             raise LookupError(state.FULL)            # refused before anything is charged
         rel = _build_or_settle(sid, key)
     return rel
@@ -104,14 +104,14 @@ def _settled(sid: str, key: str):
     """The stored release of a key if its charge was committed, else None (an uncommitted one
     is removed); LookupError, saying so, if it was charged but is not in the store."""
     ck = _release_entry(sid, key)
-    rel = state.cache.get(ck)
+    rel = services.current().store.get(ck)
     if committed(sid, key):
         if rel is None:
             raise LookupError("this release was charged (see the budget ledger) but the server "
                               "could not keep it: it is full or its store failed")
         return rel
     if rel is not None:
-        state.cache.delete(ck)
+        services.current().store.delete(ck)
     return None
 
 
@@ -120,14 +120,14 @@ def unrecorded_release(sid: str, fingerprint: str, domain: dp.Domain, recorded) 
     in the store but not among the `recorded` keys: its worker stopped between the charge (the
     commit) and the workspace's record of it, so the page would offer an older one as the last
     paid for. None when the newest such release is recorded, or none is kept."""
-    for ref in state.accounts.records(state.scope(sid, fingerprint),
+    for ref in services.current().accounts.records(state.scope(sid, fingerprint),
                                       state.account_key(state.points(sid, fingerprint)), sid):
         k = ReleaseKey.parse(ref)
         if k.fingerprint != fingerprint or k.box != domain:
             continue
         if ref in recorded:
             return None
-        if state.cache.has(_release_entry(sid, ref)):                  # still kept
+        if services.current().store.has(_release_entry(sid, ref)):                  # still kept
             return ref
     return None
 
@@ -141,7 +141,7 @@ def committed(sid: str, key: str) -> bool:
     if (sid, key) in _committed_keys:
         return True
     fp = key_fingerprint(key)
-    if not state.accounts.recorded(state.scope(sid, fp), state.account_key(state.points(sid, fp)), key):
+    if not services.current().accounts.recorded(state.scope(sid, fp), state.account_key(state.points(sid, fp)), key):
         return False
     if len(_committed_keys) > 100_000:
         _committed_keys.clear()
@@ -170,18 +170,18 @@ def _build_release(sid: str, key: str) -> None:
     def draw_and_keep(acc):
         rel = acc.release(k.mechanism, data, k.box, epsilon=k.epsilon, split=k.split,
                           params=k.params, seed=k.seed, ref=key, max_points_per_user=k.points_per_user)
-        if not state.cache.set(entry, rel):
+        if not services.current().store.set(entry, rel):
             raise Unavailable(NO_ROOM)       # `AccountStore.update` writes no charge then
         stored.append(True)
         records.append((sid, key, next(c.epsilon for c in reversed(acc.charges) if c.ref == key)))
         return rel
     try:
-        state.accounts.update(state.scope(sid, k.fingerprint), state.account_key(data), draw_and_keep,
+        services.current().accounts.update(state.scope(sid, k.fingerprint), state.account_key(data), draw_and_keep,
                               records)
     except Unavailable:
         if stored:
             try:
-                state.cache.delete(entry)          # stored, but its charge could not be written
+                services.current().store.delete(entry)          # stored, but its charge could not be written
             except Unavailable:
                 pass                         # discarded when read: no charge names it
         raise
@@ -191,7 +191,7 @@ def _build_stage(sid: str, key: str, stage: str):
     """Derive and store a release at another Euler stage (in a heavy-pool process, or inline);
     returns it only when the store refused it."""
     derived = release(sid, key).with_stage(stage)
-    return None if state.cache.set(f"{_release_entry(sid, key)}:stage={stage}", derived) else derived
+    return None if services.current().store.set(f"{_release_entry(sid, key)}:stage={stage}", derived) else derived
 
 
 _derive_guard = threading.Lock()
@@ -215,9 +215,9 @@ def staged_release(sid: str | None, key: str, stage: str | None):
         _deriving[entry] = (lock, readers + 1)
     try:
         with lock:                            # a second reader waits for the first one's result
-            derived = state.cache.get(entry)
+            derived = services.current().store.get(entry)
             if derived is None:               # refused when the server is full: not kept, still shown
-                derived = state.heavy_call(_build_stage, sid, key, stage, idempotent=True) or state.cache.get(entry)
+                derived = state.heavy_call(_build_stage, sid, key, stage, idempotent=True) or services.current().store.get(entry)
     finally:
         with _derive_guard:
             lock, readers = _deriving[entry]

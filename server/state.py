@@ -7,30 +7,22 @@ never hit and take no part in any timing (a forged key only ever reaches the for
 entries). Built-in samples are public and shared.
 
 Everything lives in a store all worker processes share (`server.store`: a folder or Redis,
-bounded in bytes, a quota per session). This module opens the store and the budget accounts
-and keeps the datasets; `server.releases` keeps the releases and commits each with its charge,
-`server.live` the interactive sessions.
+bounded in bytes, a quota per session), opened with the budget accounts by `server.services`.
+This module keeps the samples and the datasets; `server.releases` keeps the releases and
+commits each with its charge, `server.live` the interactive sessions.
 """
 from __future__ import annotations
 
-import atexit
 import copyreg
 import pickle
-import shutil
-import tempfile
 
 import dp
 from dp.samples import REGION_SAMPLES
 
-from . import file_store, heavy, published, sessions, store
-from .accounts import SERVER, AccountStore
+from . import heavy, services, sessions
+from .accounts import SERVER
 
-cache: store.SessionQuota      # the shared store, made by init_cache
-accounts = AccountStore()
 DEFAULT_SAMPLE = "city_200k"
-TIMEOUT = 4 * 3600
-DEFAULT_STORE_MB = 1024      # bytes the shared store holds (on disk or in Redis)
-DEFAULT_MEMORY_MB = 128      # unpickled copies each worker process keeps in front of it
 OWNERS_ONLY = ("only the data owner can do this on this server: the person who started it opens "
                "the owner link it printed")
 UPLOADS_OFF = ("uploads on this server are for its data owner only; explore the samples and the "
@@ -54,51 +46,6 @@ def _reduce_spec(spec):
 
 
 copyreg.pickle(dp.MechanismSpec, _reduce_spec)
-
-
-def init_cache(server, config: dict) -> dict:
-    """Configure the shared store and the budget accounts, and install the session cookies and
-    the owner link on the server (`sessions.Sessions`); returns the settings a heavy-pool
-    process needs to reach the same store (`configure`)."""
-    secret = sessions.session_secret(config.get("accounts_dir"))
-    settings = configure({**config, "store_dir": config.get("store_dir") or _temporary_folder(),
-                          "published_dir": config.get("published_dir") or _temporary_folder()}, secret)
-    sessions.Sessions(secret, config.get("owner_token_hash"), bool(config.get("secure_cookies", False)),
-                      bool(config.get("public_uploads", True))).install(server)
-    return settings
-
-
-def configure(config: dict, secret: bytes | None = None) -> dict:
-    """Open the shared store and the budget accounts of these settings in this process, signed
-    with keys derived from the server's `secret` (by default the one kept beside the accounts).
-
-    The store is Redis when `redis_url` is set, else the folder `store_dir`, bounded by
-    `store_mb` and `memory_mb` of unpickled copies per process (see `server.store`)."""
-    global accounts, cache
-    secret = secret or sessions.session_secret(config.get("accounts_dir"))
-    max_bytes = int(float(config.get("store_mb", DEFAULT_STORE_MB)) * 2**20)
-    front_bytes = int(float(config.get("memory_mb", DEFAULT_MEMORY_MB)) * 2**20)
-    if config.get("redis_url"):
-        from .redis_store import RedisStore
-        cache = RedisStore(config["redis_url"], max_bytes, front_bytes, default_timeout=TIMEOUT,
-                           key=sessions.derive_key(secret, "store"))
-    else:
-        cache = file_store.FileStore(config["store_dir"], max_bytes, front_bytes, default_timeout=TIMEOUT,
-                                key=sessions.derive_key(secret, "store"))
-    accounts = AccountStore(config.get("accounts_dir"), config.get("default_budget", 10.0),
-                            key=sessions.derive_key(secret, "accounts"), url=config.get("database_url"))
-    if config.get("published_dir"):
-        published.configure(config["published_dir"], sessions.derive_key(secret, "published"))
-    return {k: config.get(k) for k in ("redis_url", "store_dir", "store_mb", "memory_mb",
-                                       "accounts_dir", "database_url", "default_budget", "published_dir")
-            if k in config}
-
-
-def _temporary_folder() -> str:
-    """A fresh folder for a store nobody configured (tests, the Python API), removed at exit."""
-    folder = tempfile.mkdtemp(prefix="dp-store-")
-    atexit.register(shutil.rmtree, folder, ignore_errors=True)
-    return folder
 
 
 def load_samples() -> None:
@@ -162,7 +109,7 @@ def put_upload(sid: str, data) -> dict:
         return {**put_server_data(sid, data), "origin": "upload"}
     if not sessions.public_uploads():
         raise LookupError(UPLOADS_OFF)
-    if not cache.set(f"dataset:{sid}:{data.fingerprint}", data):
+    if not services.current().store.set(f"dataset:{sid}:{data.fingerprint}", data):
         raise LookupError(FULL)
     return dataset_summary(data, "upload")
 
@@ -172,7 +119,7 @@ def put_server_data(sid: str, data) -> dict:
     server's one account for these points (`scope`), whichever owner's browser releases it."""
     if not sessions.is_owner():
         raise LookupError(OWNERS_ONLY)
-    if not cache.set(f"serverdata:{sid}:{data.fingerprint}", data):
+    if not services.current().store.set(f"serverdata:{sid}:{data.fingerprint}", data):
         raise LookupError(FULL)
     return dataset_summary(data, "server")
 
@@ -182,7 +129,7 @@ def scope(sid: str, fingerprint: str) -> str:
     from the server's folder or uploaded, else this browser session's (samples, a visitor's
     uploads). Derived on the server from where the data is kept, never from anything the page
     sends."""
-    return SERVER if cache.has(f"serverdata:{sid}:{fingerprint}") else sid
+    return SERVER if services.current().store.has(f"serverdata:{sid}:{fingerprint}") else sid
 
 
 def spending(sid: str, fingerprint: str) -> tuple[str, str]:
@@ -199,9 +146,9 @@ def points(sid: str | None, fingerprint: str):
     (its own upload, or server data an owner opened)."""
     if fingerprint in _sample_by_fp:
         return _sample_by_fp[fingerprint]
-    data = cache.get(f"dataset:{sid}:{fingerprint}") if sid else None
+    data = services.current().store.get(f"dataset:{sid}:{fingerprint}") if sid else None
     if data is None and sid and sessions.is_owner():       # the server's data: for owners only
-        data = cache.get(f"serverdata:{sid}:{fingerprint}")
+        data = services.current().store.get(f"serverdata:{sid}:{fingerprint}")
     if data is None and len(_samples) < len(dp.SAMPLES) + len(REGION_SAMPLES):
         load_samples()                      # a process that has not made them all yet
         data = _sample_by_fp.get(fingerprint)
@@ -216,8 +163,8 @@ def heavy_call(fn, *args, idempotent: bool = False):
     made the same built-in samples as this one (their fingerprints then name the same public data); an
     `idempotent` task (it charges nothing) is run again if its process died."""
     owner = sessions.is_owner()
-    return heavy.run(_with_samples, sorted(_samples), owner, fn, *args, idempotent=idempotent,
-                     lane=heavy.lane_of(owner))
+    return services.current().heavy.run(_with_samples, sorted(_samples), owner, fn, *args,
+                                        idempotent=idempotent, lane=heavy.lane_of(owner))
 
 
 def _with_samples(names: list, owner: bool, fn, *args):
@@ -230,10 +177,10 @@ def _with_samples(names: list, owner: bool, fn, *args):
 def account(sid: str, fingerprint: str) -> dp.Accountant:
     """A copy of the budget account a dataset of this session spends from (`scope`); the
     dataset is named by its fingerprint and must be a sample or in this session's workspace."""
-    return accounts.get(scope(sid, fingerprint), account_key(points(sid, fingerprint)))
+    return services.current().accounts.get(scope(sid, fingerprint), account_key(points(sid, fingerprint)))
 
 
 def charge(sid: str, fingerprint: str, change):
-    """Change the account a dataset of this session spends from (`accounts.update`), in a
+    """Change the account a dataset of this session spends from (`AccountStore.update`), in a
     request: refused for the server's data unless this browser is an owner."""
-    return accounts.update(*spending(sid, fingerprint), change)
+    return services.current().accounts.update(*spending(sid, fingerprint), change)

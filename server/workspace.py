@@ -21,7 +21,7 @@ from contextlib import contextmanager, suppress
 
 from redis.exceptions import LockError
 
-from . import clicks, releases, sessions, state
+from . import clicks, releases, services, sessions, state
 
 KEPT_REQUESTS = 64        # request ids remembered per workspace (a click is retried within seconds)
 KEPT_RELEASES = 32        # release records kept per workspace (the accounts keep every charge)
@@ -43,7 +43,7 @@ def _locked(sid: str):
     """The workspace's lock across processes (held only around a read and a write; never taken
     twice by one thread, as the store's locks are not re-entrant)."""
     try:
-        with state.cache.lock(_key(sid)):
+        with services.current().store.lock(_key(sid)):
             yield
     except LockError:              # Redis: not acquired in time, or expired while held
         raise LookupError("the server is busy with this page's previous action; try again in a "
@@ -51,14 +51,14 @@ def _locked(sid: str):
 
 
 def _save(sid: str, ws: dict) -> dict:
-    if not state.cache.set(_key(sid), ws):
+    if not services.current().store.set(_key(sid), ws):
         raise LookupError(state.FULL)
     return ws
 
 
 def get(sid: str) -> dict:
     """A copy of this session's workspace ({} for a new one)."""
-    return dict(state.cache.get(_key(sid)) or {})
+    return dict(services.current().store.get(_key(sid)) or {})
 
 
 def update(sid: str, **changes) -> dict:
@@ -114,7 +114,7 @@ def once(sid: str, rid, action: Callable[[], dict]) -> dict:
     first run that failed half-way is never run again either. The result is kept here."""
     if not valid_request(rid):
         raise LookupError("the request carried no valid request id; press the button again")
-    if not clicks.claim(state.accounts, sid, rid):
+    if not clicks.claim(services.current().accounts, sid, rid):
         return _wait_for(sid, rid)
     result = {"error": "the server failed while doing this; the budget ledger shows whether it "
                        "was charged"}
@@ -129,7 +129,7 @@ def once(sid: str, rid, action: Callable[[], dict]) -> dict:
         except LookupError:          # not kept (a full store): a repeat is told it was answered
             pass
         with suppress(LookupError):
-            clicks.settle(state.accounts, sid, rid)
+            clicks.settle(services.current().accounts, sid, rid)
     return result
 
 
@@ -142,7 +142,7 @@ def _wait_for(sid: str, rid: str) -> dict:
     database says it ended (the result is kept before that)."""
     end = time.monotonic() + PENDING_WAIT
     while time.monotonic() < end:
-        if clicks.settled(state.accounts, sid, rid):
+        if clicks.settled(services.current().accounts, sid, rid):
             return get(sid).get("requests", {}).get(rid, dict(ANSWERED))
         time.sleep(0.1)
     return {"error": "this click is still being answered on the server; reload the page in a "

@@ -18,7 +18,7 @@ from test_browser_workspace import gunicorn   # noqa: F401  (fixture: the multi-
 import dp
 from app import create_app
 from components import public_page
-from server import published, state
+from server import services
 
 pytestmark = pytest.mark.browser
 OFFLINE = "http://127.0.0.1:9/{z}/{x}/{y}.png"
@@ -41,11 +41,11 @@ def downloaded(dash_duo, name: str) -> Path:
 def test_a_published_release_has_a_public_page(dash_duo, tmp_path, small, gunicorn):
     # on the server a user runs (3 workers), laid out at both widths; published from this
     # process into the server's folder, with its key, as each of its workers opens it
-    state.configure({"accounts_dir": gunicorn.folder / "accounts", "store_dir": tmp_path / "store",
-                     "published_dir": gunicorn.folder / "published"})
+    services.open_services({"accounts_dir": gunicorn.folder / "accounts", "store_dir": tmp_path / "store",
+                            "published_dir": gunicorn.folder / "published"})
     data, domain = small
     rel = dp.release("privtree", data, domain, epsilon=1.0)
-    pid = published.publish(rel, "Test city at night")
+    pid = services.current().published.publish(rel, "Test city at night")
     base = gunicorn.url
     for width in (1280, 1600):
         dash_duo.driver.set_window_size(width, 1000)
@@ -118,9 +118,8 @@ def test_a_published_release_has_a_public_page(dash_duo, tmp_path, small, gunico
 
 def test_only_the_owner_unpublishes(dash_duo, tmp_path, small):
     app = create_app({"tiles_url": OFFLINE, "owner_token": TOKEN})
-    published.configure(tmp_path / "published", b"p" * 32)
     data, domain = small
-    pid = published.publish(dp.release("ug", data, domain, epsilon=0.5), "")
+    pid = services.current().published.publish(dp.release("ug", data, domain, epsilon=0.5), "")
     dash_duo.start_server(app, navigate=False)
     base = dash_duo.server.url.rstrip("/")
     dash_duo.driver.get(f"{base}/owner?token={TOKEN}")
@@ -128,7 +127,7 @@ def test_only_the_owner_unpublishes(dash_duo, tmp_path, small):
     dash_duo.wait_for_element(f"#{public_page.UNPUBLISH} button", timeout=15).click()
     dash_duo.driver.switch_to.alert.accept()
     dash_duo.wait_for_contains_text(f"#{public_page.BODY}", "No longer published", timeout=10)
-    assert published.record(pid) is None
+    assert services.current().published.record(pid) is None
     dash_duo.wait_for_page(f"{base}/r/{pid}")
     dash_duo.wait_for_contains_text(f"#{public_page.BODY}", "Not published", timeout=10)
 
@@ -140,10 +139,9 @@ def test_names_from_files_and_people_are_text_on_the_public_page(dash_duo, tmp_p
     """Issue 41, item 1, on the public page: a box name (a counts file carries one) and the
     owner's title holding a script show as the text they are, in the gallery and on the page."""
     app = create_app({"tiles_url": OFFLINE, "owner_token": TOKEN})
-    published.configure(tmp_path / "published", b"p" * 32)
     data, domain = small
     box = dp.Domain(*domain.bounds, name=f"{PAYLOAD} box")
-    pid = published.publish(dp.release("ug", data, box, epsilon=0.5), f"{PAYLOAD} title")
+    pid = services.current().published.publish(dp.release("ug", data, box, epsilon=0.5), f"{PAYLOAD} title")
     dash_duo.start_server(app, navigate=False)
     base = dash_duo.server.url.rstrip("/")
     for address, selector in ((f"/r/{pid}", ".pub-title"), ("/r/", f"a.gallery-card[href='/r/{pid}']")):

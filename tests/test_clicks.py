@@ -4,7 +4,7 @@ expired or was dropped; visitors' ids are bounded, an owner's are not dropped fo
 SQLite and on PostgreSQL (the `make` fixture of the account store's tests)."""
 import sqlalchemy as sa
 
-from server import clicks, database, state, workspace
+from server import clicks, database, services, state, workspace
 from server.store import RESERVED
 from test_account_store import make  # noqa: F401 (an AccountStore on each engine)
 from test_workspace import app_on, release_once  # noqa: F401 (an app on each store backend)
@@ -55,7 +55,7 @@ def test_a_click_is_not_run_again_after_its_workspace_is_gone(app_on):  # noqa: 
     domain = state.sample("small_city_5k")[1]
     first = release_once(sid, "e" * 32, info, domain)
     assert "key" in first and len(state.account(sid, info["fingerprint"]).charges) == 1
-    state.cache.delete(workspace._key(sid))                       # expired, or dropped
+    services.current().store.delete(workspace._key(sid))                       # expired, or dropped
     runs = []
     again = workspace.once(sid, "e" * 32, lambda: runs.append(1) or {"key": "second"})
     assert not runs and again == workspace.ANSWERED

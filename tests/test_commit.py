@@ -13,7 +13,7 @@ import pytest
 
 import dp
 from helpers import account_bodies, new_sid, set_account_body
-from server import releases, state
+from server import releases, services, state
 from server.faults import Unavailable
 
 TILES = "http://127.0.0.1:9/{z}/{x}/{y}.png"
@@ -42,7 +42,7 @@ def failing(exc: OSError):
 def test_a_full_disk_at_the_release_write_charges_nothing_and_leaves_no_file(app_on, monkeypatch):
     sid = new_sid()
     info, key = fresh_key(sid)
-    monkeypatch.setattr(state.cache, "_write", failing(OSError(errno.ENOSPC, "No space left")))
+    monkeypatch.setattr(services.current().store, "_write", failing(OSError(errno.ENOSPC, "No space left")))
     with pytest.raises(Unavailable, match="store is full .*nothing was charged"):
         releases.release(sid, key, create=True)
     assert state.account(sid, info["fingerprint"]).charges == []
@@ -54,12 +54,12 @@ def test_a_full_disk_at_the_release_write_charges_nothing_and_leaves_no_file(app
 def test_accounts_that_cannot_be_written_keep_no_charge_and_no_release(app_on, monkeypatch):
     sid = new_sid()
     info, key = fresh_key(sid)
-    monkeypatch.setattr(state.accounts, "_write", failing(Unavailable("accounts read-only")))
+    monkeypatch.setattr(services.current().accounts, "_write", failing(Unavailable("accounts read-only")))
     with pytest.raises(Unavailable):
         releases.release(sid, key, create=True)
     monkeypatch.undo()
     assert state.account(sid, info["fingerprint"]).charges == []
-    assert not state.cache.has(releases._release_entry(sid, key))       # removed with its charge
+    assert not services.current().store.has(releases._release_entry(sid, key))       # removed with its charge
 
 
 def test_a_stored_release_that_no_charge_names_is_never_served(app_on):
@@ -68,21 +68,21 @@ def test_a_stored_release_that_no_charge_names_is_never_served(app_on):
     info, key = fresh_key(sid)
     data, domain = state.sample("small_city_5k")
     uncharged = dp.release("ug", data, domain, epsilon=0.5)
-    assert state.cache.set(releases._release_entry(sid, key), uncharged)
+    assert services.current().store.set(releases._release_entry(sid, key), uncharged)
     with pytest.raises(LookupError, match="no longer on the server"):
         releases.release(sid, key)
-    assert not state.cache.has(releases._release_entry(sid, key))
+    assert not services.current().store.has(releases._release_entry(sid, key))
     _, seeded = fresh_key(sid, seed=7)                # a demo's key: a read never builds (or charges) it
-    assert state.cache.set(releases._release_entry(sid, seeded), uncharged)
+    assert services.current().store.set(releases._release_entry(sid, seeded), uncharged)
     with pytest.raises(LookupError, match="no longer on the server"):
         releases.release(sid, seeded)
-    assert not state.cache.has(releases._release_entry(sid, seeded))
+    assert not services.current().store.has(releases._release_entry(sid, seeded))
     assert state.account(sid, info["fingerprint"]).charges == []
     rebuilt = releases.release(sid, seeded, create=True)            # Release: built and charged
     same = dp.release("ug", data, domain, epsilon=0.5, split=[0.05, 0.95], seed=7)
     whole = dp.Rect(domain.west, domain.south, domain.east, domain.north)
     assert rebuilt.answer(whole) == same.answer(whole)
-    state.cache.delete(releases._release_entry(sid, seeded))          # dropped: a read rebuilds it, free
+    services.current().store.delete(releases._release_entry(sid, seeded))          # dropped: a read rebuilds it, free
     assert releases.release(sid, seeded).answer(whole) == same.answer(whole)
     assert [c.ref for c in state.account(sid, info["fingerprint"]).charges] == [seeded]
 

@@ -16,7 +16,7 @@ from helpers import new_sid
 from components.numbers import count_of, plural, significant
 from components import (controls, data_panel, evaluation_panel, export_panel, ids, ledger_panel,
                         map_image, map_panel, mechanism_panel, queries_panel, render)
-from server import releases, state
+from server import releases, services, state
 
 
 def test_every_panel_registers_its_callbacks(app):
@@ -86,7 +86,7 @@ def test_fresh_release_key_is_one_draw_that_is_never_rebuilt(app, small):
     assert r1.private and not r1.reproducible_demo and releases.release(sid, k1) is r1
     assert not np.array_equal(r1.counts, releases.release(sid, k2, create=True).counts)
     # once the cache drops it (expiry or eviction), readers get an error, never a second draw
-    state.cache.delete(releases._release_entry(sid, k1))
+    services.current().store.delete(releases._release_entry(sid, k1))
     with pytest.raises(LookupError, match="release again"):
         releases.release(sid, k1)
 

@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 
 import dp
 from components import data_panel
-from server import jobs
+from server import services
 
 BOX = dp.Domain(-0.2, 51.4, 0.0, 51.6, name="fuzz box")
 MAX_BYTES = 5_000_000
@@ -184,7 +184,7 @@ def outcome(payload: bytes, filename: str, kind: str | None) -> str:
 def traced():
     """tracemalloc on for one test, with jobs left by earlier tests stopped first (their threads
     must not be allocating when tracing stops)."""
-    jobs.stop_all()
+    services.current().jobs.stop_all()
     tracemalloc.start()
     yield
     tracemalloc.stop()

@@ -7,7 +7,7 @@ import pytest
 
 from app import create_app
 from components import ids
-from server import state
+from server import services, state
 from tests.helpers import account_bodies, dash_call
 
 UPDATE = "/_dash-update-component"
@@ -20,7 +20,7 @@ def app(tmp_path_factory):
 
 
 def _accounts() -> set:
-    return set(account_bodies(state.accounts.folder))
+    return set(account_bodies(services.current().accounts.folder))
 
 
 def _raise(client, **headers):

@@ -21,7 +21,7 @@ from components import ids
 from dp.contributions import WHITESPACE, canonical_user_ids
 from dp.counts import FORMAT
 from dp.points import MISSING_IDS, user_keys
-from server import jobs
+from server import services
 
 BOX = dp.Domain(0, 0, 1, 1, name="unit box")
 
@@ -40,8 +40,8 @@ def _counts_file(path, **override):
 
 def _peak_mb_while_refused(source, match) -> float:
     """Peak Python-traced memory (MB) while load_counts refuses `source` with `match`; jobs left
-    running by earlier tests (the fuzzed plan callback's) are stopped first (`jobs.stop_all`)."""
-    jobs.stop_all()
+    running by earlier tests (the fuzzed plan callback's) are stopped first (`Jobs.stop_all`)."""
+    services.current().jobs.stop_all()
     tracemalloc.start()
     try:
         with pytest.raises(dp.DataError, match=match):
@@ -126,7 +126,7 @@ def test_counts_are_charged_by_what_they_unpack_to_before_unpacking(tmp_path):
     browser, at a small fraction of the unpacked size (it was unpacked first, then refused)."""
     bomb = _zeros_counts(tmp_path / "zeros.npz", 4096)
     assert bomb.stat().st_size < 0.2e6
-    jobs.stop_all()
+    services.current().jobs.stop_all()
     tracemalloc.start()
     try:
         with pytest.raises(dp.DataError, match=r"the counts unpack to 134\.2 MB, more than the "
@@ -291,7 +291,7 @@ def test_an_oversize_request_is_refused_in_words_before_its_body_is_read(small_l
 
 def _post_traced(client, body: bytes):
     """(the answer to a callback request of `body`, the peak of memory traced while it ran)."""
-    jobs.stop_all()
+    services.current().jobs.stop_all()
     tracemalloc.start()
     try:
         answer = client.post(UPDATE, data=body, content_type="application/json")

@@ -17,38 +17,38 @@ from server import heavy
 
 
 @pytest.fixture
-def pool():
-    heavy.configure(1)
-    yield
-    heavy.configure(0)
+def pools():
+    made = heavy.HeavyPools(1)
+    yield made
+    made.shutdown()
 
 
-def test_a_killed_pool_process_is_replaced_and_its_call_refused_in_words(pool):
-    first = heavy.run(os.getpid)
+def test_a_killed_pool_process_is_replaced_and_its_call_refused_in_words(pools):
+    first = pools.run(os.getpid)
     assert first != os.getpid()
     os.kill(first, signal.SIGKILL)
     wait_until(lambda: not _alive(first), timeout=30)
     with pytest.raises(LookupError, match="stopped before it finished"):
-        heavy.run(os.getpid)
-    second = heavy.run(os.getpid)                 # healed: a new process answers
+        pools.run(os.getpid)
+    second = pools.run(os.getpid)                 # healed: a new process answers
     assert second not in (first, os.getpid())
-    assert heavy.run(os.getpid) == second
+    assert pools.run(os.getpid) == second
 
 
-def test_the_owners_work_never_waits_behind_visitors(pool, tmp_path):
+def test_the_owners_work_never_waits_behind_visitors(pools, tmp_path):
     """The owner's tasks have a pool of their own, at a higher OS priority than visitors'
     releases, which come before visitors' background jobs: an owner's release does not queue
     behind a visitor's long task (one shared queue held it for 42 s)."""
     import threading
     release = tmp_path / "go"
-    busy = threading.Thread(target=heavy.run, args=(_wait_for, str(release)))   # a visitor's long task
+    busy = threading.Thread(target=pools.run, args=(_wait_for, str(release)))   # a visitor's long task
     busy.start()
-    owner_pid = heavy.run(os.getpid, lane=heavy.OWNER)
+    owner_pid = pools.run(os.getpid, lane=heavy.OWNER)
     assert busy.is_alive()              # answered while the visitor's task waits (until told to end)
     release.touch()
     busy.join()
-    assert owner_pid not in (heavy.run(os.getpid), os.getpid())
-    niceness = [heavy.run(os.getpriority, os.PRIO_PROCESS, 0, lane=lane)
+    assert owner_pid not in (pools.run(os.getpid), os.getpid())
+    niceness = [pools.run(os.getpriority, os.PRIO_PROCESS, 0, lane=lane)
                 for lane in (heavy.OWNER, heavy.VISITOR, heavy.BACKGROUND)]
     base = os.getpriority(os.PRIO_PROCESS, 0)          # the kernel keeps nice at most 19
     assert niceness == [min(base + heavy.NICE[lane], 19) for lane in (heavy.OWNER, heavy.VISITOR, heavy.BACKGROUND)]
@@ -72,13 +72,13 @@ def test_a_pool_process_is_at_its_lanes_priority_before_it_imports_anything():
     # a process started at the worker's priority and lowered only in its set-up spent its
     # imports there: the background pool's start, while visitors' evaluations began, held the
     # owner's releases up to 3.8 s (`benchmarks/owner_priority.py`)
-    heavy.configure(1, initializer=_set_up)
+    pools = heavy.HeavyPools(1, initializer=_set_up)
     try:
         base = os.getpriority(os.PRIO_PROCESS, 0)
-        assert [heavy.run(_priority_at_import, lane=lane) for lane in heavy.NICE] == \
+        assert [pools.run(_priority_at_import, lane=lane) for lane in heavy.NICE] == \
             [min(base + heavy.NICE[lane], 19) for lane in heavy.NICE]
     finally:
-        heavy.configure(0)
+        pools.shutdown()
 
 
 def _wait_for(path: str) -> None:
@@ -96,22 +96,22 @@ def _kill_self_once(marker: str) -> int:
     return os.getpid()
 
 
-def test_an_idempotent_call_is_run_again_in_the_new_process(pool, tmp_path):
+def test_an_idempotent_call_is_run_again_in_the_new_process(pools, tmp_path):
     marker = str(tmp_path / "died-once")
-    pid = heavy.run(_kill_self_once, marker, idempotent=True)
+    pid = pools.run(_kill_self_once, marker, idempotent=True)
     assert os.path.exists(marker) and pid != os.getpid()
     os.remove(marker)
     with pytest.raises(heavy.Broken):                     # not idempotent: refused, not rerun
-        heavy.run(_kill_self_once, marker)
+        pools.run(_kill_self_once, marker)
 
 
 def test_a_pool_process_ends_when_its_worker_is_killed(tmp_path):
     worker = subprocess.Popen([sys.executable, "-c", textwrap.dedent("""
         import os, sys, time
         from server import heavy
-        heavy.configure(1)
-        print(heavy.run(os.getpid), flush=True)
-        heavy.run(time.sleep, 600)                       # killed mid-task
+        pools = heavy.HeavyPools(1)
+        print(pools.run(os.getpid), flush=True)
+        pools.run(time.sleep, 600)                       # killed mid-task
     """)], stdout=subprocess.PIPE, text=True, cwd=os.path.dirname(os.path.dirname(__file__)))
     child = int(worker.stdout.readline())
     assert _alive(child)
@@ -140,9 +140,9 @@ def test_a_pool_process_ends_when_its_worker_is_killed_while_it_starts(tmp_path)
         sys.path.insert(0, {str(tmp_path)!r})
         import slow_setup
         from server import heavy
-        heavy.configure(1, initializer=slow_setup.setup)
-        heavy.warm()
-        print(*heavy._current(heavy.OWNER)._processes, *heavy._current(heavy.VISITOR)._processes, flush=True)
+        pools = heavy.HeavyPools(1, initializer=slow_setup.setup)
+        pools.warm()
+        print(*pools.pool(heavy.OWNER)._processes, *pools.pool(heavy.VISITOR)._processes, flush=True)
         import time; time.sleep(600)
     """)], stdout=subprocess.PIPE, text=True, cwd=os.path.dirname(os.path.dirname(__file__)))
     children = list(map(int, worker.stdout.readline().split()))      # the owner's pool's and the visitors'

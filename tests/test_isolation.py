@@ -16,7 +16,7 @@ import pytest
 import dp
 from app import create_app
 from components import evaluation_panel, ids
-from server import file_store, jobs, live, releases, sessions, state, store, workspace
+from server import file_store, live, releases, services, sessions, state, store, workspace
 from helpers import new_sid, wait_until
 
 CSV = b"lon,lat\n-0.12,51.50\n-0.10,51.51\n-0.13,51.49\n-0.11,51.52\n"
@@ -67,13 +67,13 @@ def _callback_map(client):
 def recorder(monkeypatch):
     """Every key read from the server cache, with whether it was a hit."""
     reads = []
-    real_get = state.cache.get
+    real_get = services.current().store.get
 
     def get(key):
         value = real_get(key)
         reads.append((key, value is not None))
         return value
-    monkeypatch.setattr(state.cache, "get", get)
+    monkeypatch.setattr(services.current().store, "get", get)
     return reads
 
 
@@ -92,15 +92,15 @@ def test_forged_keys_reach_only_the_forgers_own_entries(server, recorder):
     releases.release(a, fresh, create=True)
     releases.release(a, demo, create=True)
     cfg_key = f"eval:{a}:" + json.dumps({"fp": fp})
-    state.cache.set(cfg_key, [])          # A's finished evaluation (an empty summary)
-    job = jobs.start(lambda progress, should_stop: 1, owner=a)
+    services.current().store.set(cfg_key, [])          # A's finished evaluation (an empty summary)
+    job = services.current().jobs.start(lambda progress, should_stop: 1, owner=a)
 
     # A sees its own release and evaluation through the page's callbacks
     own = ledger_request(client_a, {"key": fresh})
     assert own.status_code == 200 and "This release" in own.get_data(as_text=True)
     assert "Done" in json.dumps(poll_request(client_a, {"id": job, "cache_key": cfg_key}).get_json())
 
-    wait_until(lambda: jobs.status(job, a)["finished"])   # A's job thread reads no more
+    wait_until(lambda: services.current().jobs.status(job, a)["finished"])   # A's job thread reads no more
     recorder.clear()
     unused = {"fresh": releases.release_key(fp, domain, "ug", {}, [0.05, 0.95], 1.0, None),
               "demo": releases.release_key(fp, domain, "ug", {}, [0.05, 0.95], 1.0, 8)}  # keys nobody used
@@ -114,12 +114,12 @@ def test_forged_keys_reach_only_the_forgers_own_entries(server, recorder):
     assert "This release" not in "".join(answers.values())
     b_poll = poll_request(client_b, {"id": job, "cache_key": cfg_key})
     assert b_poll.get_json()["response"] == {}           # A's evaluation and job: nothing at all
-    assert jobs.status(job, b) is None
+    assert services.current().jobs.status(job, b) is None
     with pytest.raises(LookupError):
         state.points(b, fp)
     b_reads = list(recorder)
-    assert jobs.status(job, a) is not None
-    assert state.accounts.get(b, state.account_key(data)).spent == 0 and state.account(a, fp).spent == pytest.approx(2.0)
+    assert services.current().jobs.status(job, a) is not None
+    assert services.current().accounts.get(b, state.account_key(data)).spent == 0 and state.account(a, fp).spent == pytest.approx(2.0)
     # every cache read B caused stayed in B's namespace: no hit, no miss, no timing on A's entries
     assert b_reads and all(f":{a}:" not in key for key, _ in b_reads), [k for k, _ in b_reads if f":{a}:" in k]
     assert not any(hit for _, hit in b_reads)
@@ -135,7 +135,7 @@ def test_evaluation_results_are_cached_per_session():
 def test_a_reload_continues_the_same_account(server):
     client, sid = browser(server)
     data, _ = state.sample("small_city_5k")
-    state.accounts.update(sid, data.fingerprint, lambda acc: acc.charge("r", epsilon=1.5))
+    services.current().accounts.update(sid, data.fingerprint, lambda acc: acc.charge("r", epsilon=1.5))
     assert client.get("/").status_code == 200            # the reload sends the same cookie
     assert client.get_cookie(sessions.COOKIE) is not None
     with server.test_request_context(headers={"Cookie": f"{sessions.COOKIE}={client.get_cookie(sessions.COOKIE).value}"}):
@@ -158,12 +158,12 @@ def test_a_cookie_the_server_did_not_issue_is_replaced(server, forged):
 
 def test_one_session_filling_the_cache_evicts_only_its_own_entries(server):
     (_, a), (_, b) = browser(server), browser(server)
-    state.cache.set(f"release:{a}:mine", "A's release")
+    services.current().store.set(f"release:{a}:mine", "A's release")
     for i in range(5 * store.PER_SESSION):
-        state.cache.set(f"dataset:{b}:{i}", i)
-    assert state.cache.get(f"release:{a}:mine") == "A's release"
-    assert state.cache.get(f"dataset:{b}:0") is None                          # B's oldest went
-    assert state.cache.get(f"dataset:{b}:{5 * store.PER_SESSION - 1}") is not None
+        services.current().store.set(f"dataset:{b}:{i}", i)
+    assert services.current().store.get(f"release:{a}:mine") == "A's release"
+    assert services.current().store.get(f"dataset:{b}:0") is None                          # B's oldest went
+    assert services.current().store.get(f"dataset:{b}:{5 * store.PER_SESSION - 1}") is not None
 
 
 def test_a_full_cache_refuses_newcomers_instead_of_evicting_others(tmp_path):
@@ -184,23 +184,23 @@ def test_a_visitor_at_a_full_store_is_refused_before_a_charge_not_after(server, 
     entry of its own to drop) was let through, charged, and its release not kept ("Released",
     then "no longer on the server"). Its few bytes are not room for a release: it is refused
     before anything is charged."""
-    monkeypatch.setattr(state, "cache", file_store.FileStore(tmp_path, max_bytes=4_000_000, front_bytes=0))
+    monkeypatch.setattr(services.current(), "store", file_store.FileStore(tmp_path, max_bytes=4_000_000, front_bytes=0))
     sid = new_sid()
     info = state.use_sample(sid, "small_city_5k")
-    assert state.cache.set(f"job:{sid}:small", bytes(10))          # its own small entry
+    assert services.current().store.set(f"job:{sid}:small", bytes(10))          # its own small entry
     fillers = []
     for size in (50_000, 1000, 100):                                # other sessions fill it up
-        while state.cache.set(f"release:filler{len(fillers)}:1", bytes(size)):
+        while services.current().store.set(f"release:filler{len(fillers)}:1", bytes(size)):
             fillers.append(f"release:filler{len(fillers)}:1")
-    assert not state.cache.room_for(sid)
+    assert not services.current().store.room_for(sid)
     domain = state.sample("small_city_5k")[1]
     key = releases.release_key(info["fingerprint"], domain, "ug", {}, [0.05, 0.95], 0.1, None)
     with pytest.raises(LookupError, match="nothing was charged"):
         releases.release(sid, key, create=True)
     assert state.account(sid, info["fingerprint"]).charges == []
-    assert state.cache.get(f"job:{sid}:small") == bytes(10)        # nor was its entry dropped
-    state.cache.delete(fillers[0])                                  # 50 kB free: it releases
-    assert state.cache.room_for(sid)
+    assert services.current().store.get(f"job:{sid}:small") == bytes(10)        # nor was its entry dropped
+    services.current().store.delete(fillers[0])                                  # 50 kB free: it releases
+    assert services.current().store.room_for(sid)
     releases.release(sid, key, create=True)
     assert len(state.account(sid, info["fingerprint"]).charges) == 1 and releases.release(sid, key)
 
@@ -210,14 +210,14 @@ def test_a_release_larger_than_the_room_left_is_neither_kept_nor_charged(server,
     release is larger. It was charged and said "Released" beside a map saying it is no longer on
     the server; now the charge goes with the release it could not keep, and the click says so."""
     from components import controls, mechanism_panel
-    monkeypatch.setattr(state, "cache", file_store.FileStore(tmp_path, max_bytes=4_000_000, front_bytes=0))
+    monkeypatch.setattr(services.current(), "store", file_store.FileStore(tmp_path, max_bytes=4_000_000, front_bytes=0))
     sid = new_sid()
     info = state.use_sample(sid, "small_city_5k")
     filler = 0
-    while state.cache.room_for(sid, 60_000):                        # others leave 40-60 kB
-        assert state.cache.set(f"release:filler{filler}:1", bytes(20_000))
+    while services.current().store.room_for(sid, 60_000):                        # others leave 40-60 kB
+        assert services.current().store.set(f"release:filler{filler}:1", bytes(20_000))
         filler += 1
-    assert state.cache.room_for(sid)
+    assert services.current().store.room_for(sid)
     domain_info = controls.domain_store(state.sample("small_city_5k")[1])
     result = mechanism_panel.spend(sid, info, domain_info, "privtree", 1.0, [], [], [], "fresh", None, None)
     assert result == {"error": releases.NO_ROOM}
@@ -226,7 +226,7 @@ def test_a_release_larger_than_the_room_left_is_neither_kept_nor_charged(server,
     assert status.children[:2] == ["Not released: ", releases.NO_ROOM]
     assert workspace.get(sid).get("releases") is None               # nothing offered as paid for
     for i in range(filler):                                         # with room, the same click releases
-        state.cache.delete(f"release:filler{i}:1")
+        services.current().store.delete(f"release:filler{i}:1")
     assert "summary" in mechanism_panel.spend(sid, info, domain_info, "privtree", 1.0, [], [], [], "fresh", None, None)
     assert len(state.account(sid, info["fingerprint"]).charges) == 1
 
@@ -235,7 +235,7 @@ def test_the_owners_workspace_and_paid_requests_survive_a_hundred_visitors(serve
     """Workspaces are their session's own entries and never dropped to make room: 100 fresh
     visitors filling the store (the audit's 70 evicted the owner's workspace, and with it the
     record of a paid click, which was then charged again) leave the owner's alone."""
-    monkeypatch.setattr(state, "cache", file_store.FileStore(tmp_path, max_bytes=300_000, front_bytes=0))
+    monkeypatch.setattr(services.current(), "store", file_store.FileStore(tmp_path, max_bytes=300_000, front_bytes=0))
     owner, charged = new_sid(), []
     paid = workspace.once(owner, "owner-click-1", lambda: charged.append(1) or {"released": "k"})
     workspace.add_release(owner, {"key": "k"})
@@ -244,7 +244,7 @@ def test_the_owners_workspace_and_paid_requests_survive_a_hundred_visitors(serve
         visitor = new_sid()
         try:
             workspace.update(visitor, queries=[[0.0, 0.0, 1.0, 1.0]] * 20)
-            if not state.cache.set(f"dataset:{visitor}:upload", bytes(4000)):
+            if not services.current().store.set(f"dataset:{visitor}:upload", bytes(4000)):
                 refused += 1
         except LookupError:          # the store is full: a newcomer is refused, nobody evicted
             refused += 1
@@ -252,17 +252,17 @@ def test_the_owners_workspace_and_paid_requests_survive_a_hundred_visitors(serve
     assert workspace.once(owner, "owner-click-1", lambda: charged.append(2)) == paid
     assert charged == [1] and workspace.shown(owner)["key"] == "k"
     for i in range(3 * store.PER_SESSION):         # nor do the owner's own releases push it out
-        state.cache.set(f"release:{owner}:{i}", bytes(100))
+        services.current().store.set(f"release:{owner}:{i}", bytes(100))
     assert workspace.get(owner)["requests"]["owner-click-1"] == paid
 
 
 def test_interactive_sessions_of_others_are_never_pushed_out(server, monkeypatch, tmp_path):
-    monkeypatch.setattr(state, "cache", file_store.FileStore(tmp_path, max_bytes=8000, front_bytes=0))
+    monkeypatch.setattr(services.current(), "store", file_store.FileStore(tmp_path, max_bytes=8000, front_bytes=0))
     a = live.put_live("a", "A's session")
     for i in range(3):
         live.put_live("b", f"b{i}")
     filler = 0
-    while state.cache.set(f"release:filler{filler}:1", filler):     # other sessions fill it
+    while services.current().store.set(f"release:filler{filler}:1", filler):     # other sessions fill it
         filler += 1
     with pytest.raises(LookupError, match="nothing was charged"):
         live.check_live_room("c")                       # full: a newcomer is refused...
@@ -271,7 +271,7 @@ def test_interactive_sessions_of_others_are_never_pushed_out(server, monkeypatch
     live.put_live("b", "b3")                            # b replaces its own oldest
     with live.live("a", a) as obj:
         assert obj == "A's session"
-    assert sum(kind == "live" for _, kind, _ in state.cache._own("b")) == live.LIVE_PER_SESSION
+    assert sum(kind == "live" for _, kind, _ in services.current().store._own("b")) == live.LIVE_PER_SESSION
 
 
 def test_one_budget_for_the_same_people_with_or_without_user_ids():

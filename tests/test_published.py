@@ -19,9 +19,16 @@ import pytest
 import dp
 from dp.provenance import provenance
 from dp.whole_counts import whole_nonnegative
-from server import published
+from server import published, services
 
 KEY = b"k" * 32
+
+
+def opened(folder, key: bytes = KEY) -> published.PublishedReleases:
+    """The published releases in `folder` as a process opens them (a restart: nothing in memory),
+    made the services' own (those of the app a test made last, whose pages read them)."""
+    services.current().published = published.PublishedReleases(folder, key)
+    return services.current().published
 
 
 @pytest.fixture(scope="module")
@@ -37,86 +44,86 @@ def rel(sample):
 
 @pytest.fixture
 def folder(tmp_path):
-    published.configure(tmp_path / "published", KEY)
+    opened(tmp_path / "published")
     return tmp_path / "published"
 
 
 def test_publish_round_trip_survives_a_restart(folder, rel):
-    pid = published.publish(rel, "  Taxi pick-ups  ")
+    pid = services.current().published.publish(rel, "  Taxi pick-ups  ")
     assert published.valid_id(pid) and sorted(p.name for p in folder.iterdir()) == [f"{pid}.json", f"{pid}.pkl"]
-    rec = published.record(pid)
+    rec = services.current().published.record(pid)
     assert rec["id"] == pid and rec["title"] == "Taxi pick-ups"
     assert rec["mechanism"] == rel.spec.label and rec["epsilon"] == 1.0
     assert rec["privacy_level"] == rel.privacy_level and rec["unit"] == rel.spec.unit
     assert rec["guarantee"] == rel.spec.guarantee and rec["describe"] == rel.describe()
     assert rec["domain"] == rel.domain.to_dict() and rec["domain"]["name"] == "London" and rec["time"]
-    back = published.release(pid)
+    back = services.current().published.release(pid)
     rect = dp.Rect(-0.2, 51.45, -0.05, 51.55)
     assert back.answer(rect) == rel.answer(rect) and back.to_json() == rel.to_json()
-    assert [r["id"] for r in published.gallery()] == [pid]
-    published.configure(folder, KEY)                    # a restart: a new process, same folder
-    assert published.release(pid).answer(rect) == rel.answer(rect)
-    assert published.record(pid) == rec
-    published.configure(folder, b"another key of 32 bytes........")   # another server's key
-    assert published.gallery() == [] and pytest.raises(LookupError, published.release, pid)
+    assert [r["id"] for r in services.current().published.gallery()] == [pid]
+    opened(folder, KEY)                    # a restart: a new process, same folder
+    assert services.current().published.release(pid).answer(rect) == rel.answer(rect)
+    assert services.current().published.record(pid) == rec
+    opened(folder, b"another key of 32 bytes........")   # another server's key
+    assert services.current().published.gallery() == [] and pytest.raises(LookupError, services.current().published.release, pid)
 
 
 def test_published_copy_has_no_diagnostics(folder, rel):
     assert rel.diagnostics, "PrivTree keeps owner-only diagnostics"
-    pid = published.publish(rel, "")
+    pid = services.current().published.publish(rel, "")
     assert rel.diagnostics                              # the owner's release is left as it was
-    assert published.release(pid).diagnostics == {}
+    assert services.current().published.release(pid).diagnostics == {}
     raw = (folder / f"{pid}.pkl").read_bytes().partition(b"\n")[2]
     assert pickle.loads(raw).diagnostics == {}
     assert "diagnostics" not in (folder / f"{pid}.json").read_text()
 
 
 def test_titles_are_stripped_truncated_or_made(folder, rel):
-    long = published.record(published.publish(rel, "x" * 500))["title"]
+    long = services.current().published.record(services.current().published.publish(rel, "x" * 500))["title"]
     assert long == "x" * published.MAX_TITLE
-    made = published.record(published.publish(rel, "   "))["title"]
+    made = services.current().published.record(services.current().published.publish(rel, "   "))["title"]
     assert made == f"{rel.spec.label} over London, ε = 1"
 
 
 @pytest.mark.parametrize("suffix", ["pkl", "json"])
 def test_a_changed_file_is_refused_and_not_unpickled(folder, rel, monkeypatch, suffix):
-    pid = published.publish(rel, "tampered")
+    pid = services.current().published.publish(rel, "tampered")
     path = folder / f"{pid}.{suffix}"
     original = path.read_bytes()
     raw = bytearray(original)
     raw[len(raw) - 20] ^= 0x01                          # one byte of the payload, not of the MAC
     path.write_bytes(bytes(raw))
     assert path.read_bytes() != original and len(path.read_bytes()) == len(original)
-    published.configure(folder, KEY)                    # no copy in memory: read from the file
+    opened(folder, KEY)                    # no copy in memory: read from the file
     loads = []
     monkeypatch.setattr(pickle, "loads", lambda *a, **k: loads.append(1))
     if suffix == "pkl":
         with pytest.raises(LookupError, match="changed outside the app"):
-            published.release(pid)
+            services.current().published.release(pid)
     else:
         with pytest.raises(LookupError, match="changed outside the app"):
-            published.record(pid)
+            services.current().published.record(pid)
     assert loads == []
-    listed = [r["id"] for r in published.gallery()]
+    listed = [r["id"] for r in services.current().published.gallery()]
     assert (pid in listed) == (suffix == "pkl")         # a changed record leaves the gallery
 
 
 def test_a_changed_file_after_serving_is_refused_too(folder, rel):
-    pid = published.publish(rel, "cached")
-    published.release(pid)                              # now in this process's cache
+    pid = services.current().published.publish(rel, "cached")
+    services.current().published.release(pid)                              # now in this process's cache
     path = folder / f"{pid}.pkl"
     raw = bytearray(path.read_bytes())
     raw[-5] ^= 0x01
     path.write_bytes(bytes(raw))
     with pytest.raises(LookupError, match="changed outside the app"):
-        published.release(pid)
+        services.current().published.release(pid)
 
 
 def test_files_swapped_between_ids_are_refused(folder, rel):
-    a, b = published.publish(rel, "a"), published.publish(rel, "b")
+    a, b = services.current().published.publish(rel, "a"), services.current().published.publish(rel, "b")
     os.replace(folder / f"{a}.json", folder / f"{b}.json")
     with pytest.raises(LookupError, match="changed outside the app"):
-        published.record(b)
+        services.current().published.record(b)
 
 
 @pytest.mark.parametrize("pid", ["../../etc/pa", "..%2F..%2Fabc", "a" * 11, "a" * 13, "abc/defghijk",
@@ -127,45 +134,45 @@ def test_a_bad_id_is_refused_without_touching_the_filesystem(folder, monkeypatch
     for name in ("stat", "read_bytes", "exists", "unlink", "open"):
         monkeypatch.setattr(pathlib.Path, name, touched)
     monkeypatch.setattr(os, "stat", touched)
-    assert published.record(pid) is None
+    assert services.current().published.record(pid) is None
     with pytest.raises(LookupError, match="not on this server"):
-        published.release(pid)
-    assert published.unpublish(pid) is False
+        services.current().published.release(pid)
+    assert services.current().published.unpublish(pid) is False
 
 
 def test_each_process_keeps_published_releases_up_to_a_byte_bound(folder, rel, monkeypatch):
     """The unpickled copies a process keeps are bounded by their files' bytes as well as their
     number (a few large releases could hold gigabytes under a count alone); the newest stays."""
-    pids = [published.publish(rel, f"r{i}") for i in range(4)]
+    pids = [services.current().published.publish(rel, f"r{i}") for i in range(4)]
     size = (folder / f"{pids[0]}.pkl").stat().st_size
     monkeypatch.setattr(published, "CACHE_BYTES", int(2.5 * size))
     for pid in pids:
-        assert published.release(pid).spec.name == "privtree"
-    assert list(published._cache) == pids[-2:]                 # two files' bytes fit, not three
+        assert services.current().published.release(pid).spec.name == "privtree"
+    assert list(services.current().published._cache) == pids[-2:]                 # two files' bytes fit, not three
     monkeypatch.setattr(published, "CACHE_BYTES", size // 2)  # one bigger than the bound: kept alone
-    published.release(pids[0])
-    assert list(published._cache) == pids[:1]
+    services.current().published.release(pids[0])
+    assert list(services.current().published._cache) == pids[:1]
 
 
 def test_unpublish_removes_it(folder, rel):
-    pid = published.publish(rel, "gone soon")
-    published.release(pid)
-    assert published.unpublish(pid) is True
-    assert list(folder.iterdir()) == [] and published.record(pid) is None and published.gallery() == []
+    pid = services.current().published.publish(rel, "gone soon")
+    services.current().published.release(pid)
+    assert services.current().published.unpublish(pid) is True
+    assert list(folder.iterdir()) == [] and services.current().published.record(pid) is None and services.current().published.gallery() == []
     with pytest.raises(LookupError, match="not on this server"):
-        published.release(pid)
-    assert published.unpublish(pid) is False
+        services.current().published.release(pid)
+    assert services.current().published.unpublish(pid) is False
 
 
 def test_gallery_is_newest_first_and_skips_bad_files(folder, rel, monkeypatch):
     pids = []
     for i, t in enumerate(["2024-01-01T00:00:00+00:00", "2025-01-01T00:00:00+00:00", "2023-01-01T00:00:00+00:00"]):
         monkeypatch.setattr(published.datetime, "datetime", _frozen(t))
-        pids.append(published.publish(rel, f"r{i}"))
-    assert [r["title"] for r in published.gallery()] == ["r1", "r0", "r2"]
+        pids.append(services.current().published.publish(rel, f"r{i}"))
+    assert [r["title"] for r in services.current().published.gallery()] == ["r1", "r0", "r2"]
     (folder / f"{pids[1]}.json").write_bytes(b"not signed\n{}")
     (folder / "notanid.json").write_text("{}")
-    assert [r["title"] for r in published.gallery()] == ["r0", "r2"]
+    assert [r["title"] for r in services.current().published.gallery()] == ["r0", "r2"]
 
 
 def _frozen(iso: str):
@@ -208,7 +215,7 @@ def test_both_kinds_of_cells_are_said(sample):
 def test_downloads_parse_and_hold_only_the_release(folder, rel):
     from components import public_page
 
-    pid = published.publish(rel, "downloads")
+    pid = services.current().published.publish(rel, "downloads")
     geo = json.loads(public_page.download(public_page.GEOJSON_BUTTON, pid)["content"])
     assert geo["type"] == "FeatureCollection" and geo["properties"]["mechanism"] == "privtree"
     rows = list(csv.reader(io.StringIO(public_page.download(public_page.CSV_BUTTON, pid)["content"])))
@@ -229,23 +236,23 @@ def test_downloads_parse_and_hold_only_the_release(folder, rel):
 def test_answers_are_the_release_rounded_and_free(folder, rel, sample):
     from components import public_page
 
-    pid = published.publish(rel, "answers")
+    pid = services.current().published.publish(rel, "answers")
     rect = dp.Rect(-0.2, 51.45, -0.05, 51.55)
     ring = [[rect.west, rect.south], [rect.east, rect.south], [rect.east, rect.north],
             [rect.west, rect.north], [rect.west, rect.south]]
     geojson = {"type": "FeatureCollection", "features": [
         {"type": "Feature", "geometry": {"type": "Polygon", "coordinates": [ring]}, "properties": {}}]}
-    rows, notes = public_page.answer_rows(published.release(pid), geojson)
+    rows, notes = public_page.answer_rows(services.current().published.release(pid), geojson)
     assert notes == [] and len(rows) == 1
     lo, hi = rel.bounds([rect])
     assert rows[0]["count"] == f"{round(rel.answer(rect)):,}"
     assert rows[0]["range"] == f"{math.floor(lo[0]):,} to {math.ceil(hi[0]):,}"
     assert set(rows[0]) == {"id", "bounds", "count", "range"}      # nothing else, no truth
     many = {"type": "FeatureCollection", "features": geojson["features"] * (public_page.MAX_DRAWN + 5)}
-    rows, notes = public_page.answer_rows(published.release(pid), many)
+    rows, notes = public_page.answer_rows(services.current().published.release(pid), many)
     assert len(rows) == public_page.MAX_DRAWN and notes == [f"Only the first {public_page.MAX_DRAWN} rectangles are answered."]
     bad = {"type": "FeatureCollection", "features": [{"geometry": {"type": "Polygon", "coordinates": "zz"}}]}
-    rows, notes = public_page.answer_rows(published.release(pid), bad)
+    rows, notes = public_page.answer_rows(services.current().published.release(pid), bad)
     assert rows == [] and "could not be read" in notes[0]
 
 
@@ -271,17 +278,17 @@ def unpublish_request(client, pid):
 
 
 def test_unpublish_checks_the_owner_on_the_server(app, folder, rel):
-    pid = published.publish(rel, "owner only")
+    pid = services.current().published.publish(rel, "owner only")
     visitor = app.server.test_client()
     visitor.get("/r/")
     answer = unpublish_request(visitor, pid)                 # a forged press: the page is not trusted
     assert answer.status_code == 200 and "only the data owner can unpublish" in answer.get_data(as_text=True)
-    assert published.record(pid) is not None
+    assert services.current().published.record(pid) is not None
     owner = app.server.test_client()
     assert owner.get(f"/owner?token={OWNER_TOKEN}").status_code == 302
     answer = unpublish_request(owner, pid)
     assert answer.status_code == 200 and "No longer published" in answer.get_data(as_text=True)
-    assert published.record(pid) is None
+    assert services.current().published.record(pid) is None
 
 
 def test_public_pages_read_no_data(app, folder, rel, monkeypatch):
@@ -290,7 +297,7 @@ def test_public_pages_read_no_data(app, folder, rel, monkeypatch):
     from components import map_panel, public_page
     from server import releases, state
 
-    pid = published.publish(rel, "no data")
+    pid = services.current().published.publish(rel, "no data")
 
     def forbidden(*a, **k):
         raise AssertionError("the public page read the data")
@@ -308,7 +315,7 @@ def test_public_pages_read_no_data(app, folder, rel, monkeypatch):
     assert "no data" in text and "grid-raster" in text and '"truth": null' in text
     rect = dp.Rect(-0.2, 51.45, -0.05, 51.55)
     ring = [[rect.west, rect.south], [rect.east, rect.south], [rect.east, rect.north], [rect.west, rect.north]]
-    rows, _ = public_page.answer_rows(published.release(pid), {"features": [
+    rows, _ = public_page.answer_rows(services.current().published.release(pid), {"features": [
         {"geometry": {"type": "Polygon", "coordinates": [ring]}}]})
     assert rows[0]["count"] == f"{round(rel.answer(rect)):,}"
     for button in (public_page.GEOJSON_BUTTON, public_page.CSV_BUTTON, public_page.PNG_BUTTON):
@@ -319,5 +326,5 @@ def test_only_private_releases_are_published(folder, sample):
     data, domain = sample
     demo = dp.release("ug", data, domain, epsilon=1.0, seed=1)
     with pytest.raises(ValueError, match="only a private release"):
-        published.publish(demo, "demo")
+        services.current().published.publish(demo, "demo")
     assert list(folder.iterdir()) == []

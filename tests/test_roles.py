@@ -14,7 +14,7 @@ import pytest
 import dp
 from app import create_app
 from components import ids
-from server import releases, sessions, state, store, workspace
+from server import releases, services, sessions, state, store, workspace
 from helpers import dash_call
 
 TOKEN = "owner-token-for-tests"
@@ -200,7 +200,7 @@ def test_a_browser_that_is_no_longer_an_owner_cannot_spend_server_data(tmp_path,
         assert not sessions.is_owner()
         with pytest.raises(LookupError):
             state.points(sid, info["fingerprint"])        # its data, true counts and all: gone
-    assert state.accounts.get(state.SERVER, state.account_key(dp.load_counts(folder / "city.npz"))).spent == 0
+    assert services.current().accounts.get(state.SERVER, state.account_key(dp.load_counts(folder / "city.npz"))).spent == 0
     with as_browser(server, client):
         with pytest.raises(LookupError, match="only the data owner"):
             release_of(sid, info["fingerprint"], 1.0)

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import dp
-from server import file_store, sessions, store
+from server import file_store, services, sessions, store
 from server.redis_store import RedisStore
 from helpers import free_port, new_sid, wait_until
 
@@ -170,7 +170,7 @@ def test_a_planted_or_moved_entry_is_never_unpickled(config):
 def _second_worker(config, sid, commands, replies):
     """Another worker process: it uploads, starts a job and an interactive object, then answers."""
     from app import create_app
-    from server import jobs, live, state
+    from server import live, state
     create_app({"tiles_url": "http://127.0.0.1:9/{z}/{x}/{y}.png", **config})
     data = dp.PointData([-0.12, -0.10, -0.11], [51.50, 51.51, 51.52], name="mine.csv")
     info = state.put_upload(sid, data)
@@ -182,7 +182,7 @@ def _second_worker(config, sid, commands, replies):
             progress(step, 10**6)
             time.sleep(0.02)
         return step
-    replies.put((info["fingerprint"], jobs.start(job, owner=sid), live.put_live(sid, {"asked": 0})))
+    replies.put((info["fingerprint"], services.current().jobs.start(job, owner=sid), live.put_live(sid, {"asked": 0})))
     while (command := commands.get(timeout=120)) != "exit":
         with live.live(sid, command) as obj:
             replies.put(dict(obj))
@@ -191,7 +191,7 @@ def _second_worker(config, sid, commands, replies):
 @pytest.mark.slow          # worker processes: the quick suite leaves it to the full one
 def test_state_crosses_worker_processes(config, tmp_path):
     from app import create_app
-    from server import jobs, live, state
+    from server import live, state
     config = {**config, "accounts_dir": str(tmp_path / "accounts")}   # the server's key, shared
     create_app({"tiles_url": "http://127.0.0.1:9/{z}/{x}/{y}.png", **config})
     sid, stranger = new_sid(), new_sid()
@@ -204,11 +204,11 @@ def test_state_crosses_worker_processes(config, tmp_path):
         assert state.points(sid, fp).n == 3                       # its upload, read here
         with pytest.raises(LookupError):
             state.points(stranger, fp)
-        wait_until(lambda: (jobs.status(job, sid) or {}).get("done", 0) > 0)
-        assert not jobs.status(job, sid)["finished"] and jobs.status(job, stranger) is None
-        jobs.cancel(job, sid)                                     # cancelled from this process
-        wait_until(lambda: jobs.status(job, sid)["finished"])
-        st = jobs.status(job, sid)
+        wait_until(lambda: (services.current().jobs.status(job, sid) or {}).get("done", 0) > 0)
+        assert not services.current().jobs.status(job, sid)["finished"] and services.current().jobs.status(job, stranger) is None
+        services.current().jobs.cancel(job, sid)                                     # cancelled from this process
+        wait_until(lambda: services.current().jobs.status(job, sid)["finished"])
+        st = services.current().jobs.status(job, sid)
         assert st["finished"] and st["cancelled"] and st["result"] >= 1
         with live.live(sid, token) as obj:                       # its live object, changed here
             obj["asked"] += 1
@@ -246,7 +246,7 @@ def test_releases_and_map_layers_are_built_in_a_heavy_pool_process(config, tmp_p
         with pytest.raises(LookupError):                            # another session: nothing
             state.heavy_call(map_panel.layers, new_sid(), key, "private", None, None, 0, [], [])
     finally:
-        heavy.configure(0)
+        services.current().heavy.shutdown()
 
 
 def _where(progress, should_stop):
@@ -261,7 +261,7 @@ def test_a_visitors_job_runs_in_the_background_lane_an_owners_in_its_worker(conf
     in the worker's threads, slowed an owner's release from 0.05 s to 50 s); the owner's run
     in the worker as before."""
     from app import create_app
-    from server import heavy, jobs
+    from server import heavy
     create_app({"tiles_url": "http://127.0.0.1:9/{z}/{x}/{y}.png", "heavy_workers": 1,
                 "accounts_dir": str(tmp_path / "accounts"), **config})
     try:
@@ -269,16 +269,16 @@ def test_a_visitors_job_runs_in_the_background_lane_an_owners_in_its_worker(conf
         results = []
         for owner in (False, True):
             with sessions.acting(owner):
-                job = jobs.start(_where, owner=sid)
-            wait_until(lambda: jobs.status(job, sid)["finished"], timeout=120)
-            st = jobs.status(job, sid)
+                job = services.current().jobs.start(_where, owner=sid)
+            wait_until(lambda: services.current().jobs.status(job, sid)["finished"], timeout=120)
+            st = services.current().jobs.status(job, sid)
             assert st["error"] is None and st["done"] == 1
             results.append(tuple(st["result"]))
         visitor, owner = results
         assert owner == here
         assert visitor[0] != os.getpid() and visitor[1] == min(here[1] + heavy.NICE[heavy.BACKGROUND], 19)
     finally:
-        heavy.configure(0)
+        services.current().heavy.shutdown()
 
 
 _held = threading.Event()
@@ -305,23 +305,23 @@ def test_an_owners_job_never_waits_behind_visitors_and_visitors_jobs_are_bounded
     try:
         sids = [new_sid() for _ in range(jobs.VISITOR_JOBS // jobs.SESSION_JOBS)]
         with sessions.acting(False):
-            held = [(jobs.start(_hold, owner=sid), sid) for sid in sids for _ in range(jobs.SESSION_JOBS)]
+            held = [(services.current().jobs.start(_hold, owner=sid), sid) for sid in sids for _ in range(jobs.SESSION_JOBS)]
             with pytest.raises(LookupError, match="as many evaluations and plans for visitors"):
-                jobs.start(_hold, owner=new_sid())                      # all visitors' bound
+                services.current().jobs.start(_hold, owner=new_sid())                      # all visitors' bound
         me = new_sid()
         with sessions.acting(True):
-            mine = jobs.start(_where, owner=me)
-        wait_until(lambda: jobs.status(mine, me)["finished"], timeout=30)
-        assert jobs.status(mine, me)["error"] is None
-        assert sum(jobs.status(j, sid)["queued"] for j, sid in held) == len(held) - 1   # one runs
+            mine = services.current().jobs.start(_where, owner=me)
+        wait_until(lambda: services.current().jobs.status(mine, me)["finished"], timeout=30)
+        assert services.current().jobs.status(mine, me)["error"] is None
+        assert sum(services.current().jobs.status(j, sid)["queued"] for j, sid in held) == len(held) - 1   # one runs
         with sessions.acting(False):
-            jobs.cancel(*held[1])                                        # the first session's queued one
+            services.current().jobs.cancel(*held[1])                                        # the first session's queued one
             with pytest.raises(LookupError, match="as many evaluations"):
-                jobs.start(_hold, owner=sids[1])                         # one session's bound
-            jobs.start(_hold, owner=sids[0])                             # room again for the first
+                services.current().jobs.start(_hold, owner=sids[1])                         # one session's bound
+            services.current().jobs.start(_hold, owner=sids[0])                             # room again for the first
     finally:
         _held.set()
-        jobs.stop_all()
+        services.current().jobs.stop_all()
 
 
 def test_every_mechanisms_release_goes_through_the_store(tmp_path):

@@ -13,7 +13,7 @@ import pytest
 
 import dp
 from helpers import new_sid
-from server import releases, state, workspace
+from server import releases, services, state, workspace
 from test_store import config, redis_url  # noqa: F401  (fixtures: a store of each backend)
 
 TILES = "http://127.0.0.1:9/{z}/{x}/{y}.png"
@@ -102,7 +102,7 @@ def test_a_page_load_shows_the_workspace_and_falls_back_when_an_upload_is_gone(a
     assert page["queries"] == [[-74.0, 40.7, -73.9, 40.8]]
     assert page["domain"] == {"preset": "__custom__", "box": [-74.1, 40.6, -73.8, 40.9]}
     assert workspace.page(new_sid(), "small_city_5k")["dataset"]["origin"].startswith("sample:")  # not another's
-    state.cache.delete(f"dataset:{sid}:{info['fingerprint']}")    # the upload expired
+    services.current().store.delete(f"dataset:{sid}:{info['fingerprint']}")    # the upload expired
     gone = workspace.page(sid, "small_city_5k")
     assert gone["gone"] == "mine.csv" and gone["dataset"]["origin"] == "sample:small_city_5k"
     assert gone["release"] is None and gone["queries"] == []
