@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 import math
-import sys
-from dataclasses import dataclass, field
 
 import flask
 from dash import dcc
@@ -21,10 +19,9 @@ import dp
 from server import workspace
 
 from . import ids, map_panel, tour_panel
+from .json_shapes import (ANY, BOOL, MAX_ITEMS, NUMBER, SCALAR, TEXT, Check, Either, Json, ListOf,
+                          MapOf, Num, OneOf, Record, Row, Text, fits)
 
-MAX_DEPTH = 20          # nesting levels of any value
-MAX_ITEMS = 100_000     # items of a list, keys of an object
-MAX_CHARS = 100_000     # characters of a string (an upload's contents excepted)
 MAX_VALUES = 200_000    # JSON values in one callback request, counted before it is parsed (a
                         # page sends a few thousand; a file travels as one string), so parsing
                         # costs a small multiple of the body, not 20 times it
@@ -32,76 +29,7 @@ MAX_CONTAINERS = 50_000  # lists and objects among them: an empty one is 2 bytes
                          # about 60 of memory parsed
 
 
-@dataclass(frozen=True)
-class Num:
-    """A finite number (never a bool) from lo to hi; `whole`: a JSON integer (a browser sends
-    every whole number as one)."""
-    lo: float = -math.inf
-    hi: float = math.inf
-    whole: bool = False
-
-
-@dataclass(frozen=True)
-class Text:
-    max_chars: float = MAX_CHARS
-
-
-@dataclass(frozen=True)
-class OneOf:
-    """Equal to one of `values` and of the same JSON kind (true is not 1)."""
-    values: tuple
-
-
-@dataclass(frozen=True)
-class Either:
-    shapes: tuple
-
-
-@dataclass(frozen=True)
-class ListOf:
-    item: object
-    max_items: int = MAX_ITEMS
-    min_items: int = 0
-
-
-@dataclass(frozen=True)
-class Row:
-    """A list of fixed length, one shape per position."""
-    items: tuple
-
-
-@dataclass(frozen=True)
-class Record:
-    """An object with the `required` keys and maybe the `optional` ones, each of its shape;
-    other keys hold any JSON, unless the record is `closed` (then they are refused)."""
-    required: dict
-    optional: dict = field(default_factory=dict)
-    closed: bool = False
-
-
-@dataclass(frozen=True)
-class MapOf:
-    """An object of text keys, each value of one shape."""
-    value: object
-
-
-@dataclass(frozen=True)
-class Json:
-    """Text holding JSON of this shape (a release key)."""
-    shape: object
-
-
-@dataclass(frozen=True)
-class Check:
-    """A value the predicate accepts."""
-    predicate: object
-
-
-ANY = "any JSON"        # the shape of any value within the depth and size limits
-
-NUMBER, TEXT, BOOL = Num(), Text(), OneOf((True, False))
 COUNT = Num(0, 2 ** 53, whole=True)        # up to JavaScript's largest exact integer
-SCALAR = Either((None, BOOL, NUMBER, TEXT))
 SCALARS = Either((SCALAR, ListOf(SCALAR)))     # a control of a shape nobody declared
 MECHANISM = Check(lambda v: isinstance(v, str) and v in dp.mechanisms())
 DOMAIN = Record({"west": NUMBER, "south": NUMBER, "east": NUMBER, "north": NUMBER},
@@ -186,54 +114,6 @@ CHOICES = {
     ids.EVAL_MECHS: lambda: tuple(dp.mechanisms()),
     ids.EULER_STAGE: lambda: tuple(o["value"] for o in map_panel.stage_options()),
 }
-
-
-def _kind(v) -> str:
-    """A value's JSON kind: "number" for ints and floats alike, never for a bool."""
-    return "number" if isinstance(v, (int, float)) and not isinstance(v, bool) else type(v).__name__
-
-
-def fits(value, shape, depth: int = 0) -> bool:
-    """Whether a JSON value has this shape, nested at most MAX_DEPTH levels."""
-    if depth > MAX_DEPTH:
-        return False
-    if shape is None:
-        return value is None
-    if shape is ANY:
-        if isinstance(value, (list, dict)):
-            items = value.values() if isinstance(value, dict) else value
-            return len(value) <= MAX_ITEMS and all(fits(v, ANY, depth + 1) for v in items)
-        return fits(value, SCALAR, depth)
-    if isinstance(shape, Num):
-        return _kind(value) == "number" and abs(value) <= sys.float_info.max \
-            and shape.lo <= value <= shape.hi and (not shape.whole or isinstance(value, int))
-    if isinstance(shape, Text):
-        return isinstance(value, str) and len(value) <= shape.max_chars
-    if isinstance(shape, OneOf):
-        return any(_kind(value) == _kind(v) and value == v for v in shape.values)
-    if isinstance(shape, Either):
-        return any(fits(value, s, depth) for s in shape.shapes)
-    if isinstance(shape, ListOf):
-        return isinstance(value, list) and shape.min_items <= len(value) <= shape.max_items \
-            and all(fits(v, shape.item, depth + 1) for v in value)
-    if isinstance(shape, Row):
-        return isinstance(value, list) and len(value) == len(shape.items) \
-            and all(fits(v, s, depth + 1) for v, s in zip(value, shape.items))
-    if isinstance(shape, MapOf):
-        return isinstance(value, dict) and len(value) <= MAX_ITEMS \
-            and all(fits(v, shape.value, depth + 1) for v in value.values())
-    if isinstance(shape, Record):
-        shapes = {**shape.optional, **shape.required}
-        return isinstance(value, dict) and len(value) <= MAX_ITEMS and shape.required.keys() <= value.keys() \
-            and (not shape.closed or value.keys() <= shapes.keys()) \
-            and all(fits(v, shapes.get(k, ANY), depth + 1) for k, v in value.items())
-    if isinstance(shape, Json):
-        try:
-            return isinstance(value, str) and len(value) <= MAX_CHARS \
-                and fits(json.loads(value), shape.shape, depth + 1)
-        except (ValueError, RecursionError):
-            return False
-    return shape.predicate(value)
 
 
 def _options(options) -> tuple:
