@@ -144,6 +144,7 @@ BIN_THREADS = 2            # threads binning DuckDB's batches; 1e8 points on 2 c
                            # two 4.8 s, three 5.8 s (`benchmarks/scale.py`; DuckDB's read 1.2 s)
 THREADED_CELLS = 1 << 22   # on finer grids one thread bins (a tally per thread: 32 MB at this size)
 BLOCK = "64MiB"            # bytes of file per Dask partition: a worker holds a few of them
+BLOCK_BYTES = 64 << 20     # the same, for Parquet row groups read without a data frame
 UID = "__user__"           # the canonical user id column Dask partitions on
 # id column types DuckDB hands to `canonical_user_ids` as they are (it writes numbers as text
 # by the rule); any other type is cast to VARCHAR by DuckDB first
@@ -162,7 +163,8 @@ def _duckdb(files, fmt, grid, names, k, progress, *, memory_limit, **_):
     typed = ", ".join(f"{_literal(c)}: 'DOUBLE'" for c in names[:2])
 
     def reader(param: str) -> str:
-        return (f"read_parquet(${param})" if fmt == "parquet" else
+        return (f"read_parquet(${param}, union_by_name = true)" if fmt == "parquet" else   # parts'
+                # columns matched by name, at a type all of them fit (text where one part has text)
                 f"read_csv(${param}, header = true, all_varchar = true, types = {{{typed}}}, "
                 "store_rejects = true)")      # a row with a non-number is set aside, counted
 
@@ -339,17 +341,13 @@ def _dask(files, fmt, grid, names, k, progress, *, client=None, **_):
     """The same counts as a Dask reduction: each partition binned where it lives, only its
     non-empty cells sent back and added up here, progress as partitions finish."""
     import dask
-    import dask.dataframe as dd
     from distributed import Client, LocalCluster, as_completed
 
-    frame = (dd.read_parquet(files, columns=names, split_row_groups="adaptive", blocksize=BLOCK)
-             if fmt == "parquet" else    # text as written: no "NA", "#N/A" or "" made missing
-             dd.read_csv(files, usecols=names, dtype=str, blocksize=BLOCK, keep_default_na=False))
-    if k is not None:      # the canonical id first: " u1" and "u1" are one user, in one partition
-        uid = frame[names[2]].map_partitions(_canonical_series, meta=(UID, "string"))
-        frame = frame.assign(**{UID: uid}).drop(columns=[names[2]]).shuffle(on=UID)
-    salt = secrets.token_hex(8)
-    tasks = [dask.delayed(_count_partition)(part, grid, names, k, salt) for part in frame.to_delayed()]
+    if fmt == "parquet" and k is None:     # row groups read straight into arrays: no data frames
+        tasks = [dask.delayed(_count_row_groups)(path, groups, grid, names)
+                 for path, groups in _parquet_pieces(files)]
+    else:
+        tasks = _partition_tasks(files, fmt, grid, names, k)
     cluster = None
     if client is None:
         cluster = LocalCluster(n_workers=min(os.cpu_count() or 1, 4), threads_per_worker=1,
@@ -377,6 +375,61 @@ def _dask(files, fmt, grid, names, k, progress, *, client=None, **_):
             client.close()
             cluster.close()
     return counts.reshape(grid.gy, grid.gx), read, dropped, points_hash.astype("<u8").tobytes()
+
+
+def _partition_tasks(files, fmt, grid, names, k) -> list:
+    """A Dask data frame's partitions binned by `_count_partition` (CSV, or with a user bound:
+    the rows shuffled so each user's points meet in one partition)."""
+    import dask
+    import dask.dataframe as dd
+
+    frame = (dd.read_parquet(files, columns=names, split_row_groups="adaptive", blocksize=BLOCK)
+             if fmt == "parquet" else    # text as written: no "NA", "#N/A" or "" made missing
+             dd.read_csv(files, usecols=names, dtype=str, blocksize=BLOCK, keep_default_na=False))
+    if k is not None:      # the canonical id first: " u1" and "u1" are one user, in one partition
+        uid = frame[names[2]].map_partitions(_canonical_series, meta=(UID, "string"))
+        frame = frame.assign(**{UID: uid}).drop(columns=[names[2]]).shuffle(on=UID)
+    salt = secrets.token_hex(8)
+    return [dask.delayed(_count_partition)(part, grid, names, k, salt) for part in frame.to_delayed()]
+
+
+def _parquet_pieces(files) -> list[tuple[str, list[int]]]:
+    """(file, its row groups) in pieces of about BLOCK_BYTES of data each, from the files' footers."""
+    import pyarrow.parquet as pq
+    pieces = []
+    for path in files:
+        meta = pq.ParquetFile(path).metadata
+        groups, size = [], 0
+        for i in range(meta.num_row_groups):
+            groups.append(i)
+            size += meta.row_group(i).total_byte_size
+            if size >= BLOCK_BYTES:
+                pieces.append((path, groups))
+                groups, size = [], 0
+        if groups:
+            pieces.append((path, groups))
+    return pieces
+
+
+def _count_row_groups(path: str, groups: list[int], grid: UniformGrid, names):
+    """`_count_partition`'s result for row groups of one Parquet file, read in batches with
+    pyarrow: numeric columns as float views, text ones parsed as Python's float() reads them."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from .io.arrow_values import _floats, _floats_of
+
+    def values(column: pa.Array) -> np.ndarray:
+        if pa.types.is_integer(column.type) or pa.types.is_floating(column.type) or pa.types.is_decimal(column.type):
+            return _floats_of(column)
+        return _floats([column.cast(pa.string())])[0]
+    tally = _Tally(grid, None)
+    for batch in pq.ParquetFile(path).iter_batches(BATCH_ROWS, row_groups=groups, columns=names[:2]):
+        tally.add(values(batch.column(names[0])), values(batch.column(names[1])))
+    counts, read, dropped, points_hash = tally.result()
+    flat = counts.ravel()
+    cells = np.flatnonzero(flat)
+    return cells, flat[cells], read, dropped, points_hash
 
 
 def _canonical_series(ids):

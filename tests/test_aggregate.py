@@ -1,5 +1,6 @@
 """dp.aggregate: files counted out of core (DuckDB) or as a Dask reduction give the counts that
 UniformGrid.histogram gives for the same points, to the point, with what was dropped and why."""
+import importlib
 import sys
 import time
 
@@ -139,6 +140,33 @@ def test_dask_threads_give_the_same_counts(files):
         csv = dp.aggregate(folder / "points.csv", BOX, 256, engine="dask", client=client)
         assert csv.fingerprint == c.fingerprint
         assert csv.report.dropped == dp.aggregate(folder / "points.csv", BOX, 256).report.dropped
+
+
+def test_dask_reads_parquet_row_groups_as_duckdb_does(tmp_path, monkeypatch):
+    """Dask's Parquet pieces (row groups read straight into arrays, `_parquet_pieces`) count what
+    DuckDB counts: columns in another order, one file's coordinates as text (a blank, a word and a
+    null among them), row groups split into several pieces, the same rows dropped for the same
+    reasons."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    distributed = pytest.importorskip("distributed")
+    df = _frame(6_000, 2)
+    pq.write_table(pa.table({"latitude": df.latitude[:3000], "longitude": df.longitude[:3000]}),
+                   tmp_path / "a.parquet", row_group_size=500)
+    text = [repr(v) for v in df.longitude[3000:]]
+    text[:3] = [" ", "east", None]
+    pq.write_table(pa.table({"longitude": pa.array(text, pa.string()), "latitude": df.latitude[3000:]}),
+                   tmp_path / "b.parquet", row_group_size=700)
+    module = importlib.import_module("dp.aggregate")        # `dp.aggregate` is the function
+    monkeypatch.setattr(module, "BLOCK_BYTES", 20_000)         # several pieces per file
+    assert len(module._parquet_pieces([str(tmp_path / "a.parquet")])) > 1
+    with distributed.Client(processes=False, n_workers=1, threads_per_worker=2,
+                            dashboard_address=None) as client:
+        by_dask = dp.aggregate(str(tmp_path / "*.parquet"), BOX, 256, engine="dask", client=client)
+    by_duckdb = dp.aggregate(str(tmp_path / "*.parquet"), BOX, 256)
+    np.testing.assert_array_equal(by_dask.counts, by_duckdb.counts)
+    assert by_dask.report.dropped == by_duckdb.report.dropped and by_dask.report.dropped["missing or not a number"] == 3
+    assert by_dask.fingerprint == by_duckdb.fingerprint and by_dask.report.rows_read == 6_000
 
 
 @pytest.mark.slow
