@@ -23,6 +23,9 @@ import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor, wait
+from contextlib import nullcontext
+
+import flask
 
 from . import heavy, services, sessions, state
 from .faults import Unavailable
@@ -88,17 +91,20 @@ class Jobs:
                                      "cancelled": False, "result": None, "error": None}):
             raise LookupError(state.FULL)
 
-        def run():
-            try:
-                if role:
-                    _work(key, role, fn, kwargs)
-                else:          # a visitor's: in the background lane, after everyone's releases
-                    found.heavy.run(_work, key, role, fn, kwargs, lane=heavy.BACKGROUND, idempotent=True)
-            except Exception as exc:   # the lane's process died twice: reported to the page
-                _update(key, error=f"{type(exc).__name__}: {exc}", finished=True)
-            finally:
-                with self._lock:
-                    self._local.pop(job_id, None)
+        app = flask.current_app._get_current_object() if flask.has_app_context() else None
+
+        def run():      # in the app context of the request that started it: its services
+            with app.app_context() if app is not None else nullcontext():
+                try:
+                    if role:
+                        _work(key, role, fn, kwargs)
+                    else:      # a visitor's: in the background lane, after everyone's releases
+                        found.heavy.run(_work, key, role, fn, kwargs, lane=heavy.BACKGROUND, idempotent=True)
+                except Exception as exc:   # the lane's process died twice: reported to the page
+                    _update(key, error=f"{type(exc).__name__}: {exc}", finished=True)
+                finally:
+                    with self._lock:
+                        self._local.pop(job_id, None)
 
         with self._lock:
             if not role:

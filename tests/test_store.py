@@ -324,6 +324,30 @@ def test_an_owners_job_never_waits_behind_visitors_and_visitors_jobs_are_bounded
         services.current().jobs.stop_all()
 
 
+def _which_store(progress, should_stop):
+    """A job that says which store its services have (the folder behind it)."""
+    progress(1, 1)
+    return str(services.current().store._root)
+
+
+@pytest.mark.slow          # two apps: the quick suite leaves it to the full one
+def test_a_job_runs_with_the_services_of_the_app_that_started_it(tmp_path):
+    """Services live on their Flask app: a job started in a request of one app keeps using that
+    app's store after another app was made in the same process (whose services a thread outside
+    any request would otherwise find)."""
+    from app import create_app
+    first, second = ({"tiles_url": "http://127.0.0.1:9/{z}/{x}/{y}.png", "store_dir": str(tmp_path / name)}
+                     for name in ("first", "second"))
+    app = create_app(first)
+    sid = new_sid()
+    with app.server.test_request_context("/"), sessions.acting(True):
+        create_app(second)                         # made while the first one serves
+        job = services.current().jobs.start(_which_store, owner=sid)
+        wait_until(lambda: (services.current().jobs.status(job, sid) or {}).get("finished"), timeout=30)
+        assert services.current().jobs.status(job, sid)["result"] == first["store_dir"]
+    assert services.current().store._root == tmp_path / "second"     # outside any request: the last made
+
+
 def test_every_mechanisms_release_goes_through_the_store(tmp_path):
     from server import state  # noqa: F401  (registers how releases' specs pickle)
     points, regions = dp.load_sample("small_city_5k"), dp.load_region_sample("home_ranges_3k")
