@@ -163,28 +163,32 @@ def _duckdb(files, fmt, grid, names, k, progress, *, memory_limit, **_):
     typed = ", ".join(f"{_literal(c)}: 'DOUBLE'" for c in names[:2])
 
     def reader(param: str) -> str:
-        return (f"read_parquet(${param}, union_by_name = true)" if fmt == "parquet" else   # parts'
-                # columns matched by name, at a type all of them fit (text where one part has text)
+        return (f"read_parquet(${param})" if fmt == "parquet" else
                 f"read_csv(${param}, header = true, all_varchar = true, types = {{{typed}}}, "
                 "store_rejects = true)")      # a row with a non-number is set aside, counted
 
     x, y = (f"TRY_CAST({_quote(c)} AS DOUBLE)" for c in names[:2])
     tally = _Tally(grid, k)
     try:
+        # the files in groups of one type per column, each read at its own types
+        parts, params = [], {"salt": secrets.token_hex(8)} if k is not None else {}
+        for i, (kinds, group) in enumerate(_typed_groups(con, files, fmt, names)):
+            params[f"files_{i}"] = group
+            if k is None:
+                parts.append(f"SELECT {x} AS x, {y} AS y FROM {reader(f'files_{i}')}")
+                continue
+            kind = kinds[2]            # each id made canonical as it is read
+            native = kind in NATIVE_ID_TYPES or kind.startswith("DECIMAL")
+            uid = _quote(names[2]) if native else f"CAST({_quote(names[2])} AS VARCHAR)"
+            con.create_function(f"dp_user_id_{i}", canonical_user_ids,   # an Arrow vector a call
+                                [kind if native else "VARCHAR"], "VARCHAR", type="arrow",
+                                null_handling="special", side_effects=False)
+            parts.append(f"SELECT {x} AS x, {y} AS y, dp_user_id_{i}({uid}) AS uid "
+                         f"FROM {reader(f'files_{i}')}")
+        union = " UNION ALL ".join(parts)
         if k is None:
-            sql, params = f"SELECT {x} AS x, {y} AS y FROM {reader('files')}", {"files": files}
-        else:      # the files in groups of one id type, each id made canonical as it is read
-            parts, params = [], {"salt": secrets.token_hex(8)}
-            for i, (kind, group) in enumerate(_id_types(con, files, fmt, names[2])):
-                native = kind in NATIVE_ID_TYPES or kind.startswith("DECIMAL")
-                uid = _quote(names[2]) if native else f"CAST({_quote(names[2])} AS VARCHAR)"
-                con.create_function(f"dp_user_id_{i}", canonical_user_ids,   # an Arrow vector a call
-                                    [kind if native else "VARCHAR"], "VARCHAR", type="arrow",
-                                    null_handling="special", side_effects=False)
-                params[f"files_{i}"] = group
-                parts.append(f"SELECT {x} AS x, {y} AS y, dp_user_id_{i}({uid}) AS uid "
-                             f"FROM {reader(f'files_{i}')}")
-            union = " UNION ALL ".join(parts)
+            sql = union
+        else:
             sql = f"""
                 WITH raw AS ({union}),
                 ranked AS (SELECT x, y, uid, row_number() OVER (
@@ -250,24 +254,28 @@ def _bin_in_threads(batches, tally: _Tally, progress, expected: int) -> None:
         tally.absorb(own)
 
 
-def _id_types(con, files: list[str], fmt: str, column: str) -> list[tuple[str, list[str]]]:
-    """The files in groups whose id column has one DuckDB type, with that type: DuckDB reads a
-    list of Parquet files at the first one's types, so a part of numbers after one of text
-    would turn 8.0 into "8.0", not the "8" it is alone. CSV is read as text: one group."""
+def _typed_groups(con, files: list[str], fmt: str, columns: list[str]) -> list[tuple[list[str], list[str]]]:
+    """The files in groups whose `columns` have one DuckDB type each, with those types: DuckDB
+    reads a list of Parquet files at the first one's types, so a part of text after one of
+    numbers stops the read, and an id 8.0 after a part of text would read "8.0", not the "8" it
+    is alone. CSV is read as text: one group."""
     if fmt == "csv":
-        return [("VARCHAR", files)]
-    rows = con.execute("SELECT file_name, type, converted_type, logical_type::VARCHAR "
-                       "FROM parquet_schema($files) WHERE name = $column",
-                       {"files": files, "column": column}).fetchall()
-    physical = {row[0]: tuple(row[1:]) for row in rows}
+        return [(["VARCHAR"] * len(columns), files)]
+    rows = con.execute("SELECT file_name, name, type, converted_type, logical_type::VARCHAR "
+                       "FROM parquet_schema($files) WHERE list_contains($columns, name)",
+                       {"files": files, "columns": columns}).fetchall()
+    physical: dict = {}
+    for f, name, *kind in rows:
+        physical.setdefault(f, {})[name] = tuple(kind)
     groups: dict = {}
-    for f in files:        # a file without the column keeps its own group: reading it says why
-        groups.setdefault(physical.get(f, ("missing", f)), []).append(f)
+    for f in files:        # a file without a column keeps its own group: reading it says why
+        found = physical.get(f, {})
+        groups.setdefault(tuple(found.get(c, ("missing", f)) for c in columns), []).append(f)
     out = []
     for group in groups.values():
-        kind = con.execute(f"DESCRIBE SELECT {_quote(column)} FROM read_parquet($files)",
-                           {"files": group[:1]}).fetchall()[0][1]
-        out.append((kind, group))
+        described = con.execute(f"DESCRIBE SELECT {', '.join(map(_quote, columns))} FROM "
+                                "read_parquet($files)", {"files": group[:1]}).fetchall()
+        out.append(([row[1] for row in described], group))
     return out
 
 
@@ -341,13 +349,18 @@ def _dask(files, fmt, grid, names, k, progress, *, client=None, **_):
     """The same counts as a Dask reduction: each partition binned where it lives, only its
     non-empty cells sent back and added up here, progress as partitions finish."""
     import dask
+    import pyarrow as pa
     from distributed import Client, LocalCluster, as_completed
 
-    if fmt == "parquet" and k is None:     # row groups read straight into arrays: no data frames
-        tasks = [dask.delayed(_count_row_groups)(path, groups, grid, names)
-                 for path, groups in _parquet_pieces(files)]
-    else:
-        tasks = _partition_tasks(files, fmt, grid, names, k)
+    unreadable = (ValueError, OSError, KeyError, pa.ArrowException)
+    try:
+        if fmt == "parquet" and k is None:     # row groups read straight into arrays: no data frames
+            tasks = [dask.delayed(_count_row_groups)(path, groups, grid, names)
+                     for path, groups in _parquet_pieces(files)]
+        else:
+            tasks = _partition_tasks(files, fmt, grid, names, k)
+    except unreadable as e:
+        raise DataError(f"the files could not be read as {fmt.upper()}: {_first_line(e)}") from None
     cluster = None
     if client is None:
         cluster = LocalCluster(n_workers=min(os.cpu_count() or 1, 4), threads_per_worker=1,
@@ -368,7 +381,7 @@ def _dask(files, fmt, grid, names, k, progress, *, client=None, **_):
                 dropped[reason] = dropped.get(reason, 0) + m
             if progress is not None:
                 progress(i / len(futures))
-    except (ValueError, OSError, KeyError) as e:
+    except unreadable as e:
         raise DataError(f"the files could not be read as {fmt.upper()}: {_first_line(e)}") from None
     finally:
         if cluster is not None:

@@ -45,6 +45,7 @@ def import_files(accounts) -> None:
                         conn.execute(table.insert().values(name=name, owners=_owners(name),
                                                            written=f.stat().st_mtime,
                                                            **_old_row(f)))
+                database.records_of_charges(conn)     # their charges' releases, as migration 3 did
                 have_record = set(conn.execute(sa.select(versions_table.c.name)).scalars())
                 for name, version in record.items():
                     if name not in have_record:

@@ -60,9 +60,10 @@ def release_entry(ref: str) -> str:
     return hashlib.blake2b(ref.encode(), digest_size=16).hexdigest()
 
 
-def _records_of_charges(conn) -> None:
+def records_of_charges(conn) -> None:
     """Migration 3's data step: a release record for every charge that names its release (until
-    then the charge was the record), its session unknown (''); frozen like the SQL steps."""
+    then the charge was the record), its session unknown (''), unless it has one; frozen like the
+    SQL steps. The import of 0.10's account files runs it again for the accounts it brings."""
     rows = []
     for name, body in conn.exec_driver_sql("SELECT name, body FROM accounts"):
         try:
@@ -93,7 +94,7 @@ MIGRATIONS = (
      "session VARCHAR(64) NOT NULL, ref TEXT NOT NULL, epsilon DOUBLE PRECISION NOT NULL, "
      "written DOUBLE PRECISION NOT NULL, PRIMARY KEY (account, entry))",
      "CREATE INDEX releases_session ON releases (session, account, written)",
-     _records_of_charges),
+     records_of_charges),
 )
 
 TOO_NEW = ("the server's database was made by a newer version of this app (schema {found}, this "

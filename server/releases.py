@@ -137,11 +137,15 @@ _committed_keys: set = set()      # release keys this process has seen committed
 
 def committed(sid: str, key: str) -> bool:
     """True if a charge to the session's account for the key's data paid for this release: its
-    record, written with the charge (the commit point of a release), exists."""
+    record, written with the charge (the commit point of a release), exists, and the account,
+    read under its signature (a changed, rolled-back or deleted one is refused in words), holds
+    the charge: a record put in by hand serves nothing."""
     if (sid, key) in _committed_keys:
         return True
     fp = key_fingerprint(key)
-    if not services.current().accounts.recorded(state.scope(sid, fp), state.account_key(state.points(sid, fp)), key):
+    where, account = state.scope(sid, fp), state.account_key(state.points(sid, fp))
+    accounts = services.current().accounts
+    if not (accounts.recorded(where, account, key) and any(c.ref == key for c in accounts.get(where, account).charges)):
         return False
     if len(_committed_keys) > 100_000:
         _committed_keys.clear()
@@ -173,7 +177,7 @@ def _build_release(sid: str, key: str) -> None:
         if not services.current().store.set(entry, rel):
             raise Unavailable(NO_ROOM)       # `AccountStore.update` writes no charge then
         stored.append(True)
-        records.append((sid, key, next(c.epsilon for c in reversed(acc.charges) if c.ref == key)))
+        records.append((sid, key, next((c.epsilon for c in reversed(acc.charges) if c.ref == key), 0.0)))
         return rel
     try:
         services.current().accounts.update(state.scope(sid, k.fingerprint), state.account_key(data), draw_and_keep,

@@ -512,10 +512,10 @@ def old_mac(name: str, account: dict, version: int | None) -> str:
     return hmac.new(KEY, head.encode() + body, hashlib.sha256).hexdigest()
 
 
-def old_file(folder, name, spent: float, version: int | None, key_ok: bool = True):
+def old_file(folder, name, spent: float, version: int | None, key_ok: bool = True, ref=None):
     acc = dp.Accountant(10.0)
     if spent:
-        acc.charge("release", epsilon=spent)
+        acc.charge("release", epsilon=spent, ref=ref)
     account = acc.to_dict()
     stored = {"account": account, "mac": old_mac(name, account, version) if key_ok else "0" * 64}
     if version is not None:
@@ -534,7 +534,7 @@ def test_account_files_of_0_10_move_into_the_database_once_as_they_were(tmp_path
     probe = AccountStore(key=KEY)
     spent, unversioned, rolled, forged = (probe._name(sid(i), "fp") for i in range(4))
     server = probe._name(SERVER, "fp")
-    old_file(tmp_path, spent, 2.5, 3)
+    old_file(tmp_path, spent, 2.5, 3, ref="key-of-a-release")
     old_file(tmp_path, unversioned, 1.0, None)           # written by 0.9, before versions
     old_file(tmp_path, rolled, 1.0, 1)                   # put back from an older copy
     old_file(tmp_path, forged, 0.0, 2, key_ok=False)
@@ -545,6 +545,7 @@ def test_account_files_of_0_10_move_into_the_database_once_as_they_were(tmp_path
     assert stores[1].get(sid(0), "fp").spent == pytest.approx(2.5)
     assert stores[0].get(sid(1), "fp").spent == pytest.approx(1.0)
     assert stores[0].get(SERVER, "fp").spent == pytest.approx(7.0)
+    assert stores[0].recorded(sid(0), "fp", "key-of-a-release")       # its release stays servable
     assert refused(stores[0], sid(2), message=ROLLED_BACK)
     assert refused(stores[0], sid(3), message=TAMPERED)
     stores[0].update(sid(0), "fp", charge(1.0))

@@ -142,21 +142,24 @@ def test_dask_threads_give_the_same_counts(files):
         assert csv.report.dropped == dp.aggregate(folder / "points.csv", BOX, 256).report.dropped
 
 
-def test_dask_reads_parquet_row_groups_as_duckdb_does(tmp_path, monkeypatch):
-    """Dask's Parquet pieces (row groups read straight into arrays, `_parquet_pieces`) count what
-    DuckDB counts: columns in another order, one file's coordinates as text (a blank, a word and a
-    null among them), row groups split into several pieces, the same rows dropped for the same
-    reasons."""
+def test_both_engines_read_parts_of_different_column_types_alike(tmp_path, monkeypatch):
+    """Parts whose coordinates differ in type are each read at their own types, by both engines
+    (Dask's Parquet pieces are row groups read straight into arrays, `_parquet_pieces`): doubles
+    with the columns in another order, text (a blank, a word and a null among it), and float32,
+    which a read at text would have rounded to its shortest decimal (0.7, not 0.69999999). Row
+    groups are split into several pieces; the same rows are dropped for the same reasons."""
     import pyarrow as pa
     import pyarrow.parquet as pq
     distributed = pytest.importorskip("distributed")
-    df = _frame(6_000, 2)
+    df = _frame(9_000, 2)
     pq.write_table(pa.table({"latitude": df.latitude[:3000], "longitude": df.longitude[:3000]}),
                    tmp_path / "a.parquet", row_group_size=500)
-    text = [repr(v) for v in df.longitude[3000:]]
+    text = [repr(v) for v in df.longitude[3000:6000]]
     text[:3] = [" ", "east", None]
-    pq.write_table(pa.table({"longitude": pa.array(text, pa.string()), "latitude": df.latitude[3000:]}),
+    pq.write_table(pa.table({"longitude": pa.array(text, pa.string()), "latitude": df.latitude[3000:6000]}),
                    tmp_path / "b.parquet", row_group_size=700)
+    pq.write_table(pa.table({"longitude": pa.array(df.longitude[6000:], pa.float32()),
+                             "latitude": pa.array(df.latitude[6000:], pa.float32())}), tmp_path / "c.parquet")
     module = importlib.import_module("dp.aggregate")        # `dp.aggregate` is the function
     monkeypatch.setattr(module, "BLOCK_BYTES", 20_000)         # several pieces per file
     assert len(module._parquet_pieces([str(tmp_path / "a.parquet")])) > 1
@@ -166,7 +169,31 @@ def test_dask_reads_parquet_row_groups_as_duckdb_does(tmp_path, monkeypatch):
     by_duckdb = dp.aggregate(str(tmp_path / "*.parquet"), BOX, 256)
     np.testing.assert_array_equal(by_dask.counts, by_duckdb.counts)
     assert by_dask.report.dropped == by_duckdb.report.dropped and by_dask.report.dropped["missing or not a number"] == 3
-    assert by_dask.fingerprint == by_duckdb.fingerprint and by_dask.report.rows_read == 6_000
+    assert by_dask.fingerprint == by_duckdb.fingerprint and by_dask.report.rows_read == 9_000
+    singles = np.float64(np.float32(df.longitude[6000:])), np.float64(np.float32(df.latitude[6000:]))
+    alone = dp.aggregate(str(tmp_path / "c.parquet"), BOX, 256).counts      # float32 widened exactly
+    np.testing.assert_array_equal(alone, dp.PointData(*singles).histogram(GRID))
+
+
+@pytest.mark.parametrize("engine", ["duckdb", "dask"])
+def test_a_part_without_the_coordinate_columns_is_refused_in_words(tmp_path, engine):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    pytest.importorskip("distributed")
+    df = _frame(1_000, 3)
+    df.to_parquet(tmp_path / "a.parquet")
+    pq.write_table(pa.table({"something": [1.0, 2.0]}), tmp_path / "b.parquet")      # a stray file
+    kw = {}
+    if engine == "dask":
+        import distributed
+        kw["client"] = distributed.Client(processes=False, n_workers=1, threads_per_worker=1,
+                                          dashboard_address=None)
+    try:
+        with pytest.raises(dp.DataError, match="could not be read as PARQUET"):
+            dp.aggregate(str(tmp_path / "*.parquet"), BOX, 256, engine=engine, **kw)
+    finally:
+        if kw:
+            kw["client"].close()
 
 
 @pytest.mark.slow

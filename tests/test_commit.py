@@ -1,6 +1,7 @@
-"""A release and its charge commit together (`server.state`): the release is stored first and
-the charge written after; a store or accounts that fail leave neither, a stored release that
-no charge names is never served, and a damaged account file is refused, never reset.
+"""A release and its charge commit together (`server.releases`): the release is stored first,
+then the charge and its release record in one transaction; a store or accounts that fail leave
+neither, a stored release without both is never served, and a damaged account is refused, never
+reset.
 
 In one process, with the store's and the accounts' writes made to fail as a full disk or a
 read-only folder would (tests/test_faults.py does the same to the running multi-worker server).
@@ -119,3 +120,24 @@ def test_half_written_files_of_a_killed_writer_are_removed(tmp_path):
     assert not old.exists() and new.exists()
     cache.remove_temporaries()                      # a server's start: nothing is being written
     assert not new.exists() and cache.get("release:someone:k") == {"a": 1}
+
+
+def test_a_release_record_put_in_by_hand_serves_no_uncharged_release(app_on):
+    """The commit point is a record and the charge it names, in the signed account: a record
+    inserted by someone with the database's password, beside a release its killed builder
+    stored without charging, serves nothing (the stored copy is dropped)."""
+    import sqlalchemy as sa
+
+    from server import database
+    sid = new_sid()
+    info, key = fresh_key(sid)
+    entry = f"release:{sid}:{database.release_entry(key)}"
+    assert services.current().store.set(entry, dp.release("ug", *state.sample("small_city_5k"), epsilon=0.5))
+    accounts = services.current().accounts
+    with accounts.engine.begin() as conn:
+        conn.execute(sa.insert(database.releases).values(
+            account=accounts._name(sid, state.account_key(state.points(sid, info["fingerprint"]))),
+            entry=database.release_entry(key), session=sid, ref=key, epsilon=0.5, written=0.0))
+    with pytest.raises(LookupError, match="no longer on the server"):
+        releases.release(sid, key)
+    assert services.current().store.get(entry) is None and state.account(sid, info["fingerprint"]).charges == []

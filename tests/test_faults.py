@@ -107,11 +107,15 @@ if FOLDER:
     def _before_a_durable_write(*_):
         """Count each store write and database commit while "kill-at-write" is armed (in
         "writes-seen"); before the one after the armed number, SIGKILL the whole server."""
-        if _armed("kill-at-write"):
-            with open(os.path.join(FOLDER, "writes-seen"), "a") as seen:
-                seen.write("x")
-            if os.path.getsize(os.path.join(FOLDER, "writes-seen")) > int(open(os.path.join(FOLDER, "kill-at-write")).read()):
-                os.killpg(os.getpgrp(), signal.SIGKILL)
+        try:
+            with open(os.path.join(FOLDER, "kill-at-write")) as armed:
+                limit = int(armed.read())
+        except (FileNotFoundError, ValueError):      # not armed (or disarmed meanwhile)
+            return
+        with open(os.path.join(FOLDER, "writes-seen"), "a") as seen:
+            seen.write("x")
+        if os.path.getsize(os.path.join(FOLDER, "writes-seen")) > limit:
+            os.killpg(os.getpgrp(), signal.SIGKILL)
 
     _filling = file_store.FileStore._write
 
@@ -154,7 +158,9 @@ class Server:
             return False
 
     def arm(self, fault: str, text: str = "") -> None:
-        (self.faults / fault).write_text(text)
+        """Arm a fault: its file appears whole (written aside, then renamed)."""
+        (self.faults / f".{fault}").write_text(text)
+        os.replace(self.faults / f".{fault}", self.faults / fault)
 
     def disarm(self, fault: str) -> None:
         (self.faults / fault).unlink(missing_ok=True)
