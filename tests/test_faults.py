@@ -1,6 +1,6 @@
 """Faults injected into the server a user runs (`python app.py`: 3 gunicorn workers, one heavy
-process each), driven through the page's own callbacks over HTTP, with the account files and
-the store checked after each fault: a charge stands only with its stored release, a killed
+process each), driven through the page's own callbacks over HTTP, with the accounts and the
+store checked after each fault (the faults around a charge on SQLite and on PostgreSQL): a charge stands only with its stored release, a killed
 heavy process heals, and every failure reaches the page in words (never an HTTP 500).
 
 The faults are planted by a `sitecustomize` module this file writes and puts on the server's
@@ -134,6 +134,7 @@ class Server:
 
     def __init__(self, folder: Path, *extra: str):
         self.folder, self.port = folder, free_port()
+        self.database_url = extra[extra.index("--database-url") + 1] if "--database-url" in extra else None
         self.url = f"http://127.0.0.1:{self.port}"
         self.faults = folder / "faults"
         self.faults.mkdir(parents=True, exist_ok=True)      # a restart reuses the folder
@@ -196,6 +197,20 @@ def server(tmp_path_factory):
     assert "Traceback" not in log, log[-3000:]
 
 
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def either(request, tmp_path_factory):
+    """The server of this file's tests, and one like it with its accounts in PostgreSQL, for the
+    faults around a charge: each guarantee checked on both engines."""
+    if request.param == "sqlite":
+        yield request.getfixturevalue("server")
+        return
+    s = Server(tmp_path_factory.mktemp("faults-pg"), "--database-url",
+               request.getfixturevalue("postgres").database())
+    yield s
+    log = s.stop()
+    assert "Traceback" not in log, log[-3000:]
+
+
 def visitor(server: Server) -> Browser:
     """A new browser session with the page open (on the built-in sample)."""
     b = Browser(Http(server.url, timeout=120))
@@ -227,8 +242,22 @@ def alert(b: Browser) -> str:
 
 
 def charges(server: Server) -> list:
-    """Every charge in every account (a damaged one is skipped here, read by its test)."""
-    return account_charges(server.folder / "accounts")
+    """Every charge in every account (a damaged one is skipped here, read by its test), in the
+    server's SQLite file or its PostgreSQL database."""
+    if server.database_url is None:
+        return account_charges(server.folder / "accounts")
+    import json
+
+    import sqlalchemy as sa
+
+    from server import database
+    engine = sa.create_engine(server.database_url)
+    try:
+        with engine.connect() as conn:
+            return [c for body in conn.execute(sa.select(database.accounts.c.body)).scalars()
+                    for c in json.loads(body)["charges"]]
+    finally:
+        engine.dispose()
 
 
 def stored_releases(server: Server) -> int:
@@ -239,7 +268,8 @@ def temporaries(server: Server) -> list:
     return [p for p in (server.folder / "store").rglob("*") if p.name.endswith(".__wz_cache")]
 
 
-def test_a_heavy_process_killed_before_its_charge_leaves_neither_and_the_click_is_answered(server):
+def test_a_heavy_process_killed_before_its_charge_leaves_neither_and_the_click_is_answered(either):
+    server = either
     b = visitor(server)
     before, kept = len(charges(server)), stored_releases(server)
     server.arm("kill-before-charge")
@@ -251,7 +281,8 @@ def test_a_heavy_process_killed_before_its_charge_leaves_neither_and_the_click_i
     assert len(charges(server)) == before + 2 and stored_releases(server) == kept + 2
 
 
-def test_a_heavy_process_killed_right_after_its_charge_keeps_both_once(server):
+def test_a_heavy_process_killed_right_after_its_charge_keeps_both_once(either):
+    server = either
     b = visitor(server)
     before, kept = len(charges(server)), stored_releases(server)
     server.arm("kill-after-charge")
@@ -261,7 +292,8 @@ def test_a_heavy_process_killed_right_after_its_charge_keeps_both_once(server):
     assert len(charges(server)) == before + 1 and stored_releases(server) == kept + 1
 
 
-def test_a_full_disk_charges_nothing_says_so_and_recovers_when_space_returns(server):
+def test_a_full_disk_charges_nothing_says_so_and_recovers_when_space_returns(either):
+    server = either
     b = visitor(server)
     before, kept = len(charges(server)), stored_releases(server)
     server.arm("disk-full", "release")                # only the release's own write fails
