@@ -390,6 +390,15 @@ def _dask(files, fmt, grid, names, k, progress, *, client=None, **_):
     return counts.reshape(grid.gy, grid.gx), read, dropped, points_hash.astype("<u8").tobytes()
 
 
+def _sent_back(tally: _Tally):
+    """What a Dask task returns: (non-empty cells, their counts, rows read, dropped by reason,
+    the points' hash)."""
+    counts, read, dropped, points_hash = tally.result()
+    flat = counts.ravel()
+    cells = np.flatnonzero(flat)
+    return cells, flat[cells], read, dropped, points_hash
+
+
 def _partition_tasks(files, fmt, grid, names, k) -> list:
     """A Dask data frame's partitions binned by `_count_partition` (CSV, or with a user bound:
     the rows shuffled so each user's points meet in one partition)."""
@@ -439,10 +448,7 @@ def _count_row_groups(path: str, groups: list[int], grid: UniformGrid, names):
     tally = _Tally(grid, None)
     for batch in pq.ParquetFile(path).iter_batches(BATCH_ROWS, row_groups=groups, columns=names[:2]):
         tally.add(values(batch.column(names[0])), values(batch.column(names[1])))
-    counts, read, dropped, points_hash = tally.result()
-    flat = counts.ravel()
-    cells = np.flatnonzero(flat)
-    return cells, flat[cells], read, dropped, points_hash
+    return _sent_back(tally)
 
 
 def _canonical_series(ids):
@@ -471,7 +477,4 @@ def _count_partition(frame, grid: UniformGrid, names, k, salt: str):
     tally = _Tally(grid, k)
     for s in range(0, x.size, BATCH_ROWS):      # small temporaries, as for DuckDB's batches
         tally.add(x[s:s + BATCH_ROWS], y[s:s + BATCH_ROWS], None if why is None else why[s:s + BATCH_ROWS])
-    counts, read, dropped, points_hash = tally.result()
-    flat = counts.ravel()
-    cells = np.flatnonzero(flat)
-    return cells, flat[cells], read, dropped, points_hash
+    return _sent_back(tally)

@@ -199,14 +199,11 @@ class AccountStore:
 
     @staticmethod
     def _record(conn, name: str, records) -> None:
-        """Insert release records (session, ref, ε) of account `name`; one already there (a
-        fixed-seed release rebuilt after the store dropped it) stays as it was."""
-        if records:
-            now = time.time()
-            conn.execute(sa.text("INSERT INTO releases (account, entry, session, ref, epsilon, written) "
-                                 "VALUES (:a, :e, :s, :r, :p, :w) ON CONFLICT DO NOTHING"),
-                         [{"a": name, "e": release_entry(ref), "s": session, "r": ref, "p": eps, "w": now}
-                          for session, ref, eps in records])
+        """Insert release records (session, ref, ε) of account `name`."""
+        now = time.time()
+        database.insert_records(conn, [{"account": name, "entry": release_entry(ref), "session": session,
+                                        "ref": ref, "epsilon": eps, "written": now}
+                                       for session, ref, eps in records])
 
     def recorded(self, scope: str, fingerprint: str, ref: str) -> bool:
         """True when a charge to this account paid for the release `ref` (its record exists)."""

@@ -60,6 +60,15 @@ def release_entry(ref: str) -> str:
     return hashlib.blake2b(ref.encode(), digest_size=16).hexdigest()
 
 
+def insert_records(conn, rows: list[dict]) -> None:
+    """Insert release records ({account, entry, session, ref, epsilon, written}); one already
+    there (a fixed-seed release rebuilt after the store dropped it) stays as it was."""
+    if rows:
+        conn.execute(sa.text("INSERT INTO releases (account, entry, session, ref, epsilon, written) "
+                             "VALUES (:account, :entry, :session, :ref, :epsilon, :written) "
+                             "ON CONFLICT DO NOTHING"), rows)
+
+
 def records_of_charges(conn) -> None:
     """Migration 3's data step: a release record for every charge that names its release (until
     then the charge was the record), its session unknown (''), unless it has one; frozen like the
@@ -70,11 +79,9 @@ def records_of_charges(conn) -> None:
             charges = json.loads(body)["charges"]
         except (ValueError, KeyError, TypeError):     # a damaged account is refused when read
             continue
-        rows += [{"a": name, "e": release_entry(c["ref"]), "r": c["ref"], "p": c["epsilon"],
-                  "w": c["at"]} for c in charges if c.get("ref")]
-    if rows:
-        conn.execute(sa.text("INSERT INTO releases (account, entry, session, ref, epsilon, written) "
-                             "VALUES (:a, :e, '', :r, :p, :w) ON CONFLICT DO NOTHING"), rows)
+        rows += [{"account": name, "entry": release_entry(c["ref"]), "session": "", "ref": c["ref"],
+                  "epsilon": c["epsilon"], "written": c["at"]} for c in charges if c.get("ref")]
+    insert_records(conn, rows)
 
 
 # Append only: step i brings the schema to version i + 1. Each is frozen SQL both engines

@@ -150,6 +150,22 @@ def set_account_body(folder, name: str, body: str):
         db.execute("UPDATE accounts SET body = ? WHERE name = ?", (body, name))
 
 
+def database_charges(url: str) -> list:
+    """Every charge in every budget account of the database at `url` (SQLite or PostgreSQL)."""
+    import json
+
+    import sqlalchemy as sa
+
+    from server import database
+    engine = sa.create_engine(url)
+    try:
+        with engine.connect() as conn:
+            return [c for body in conn.execute(sa.select(database.accounts.c.body)).scalars()
+                    for c in json.loads(body)["charges"]]
+    finally:
+        engine.dispose()
+
+
 def account_charges(folder) -> list:
     """Every charge in every budget account in `folder` (a damaged one is skipped here)."""
     import json

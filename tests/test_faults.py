@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from components import ids
-from helpers import account_bodies, account_charges, free_port, set_account_body, wait_until
+from helpers import account_bodies, account_charges, database_charges, free_port, set_account_body, wait_until
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 from app_latency import Browser  # noqa: E402
@@ -246,18 +246,7 @@ def charges(server: Server) -> list:
     server's SQLite file or its PostgreSQL database."""
     if server.database_url is None:
         return account_charges(server.folder / "accounts")
-    import json
-
-    import sqlalchemy as sa
-
-    from server import database
-    engine = sa.create_engine(server.database_url)
-    try:
-        with engine.connect() as conn:
-            return [c for body in conn.execute(sa.select(database.accounts.c.body)).scalars()
-                    for c in json.loads(body)["charges"]]
-    finally:
-        engine.dispose()
+    return database_charges(server.database_url)
 
 
 def stored_releases(server: Server) -> int:

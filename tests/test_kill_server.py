@@ -10,7 +10,6 @@ and every restart would spend five seconds starting that pool before the release
 """
 from __future__ import annotations
 
-import json
 import random
 import threading
 
@@ -18,6 +17,7 @@ import pytest
 import sqlalchemy as sa
 
 from components import ids
+from helpers import database_charges
 from server import database, sessions
 from server.file_store import FileStore
 from test_faults import Server, release, visitor
@@ -35,13 +35,6 @@ def records(engine) -> list[tuple[str, str]]:
     t = database.releases
     with engine.connect() as conn:
         return [tuple(r) for r in conn.execute(sa.select(t.c.session, t.c.ref).order_by(t.c.written))]
-
-
-def charged_refs(engine) -> list[str]:
-    """The release each charge of every account names."""
-    with engine.connect() as conn:
-        return [c["ref"] for body in conn.execute(sa.select(database.accounts.c.body)).scalars()
-                for c in json.loads(body)["charges"]]
 
 
 def kept(folder, session: str, ref: str) -> bool:
@@ -80,9 +73,10 @@ def test_killing_the_whole_server_at_any_point_of_a_release_leaves_charges_equal
     any moment can leave: the kills fall before a write drawn at random from all of a release's."""
     if engine == "postgresql":
         url = request.getfixturevalue("postgres").database()
-        options, db = (*OPTIONS, "--database-url", url), sa.create_engine(url)
     else:
-        options, db = OPTIONS, sa.create_engine(f"sqlite:///{tmp_path / 'accounts' / database.SQLITE_FILE}")
+        url = f"sqlite:///{tmp_path / 'accounts' / database.SQLITE_FILE}"
+    options = (*OPTIONS, "--database-url", url) if engine == "postgresql" else OPTIONS
+    db = sa.create_engine(url)
     rng, outcomes = random.Random(SEED + len(engine)), []
     server = Server(tmp_path, *options)
     b = visitor(server)
@@ -96,7 +90,7 @@ def test_killing_the_whole_server_at_any_point_of_a_release_leaves_charges_equal
             n = rng.randint(0, writes)
             click_killed_before_write(server, b, n)
             recorded = records(db)
-            assert sorted(charged_refs(db)) == sorted(ref for _, ref in recorded), attempt
+            assert sorted(c["ref"] for c in database_charges(url)) == sorted(ref for _, ref in recorded), attempt
             assert all(kept(tmp_path, session, ref) for session, ref in recorded), attempt
             outcomes.append((n, len(recorded) - before))
             server = Server(tmp_path, *options)

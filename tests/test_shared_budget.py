@@ -4,26 +4,17 @@ Redis store: a browser moving between them keeps its workspace and spends one bu
 """
 from __future__ import annotations
 
-import json
 import secrets
 
 import pytest
-import sqlalchemy as sa
 
-from server import database
+from helpers import database_charges
 from test_faults import Server, release, spent_line, visitor
 from test_store import start_redis
 
 from load import open_page  # noqa: E402 (benchmarks/ is on the path through test_faults)
 
 pytestmark = pytest.mark.slow
-
-
-def charges(url: str) -> list:
-    """Every charge of every account in the shared database."""
-    with sa.create_engine(url).connect() as conn:
-        return [c for body in conn.execute(sa.select(database.accounts.c.body)).scalars()
-                for c in json.loads(body)["charges"]]
 
 
 def test_two_servers_on_one_database_and_one_redis_share_one_budget(tmp_path, postgres):
@@ -37,7 +28,7 @@ def test_two_servers_on_one_database_and_one_redis_share_one_budget(tmp_path, po
     try:
         browser = visitor(a)
         assert release(browser).startswith("Released")
-        first = charges(url)
+        first = database_charges(url)
         assert len(first) == 1
         on_a = spent_line(browser)
         assert "Spent" in on_a, on_a
@@ -45,7 +36,7 @@ def test_two_servers_on_one_database_and_one_redis_share_one_budget(tmp_path, po
         open_page(browser)
         assert spent_line(browser) == on_a            # the same account, read from the database
         assert release(browser).startswith("Released")
-        assert len(charges(url)) == 2                 # one account, charged once on each host
+        assert len(database_charges(url)) == 2                 # one account, charged once on each host
         browser.client.base = a.url
         open_page(browser)
         assert spent_line(browser) != on_a and spent_line(browser).startswith("Spent")
