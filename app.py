@@ -37,7 +37,7 @@ DEFAULT_CONFIG = {
     "data_dir": None,          # a folder of files on the server the owner may open by path or glob
     "owner_token": None,       # the secret of the owner link; None: a random one nobody is told
     "public_uploads": True,    # visitors (not owners) may upload files of their own
-    "published_dir": None,     # published releases (kept across restarts); None: a temporary folder
+    "published_dir": None,     # releases 0.17 and earlier published as files: moved into the database
 }
 OWNER_TOKEN_ENV = "DP_OWNER_TOKEN"
 MIN_TOKEN_CHARS = 22         # 128 bits as URL-safe base64, what a random token has at least
@@ -133,8 +133,7 @@ def create_app(config: dict | None = None) -> Dash:
         raise ValueError("heavy_workers needs accounts_dir: budget accounts kept in one process's "
                          "memory cannot be charged from another")
     secret = sessions.session_secret(config.get("accounts_dir"))
-    services.open_services({**config, "published_dir": config["published_dir"] or services.temporary_folder()},
-                           secret).install(app.server)
+    services.open_services(config, secret).install(app.server)
     sessions.Sessions(secret, config["owner_token_hash"], bool(config["secure_cookies"]),
                       bool(config["public_uploads"])).install(app.server)
     state.load_samples()       # every sample made once, before the fork: the same in every worker
@@ -280,7 +279,8 @@ def main(argv=None):
                    help="let visitors (not owners) upload files of their own into their own "
                         "workspace; --no-public-uploads leaves them the samples and published pages")
     p.add_argument("--published-dir", default=str(PUBLISHED_DIR),
-                   help="folder keeping published releases (the public pages at /r/) across restarts")
+                   help="folder where version 0.17 and earlier kept published releases as files: "
+                        "they are moved into the database at start (published releases live there)")
     p.add_argument("--mechanism", choices=mechanism_panel.point_mechanisms(),
                    help="the mechanism picked at start (default: the recommended one, "
                         f"{dp.recommend('points').name})")

@@ -142,6 +142,7 @@ def _first_line(e: Exception) -> str:
 BATCH_ROWS = 1 << 20       # rows per batch streamed out of DuckDB: about 16 MB of coordinates
 BIN_THREADS = 2            # threads binning DuckDB's batches; 1e8 points on 2 cores: one 8.4 s,
                            # two 4.8 s, three 5.8 s (`benchmarks/scale.py`; DuckDB's read 1.2 s)
+PARQUET_READ_THREADS = 1   # DuckDB's threads reading Parquet while BIN_THREADS bin (no user bound)
 THREADED_CELLS = 1 << 22   # on finer grids one thread bins (a tally per thread: 32 MB at this size)
 BLOCK = "64MiB"            # bytes of file per Dask partition: a worker holds a few of them
 BLOCK_BYTES = 64 << 20     # the same, for Parquet row groups read without a data frame
@@ -160,6 +161,11 @@ def _duckdb(files, fmt, grid, names, k, progress, *, memory_limit, **_):
 
     con = duckdb.connect(config={"memory_limit": memory_limit})
     con.execute("SET enable_progress_bar = false")     # no bar printed; query_progress still works
+    if fmt == "parquet" and k is None:
+        # decoding Parquet is the light half: a second DuckDB thread only competes with the
+        # binning threads for the cores (1e8 points on 2 cores: 2.5 s with one, 3.3 s with two);
+        # CSV parsing and the user bound's ranking are heavy, so they keep DuckDB's threads
+        con.execute(f"SET threads = {PARQUET_READ_THREADS}")
     typed = ", ".join(f"{_literal(c)}: 'DOUBLE'" for c in names[:2])
 
     def reader(param: str) -> str:
@@ -290,17 +296,23 @@ class _Tally:
         self.hash = np.zeros(3, dtype=np.uint64)      # multiset_hash of every usable point
 
     def add(self, x: np.ndarray, y: np.ndarray, why: np.ndarray | None = None) -> None:
-        keep = np.ones(x.size, bool) if why is None else why == KEEP
-        if why is not None:
+        usable = ~(np.isnan(x) | np.isnan(y))
+        every = bool(usable.all())        # the common case: no masked copies, no mask to bin by
+        self.hash += np.frombuffer(multiset_hash(x, y) if every else multiset_hash(x[usable], y[usable]),
+                                   dtype="<u8")                       # wraps mod 2^64
+        if why is None:
+            keep = None if every else usable
+            self.unusable += x.size - int(np.count_nonzero(usable))
+        else:
+            keep = why == KEEP
             self.beyond += int(np.count_nonzero(why == BEYOND_K))
             self.no_id += int(np.count_nonzero(why == NO_ID))
-        usable = ~(np.isnan(x) | np.isnan(y))
-        self.hash += np.frombuffer(multiset_hash(x[usable], y[usable]), dtype="<u8")   # wraps mod 2^64
-        self.unusable += int(np.count_nonzero(keep & ~usable))
-        keep &= usable
+            self.unusable += int(np.count_nonzero(keep & ~usable))
+            keep &= usable
         counts = self.grid.histogram(x, y, keep)
         self.counts += counts
-        self.outside += int(np.count_nonzero(keep)) - int(counts.sum())   # kept, but not in the box
+        kept = x.size if keep is None else int(np.count_nonzero(keep))
+        self.outside += kept - int(counts.sum())                          # kept, but not in the box
         self.read += x.size
 
     def absorb(self, other: _Tally) -> None:

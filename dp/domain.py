@@ -192,21 +192,38 @@ class UniformGrid:
     def histogram(self, x, y, keep: np.ndarray | None = None) -> np.ndarray:
         """Exact count matrix H[j, k] (spec 000 A0) of the points (those where `keep` is True,
         when given); points outside the domain are skipped. Cell numbers are computed in blocks
-        whose temporaries stay in the CPU cache, points not counted go to one extra bin that is
-        dropped, and one np.bincount counts them all."""
+        into arrays made once and reused (fresh temporaries of a block's size cost page faults
+        on every allocation, about half the time), points not counted go to one extra bin that
+        is dropped, and one np.bincount counts them all."""
         x = np.asarray(x, dtype=np.float64).ravel()
         y = np.asarray(y, dtype=np.float64).ravel()
+        d = self.domain
         flat = np.empty(x.size, dtype=np.intp)
+        size = min(BIN_BLOCK, x.size)
+        k, t, miss, m = np.empty(size, np.intp), np.empty(size), np.empty(size, bool), np.empty(size, bool)
         for s in range(0, x.size, BIN_BLOCK):
-            j, k, inside = self.cell_index(x[s:s + BIN_BLOCK], y[s:s + BIN_BLOCK])
-            out = flat[s:s + BIN_BLOCK]
-            np.multiply(j, self.gx, out=out)
-            out += k
+            xb, yb, out = x[s:s + BIN_BLOCK], y[s:s + BIN_BLOCK], flat[s:s + BIN_BLOCK]
+            w = xb.size
+            _axis_cells(yb, d.south, d.height, self.gy, self.edges_y, out, t[:w], m[:w])
+            _axis_cells(xb, d.west, d.width, self.gx, self.edges_x, k[:w], t[:w], m[:w])
+            out *= self.gx
+            out += k[:w]
+            _outside(d, xb, yb, miss[:w], m[:w])
             if keep is not None:
-                inside &= keep[s:s + BIN_BLOCK]
-            out[~inside] = self.n_cells
+                np.logical_not(keep[s:s + BIN_BLOCK], out=m[:w])
+                miss[:w] |= m[:w]
+            out[miss[:w]] = self.n_cells
         counts = np.bincount(flat, minlength=self.n_cells + 1)[:self.n_cells]
         return counts.astype(np.float64).reshape(self.gy, self.gx)
+
+
+def _outside(d: Domain, x: np.ndarray, y: np.ndarray, out: np.ndarray, m: np.ndarray) -> None:
+    """`out` = not `d.contains(x, y)` (NaN is outside), written into `out` with `m` as scratch."""
+    np.less(x, d.west, out=out)
+    for v, op, bound in ((x, np.greater, d.east), (y, np.less, d.south), (y, np.greater, d.north)):
+        out |= op(v, bound, out=m)
+    out |= np.isnan(x, out=m)
+    out |= np.isnan(y, out=m)
 
 
 def _wide(edges: np.ndarray) -> bool:
@@ -218,20 +235,28 @@ def _wide(edges: np.ndarray) -> bool:
 BIN_BLOCK = 1 << 16   # points per block when binning: a block's temporaries fit in the cache
 
 
-def _axis_cells(v: np.ndarray, lo: float, span: float, n: int, edges: np.ndarray) -> np.ndarray:
+def _axis_cells(v: np.ndarray, lo: float, span: float, n: int, edges: np.ndarray,
+                c: np.ndarray | None = None, t: np.ndarray | None = None,
+                m: np.ndarray | None = None) -> np.ndarray:
     """The cell of each coordinate along one axis: the scaled offset clipped to [0, n - 1]
     (NaN to 0) and truncated, then moved by one where that disagrees with `edges`, which
     queries, true counts and exports use (P12): the arithmetic can put a point lying exactly
     on a grid line in the neighbouring cell. The first lower and last upper edge are infinite,
-    so no move leaves the axis."""
-    t = np.subtract(v, lo)
+    so no move leaves the axis. Written into `c` (intp), with `t` (float) and `m` (bool) as
+    scratch, each of v's shape: made when not given."""
+    c = np.empty(v.shape, np.intp) if c is None else c
+    t = np.empty(v.shape) if t is None else t
+    m = np.empty(v.shape, bool) if m is None else m
+    np.subtract(v, lo, out=t)
     t *= n / span
     np.fmax(t, 0, out=t)   # fmax and fmin send NaN to the bound, like the floor of 0
     np.fmin(t, n - 1, out=t)
-    c = t.astype(np.intp)
+    np.copyto(c, t, casting="unsafe")          # truncated: t >= 0
     lower, upper = edges[:-1].copy(), edges[1:].copy()
     lower[0], upper[-1] = -np.inf, np.inf
-    c -= v < lower[c]
-    c += v >= upper[c]
+    np.less(v, lower.take(c, out=t, mode="clip"), out=m)
+    c -= m
+    np.greater_equal(v, upper.take(c, out=t, mode="clip"), out=m)
+    c += m
     np.minimum(c, n - 1, out=c)   # v = +inf
     return c

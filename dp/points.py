@@ -134,20 +134,25 @@ _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 HASH_BLOCK = 1 << 16      # points per block when hashing: temporaries stay in the CPU cache
 
 
-def _splitmix(h: np.ndarray) -> np.ndarray:
-    """splitmix64's finaliser, in place on uint64: every input bit changes about half the output
-    bits, so sums of these values do not cancel for different points."""
-    h ^= h >> np.uint64(30)
-    h *= _MIX1
-    h ^= h >> np.uint64(27)
-    h *= _MIX2
-    h ^= h >> np.uint64(31)
+def _splitmix(h: np.ndarray, tmp: np.ndarray | None = None) -> np.ndarray:
+    """splitmix64's finaliser, in place on uint64 (`tmp`: scratch of h's size, made when not
+    given): every input bit changes about half the output bits, so sums of these values do not
+    cancel for different points."""
+    tmp = np.empty_like(h) if tmp is None else tmp
+    for shift, mix in ((30, _MIX1), (27, _MIX2), (31, None)):
+        np.right_shift(h, np.uint64(shift), out=tmp)
+        h ^= tmp
+        if mix is not None:
+            h *= mix
     return h
 
 
-def _bits(v: np.ndarray) -> np.ndarray:
-    """float64 values as a uint64 copy of their bits, -0.0 as 0.0 (equal coordinates, one hash)."""
-    return np.add(v, 0.0).view(np.uint64)
+def _bits(v: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """float64 values as a uint64 copy of their bits (into `out` when given), -0.0 as 0.0
+    (equal coordinates, one hash)."""
+    out = np.empty(v.shape, np.uint64) if out is None else out
+    np.add(v, 0.0, out=out.view(np.float64))
+    return out
 
 
 def multiset_hash(x: np.ndarray, y: np.ndarray, users: "UserIds | None" = None,
@@ -155,22 +160,27 @@ def multiset_hash(x: np.ndarray, y: np.ndarray, users: "UserIds | None" = None,
     """An order-invariant 136-bit hash of the points (x, y[, user id]): two independent 64-bit
     mixes per point summed mod 2^64, and the count. Rows in another order give the same hash
     (one budget account however a file is shuffled); any moved point changes it. One vectorised
-    pass in blocks, no sort."""
+    pass in blocks, into two block arrays made once (fresh temporaries per block cost page
+    faults where malloc hands memory back early, as in Dask's workers: 3.7 times the time), no
+    sort."""
     s1 = s2 = 0
     salt = np.uint64(seed * 0x9E3779B97F4A7C15 % 2**64)
     ids = None if users is None else _key_hashes(users.keys)
+    size = min(HASH_BLOCK, x.size)
+    h_block, t_block = np.empty(size, np.uint64), np.empty(size, np.uint64)
     for i in range(0, x.size, HASH_BLOCK):
-        h = _bits(y[i:i + HASH_BLOCK])
+        h = _bits(y[i:i + HASH_BLOCK], h_block[:min(HASH_BLOCK, x.size - i)])
+        t = t_block[:h.size]
         h += salt
-        _splitmix(h)
+        _splitmix(h, t)
         if ids is not None:
-            h ^= ids[users.codes[i:i + HASH_BLOCK]]
-            _splitmix(h)
-        h ^= _bits(x[i:i + HASH_BLOCK])
-        _splitmix(h)
+            h ^= np.take(ids, users.codes[i:i + HASH_BLOCK], out=t)
+            _splitmix(h, t)
+        h ^= _bits(x[i:i + HASH_BLOCK], t)
+        _splitmix(h, t)
         s1 += int(h.sum(dtype=np.uint64))   # an array sum wraps mod 2^64
         h += _GOLDEN
-        _splitmix(h)
+        _splitmix(h, t)
         s2 += int(h.sum(dtype=np.uint64))
     return np.array([s1 % 2**64, s2 % 2**64, x.size], dtype="<u8").tobytes()
 

@@ -1,7 +1,8 @@
 """The server's database: SQLite in the accounts folder by default, PostgreSQL when given a URL.
 
 What must never be lost (the budget accounts, the record of their versions, the record of each
-release a charge paid for, and the request ids of the clicks that may charge them) lives here, in
+release a charge paid for, the request ids of the clicks that may charge them, and the published
+releases) lives here, in
 tables made by numbered migrations (`MIGRATIONS`, each run once, in order, in one transaction,
 and recorded in `schema_version`), so a server opening a database made by an older version
 brings it up to date and a newer one is refused in words. SQLAlchemy Core speaks to both
@@ -52,6 +53,14 @@ releases = sa.Table(
     sa.Column("ref", sa.Text, nullable=False),                # the session's part
     sa.Column("epsilon", sa.Float, nullable=False),
     sa.Column("written", sa.Float, nullable=False))
+published = sa.Table(
+    "published", metadata,                                    # each published release
+    sa.Column("id", sa.String(16), primary_key=True),         # (`server.published`): its public
+    sa.Column("record", sa.Text, nullable=False),             # record, the release pickled, and
+    sa.Column("record_mac", sa.String(64), nullable=False),   # the server key's HMAC of each
+    sa.Column("payload", sa.LargeBinary, nullable=False),     # with the id
+    sa.Column("payload_mac", sa.String(64), nullable=False),
+    sa.Column("written", sa.Float, nullable=False))
 schema_version = sa.Table("schema_version", metadata, sa.Column("version", sa.Integer, nullable=False))
 
 
@@ -84,6 +93,15 @@ def records_of_charges(conn) -> None:
     insert_records(conn, rows)
 
 
+def published_table(conn) -> None:
+    """Migration 4: the published releases (until then signed files in a folder, which
+    `PublishedReleases.import_folder` moves in); the pickle's type named per engine."""
+    blob = "BYTEA" if conn.dialect.name == "postgresql" else "BLOB"
+    conn.exec_driver_sql(f"CREATE TABLE published (id VARCHAR(16) PRIMARY KEY, record TEXT NOT NULL, "
+                         f"record_mac VARCHAR(64) NOT NULL, payload {blob} NOT NULL, "
+                         "payload_mac VARCHAR(64) NOT NULL, written DOUBLE PRECISION NOT NULL)")
+
+
 # Append only: step i brings the schema to version i + 1. Each is frozen SQL both engines
 # read (or a frozen function of the connection), so a database made today and one brought up
 # from an old version end the same; the Table objects above describe the latest schema for queries.
@@ -102,6 +120,7 @@ MIGRATIONS = (
      "written DOUBLE PRECISION NOT NULL, PRIMARY KEY (account, entry))",
      "CREATE INDEX releases_session ON releases (session, account, written)",
      records_of_charges),
+    (published_table,),
 )
 
 TOO_NEW = ("the server's database was made by a newer version of this app (schema {found}, this "

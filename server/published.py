@@ -1,13 +1,15 @@
-"""Published releases: the public pages at /r/<id>, kept as files in a folder across restarts.
+"""Published releases: the public pages at /r/<id>, kept in the server's database beside the
+budget accounts (SQLite in the accounts folder, or PostgreSQL, so every host sharing it serves
+every published page).
 
-An owner's Publish writes two files per release, `<id>.pkl` (the release, pickled without its
-owner-only `diagnostics`) and `<id>.json` (its public record for the gallery). Each file starts
-with a line holding an HMAC-SHA256, under this server's key, of the file's name and the bytes
-after that line: a file changed outside the app is refused, and a pickle is never loaded before
-its MAC checks out. Files are written whole (a temporary file, then `os.replace`), the record
-last, so the gallery never lists a release whose pickle is missing. Ids are checked by shape
-before any path is made from them. (In the app, `server.state` registers the reducer that
-pickles a release's mechanism spec by its registered name.)
+An owner's Publish inserts one row in one transaction: the release pickled without its
+owner-only `diagnostics`, its public record for the gallery, and two HMAC-SHA256 under this
+server's key, one of the id with the record and one of the id with the pickle. A row changed
+or copied outside the app is refused, and a pickle is never loaded before its MAC checks out.
+Ids are checked by shape before any query. Releases published by earlier versions as files (a
+folder of `<id>.json` and `<id>.pkl`, each signed on its first line) are moved into the
+database when the server starts (`import_folder`). (In the app, `server.state` registers the
+reducer that pickles a release's mechanism spec by its registered name.)
 """
 from __future__ import annotations
 
@@ -16,7 +18,6 @@ import datetime
 import hashlib
 import hmac
 import json
-import os
 import pickle
 import re
 import secrets
@@ -25,18 +26,18 @@ import time
 from collections import OrderedDict
 from pathlib import Path
 
-from .faults import speaking
+import sqlalchemy as sa
+
+from .database import published as table
 
 MAX_TITLE = 120
 ID_SHAPE = re.compile(r"[A-Za-z0-9_-]{12}")
 CACHE_SIZE = 8                 # unpickled releases each process keeps, least recently used first out,
-CACHE_BYTES = 256 * 2**20      # and at most this much of their files (a release takes a few times
+CACHE_BYTES = 256 * 2**20      # and at most this much of their pickles (a release takes a few times
                                # its pickle unpickled)
-STALE_TEMPORARY = 3600         # seconds after which a temporary file is a killed writer's leftover
 MISSING = "this published release is not on this server (it was unpublished, or the address is wrong)"
-CHANGED = ("this published release's file was changed outside the app, so the server refuses to "
-           "use it")
-
+CHANGED = ("this published release was changed outside the app (its record in the database does "
+           "not carry this server's signature), so the server refuses to use it")
 
 
 class _Missing(LookupError):
@@ -44,8 +45,8 @@ class _Missing(LookupError):
 
 
 def valid_id(pid) -> bool:
-    """True for an id of the shape `publish` makes (12 URL-safe characters): nothing else ever
-    becomes part of a path."""
+    """True for an id of the shape `publish` makes (12 URL-safe characters): nothing else is
+    ever looked up."""
     return isinstance(pid, str) and ID_SHAPE.fullmatch(pid) is not None
 
 
@@ -64,67 +65,27 @@ def clean_title(title, rel) -> str:
 
 
 class PublishedReleases:
-    """The published releases of one server: files in `folder` (created; None: not configured,
-    every call refused in words), signed with `key`; each process opens the same folder with the
-    same key and keeps its own few unpickled copies. Temporary files a killed writer left
-    (older than an hour) go when it is opened."""
+    """The published releases of one server, in the database of its budget `accounts` (an
+    `AccountStore`: its transactions), signed with `key`; each process keeps its own few
+    unpickled copies, checked against the row's signature on every use."""
 
-    def __init__(self, folder=None, key: bytes | None = None):
-        self.folder: Path | None = None
-        self._key = key
-        self._cache: OrderedDict = OrderedDict()     # id -> (file signature, release, its file's bytes)
-        self._lock = threading.Lock()
-        if folder is None:
-            return
+    def __init__(self, accounts, key: bytes):
         if not isinstance(key, bytes) or len(key) < 16:
             raise ValueError("the key signing published releases must be at least 16 bytes")
-        self.folder = Path(folder)
-        self.folder.mkdir(parents=True, exist_ok=True)
-        for tmp in self.folder.glob(".*.tmp"):
-            try:
-                if time.time() - tmp.stat().st_mtime > STALE_TEMPORARY:
-                    tmp.unlink()
-            except OSError:
-                pass
+        self._accounts, self._key = accounts, key
+        self._cache: OrderedDict = OrderedDict()     # id -> (pickle's MAC, release, pickle's bytes)
+        self._lock = threading.Lock()
 
-    def _folder_or_fail(self) -> Path:
-        if self.folder is None:
-            raise LookupError("this server keeps no published releases (not configured)")
-        return self.folder
+    def _mac(self, part: str, pid: str, payload: bytes) -> str:
+        return hmac.new(self._key, f"{part}\n{pid}\n".encode() + payload, hashlib.sha256).hexdigest()
 
-    def _mac(self, name: str, payload: bytes) -> str:
-        return hmac.new(self._key, name.encode() + b"\n" + payload, hashlib.sha256).hexdigest()
-
-    def _write(self, name: str, payload: bytes) -> None:
-        """Write `<folder>/<name>` whole: a MAC line, then the payload (temporary file, fsync, rename)."""
-        folder = self._folder_or_fail()
-        tmp = folder / f".{name}.{secrets.token_hex(6)}.tmp"
-        try:
-            with open(tmp, "xb") as fh:
-                fh.write(self._mac(name, payload).encode() + b"\n" + payload)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, folder / name)
-        finally:
-            if tmp.exists():
-                tmp.unlink()
-
-    def _read(self, name: str) -> bytes:
-        """The verified payload of `<folder>/<name>`; LookupError if missing or if its MAC fails."""
-        try:
-            raw = (self._folder_or_fail() / name).read_bytes()
-        except FileNotFoundError:
-            raise _Missing(MISSING) from None
-        mac, sep, payload = raw.partition(b"\n")
-        if not sep or not hmac.compare_digest(mac, self._mac(name, payload).encode()):
-            raise LookupError(CHANGED)
-        return payload
+    def _signed(self, part: str, pid: str, payload: bytes, mac: str) -> bool:
+        return hmac.compare_digest(str(mac), self._mac(part, pid, payload))
 
     def publish(self, rel, title: str, spent: float | None = None, budget: float | None = None) -> str:
         """Publish a private release under a new id and return the id. The published copy has no
         `diagnostics` (owner-only, not private); the record holds public settings only, and the
         ε the dataset's account had spent (`spent` of `budget`) when it was published."""
-        self._folder_or_fail()
         if not rel.private:
             raise ValueError("only a private release can be published: this one has a fixed seed or a "
                              "box fitted to the data")
@@ -137,45 +98,58 @@ class PublishedReleases:
                   "domain": rel.domain.to_dict(),
                   "time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="microseconds"),
                   "epsilon_spent_so_far": spent, "epsilon_budget": budget}
-        with speaking("folder of published releases"):
-            self._write(f"{pid}.pkl", pickle.dumps(public, protocol=pickle.HIGHEST_PROTOCOL))
-            self._write(f"{pid}.json", json.dumps(record, ensure_ascii=False).encode())   # the commit point
+        self._insert(pid, json.dumps(record, ensure_ascii=False),
+                     pickle.dumps(public, protocol=pickle.HIGHEST_PROTOCOL))
         return pid
+
+    def _insert(self, pid: str, record: str, payload: bytes) -> None:
+        """One row, signed; an id already there (an import run twice) is left as it was."""
+        row = {"id": pid, "record": record, "record_mac": self._mac("record", pid, record.encode()),
+               "payload": payload, "payload_mac": self._mac("release", pid, payload), "written": time.time()}
+        with self._accounts.transaction() as conn:
+            if conn.execute(sa.select(table.c.id).where(table.c.id == pid)).first() is None:
+                conn.execute(table.insert().values(**row))
 
     def record(self, pid) -> dict | None:
         """The public record of a published release; None if there is none (or the id is not
-        one); LookupError if its file was changed outside the app."""
+        one); LookupError if its row was changed outside the app."""
         if not valid_id(pid):
             return None
-        try:
-            return json.loads(self._read(f"{pid}.json"))
-        except _Missing:
+        with self._accounts.transaction() as conn:
+            row = conn.execute(sa.select(table.c.record, table.c.record_mac).where(table.c.id == pid)).first()
+        if row is None:
             return None
+        if not self._signed("record", pid, row.record.encode(), row.record_mac):
+            raise LookupError(CHANGED)
+        return json.loads(row.record)
 
     def release(self, pid):
-        """The published release (a copy kept per process, re-read when its file changed). Its
-        MAC is checked before it is unpickled; LookupError saying why when it cannot be served.
-        Its record is the commit point: without it (a publish or an unpublish cut short) there
-        is none."""
+        """The published release (a copy kept per process while its row's signature is
+        unchanged). Its MAC is checked before it is unpickled; LookupError saying why when it
+        cannot be served."""
         if not valid_id(pid):
             raise _Missing(MISSING)
-        folder = self._folder_or_fail()
-        try:
-            st = (folder / f"{pid}.pkl").stat()
-            (folder / f"{pid}.json").stat()
-        except FileNotFoundError:
+        row = None
+        with self._accounts.transaction() as conn:
+            mac = conn.execute(sa.select(table.c.payload_mac).where(table.c.id == pid)).scalar()
+            if mac is not None:
+                with self._lock:
+                    hit = self._cache.get(pid)
+                    if hit is not None and hit[0] == mac:
+                        self._cache.move_to_end(pid)
+                        return hit[1]
+                row = conn.execute(sa.select(table.c.payload, table.c.payload_mac)
+                                   .where(table.c.id == pid)).first()
+        if row is None:
             with self._lock:
                 self._cache.pop(pid, None)
-            raise _Missing(MISSING) from None
-        signature = (st.st_mtime_ns, st.st_size, st.st_ino)
+            raise _Missing(MISSING)
+        payload = bytes(row.payload)
+        if not self._signed("release", pid, payload, row.payload_mac):
+            raise LookupError(CHANGED)
+        rel = pickle.loads(payload)                      # only after its MAC checked out
         with self._lock:
-            hit = self._cache.get(pid)
-            if hit is not None and hit[0] == signature:
-                self._cache.move_to_end(pid)
-                return hit[1]
-        rel = pickle.loads(self._read(f"{pid}.pkl"))       # only after its MAC checked out
-        with self._lock:
-            self._cache[pid] = (signature, rel, st.st_size)
+            self._cache[pid] = (row.payload_mac, rel, len(payload))
             self._cache.move_to_end(pid)
             while len(self._cache) > 1 and (len(self._cache) > CACHE_SIZE
                                             or sum(e[2] for e in self._cache.values()) > CACHE_BYTES):
@@ -183,31 +157,51 @@ class PublishedReleases:
         return rel
 
     def gallery(self) -> list[dict]:
-        """Every published release's record, newest first; files that fail their MAC are left out."""
-        out = []
-        for path in self._folder_or_fail().glob("*.json"):
-            if not valid_id(path.stem):
-                continue
-            try:
-                out.append(json.loads(self._read(path.name)))
-            except (LookupError, ValueError):
-                continue
+        """Every published release's record, newest first; rows that fail their MAC are left out."""
+        with self._accounts.transaction() as conn:
+            rows = conn.execute(sa.select(table.c.id, table.c.record, table.c.record_mac)).all()
+        out = [json.loads(r.record) for r in rows if self._signed("record", r.id, r.record.encode(), r.record_mac)]
         return sorted(out, key=lambda r: str(r.get("time", "")), reverse=True)
 
     def unpublish(self, pid) -> bool:
-        """Remove a published release (its record first, so the gallery drops it at once); True
-        if there was one. Callers check that the browser is the owner's."""
+        """Remove a published release; True if there was one. Callers check that the browser is
+        the owner's."""
         if not valid_id(pid):
             return False
-        folder = self._folder_or_fail()
-        removed = False
-        with speaking("folder of published releases"):
-            for name in (f"{pid}.json", f"{pid}.pkl"):
-                try:
-                    (folder / name).unlink()
-                    removed = True
-                except FileNotFoundError:
-                    pass
+        with self._accounts.transaction() as conn:
+            removed = conn.execute(table.delete().where(table.c.id == pid)).rowcount > 0
         with self._lock:
             self._cache.pop(pid, None)
         return removed
+
+    def import_folder(self, folder) -> int:
+        """Move the releases an earlier version published as files in `folder` into the
+        database: each pair of files whose signatures (the same key's) check out becomes a row,
+        then the files go; files that fail stay, unused. The number moved."""
+        folder = Path(folder) if folder else None
+        if folder is None or not folder.is_dir():
+            return 0
+        moved = 0
+        for path in sorted(folder.glob("*.json")):
+            pid = path.stem
+            files = (path, folder / f"{pid}.pkl")
+            try:
+                record, payload = (self._old_file(f) for f in files)
+            except (OSError, LookupError):
+                continue
+            if not valid_id(pid):
+                continue
+            self._insert(pid, record.decode(), payload)
+            moved += 1
+            for f in files:
+                f.unlink(missing_ok=True)
+        return moved
+
+    def _old_file(self, path: Path) -> bytes:
+        """The payload of a file written by an earlier version (a line holding the HMAC of its
+        name and payload, then the payload); LookupError when it does not check out."""
+        mac, sep, payload = path.read_bytes().partition(b"\n")
+        good = hmac.new(self._key, path.name.encode() + b"\n" + payload, hashlib.sha256).hexdigest()
+        if not sep or not hmac.compare_digest(mac, good.encode()):
+            raise LookupError(CHANGED)
+        return payload

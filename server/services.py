@@ -26,7 +26,7 @@ TIMEOUT = 4 * 3600
 DEFAULT_STORE_MB = 1024      # bytes the shared store holds (on disk or in Redis)
 DEFAULT_MEMORY_MB = 128      # unpickled copies each worker process keeps in front of it
 SHARED = ("redis_url", "store_dir", "store_mb", "memory_mb", "accounts_dir", "database_url",
-          "default_budget", "published_dir")      # what a pool process needs to open the same ones
+          "default_budget")      # what a pool process needs to open the same ones
 
 
 @dataclass
@@ -83,11 +83,14 @@ def open_services(config: dict, secret: bytes | None = None) -> Services:
         kept = file_store.FileStore(config["store_dir"], max_bytes, front_bytes, default_timeout=TIMEOUT,
                                     key=key)
     settings = {k: config.get(k) for k in SHARED if k in config}
+    accounts = AccountStore(config.get("accounts_dir"), config.get("default_budget", 10.0),
+                            key=sessions.derive_key(secret, "accounts"), url=config.get("database_url"))
+    published = PublishedReleases(accounts, sessions.derive_key(secret, "published"))
+    published.import_folder(config.get("published_dir"))
     _opened = Services(
         store=kept,
-        accounts=AccountStore(config.get("accounts_dir"), config.get("default_budget", 10.0),
-                              key=sessions.derive_key(secret, "accounts"), url=config.get("database_url")),
-        published=PublishedReleases(config.get("published_dir"), sessions.derive_key(secret, "published")),
+        accounts=accounts,
+        published=published,
         heavy=heavy.HeavyPools(config.get("heavy_workers", heavy.DEFAULT_WORKERS), open_in_pool, (settings,)),
         jobs=jobs.Jobs(config.get("eval_workers", jobs.DEFAULT_WORKERS)),
         settings=settings)

@@ -97,6 +97,40 @@ def test_uniform_grid_validation_and_boundaries():
     assert H[0, 0] == 1 and H[1, 1] == 1 and H[3, 3] == 1 and H[0, 3] == 1 and H[3, 2] == 1
 
 
+@pytest.mark.parametrize("box", [(-74.3, 40.5, -73.7, 40.95), (-0.3, -0.3, 0.7, 0.7)])
+def test_histogram_equals_the_edge_rule_across_blocks_with_a_mask(box):
+    """`histogram` bins in blocks of BIN_BLOCK points into reused arrays: over several blocks
+    (the last one short) it must equal the edge rule (P12: cell k holds edges[k] <= v <
+    edges[k + 1], the last closed) written with searchsorted, points on every line, just below
+    them, outside, NaN and ±inf included, and with a mask it must count only the kept points.
+    On the first box the scaled offset of a point on a line can fall a cell low, on the
+    second a cell high: each of the two corrections is needed."""
+    from dp.domain import BIN_BLOCK
+    dom = dp.Domain(*box)
+    grid = dp.UniformGrid(dom, 37, 23)
+    rng = np.random.default_rng(5)
+    n = 2 * BIN_BLOCK + 1234
+    x = rng.uniform(dom.west - 0.1 * dom.width, dom.east + 0.1 * dom.width, n)
+    y = rng.uniform(dom.south - 0.1 * dom.height, dom.north + 0.1 * dom.height, n)
+    for v, edges in ((x, grid.edges_x), (y, grid.edges_y)):   # a third onto or just below lines
+        on = rng.integers(0, n, n // 3)
+        e = edges[rng.integers(0, edges.size, on.size)]
+        v[on] = np.where(rng.random(on.size) < 0.5, e, np.nextafter(e, -np.inf))
+    for v in (x, y):
+        v[rng.integers(0, n, 50)], v[rng.integers(0, n, 50)], v[rng.integers(0, n, 50)] = np.nan, np.inf, -np.inf
+    keep = rng.random(n) < 0.7
+
+    def rule(v, edges):
+        c = np.searchsorted(edges, v, side="right") - 1
+        return np.where(v == edges[-1], edges.size - 2, c)
+    k, j = rule(x, grid.edges_x), rule(y, grid.edges_y)
+    inside = dom.contains(x, y)
+    expected = np.zeros(grid.shape)
+    np.add.at(expected, (j[inside & keep], k[inside & keep]), 1)
+    assert np.array_equal(grid.histogram(x, y, keep), expected)
+    assert grid.histogram(x, y).sum() == np.count_nonzero(inside)
+
+
 # ------------------------------------------------------------------------ fit_to_data leak
 def test_fit_to_data_warns_and_release_is_marked_leaky(data):
     with pytest.warns(PrivacyLeakWarning, match="no longer end-to-end differentially private"):

@@ -1,6 +1,7 @@
-"""Published releases (`server.published`): kept in a folder across restarts, signed so a file
-changed outside the app is refused before it is unpickled, ids checked by shape, owner-only
-diagnostics never published; and the public page's downloads and answers (no browser)."""
+"""Published releases (`server.published`): kept in the server's database across restarts,
+signed so a row changed or copied outside the app is refused before it is unpickled, ids
+checked by shape, owner-only diagnostics never published, files of earlier versions moved in;
+and the public page's downloads and answers (no browser)."""
 from __future__ import annotations
 
 import base64
@@ -9,26 +10,48 @@ import io
 import json
 import math
 import os
-import pathlib
 import pickle
 
 import numpy as np
 import plotly.utils
 import pytest
+import sqlalchemy as sa
 
 import dp
 from dp.provenance import provenance
 from dp.whole_counts import whole_nonnegative
 from server import published, services
+from server.accounts import AccountStore
+from server.database import published as table
 
 KEY = b"k" * 32
 
 
 def opened(folder, key: bytes = KEY) -> published.PublishedReleases:
-    """The published releases in `folder` as a process opens them (a restart: nothing in memory),
-    made the services' own (those of the app a test made last, whose pages read them)."""
-    services.current().published = published.PublishedReleases(folder, key)
+    """The published releases in the database of the accounts in `folder` as a process opens
+    them (a restart: nothing in memory), made the services' own (those of the app a test made
+    last, whose pages read them)."""
+    services.current().published = published.PublishedReleases(AccountStore(folder), key)
     return services.current().published
+
+
+def rows(folder) -> dict:
+    """Every published row in the database in `folder`, by id, read as another program would."""
+    with AccountStore(folder).engine.connect() as conn:
+        return {r.id: r for r in conn.execute(sa.select(table))}
+
+
+def change(folder, pid: str, **values) -> None:
+    """Change a published row outside the app."""
+    with AccountStore(folder).engine.begin() as conn:
+        conn.execute(table.update().where(table.c.id == pid).values(**values))
+
+
+def flipped(data):
+    """`data` (bytes or text, returned as such) with one bit of a byte near its end changed."""
+    raw = bytearray(data.encode() if isinstance(data, str) else data)
+    raw[-5] ^= 0x01
+    return raw.decode() if isinstance(data, str) else bytes(raw)
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +73,7 @@ def folder(tmp_path):
 
 def test_publish_round_trip_survives_a_restart(folder, rel):
     pid = services.current().published.publish(rel, "  Taxi pick-ups  ")
-    assert published.valid_id(pid) and sorted(p.name for p in folder.iterdir()) == [f"{pid}.json", f"{pid}.pkl"]
+    assert published.valid_id(pid) and list(rows(folder)) == [pid]
     rec = services.current().published.record(pid)
     assert rec["id"] == pid and rec["title"] == "Taxi pick-ups"
     assert rec["mechanism"] == rel.spec.label and rec["epsilon"] == 1.0
@@ -61,7 +84,7 @@ def test_publish_round_trip_survives_a_restart(folder, rel):
     rect = dp.Rect(-0.2, 51.45, -0.05, 51.55)
     assert back.answer(rect) == rel.answer(rect) and back.to_json() == rel.to_json()
     assert [r["id"] for r in services.current().published.gallery()] == [pid]
-    opened(folder, KEY)                    # a restart: a new process, same folder
+    opened(folder, KEY)                    # a restart: a new process, same database
     assert services.current().published.release(pid).answer(rect) == rel.answer(rect)
     assert services.current().published.record(pid) == rec
     opened(folder, b"another key of 32 bytes........")   # another server's key
@@ -73,9 +96,8 @@ def test_published_copy_has_no_diagnostics(folder, rel):
     pid = services.current().published.publish(rel, "")
     assert rel.diagnostics                              # the owner's release is left as it was
     assert services.current().published.release(pid).diagnostics == {}
-    raw = (folder / f"{pid}.pkl").read_bytes().partition(b"\n")[2]
-    assert pickle.loads(raw).diagnostics == {}
-    assert "diagnostics" not in (folder / f"{pid}.json").read_text()
+    row = rows(folder)[pid]
+    assert pickle.loads(row.payload).diagnostics == {} and "diagnostics" not in row.record
 
 
 def test_titles_are_stripped_truncated_or_made(folder, rel):
@@ -85,55 +107,50 @@ def test_titles_are_stripped_truncated_or_made(folder, rel):
     assert made == f"{rel.spec.label} over London, ε = 1"
 
 
-@pytest.mark.parametrize("suffix", ["pkl", "json"])
-def test_a_changed_file_is_refused_and_not_unpickled(folder, rel, monkeypatch, suffix):
+@pytest.mark.parametrize("column", ["payload", "record"])
+def test_a_changed_row_is_refused_and_not_unpickled(folder, rel, monkeypatch, column):
     pid = services.current().published.publish(rel, "tampered")
-    path = folder / f"{pid}.{suffix}"
-    original = path.read_bytes()
-    raw = bytearray(original)
-    raw[len(raw) - 20] ^= 0x01                          # one byte of the payload, not of the MAC
-    path.write_bytes(bytes(raw))
-    assert path.read_bytes() != original and len(path.read_bytes()) == len(original)
-    opened(folder, KEY)                    # no copy in memory: read from the file
+    change(folder, pid, **{column: flipped(getattr(rows(folder)[pid], column))})
+    opened(folder, KEY)                    # no copy in memory: read from the database
     loads = []
     monkeypatch.setattr(pickle, "loads", lambda *a, **k: loads.append(1))
-    if suffix == "pkl":
-        with pytest.raises(LookupError, match="changed outside the app"):
+    with pytest.raises(LookupError, match="changed outside the app"):
+        if column == "payload":
             services.current().published.release(pid)
-    else:
-        with pytest.raises(LookupError, match="changed outside the app"):
+        else:
             services.current().published.record(pid)
     assert loads == []
     listed = [r["id"] for r in services.current().published.gallery()]
-    assert (pid in listed) == (suffix == "pkl")         # a changed record leaves the gallery
+    assert (pid in listed) == (column == "payload")     # a changed record leaves the gallery
 
 
-def test_a_changed_file_after_serving_is_refused_too(folder, rel):
+def test_a_changed_row_after_serving_is_refused_too(folder, rel):
+    """A copy kept in memory is used only while its row's signature is the one it was read
+    with: a pickle changed with a signature of its own making is refused."""
     pid = services.current().published.publish(rel, "cached")
-    services.current().published.release(pid)                              # now in this process's cache
-    path = folder / f"{pid}.pkl"
-    raw = bytearray(path.read_bytes())
-    raw[-5] ^= 0x01
-    path.write_bytes(bytes(raw))
+    services.current().published.release(pid)                 # now in this process's cache
+    change(folder, pid, payload=flipped(rows(folder)[pid].payload), payload_mac="0" * 64)
     with pytest.raises(LookupError, match="changed outside the app"):
         services.current().published.release(pid)
 
 
-def test_files_swapped_between_ids_are_refused(folder, rel):
+def test_rows_copied_between_ids_are_refused(folder, rel):
     a, b = services.current().published.publish(rel, "a"), services.current().published.publish(rel, "b")
-    os.replace(folder / f"{a}.json", folder / f"{b}.json")
+    row = rows(folder)[a]
+    change(folder, b, record=row.record, record_mac=row.record_mac, payload=row.payload,
+           payload_mac=row.payload_mac)
     with pytest.raises(LookupError, match="changed outside the app"):
         services.current().published.record(b)
+    with pytest.raises(LookupError, match="changed outside the app"):
+        services.current().published.release(b)
 
 
 @pytest.mark.parametrize("pid", ["../../etc/pa", "..%2F..%2Fabc", "a" * 11, "a" * 13, "abc/defghijk",
                                  "abcdefghijk\u00e9", None, 12])
-def test_a_bad_id_is_refused_without_touching_the_filesystem(folder, monkeypatch, pid):
+def test_a_bad_id_is_refused_without_a_query(folder, monkeypatch, pid):
     def touched(*a, **k):
-        raise AssertionError("the filesystem was touched")
-    for name in ("stat", "read_bytes", "exists", "unlink", "open"):
-        monkeypatch.setattr(pathlib.Path, name, touched)
-    monkeypatch.setattr(os, "stat", touched)
+        raise AssertionError("the database was asked")
+    monkeypatch.setattr(services.current().published._accounts, "transaction", touched)
     assert services.current().published.record(pid) is None
     with pytest.raises(LookupError, match="not on this server"):
         services.current().published.release(pid)
@@ -141,14 +158,14 @@ def test_a_bad_id_is_refused_without_touching_the_filesystem(folder, monkeypatch
 
 
 def test_each_process_keeps_published_releases_up_to_a_byte_bound(folder, rel, monkeypatch):
-    """The unpickled copies a process keeps are bounded by their files' bytes as well as their
+    """The unpickled copies a process keeps are bounded by their pickles' bytes as well as their
     number (a few large releases could hold gigabytes under a count alone); the newest stays."""
     pids = [services.current().published.publish(rel, f"r{i}") for i in range(4)]
-    size = (folder / f"{pids[0]}.pkl").stat().st_size
+    size = len(rows(folder)[pids[0]].payload)
     monkeypatch.setattr(published, "CACHE_BYTES", int(2.5 * size))
     for pid in pids:
         assert services.current().published.release(pid).spec.name == "privtree"
-    assert list(services.current().published._cache) == pids[-2:]                 # two files' bytes fit, not three
+    assert list(services.current().published._cache) == pids[-2:]                 # two pickles fit, not three
     monkeypatch.setattr(published, "CACHE_BYTES", size // 2)  # one bigger than the bound: kept alone
     services.current().published.release(pids[0])
     assert list(services.current().published._cache) == pids[:1]
@@ -158,21 +175,79 @@ def test_unpublish_removes_it(folder, rel):
     pid = services.current().published.publish(rel, "gone soon")
     services.current().published.release(pid)
     assert services.current().published.unpublish(pid) is True
-    assert list(folder.iterdir()) == [] and services.current().published.record(pid) is None and services.current().published.gallery() == []
+    assert rows(folder) == {} and services.current().published.record(pid) is None
+    assert services.current().published.gallery() == []
     with pytest.raises(LookupError, match="not on this server"):
         services.current().published.release(pid)
     assert services.current().published.unpublish(pid) is False
 
 
-def test_gallery_is_newest_first_and_skips_bad_files(folder, rel, monkeypatch):
+def test_gallery_is_newest_first_and_skips_bad_rows(folder, rel, monkeypatch):
     pids = []
     for i, t in enumerate(["2024-01-01T00:00:00+00:00", "2025-01-01T00:00:00+00:00", "2023-01-01T00:00:00+00:00"]):
         monkeypatch.setattr(published.datetime, "datetime", _frozen(t))
         pids.append(services.current().published.publish(rel, f"r{i}"))
     assert [r["title"] for r in services.current().published.gallery()] == ["r1", "r0", "r2"]
-    (folder / f"{pids[1]}.json").write_bytes(b"not signed\n{}")
-    (folder / "notanid.json").write_text("{}")
+    change(folder, pids[1], record="{}")
     assert [r["title"] for r in services.current().published.gallery()] == ["r0", "r2"]
+
+
+def old_files(folder, pid: str, record: dict, rel, key: bytes = KEY) -> None:
+    """A release published by 0.17 or earlier: two files, each a line holding the HMAC of its
+    name and payload, then the payload."""
+    import hashlib
+    import hmac
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, payload in ((f"{pid}.pkl", pickle.dumps(rel)), (f"{pid}.json", json.dumps(record).encode())):
+        mac = hmac.new(key, name.encode() + b"\n" + payload, hashlib.sha256).hexdigest()
+        (folder / name).write_bytes(mac.encode() + b"\n" + payload)
+
+
+def test_files_of_earlier_versions_move_into_the_database(tmp_path, rel):
+    """A server upgraded from 0.17 opens its published folder: each release whose two files
+    check out becomes a row (served, listed) and its files go; a changed file stays, unused; a
+    second start moves nothing more."""
+    old = tmp_path / "published"
+    good, bad = "abcdefghijkl", "mnopqrstuvwx"
+    for pid in (good, bad):
+        old_files(old, pid, {"id": pid, "title": f"old {pid}", "time": "2026-01-01T00:00:00+00:00"}, rel)
+    raw = bytearray((old / f"{bad}.pkl").read_bytes())
+    raw[-3] ^= 0x01
+    (old / f"{bad}.pkl").write_bytes(bytes(raw))
+    pub = published.PublishedReleases(AccountStore(tmp_path / "accounts"), KEY)
+    assert pub.import_folder(old) == 1
+    assert sorted(p.name for p in old.iterdir()) == [f"{bad}.json", f"{bad}.pkl"]
+    assert [r["title"] for r in pub.gallery()] == [f"old {good}"]
+    rect = dp.Rect(-0.2, 51.45, -0.05, 51.55)
+    assert pub.release(good).answer(rect) == rel.answer(rect) and pub.record(bad) is None
+    assert pub.import_folder(old) == 0 and pub.import_folder(tmp_path / "none") == 0
+    # a server's start does it, with the key it derives from its secret
+    from server import sessions
+    accounts = tmp_path / "server-accounts"
+    key = sessions.derive_key(sessions.session_secret(str(accounts)), "published")
+    old_files(tmp_path / "server-published", good, {"id": good, "title": "served"}, rel, key)
+    services.open_services({"accounts_dir": str(accounts), "published_dir": str(tmp_path / "server-published")})
+    assert [r["title"] for r in services.current().published.gallery()] == ["served"]
+    assert list((tmp_path / "server-published").iterdir()) == []
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "postgresql"])
+def test_servers_sharing_a_database_serve_each_others_releases(tmp_path, rel, engine, request):
+    """Two servers (processes, or hosts on PostgreSQL) sharing one database: a release one
+    publishes is served and listed by the other, and gone from both once unpublished."""
+    if engine == "sqlite":
+        a, b = (published.PublishedReleases(AccountStore(tmp_path), KEY) for _ in range(2))
+    else:
+        url = request.getfixturevalue("postgres").database()
+        a, b = (published.PublishedReleases(AccountStore(url=url), KEY) for _ in range(2))
+    pid = a.publish(rel, "shared")
+    rect = dp.Rect(-0.2, 51.45, -0.05, 51.55)
+    assert b.release(pid).answer(rect) == rel.answer(rect)
+    assert [r["id"] for r in b.gallery()] == [pid] and b.record(pid)["title"] == "shared"
+    assert b.unpublish(pid) is True
+    assert a.record(pid) is None and a.gallery() == []
+    with pytest.raises(LookupError, match="not on this server"):
+        a.release(pid)
 
 
 def _frozen(iso: str):
@@ -327,4 +402,4 @@ def test_only_private_releases_are_published(folder, sample):
     demo = dp.release("ug", data, domain, epsilon=1.0, seed=1)
     with pytest.raises(ValueError, match="only a private release"):
         services.current().published.publish(demo, "demo")
-    assert list(folder.iterdir()) == []
+    assert rows(folder) == {}
