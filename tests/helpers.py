@@ -130,40 +130,51 @@ class Postgres:
         subprocess.run(self._ctl + ["-m", "immediate", "stop"], capture_output=True)
 
 
-def account_bodies(folder) -> dict:
-    """name -> the stored text of each budget account the server keeps in SQLite in `folder`
-    (its accounts folder), the most recently written last; {} before the first."""
-    import sqlite3
-    from contextlib import closing
-    path = os.path.join(folder, "dp.sqlite3")
-    if not os.path.exists(path):
+def _accounts_engine(where):
+    """An engine on the accounts' database: `where` is a database URL (SQLite or PostgreSQL) or
+    the server's accounts folder (its SQLite file); None when the folder has none yet."""
+    import sqlalchemy as sa
+    where = str(where)
+    if "://" not in where:
+        path = os.path.join(where, "dp.sqlite3")
+        if not os.path.exists(path):
+            return None
+        where = f"sqlite:///{path}"
+    return sa.create_engine(where, connect_args={"timeout": 30} if where.startswith("sqlite") else {})
+
+
+def account_bodies(where) -> dict:
+    """name -> the stored text of each budget account in the server's database (`where`: its
+    accounts folder or its URL), the most recently written last; {} before the first."""
+    import sqlalchemy as sa
+
+    from server import database
+    engine = _accounts_engine(where)
+    if engine is None:
         return {}
-    with closing(sqlite3.connect(path, timeout=30)) as db:
-        return dict(db.execute("SELECT name, body FROM accounts ORDER BY written"))
+    table = database.accounts
+    try:
+        with engine.connect() as conn:
+            return dict(conn.execute(sa.select(table.c.name, table.c.body).order_by(table.c.written)).all())
+    finally:
+        engine.dispose()
 
 
-def set_account_body(folder, name: str, body: str):
-    """Change an account's stored text by hand (as someone with the database file could)."""
-    import sqlite3
-    from contextlib import closing
-    with closing(sqlite3.connect(os.path.join(folder, "dp.sqlite3"), timeout=30)) as db, db:
-        db.execute("UPDATE accounts SET body = ? WHERE name = ?", (body, name))
+def set_account_body(where, name: str, body: str):
+    """Change an account's stored text by hand (as someone with the database could)."""
+    from server import database
+    engine = _accounts_engine(where)
+    try:
+        with engine.begin() as conn:
+            conn.execute(database.accounts.update().where(database.accounts.c.name == name).values(body=body))
+    finally:
+        engine.dispose()
 
 
 def database_charges(url: str) -> list:
     """Every charge in every budget account of the database at `url` (SQLite or PostgreSQL)."""
     import json
-
-    import sqlalchemy as sa
-
-    from server import database
-    engine = sa.create_engine(url)
-    try:
-        with engine.connect() as conn:
-            return [c for body in conn.execute(sa.select(database.accounts.c.body)).scalars()
-                    for c in json.loads(body)["charges"]]
-    finally:
-        engine.dispose()
+    return [c for body in account_bodies(url).values() for c in json.loads(body)["charges"]]
 
 
 def account_charges(folder) -> list:

@@ -181,17 +181,20 @@ class Server:
 OWNER_TOKEN = "faults-test-owner-token-000000001"
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
+def faults_server(folder: Path, *extra: str) -> Server:
     """The server of this file's tests, with an owner link and a data folder holding counts of
     5,000 points of the default sample, over its box (`city.npz`)."""
     import dp
-    folder = tmp_path_factory.mktemp("faults")
     data, box = dp.load_sample("city_200k")
     (folder / "data").mkdir()
     (folder / "trips.csv").write_text("lon,lat\n" + "".join(f"{x:.7f},{y:.7f}\n" for x, y in zip(data.x[:5000], data.y[:5000])))
     dp.aggregate(str(folder / "trips.csv"), box, 1024).save(folder / "data" / "city.npz")
-    s = Server(folder, "--owner-token", OWNER_TOKEN, "--data-dir", str(folder / "data"))
+    return Server(folder, "--owner-token", OWNER_TOKEN, "--data-dir", str(folder / "data"), *extra)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    s = faults_server(tmp_path_factory.mktemp("faults"))
     yield s
     log = s.stop()
     assert "Traceback" not in log, log[-3000:]
@@ -199,16 +202,41 @@ def server(tmp_path_factory):
 
 @pytest.fixture(scope="module", params=["sqlite", "postgresql"])
 def either(request, tmp_path_factory):
-    """The server of this file's tests, and one like it with its accounts in PostgreSQL, for the
-    faults around a charge: each guarantee checked on both engines."""
+    """The server of this file's tests, and one like it with its accounts in PostgreSQL: each
+    guarantee checked on both engines."""
     if request.param == "sqlite":
         yield request.getfixturevalue("server")
         return
-    s = Server(tmp_path_factory.mktemp("faults-pg"), "--database-url",
-               request.getfixturevalue("postgres").database())
+    s = faults_server(tmp_path_factory.mktemp("faults-pg"), "--database-url",
+                      request.getfixturevalue("postgres").database())
     yield s
     log = s.stop()
     assert "Traceback" not in log, log[-3000:]
+
+
+def accounts_of(server: Server):
+    """Where the server keeps its accounts: its database URL, or its accounts folder (SQLite)."""
+    return server.database_url or server.folder / "accounts"
+
+
+def read_only(server: Server, on: bool) -> None:
+    """Make the accounts' database read-only (or writable again): for SQLite a fault planted in
+    the server (the error SQLite gives), for PostgreSQL the database itself, its connections
+    ended so the server's pool opens new ones under the new default."""
+    if server.database_url is None:
+        server.arm("accounts-read-only") if on else server.disarm("accounts-read-only")
+        return
+    import sqlalchemy as sa
+    url = sa.engine.make_url(server.database_url)
+    admin = sa.create_engine(url.set(database="postgres"), isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            conn.exec_driver_sql(f"ALTER DATABASE {url.database} SET default_transaction_read_only = "
+                                 f"{'on' if on else 'off'}")
+            conn.exec_driver_sql(f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                                 f"WHERE datname = '{url.database}'")
+    finally:
+        admin.dispose()
 
 
 def visitor(server: Server) -> Browser:
@@ -300,32 +328,34 @@ def test_a_full_disk_charges_nothing_says_so_and_recovers_when_space_returns(eit
     assert len(charges(server)) == before + 1 and stored_releases(server) == kept + 1
 
 
-def test_a_read_only_accounts_database_charges_nothing_and_keeps_no_release(server):
+def test_a_read_only_accounts_database_charges_nothing_and_keeps_no_release(either):
+    server = either
     b = visitor(server)
     before, kept = len(charges(server)), stored_releases(server)
-    server.arm("accounts-read-only")
+    read_only(server, True)
     status = release(b)
     assert status.startswith("Not released") and "accounts database cannot be written" in status, status
     assert "nothing was charged" in status
     assert len(charges(server)) == before and stored_releases(server) == kept
     assert temporaries(server) == []
-    server.disarm("accounts-read-only")
+    read_only(server, False)
     assert release(b).startswith("Released")
     assert len(charges(server)) == before + 1 and stored_releases(server) == kept + 1
 
 
-def test_a_truncated_account_is_refused_in_words_and_its_budget_never_reset(server):
+def test_a_truncated_account_is_refused_in_words_and_its_budget_never_reset(either):
+    server = either
     b = visitor(server)
     assert release(b).startswith("Released")
-    name, good = list(account_bodies(server.folder / "accounts").items())[-1]
+    name, good = list(account_bodies(accounts_of(server)).items())[-1]
     damaged = good[: len(good) // 2]
-    set_account_body(server.folder / "accounts", name, damaged)
+    set_account_body(accounts_of(server), name, damaged)
     open_page(b)                                      # a reload: no HTTP 500, a message
     said = text(b.comps[ids.RELEASE_STATUS].get("children")) + alert(b)
     assert "damaged" in said and "not reset" in said, said
     status = release(b)
     assert status.startswith("Not released") and "damaged" in status, status
-    assert account_bodies(server.folder / "accounts")[name] == damaged    # never replaced by a fresh budget
+    assert account_bodies(accounts_of(server))[name] == damaged    # never replaced by a fresh budget
 
 
 def owner_browser(server: Server) -> Browser:
@@ -340,10 +370,11 @@ def spent_line(b: Browser) -> str:
     return text(b.comps[ids.ACCOUNT_SUMMARY].get("children"))
 
 
-def test_the_owner_uploading_the_counts_it_serves_spends_their_one_budget(server):
+def test_the_owner_uploading_the_counts_it_serves_spends_their_one_budget(either):
     """Issue 41, item 8, through gunicorn: counts the owner opens from the data folder and the
     same file uploaded by another owner link's browser spend one account (the upload got a
     fresh one: 0 of 10 spent beside 9 of 10)."""
+    server = either
     import base64
     owner = owner_browser(server)
     owner.comps[ids.SERVER_PATH]["value"] = "city.npz"
@@ -364,11 +395,12 @@ def test_the_owner_uploading_the_counts_it_serves_spends_their_one_budget(server
     assert spent_line(owner).startswith(f"Spent ε = {2 * eps:g} of 10 "), spent_line(owner)
 
 
-def test_requests_without_a_session_cookie_create_no_account_on_the_real_server(server):
+def test_requests_without_a_session_cookie_create_no_account_on_the_real_server(either):
     """Issue 41, item 6, through gunicorn: "Raise total" sent without a session cookie (the
     audit sent 10,000 in 3 minutes, which filled the bound of accounts for 4 hours) is refused
     each time and creates no account; a visitor then releases as before."""
     from concurrent.futures import ThreadPoolExecutor
+    server = either
 
     import requests
 
@@ -387,12 +419,12 @@ def test_requests_without_a_session_cookie_create_no_account_on_the_real_server(
 
     values = {f"{ids.ACCOUNT_CONFIRM}.submit_n_clicks": 1, f"{ids.ACCOUNT_RAISE_VALUE}.value": 12,
               f"{ids.DATASET}.data": state.use_sample("any", state.DEFAULT_SAMPLE)}   # as the page sends it
-    before = account_bodies(server.folder / "accounts")
+    before = account_bodies(accounts_of(server))
     with ThreadPoolExecutor(6) as pool:
         answers = list(pool.map(lambda _: dash_call(NoCookies(), f"{ids.ACCOUNT_TICK}.data", values), range(300)))
     assert {a.status_code for a in answers} == {403}
     assert all("no session with this server" in a.text for a in answers[:5]), answers[0].text
-    assert account_bodies(server.folder / "accounts") == before
+    assert account_bodies(accounts_of(server)) == before
     assert release(visitor(server)).startswith("Released")
 
 

@@ -1,5 +1,6 @@
 """The data owner and the public: the owner link, owner-only server data, one budget for the
-server's data whatever the browser, accounts derived on the server, and uploads by visitors.
+server's data whatever the browser, accounts derived on the server, and uploads by visitors;
+with the accounts in SQLite and in PostgreSQL.
 
 Each test client is a browser with its own cookie jar (see test_isolation). The owner opens
 `/owner?token=...`; a visitor never does.
@@ -35,10 +36,17 @@ def folder(tmp_path):
     return data_dir
 
 
-def make_server(tmp_path, folder, **config):
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database(request):
+    """Where the accounts live: None (SQLite in the accounts folder) or a fresh PostgreSQL
+    database; each guarantee here holds on both."""
+    return None if request.param == "sqlite" else request.getfixturevalue("postgres").database()
+
+
+def make_server(tmp_path, folder, database=None, **config):
     return create_app({"tiles_url": "http://127.0.0.1:9/{z}/{x}/{y}.png", "owner_token": TOKEN,
                        "data_dir": str(folder), "accounts_dir": str(tmp_path / "accounts"),
-                       "heavy_workers": 0, **config}).server
+                       "database_url": database, "heavy_workers": 0, **config}).server
 
 
 def browser(server, owner: bool):
@@ -70,8 +78,8 @@ def open_file(client, text):
                                           "name": "Test box", "leaky": False}}})
 
 
-def test_the_owner_link_needs_the_token_and_only_its_hash_is_kept(tmp_path, folder):
-    server = make_server(tmp_path, folder)
+def test_the_owner_link_needs_the_token_and_only_its_hash_is_kept(tmp_path, folder, database):
+    server = make_server(tmp_path, folder, database)
     kept = server.extensions[sessions.EXTENSION]
     assert kept.owner_token_hash == sessions.owner_hash(TOKEN) and TOKEN not in repr(vars(kept))
     client = server.test_client()
@@ -86,8 +94,8 @@ def test_the_owner_link_needs_the_token_and_only_its_hash_is_kept(tmp_path, fold
     assert "You are the data owner" in owner_layout and ids.SERVER_PATH in owner_layout
 
 
-def test_the_owner_link_starts_a_new_session(tmp_path, folder):
-    server = make_server(tmp_path, folder)
+def test_the_owner_link_starts_a_new_session(tmp_path, folder, database):
+    server = make_server(tmp_path, folder, database)
     client = server.test_client()
     client.get("/")
     known = client.get_cookie(sessions.COOKIE).value        # a session someone else may know
@@ -103,19 +111,20 @@ def test_the_owner_link_starts_a_new_session(tmp_path, folder):
         assert not sessions.session_id().startswith(store.RESERVED)
 
 
-def test_a_new_token_ends_every_earlier_owner(tmp_path, folder):
-    server = make_server(tmp_path, folder)
+def test_a_new_token_ends_every_earlier_owner(tmp_path, folder, database):
+    server = make_server(tmp_path, folder, database)
     owner, _ = browser(server, owner=True)
     with as_browser(server, owner):
         assert sessions.is_owner()
     restarted = create_app({"tiles_url": "http://127.0.0.1:9/{z}/{x}/{y}.png", "owner_token": "another",
-                            "accounts_dir": str(tmp_path / "accounts"), "heavy_workers": 0}).server
+                            "accounts_dir": str(tmp_path / "accounts"), "database_url": database,
+                            "heavy_workers": 0}).server
     with as_browser(restarted, owner):          # the same key beside the accounts, a new token
         assert sessions.has_session() and not sessions.is_owner()
 
 
-def test_a_visitor_cannot_open_server_files_and_learns_nothing_of_them(tmp_path, folder):
-    server = make_server(tmp_path, folder)
+def test_a_visitor_cannot_open_server_files_and_learns_nothing_of_them(tmp_path, folder, database):
+    server = make_server(tmp_path, folder, database)
     visitor, sid = browser(server, owner=False)
     for text in ("notes.txt", "trips.csv", "*.csv", "city.npz"):
         r = open_file(visitor, text)
@@ -126,8 +135,8 @@ def test_a_visitor_cannot_open_server_files_and_learns_nothing_of_them(tmp_path,
     assert workspace.get(sid).get("dataset") is None          # nothing of it was kept
 
 
-def test_the_owner_opens_files_into_the_owners_workspace(tmp_path, folder):
-    server = make_server(tmp_path, folder)
+def test_the_owner_opens_files_into_the_owners_workspace(tmp_path, folder, database):
+    server = make_server(tmp_path, folder, database)
     owner, osid = browser(server, owner=True)
     body = open_file(owner, "city.npz").get_data(as_text=True)
     assert "Loaded city.npz: 500 points counted" in body
@@ -147,8 +156,8 @@ def counts_info(server, client, sid, folder):
         return state.put_server_data(sid, data)
 
 
-def test_server_data_has_one_budget_whichever_owner_browser_spends_it(tmp_path, folder):
-    server = make_server(tmp_path, folder, default_budget=10.0)
+def test_server_data_has_one_budget_whichever_owner_browser_spends_it(tmp_path, folder, database):
+    server = make_server(tmp_path, folder, database, default_budget=10.0)
     owners = [browser(server, owner=True) for _ in range(3)]
     for client, sid in owners:
         info = counts_info(server, client, sid, folder)
@@ -164,11 +173,11 @@ def test_server_data_has_one_budget_whichever_owner_browser_spends_it(tmp_path, 
         assert state.account(owners[1][1], info["fingerprint"]).spent == pytest.approx(10.0)
 
 
-def test_the_same_points_uploaded_by_an_owner_share_the_servers_budget(tmp_path, folder):
+def test_the_same_points_uploaded_by_an_owner_share_the_servers_budget(tmp_path, folder, database):
     """The owner who uploads the file the server also serves spends one budget, whichever owner
     link (browser) uploads it (the upload used to get a fresh account: 0 spent beside 4)."""
     import base64
-    server = make_server(tmp_path, folder, default_budget=10.0)
+    server = make_server(tmp_path, folder, database, default_budget=10.0)
     first, fsid = browser(server, owner=True)
     info = counts_info(server, first, fsid, folder)
     with as_browser(server, first):
@@ -186,8 +195,8 @@ def test_the_same_points_uploaded_by_an_owner_share_the_servers_budget(tmp_path,
             assert state.account(sid, uploaded["fingerprint"]).spent == pytest.approx(4.0)
 
 
-def test_a_browser_that_is_no_longer_an_owner_cannot_spend_server_data(tmp_path, folder):
-    server = make_server(tmp_path, folder)
+def test_a_browser_that_is_no_longer_an_owner_cannot_spend_server_data(tmp_path, folder, database):
+    server = make_server(tmp_path, folder, database)
     client, sid = browser(server, owner=True)
     info = counts_info(server, client, sid, folder)
     seeded = releases.release_key(info["fingerprint"], dp.Domain(-0.2, 51.4, 0.0, 51.6, name="Test box"),
@@ -212,8 +221,8 @@ def test_a_browser_that_is_no_longer_an_owner_cannot_spend_server_data(tmp_path,
         release_of(vsid, info["fingerprint"], 1.0)
 
 
-def test_an_account_name_sent_by_the_page_is_refused(tmp_path, folder):
-    server = make_server(tmp_path, folder)
+def test_an_account_name_sent_by_the_page_is_refused(tmp_path, folder, database):
+    server = make_server(tmp_path, folder, database)
     visitor, sid = browser(server, owner=False)
     with as_browser(server, visitor):
         info = state.use_sample(sid, "small_city_5k")
@@ -226,7 +235,7 @@ def test_an_account_name_sent_by_the_page_is_refused(tmp_path, folder):
     assert r.status_code == 200 and "raised to ε = 20" in json.dumps(r.get_json(), ensure_ascii=False)  # its own
 
 
-def test_visitor_uploads_follow_the_servers_choice(tmp_path, folder):
+def test_visitor_uploads_follow_the_servers_choice(tmp_path, folder, database):
     csv = "data:text/csv;base64," + __import__("base64").b64encode(b"lon,lat\n-0.1,51.5\n-0.11,51.51\n").decode()
     values = {f"{ids.UPLOAD}.contents": csv, f"{ids.UPLOAD}.filename": "mine.csv",
               f"{ids.UPLOAD_KIND}.value": "points"}
@@ -235,12 +244,12 @@ def test_visitor_uploads_follow_the_servers_choice(tmp_path, folder):
             current = state.use_sample(sid, "small_city_5k")
         return dash_call(client, f"{ids.DATASET}.data",
                          {**values, f"{ids.DATASET}.data": current}).get_data(as_text=True)
-    server = make_server(tmp_path, folder, public_uploads=False)
+    server = make_server(tmp_path, folder, database, public_uploads=False)
     visitor, vsid = browser(server, owner=False)
     assert "Uploads on this server are for its data owner" in json.dumps(visitor.get("/_dash-layout").get_json())
     assert "uploads on this server are for its data owner only" in upload(visitor, vsid)
     assert "Loaded mine.csv: 2 points" in upload(*browser(server, owner=True))
-    server = make_server(tmp_path, folder)                     # the default: visitors upload their own
+    server = make_server(tmp_path, folder, database)                     # the default: visitors upload their own
     assert "Loaded mine.csv: 2 points" in upload(*browser(server, owner=False))
 
 
