@@ -19,7 +19,7 @@ import dp
 from server import workspace
 
 from . import ids, map_panel, tour_panel
-from .json_shapes import (ANY, BOOL, MAX_ITEMS, NUMBER, SCALAR, TEXT, Check, Either, Json, ListOf,
+from dp.constraints import (ANY, BOOL, MAX_ITEMS, NUMBER, SCALAR, TEXT, Check, Either, Json, ListOf,
                           MapOf, Num, OneOf, Record, Row, Text, fits)
 
 MAX_VALUES = 200_000    # JSON values in one callback request, counted before it is parsed (a
@@ -131,8 +131,7 @@ def _value_shape(c, fixed) -> tuple | None:
     if isinstance(c, (dcc.Input, dcc.Slider)):
         lo, hi, step = prop("min", -math.inf), prop("max", math.inf), prop("step")
         num = Num(lo, hi, isinstance(step, int) and not isinstance(step, bool))
-        words = "a number" + (f" from {lo:g}" if lo > -math.inf else "") \
-            + (f" to {hi:g}" if hi < math.inf else "") + (", whole" if num.whole else "")
+        words = num.describe()
         if isinstance(c, dcc.Slider):
             return num, words
         if getattr(c, "type", None) == "number":

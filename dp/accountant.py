@@ -29,7 +29,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from .errors import BudgetError, ParameterError, positive_finite
+from .constraints import positive_finite
+from .errors import BudgetError, ParameterError
 from .mechanisms import check_inputs, mechanisms, release
 
 DEFAULT_TOTAL = 10.0

@@ -1,5 +1,4 @@
-"""Exceptions and warnings shared by every layer of `dp`, and the one positive-number check."""
-import math
+"""Exceptions and warnings shared by every layer of `dp` (what values may be: `dp.constraints`)."""
 
 
 class DataError(ValueError):
@@ -16,17 +15,6 @@ class BudgetError(RuntimeError):
 
 class PrivacyLeakWarning(UserWarning):
     """A public parameter was derived from the private data, so the end-to-end guarantee is void."""
-
-
-def positive_finite(what: str, value) -> float:
-    """`value` as a positive finite float, else ParameterError naming `what` and the value."""
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        raise ParameterError(f"{what} must be a number, got {value!r}") from None
-    if not (v > 0 and math.isfinite(v)):
-        raise ParameterError(f"{what} must be positive and finite, got {value!r}")
-    return v
 
 
 class MissingExtra(ImportError):

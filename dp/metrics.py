@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .errors import positive_finite
+from .constraints import positive_finite
 
 # spec 003 (HTF) and the DPBench peers' table: errors are divided by max(true, 20)
 DEFAULT_RHO = 20.0

@@ -114,7 +114,7 @@ def test_mechanisms_and_presets_are_listed(capsys):
 
 
 @pytest.mark.parametrize("argv,code,words", [
-    (["-e", "-1", "-d", "London"], cli.EXIT_PARAMS, "epsilon must be positive"),
+    (["-e", "-1", "-d", "London"], cli.EXIT_PARAMS, "epsilon: expected a finite number above 0, got -1"),
     (["-e", "1", "-d", "San"], cli.EXIT_USAGE, "matches 2 presets"),
     (["-e", "1", "-d", "Atlantis"], cli.EXIT_USAGE, "no preset has that name"),
     (["-e", "1", "-d", "1,2,3"], cli.EXIT_USAGE, "west,south,east,north"),

@@ -220,7 +220,7 @@ def test_release_accepts_split_dict(data):
     ("identity", {"gridsize": 10}, "no parameter"),
     ("ug", {"c": -1}, "Constant c"),
     ("e2epriv", {"grid_sizes": []}, "grid sizes"),
-    ("e2epriv", {"grid_sizes": [0, 10]}, "outside"),
+    ("e2epriv", {"grid_sizes": [0, 10]}, "each item a number from 1 to 2,048, whole"),
     ("e2epriv", {"grid_sizes": "10, abc"}, "grid sizes"),
     ("e2epriv", {"delta": 0}, "δ"),
     ("e2epriv", {"delta": 1.5}, "δ"),

@@ -8,6 +8,7 @@ import math
 import numpy as np
 
 from .. import noise
+from ..constraints import positive_finite
 from ..errors import ParameterError
 from .budgeting import gaussian_radius, split_weights
 from .elimination import LocalUsers, eliminate
@@ -111,8 +112,7 @@ def threshold_test(count: int, tau: float, rho: float, *, c: int = 10, split: st
     """
     if not float(count).is_integer():
         raise ParameterError("threshold_test needs an integer count")
-    if not (rho > 0 and math.isfinite(rho)):
-        raise ParameterError(f"rho must be positive and finite, got {rho}")
+    positive_finite("rho", rho)
     w_frac = split_weights(c, split)
     rhos, acc = [], 0.0
     for t in range(c):

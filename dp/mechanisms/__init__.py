@@ -5,7 +5,8 @@ import numpy as np
 
 from ..contributions import DEFAULT_POINTS_PER_USER, bound_contributions, check_points_per_user
 from ..domain import Domain
-from ..errors import DataError, ParameterError, positive_finite
+from ..constraints import positive_finite
+from ..errors import DataError, ParameterError
 from ..noise import make_rng
 from ..counts import CountData
 from ..points import PointData

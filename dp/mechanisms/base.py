@@ -10,6 +10,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..budget import Ledger
+from ..constraints import ListOf, Num, OneOf, check
 from ..contributions import USER_LEVEL_GUARANTEE
 from ..provenance import now
 from ..domain import Domain, UniformGrid
@@ -48,8 +49,10 @@ class Param:
             self._check_allowed(v)
         return v
 
-    def _outside(self, v) -> bool:
-        return self.min is not None and v < self.min or self.max is not None and v > self.max
+    def _range(self) -> Num:
+        """The numbers this parameter allows (`min`, `max`; whole for ints and lists)."""
+        return Num(-math.inf if self.min is None else self.min, math.inf if self.max is None else self.max,
+                   whole=self.kind in (int, list))
 
     def _as_list(self, value) -> list:
         """A list of ints, from a list or from text like "30, 40; 50": sorted, without repeats."""
@@ -58,9 +61,7 @@ class Param:
         out = [int(float(v)) for v in value]
         if not out:
             raise ValueError
-        bad = [v for v in out if self._outside(v)]
-        if bad:
-            raise ParameterError(f"{self.label}: values {bad} outside [{self.min}, {self.max}]")
+        check(self.label, out, ListOf(self._range()))
         return sorted(set(out))
 
     @staticmethod
@@ -83,10 +84,10 @@ class Param:
 
     def _check_allowed(self, v) -> None:
         """Refuse a value outside the choices or the range, saying what is allowed."""
-        if self.choices is not None and v not in self.choices:
-            raise ParameterError(f"{self.label}: expected one of {list(self.choices)}, got {v!r}")
-        if self._outside(v):
-            raise ParameterError(f"{self.label}: expected a value in [{self.min}, {self.max}], got {v}")
+        if self.choices is not None:
+            check(self.label, v, OneOf(tuple(self.choices)))
+        elif self.kind in (int, float):
+            check(self.label, int(v) if self.kind is int else v, self._range())
 
 
 ADD_REMOVE_POINT = "add/remove one point"
