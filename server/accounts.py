@@ -136,6 +136,15 @@ class AccountStore:
         (`server.clicks`)."""
         return self._tx()
 
+    @contextmanager
+    def reading(self):
+        """A transaction that only reads: on SQLite it takes no write lock (`BEGIN`, not
+        `BEGIN IMMEDIATE`), so it never waits behind a charge."""
+        with self._serial, speaking(DATABASE), self.engine.connect() as conn:
+            conn.execution_options(reading=True)
+            with conn.begin():
+                yield conn
+
     def _read(self, name: str, conn=None) -> tuple[dp.Accountant, int | None]:
         """(account, its version), checked against its signature and the record of versions,
         both read in one statement (one snapshot: a charge committed between two reads would

@@ -61,6 +61,10 @@ published = sa.Table(
     sa.Column("payload", sa.LargeBinary, nullable=False),     # with the id
     sa.Column("payload_mac", sa.String(64), nullable=False),
     sa.Column("written", sa.Float, nullable=False))
+unpublished = sa.Table(
+    "unpublished", metadata,                                  # ids unpublished: never imported
+    sa.Column("id", sa.String(16), primary_key=True),         # again from old files
+    sa.Column("written", sa.Float, nullable=False))
 schema_version = sa.Table("schema_version", metadata, sa.Column("version", sa.Integer, nullable=False))
 
 
@@ -95,11 +99,14 @@ def records_of_charges(conn) -> None:
 
 def published_table(conn) -> None:
     """Migration 4: the published releases (until then signed files in a folder, which
-    `PublishedReleases.import_folder` moves in); the pickle's type named per engine."""
+    `PublishedReleases.import_folder` moves in; the pickle's type named per engine) and the ids
+    unpublished since, so no copy of an old file brings one back."""
     blob = "BYTEA" if conn.dialect.name == "postgresql" else "BLOB"
     conn.exec_driver_sql(f"CREATE TABLE published (id VARCHAR(16) PRIMARY KEY, record TEXT NOT NULL, "
                          f"record_mac VARCHAR(64) NOT NULL, payload {blob} NOT NULL, "
                          "payload_mac VARCHAR(64) NOT NULL, written DOUBLE PRECISION NOT NULL)")
+    conn.exec_driver_sql("CREATE TABLE unpublished (id VARCHAR(16) PRIMARY KEY, "
+                         "written DOUBLE PRECISION NOT NULL)")
 
 
 # Append only: step i brings the schema to version i + 1. Each is frozen SQL both engines
@@ -141,7 +148,7 @@ def engine_for(url: str | None, folder: str | Path | None) -> sa.Engine:
                                   connect_args={"check_same_thread": False})
     if engine.dialect.name == "sqlite":          # a SQLite URL given by hand too
         sa.event.listen(engine, "connect", _sqlite_pragmas)
-        sa.event.listen(engine, "begin", lambda conn: conn.exec_driver_sql("BEGIN IMMEDIATE"))
+        sa.event.listen(engine, "begin", _sqlite_begin)
     migrate(engine)
     if url or folder:
         _shared.add(engine)
@@ -159,6 +166,13 @@ def _forget_connections():
 
 
 os.register_at_fork(after_in_child=_forget_connections)
+
+
+def _sqlite_begin(conn) -> None:
+    """A write takes SQLite's lock at its start (BEGIN IMMEDIATE: no upgrade from a read lock
+    that could deadlock); a connection marked `reading` begins deferred, so readers (the
+    public pages) never wait behind the charges."""
+    conn.exec_driver_sql("BEGIN" if conn.get_execution_options().get("reading") else "BEGIN IMMEDIATE")
 
 
 def _sqlite_pragmas(dbapi_conn, _record):

@@ -18,6 +18,7 @@ import datetime
 import hashlib
 import hmac
 import json
+import logging
 import pickle
 import re
 import secrets
@@ -29,6 +30,9 @@ from pathlib import Path
 import sqlalchemy as sa
 
 from .database import published as table
+from .database import unpublished
+
+log = logging.getLogger(__name__)
 
 MAX_TITLE = 120
 ID_SHAPE = re.compile(r"[A-Za-z0-9_-]{12}")
@@ -79,8 +83,11 @@ class PublishedReleases:
     def _mac(self, part: str, pid: str, payload: bytes) -> str:
         return hmac.new(self._key, f"{part}\n{pid}\n".encode() + payload, hashlib.sha256).hexdigest()
 
-    def _signed(self, part: str, pid: str, payload: bytes, mac: str) -> bool:
-        return hmac.compare_digest(str(mac), self._mac(part, pid, payload))
+    def _signed(self, part: str, pid: str, payload: bytes, mac) -> bool:
+        """Whether `mac` (any text a row holds) is this server's for the payload: compared as
+        bytes, so text no signature could be is refused, never an error."""
+        return hmac.compare_digest(str(mac).encode("utf-8", "surrogatepass"),
+                                   self._mac(part, pid, payload).encode())
 
     def publish(self, rel, title: str, spent: float | None = None, budget: float | None = None) -> str:
         """Publish a private release under a new id and return the id. The published copy has no
@@ -103,19 +110,23 @@ class PublishedReleases:
         return pid
 
     def _insert(self, pid: str, record: str, payload: bytes) -> None:
-        """One row, signed; an id already there (an import run twice) is left as it was."""
+        """One row, signed. An id already there (an import run twice, or by two hosts at once)
+        is left as it was, and an id once unpublished is never brought back."""
         row = {"id": pid, "record": record, "record_mac": self._mac("record", pid, record.encode()),
                "payload": payload, "payload_mac": self._mac("release", pid, payload), "written": time.time()}
         with self._accounts.transaction() as conn:
-            if conn.execute(sa.select(table.c.id).where(table.c.id == pid)).first() is None:
-                conn.execute(table.insert().values(**row))
+            if conn.execute(sa.select(unpublished.c.id).where(unpublished.c.id == pid)).first() is None:
+                conn.execute(sa.text("INSERT INTO published (id, record, record_mac, payload, payload_mac, "
+                                     "written) VALUES (:id, :record, :record_mac, :payload, :payload_mac, "
+                                     ":written) ON CONFLICT DO NOTHING")
+                             .bindparams(sa.bindparam("payload", type_=sa.LargeBinary)), row)
 
     def record(self, pid) -> dict | None:
         """The public record of a published release; None if there is none (or the id is not
         one); LookupError if its row was changed outside the app."""
         if not valid_id(pid):
             return None
-        with self._accounts.transaction() as conn:
+        with self._accounts.reading() as conn:
             row = conn.execute(sa.select(table.c.record, table.c.record_mac).where(table.c.id == pid)).first()
         if row is None:
             return None
@@ -130,7 +141,7 @@ class PublishedReleases:
         if not valid_id(pid):
             raise _Missing(MISSING)
         row = None
-        with self._accounts.transaction() as conn:
+        with self._accounts.reading() as conn:
             mac = conn.execute(sa.select(table.c.payload_mac).where(table.c.id == pid)).scalar()
             if mac is not None:
                 with self._lock:
@@ -158,18 +169,21 @@ class PublishedReleases:
 
     def gallery(self) -> list[dict]:
         """Every published release's record, newest first; rows that fail their MAC are left out."""
-        with self._accounts.transaction() as conn:
+        with self._accounts.reading() as conn:
             rows = conn.execute(sa.select(table.c.id, table.c.record, table.c.record_mac)).all()
         out = [json.loads(r.record) for r in rows if self._signed("record", r.id, r.record.encode(), r.record_mac)]
         return sorted(out, key=lambda r: str(r.get("time", "")), reverse=True)
 
     def unpublish(self, pid) -> bool:
-        """Remove a published release; True if there was one. Callers check that the browser is
-        the owner's."""
+        """Remove a published release, and remember its id so no old file brings it back; True
+        if there was one. Callers check that the browser is the owner's."""
         if not valid_id(pid):
             return False
         with self._accounts.transaction() as conn:
             removed = conn.execute(table.delete().where(table.c.id == pid)).rowcount > 0
+            if removed:
+                conn.execute(sa.text("INSERT INTO unpublished (id, written) VALUES (:id, :written) "
+                                     "ON CONFLICT DO NOTHING"), {"id": pid, "written": time.time()})
         with self._lock:
             self._cache.pop(pid, None)
         return removed
@@ -177,7 +191,9 @@ class PublishedReleases:
     def import_folder(self, folder) -> int:
         """Move the releases an earlier version published as files in `folder` into the
         database: each pair of files whose signatures (the same key's) check out becomes a row,
-        then the files go; files that fail stay, unused. The number moved."""
+        then the files go (a folder that cannot be written keeps them, said in the log: the
+        rows are there, and an id unpublished since is never brought back); files that fail
+        their signature stay, unused. The number moved."""
         folder = Path(folder) if folder else None
         if folder is None or not folder.is_dir():
             return 0
@@ -194,7 +210,11 @@ class PublishedReleases:
             self._insert(pid, record.decode(), payload)
             moved += 1
             for f in files:
-                f.unlink(missing_ok=True)
+                try:
+                    f.unlink(missing_ok=True)
+                except OSError as exc:
+                    log.warning("published release %s is in the database, but its old file %s could "
+                                "not be removed (%s)", pid, f, exc.strerror or exc)
         return moved
 
     def _old_file(self, path: Path) -> bytes:

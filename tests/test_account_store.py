@@ -487,7 +487,8 @@ def test_a_database_of_schema_2_gets_a_record_for_each_charge_naming_a_release(m
     store.update(sid(1), "fp", charge(0.25))             # no release named: no record
     with store.engine.begin() as conn:
         conn.exec_driver_sql("DROP TABLE releases")
-        conn.exec_driver_sql("DROP TABLE published")          # a database of schema 2 had neither
+        conn.exec_driver_sql("DROP TABLE published")          # a database of schema 2 had none
+        conn.exec_driver_sql("DROP TABLE unpublished")        # of these three
         conn.execute(database.schema_version.update().values(version=2))
     again = make()
     assert again.recorded(sid(1), "fp", "key-a") and again.records(sid(1), "fp", "") == ["key-a"]

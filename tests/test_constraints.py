@@ -88,3 +88,18 @@ def test_one_message_form_in_the_library_and_its_parameters():
         dp.release("identity", data, box, 1.0, params={"grid_size": 0})
     with pytest.raises(dp.ParameterError, match=r"^total budget ε: expected a finite number above 0"):
         dp.Accountant(total=0)
+
+
+def test_parameters_keep_what_they_allowed_before():
+    """Choices and a range are both checked; choices written as numpy values compare as the
+    numbers and text they are; a list parameter is not bounded in length by the JSON limits."""
+    import numpy as np
+    from dp.mechanisms.base import Param
+    both = Param("g", int, 8, "Grid", "", min=8, max=16, choices=(8, 16, 64))
+    assert both.coerce(16) == 16
+    with pytest.raises(dp.ParameterError, match="from 8 to 16"):
+        both.coerce(64)
+    assert Param("g", int, 8, "Grid", "", choices=tuple(np.array([8, 16]))).coerce("16") == 16
+    assert Param("m", str, "a", "Mode", "", choices=tuple(np.array(["a", "b"]))).coerce("b") == "b"
+    many = Param("sizes", list, [1], "Sizes", "", min=1, max=10 ** 6)
+    assert len(many.coerce(list(range(1, 200_001)))) == 200_000

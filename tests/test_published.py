@@ -9,7 +9,6 @@ import csv
 import io
 import json
 import math
-import os
 import pickle
 
 import numpy as np
@@ -229,6 +228,73 @@ def test_files_of_earlier_versions_move_into_the_database(tmp_path, rel):
     services.open_services({"accounts_dir": str(accounts), "published_dir": str(tmp_path / "server-published")})
     assert [r["title"] for r in services.current().published.gallery()] == ["served"]
     assert list((tmp_path / "server-published").iterdir()) == []
+
+
+def test_an_unpublished_release_never_comes_back_from_old_files(tmp_path, rel, monkeypatch):
+    """Old files that could not be removed (a read-only folder: the start goes on, said in the
+    log) or a copy of them restored later never bring back a release the owner unpublished."""
+    import pathlib
+    old, pid = tmp_path / "published", "abcdefghijkl"
+    old_files(old, pid, {"id": pid, "title": "old"}, rel)
+    kept = {f.name: f.read_bytes() for f in old.iterdir()}
+
+    def refused(self, missing_ok=False):
+        raise PermissionError(13, "Permission denied")
+    monkeypatch.setattr(pathlib.Path, "unlink", refused)
+    pub = published.PublishedReleases(AccountStore(tmp_path / "accounts"), KEY)
+    assert pub.import_folder(old) == 1 and pub.record(pid)["title"] == "old"
+    assert sorted(f.name for f in old.iterdir()) == sorted(kept)          # left, and said so
+    assert pub.unpublish(pid) is True
+    again = published.PublishedReleases(AccountStore(tmp_path / "accounts"), KEY)   # a restart
+    again.import_folder(old)
+    assert again.record(pid) is None and again.gallery() == []
+    monkeypatch.undo()
+    for name, raw in kept.items():                                         # a backup restored
+        (old / name).write_bytes(raw)
+    again.import_folder(old)
+    assert again.record(pid) is None and again.gallery() == []
+
+
+def test_a_row_imported_twice_is_kept_once(folder, rel):
+    pub = services.current().published
+    pid = pub.publish(rel, "once")
+    row = rows(folder)[pid]
+    pub._insert(pid, '{"id": "%s", "title": "twice"}' % pid, bytes(row.payload))   # no error
+    assert pub.record(pid)["title"] == "once"
+
+
+def test_a_signature_no_server_could_make_is_refused_not_an_error(folder, rel):
+    pid = services.current().published.publish(rel, "odd")
+    change(folder, pid, record_mac="é" * 64, payload_mac="\u00e9" * 64)
+    with pytest.raises(LookupError, match="changed outside the app"):
+        services.current().published.record(pid)
+    with pytest.raises(LookupError, match="changed outside the app"):
+        services.current().published.release(pid)
+    assert services.current().published.gallery() == []
+
+
+def test_public_pages_never_wait_behind_a_charge(folder, rel):
+    """Reading a published release takes no write lock on SQLite: it completes while another
+    connection holds the lock a charge takes (BEGIN IMMEDIATE), not after."""
+    import threading
+    pub = services.current().published
+    pid = pub.publish(rel, "read me")
+    holding, read = threading.Event(), threading.Event()
+
+    def charge_in_progress():
+        with pub._accounts.transaction() as conn:            # the write lock, as a charge holds it
+            conn.exec_driver_sql("UPDATE published SET written = written WHERE id = 'none'")
+            holding.set()
+            read.wait(timeout=20)
+    writer = threading.Thread(target=charge_in_progress)
+    writer.start()
+    assert holding.wait(timeout=20)
+    assert pub.record(pid)["title"] == "read me" and pub.release(pid) is not None
+    assert [r["id"] for r in pub.gallery()] == [pid]
+    released_first = writer.is_alive()                       # the writer still holds its lock
+    read.set()
+    writer.join()
+    assert released_first
 
 
 @pytest.mark.parametrize("engine", ["sqlite", "postgresql"])

@@ -112,7 +112,7 @@ def threshold_test(count: int, tau: float, rho: float, *, c: int = 10, split: st
     """
     if not float(count).is_integer():
         raise ParameterError("threshold_test needs an integer count")
-    positive_finite("rho", rho)
+    rho = positive_finite("rho", rho)
     w_frac = split_weights(c, split)
     rhos, acc = [], 0.0
     for t in range(c):

@@ -61,7 +61,7 @@ class Param:
         out = [int(float(v)) for v in value]
         if not out:
             raise ValueError
-        check(self.label, out, ListOf(self._range()))
+        check(self.label, out, ListOf(self._range(), max_items=math.inf))
         return sorted(set(out))
 
     @staticmethod
@@ -84,10 +84,10 @@ class Param:
 
     def _check_allowed(self, v) -> None:
         """Refuse a value outside the choices or the range, saying what is allowed."""
-        if self.choices is not None:
-            check(self.label, v, OneOf(tuple(self.choices)))
-        elif self.kind in (int, float):
-            check(self.label, int(v) if self.kind is int else v, self._range())
+        if self.choices is not None:          # choices as plain values (numpy's compare as numbers)
+            check(self.label, v, OneOf(tuple(getattr(c, "item", lambda c=c: c)() for c in self.choices)))
+        if self.kind in (int, float):
+            check(self.label, v, self._range())
 
 
 ADD_REMOVE_POINT = "add/remove one point"
