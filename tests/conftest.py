@@ -1,6 +1,9 @@
 """Shared test configuration: Chrome flags for headless runs on a machine without a network,
 and the fixtures several test modules use (an offline app, the 5k-point sample, dash_duo serving
 on a free port so that test processes running side by side (pytest -n) never share one)."""
+import ast
+import threading
+
 import pytest
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.remote.webdriver import WebDriver
@@ -9,6 +12,24 @@ from selenium.webdriver.remote.webelement import WebElement
 import dp
 from app import create_app
 from helpers import free_port
+
+
+def _parse_one_at_a_time():
+    """CPython 3.11 counts the depth of the AST it builds in one counter per interpreter, not per
+    thread (python/cpython#106905): two threads parsing at once can raise "SystemError: AST
+    constructor recursion depth mismatch". The tests run apps in threads beside the test's own
+    (werkzeug builds its URL rules with `ast.parse` while an app is made, `inspect` parses
+    signatures while a test server's thread serves a request; a full run failed so once), so
+    here `ast.parse` runs one call at a time."""
+    lock, parse = threading.RLock(), ast.parse
+
+    def parse_alone(*args, **kwargs):
+        with lock:
+            return parse(*args, **kwargs)
+    ast.parse = parse_alone
+
+
+_parse_one_at_a_time()
 
 
 class StepElement(WebElement):
