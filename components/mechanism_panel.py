@@ -199,29 +199,46 @@ def register_callbacks(app, config: dict):
                   prevent_initial_call="initial_duplicate")
     def run_release(request, info, domain_info, name, eps_v, weights, pvals, pids, seed_mode, seed,
                     k, search, current, link_over):
-        keep = (no_update,) * 5
         if not info:
-            return (None, "") + keep + (no_update,)
+            return (None, "") + KEEP_CONTROLS + (no_update,)
         sid = sessions.session_id()
         if f"{ids.RELEASE_REQUEST}.data" in ctx.triggered_prop_ids:
-            try:
-                result = workspace.once(sid, (request or {}).get("id"), lambda: spend(
-                    sid, info, domain_info, name, eps_v, weights, pvals, pids, seed_mode, seed, k))
-            except LookupError as exc:         # the click could not be recorded: nothing ran
-                result = {"error": str(exc)}
-            return release_view(result, current) + keep + (True,)
-        # a link shapes the page's first view only: new data or a release moves past it
-        link_over = link_over or f"{ids.DATASET}.data" in ctx.triggered_prop_ids
-        kind = info.get("kind", "points")
-        link = link_settings(search, kind) if not link_over else None
-        rec, status = paid_release(sid, info, domain_info, link)
-        if rec is None:                        # data of another kind: the picker moves with it
-            offered = usable(mechanism_options(kind, info.get("counts", False)))
-            return (None, status, no_update if name in offered else dp.recommend(kind).name) \
-                + keep[1:] + (link_over,)
-        if link is not None:                   # made with the link's settings: its controls stay
-            return (rec, status) + keep + (link_over,)
-        return (rec, status) + control_values(rec, name, eps_v, seed_mode, seed) + (link_over,)
+            return release_click(sid, request, info, domain_info, (name, eps_v, weights, pvals, pids,
+                                                                   seed_mode, seed, k), current)
+        return shown_release(sid, info, domain_info, name, eps_v, seed_mode, seed, search,
+                             link_over or f"{ids.DATASET}.data" in ctx.triggered_prop_ids)
+
+
+KEEP_CONTROLS = (no_update,) * 5   # the mechanism, ε, seed mode, seed and parameters, as they are
+
+
+def release_click(sid: str, request, info: dict, domain_info, settings: tuple, current) -> tuple:
+    """`run_release`'s first job, a Release click: the release with the panel's `settings`
+    (`spend`'s arguments after the domain), spent once per click's request id; the release store
+    and status line, the controls as they are, and the link's first view over."""
+    try:
+        result = workspace.once(sid, (request or {}).get("id"), lambda: spend(sid, info, domain_info, *settings))
+    except LookupError as exc:         # the click could not be recorded: nothing ran
+        result = {"error": str(exc)}
+    return release_view(result, current) + KEEP_CONTROLS + (True,)
+
+
+def shown_release(sid: str, info: dict, domain_info, name, eps_v, seed_mode, seed, search,
+                  link_over: bool) -> tuple:
+    """`run_release`'s other two jobs, when new data, a new box or a page load arrives (spending
+    nothing): the release already paid for and the controls set to its settings, or, on a
+    link's first view (`link_over` false), only a release made with the link's settings, whose
+    controls the link filled in. The picker moves with data of another kind."""
+    kind = info.get("kind", "points")
+    link = link_settings(search, kind) if not link_over else None
+    rec, status = paid_release(sid, info, domain_info, link)
+    if rec is None:                        # data of another kind: the picker moves with it
+        offered = usable(mechanism_options(kind, info.get("counts", False)))
+        return (None, status, no_update if name in offered else dp.recommend(kind).name) \
+            + KEEP_CONTROLS[1:] + (link_over,)
+    if link is not None:                   # made with the link's settings: its controls stay
+        return (rec, status) + KEEP_CONTROLS + (link_over,)
+    return (rec, status) + control_values(rec, name, eps_v, seed_mode, seed) + (link_over,)
 
 
 def spend(sid: str, info: dict, domain_info, name, eps_v, weights, pvals, pids, seed_mode, seed,
