@@ -385,6 +385,7 @@ def test_on_postgresql_an_update_holds_one_connection(postgres):
     assert most and max(most) == 1 and store.engine.pool.checkedout() == 0
 
 
+@pytest.mark.slow          # threads charging and reading on a PostgreSQL server: 9 s
 def test_on_postgresql_reads_beside_charges_never_look_rolled_back(postgres):
     """An account and its version record are read in one statement: read in two, a charge
     committed between them made a healthy account look rolled back (or deleted) about once in

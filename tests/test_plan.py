@@ -13,6 +13,7 @@ def box():
     return dp.load_sample("small_city_5k")[1]
 
 
+@pytest.mark.slow          # simulated releases on every twin: 5-10 s
 def test_plan_reads_no_points_data(box, monkeypatch):
     """A spy on every exact-count path of PointData: the plan reads only its synthetic twins."""
     read = spy_on_exact_counts(monkeypatch)
@@ -32,6 +33,7 @@ def test_synthetic_points_are_public_and_inside_the_box(box):
         planning.synthetic_points(box, 10, "ring")
 
 
+@pytest.mark.slow          # simulated releases on every twin: 5-10 s
 def test_the_need_must_hold_on_every_twin(box):
     # the plan's error is the worst twin's: each twin's own error at the planned ε is at most
     # the target, and one ladder step below, some twin misses it
@@ -53,6 +55,7 @@ def test_plan_finds_the_least_epsilon_on_the_ladder_meeting_the_need(box):
         assert twin.error("privtree", planning.LADDER[i - 1], 0.95) > 30
 
 
+@pytest.mark.slow          # simulated releases on every twin: 4-7 s each
 @pytest.mark.parametrize("mech", ["privtree", "ag", "full_quadtree"])
 def test_a_plan_adds_its_mechanisms_margin_chosen_on_the_fitting_part(box, mech):
     """The plan spends MARGIN rungs above the least ε meeting the need on the twins (chosen on
@@ -71,6 +74,7 @@ def test_a_need_no_epsilon_meets_is_said(box):
     assert not p.met and p.error > 0.5
 
 
+@pytest.mark.slow          # simulated releases on every twin: 5-10 s
 def test_user_level_plans_spend_k_times_more(box):
     twin = planning.Twin(box, 0.01, 5_000)
     one = planning.epsilon_for(twin, "privtree", 60)
@@ -132,6 +136,7 @@ def test_points_on_exact_values_plan_on_a_fifth_twin_of_exact_values(box):
     assert plans[0].epsilon == kept.epsilon
 
 
+@pytest.mark.slow          # simulated releases on every twin: 5-10 s
 def test_the_panel_plans_for_exact_values_unless_told_not_to_and_says_how_far_to_trust_it(box, monkeypatch):
     """Conservative where the data's kind is unknown: five twins by default, four only when the
     owner unticks the exact-values box."""
