@@ -58,11 +58,19 @@ class Domain:
         """Area in square degrees (the space the uniformity assumption lives in, spec 000 P13)."""
         return self.width * self.height
 
-    def contains(self, x, y) -> np.ndarray:
-        """Boolean mask of points inside the closed box."""
+    def contains(self, x, y, out: np.ndarray | None = None,
+                 scratch: np.ndarray | None = None) -> np.ndarray:
+        """Boolean mask of points inside the closed box (NaN is outside); written into `out`
+        with `scratch` as a second bool array of x's shape when given (binning in blocks)."""
         x = np.asarray(x)
         y = np.asarray(y)
-        return (x >= self.west) & (x <= self.east) & (y >= self.south) & (y <= self.north)
+        if out is None:
+            return (x >= self.west) & (x <= self.east) & (y >= self.south) & (y <= self.north)
+        np.greater_equal(x, self.west, out=out)
+        for v, op, bound in ((x, np.less_equal, self.east), (y, np.greater_equal, self.south),
+                             (y, np.less_equal, self.north)):
+            out &= op(v, bound, out=scratch)
+        return out
 
     def size_m(self) -> tuple[float, float]:
         """(width, height) in metres at the box's mid latitude."""
@@ -170,8 +178,8 @@ class UniformGrid:
         d = self.domain
         x = np.asarray(x, dtype=np.float64)
         y = np.asarray(y, dtype=np.float64)
-        k = _axis_cells(x, d.west, d.width, self.gx, self.edges_x)
-        j = _axis_cells(y, d.south, d.height, self.gy, self.edges_y)
+        k = _axis_cells(x, d.west, d.width, self.gx, _open(self.edges_x))
+        j = _axis_cells(y, d.south, d.height, self.gy, _open(self.edges_y))
         return j, k, d.contains(x, y)
 
     def coarsens(self, fine: UniformGrid) -> bool:
@@ -200,30 +208,21 @@ class UniformGrid:
         d = self.domain
         flat = np.empty(x.size, dtype=np.intp)
         size = min(BIN_BLOCK, x.size)
-        k, t, miss, m = np.empty(size, np.intp), np.empty(size), np.empty(size, bool), np.empty(size, bool)
+        k, t, inside, m = np.empty(size, np.intp), np.empty(size), np.empty(size, bool), np.empty(size, bool)
+        edges_x, edges_y = _open(self.edges_x), _open(self.edges_y)
         for s in range(0, x.size, BIN_BLOCK):
             xb, yb, out = x[s:s + BIN_BLOCK], y[s:s + BIN_BLOCK], flat[s:s + BIN_BLOCK]
             w = xb.size
-            _axis_cells(yb, d.south, d.height, self.gy, self.edges_y, out, t[:w], m[:w])
-            _axis_cells(xb, d.west, d.width, self.gx, self.edges_x, k[:w], t[:w], m[:w])
+            _axis_cells(yb, d.south, d.height, self.gy, edges_y, out, t[:w], m[:w])
+            _axis_cells(xb, d.west, d.width, self.gx, edges_x, k[:w], t[:w], m[:w])
             out *= self.gx
             out += k[:w]
-            _outside(d, xb, yb, miss[:w], m[:w])
+            d.contains(xb, yb, inside[:w], m[:w])
             if keep is not None:
-                np.logical_not(keep[s:s + BIN_BLOCK], out=m[:w])
-                miss[:w] |= m[:w]
-            out[miss[:w]] = self.n_cells
+                inside[:w] &= keep[s:s + BIN_BLOCK]
+            out[np.logical_not(inside[:w], out=m[:w])] = self.n_cells
         counts = np.bincount(flat, minlength=self.n_cells + 1)[:self.n_cells]
         return counts.astype(np.float64).reshape(self.gy, self.gx)
-
-
-def _outside(d: Domain, x: np.ndarray, y: np.ndarray, out: np.ndarray, m: np.ndarray) -> None:
-    """`out` = not `d.contains(x, y)` (NaN is outside), written into `out` with `m` as scratch."""
-    np.less(x, d.west, out=out)
-    for v, op, bound in ((x, np.greater, d.east), (y, np.less, d.south), (y, np.greater, d.north)):
-        out |= op(v, bound, out=m)
-    out |= np.isnan(x, out=m)
-    out |= np.isnan(y, out=m)
 
 
 def _wide(edges: np.ndarray) -> bool:
@@ -235,14 +234,21 @@ def _wide(edges: np.ndarray) -> bool:
 BIN_BLOCK = 1 << 16   # points per block when binning: a block's temporaries fit in the cache
 
 
-def _axis_cells(v: np.ndarray, lo: float, span: float, n: int, edges: np.ndarray,
-                c: np.ndarray | None = None, t: np.ndarray | None = None,
-                m: np.ndarray | None = None) -> np.ndarray:
+def _open(edges: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(lower, upper) edge of each cell along an axis, the first lower and last upper infinite."""
+    lower, upper = edges[:-1].copy(), edges[1:].copy()
+    lower[0], upper[-1] = -np.inf, np.inf
+    return lower, upper
+
+
+def _axis_cells(v: np.ndarray, lo: float, span: float, n: int,
+                edges: tuple[np.ndarray, np.ndarray], c: np.ndarray | None = None,
+                t: np.ndarray | None = None, m: np.ndarray | None = None) -> np.ndarray:
     """The cell of each coordinate along one axis: the scaled offset clipped to [0, n - 1]
-    (NaN to 0) and truncated, then moved by one where that disagrees with `edges`, which
-    queries, true counts and exports use (P12): the arithmetic can put a point lying exactly
-    on a grid line in the neighbouring cell. The first lower and last upper edge are infinite,
-    so no move leaves the axis. Written into `c` (intp), with `t` (float) and `m` (bool) as
+    (NaN to 0) and truncated, then moved by one where that disagrees with the cells' edges
+    (`_open`), which queries, true counts and exports use (P12): the arithmetic can put a point
+    lying exactly on a grid line in the neighbouring cell. The first lower and last upper edge
+    are infinite, so no move leaves the axis. Written into `c` (intp), with `t` (float) and `m` (bool) as
     scratch, each of v's shape: made when not given."""
     c = np.empty(v.shape, np.intp) if c is None else c
     t = np.empty(v.shape) if t is None else t
@@ -252,8 +258,7 @@ def _axis_cells(v: np.ndarray, lo: float, span: float, n: int, edges: np.ndarray
     np.fmax(t, 0, out=t)   # fmax and fmin send NaN to the bound, like the floor of 0
     np.fmin(t, n - 1, out=t)
     np.copyto(c, t, casting="unsafe")          # truncated: t >= 0
-    lower, upper = edges[:-1].copy(), edges[1:].copy()
-    lower[0], upper[-1] = -np.inf, np.inf
+    lower, upper = edges
     np.less(v, lower.take(c, out=t, mode="clip"), out=m)
     c -= m
     np.greater_equal(v, upper.take(c, out=t, mode="clip"), out=m)

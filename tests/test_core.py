@@ -2,6 +2,7 @@
 what an export may contain, exact counts, noise samplers, intervals and workloads."""
 from __future__ import annotations
 
+import importlib
 import json
 import math
 
@@ -624,6 +625,43 @@ def test_interval_and_noise_variance_formulas(data):
     r = dp.Rect(0.2, 0.2, 0.4, 0.4)
     assert best.interval(r) == (best.answer(r), best.answer(r))
     assert rel.answer(dp.Rect(2, 2, 3, 3)) == 0.0           # outside the domain: no cells
+
+
+def test_one_noise_term_has_its_exact_quantile_not_a_simulation():
+    # one term w Z: P(|wZ| <= |w| h) = 1 - 2 q^(h+1)/(1+q) with h the least integer reaching the
+    # level, whatever the seed (nothing is simulated)
+    from dp.mechanisms.base import noise_half_width
+    for scale, w in ((0.3, 1.0), (2.5, -0.4), (100.0, 0.25), (1000.0, 1.0)):
+        q = math.exp(-1 / scale)
+        cdf = lambda t: 1 - 2 * q ** (t + 1) / (1 + q)      # noqa: E731
+        half = noise_half_width(1.0, ([0.0, w, 0.0], scale), 0.95, seed=0)
+        h = half / abs(w)
+        assert h == int(h) and cdf(h) >= 0.95 and (h == 0 or cdf(h - 1) < 0.95)
+        assert noise_half_width(1.0, ([w], scale), 0.95, seed=7) == half
+
+
+def test_simulated_half_widths_are_kept_per_release(data, monkeypatch):
+    # a rectangle's simulated quantile is worked out once; a rectangle whose terms are the same
+    # (|w|, scale) pairs in another order shares it, and the value is what the rule gives
+    base = importlib.import_module("dp.mechanisms.base")   # dp.mechanisms is also a function
+    rel = dp.release("identity", data, UNIT, 1.0, params={"grid_size": 10}, seed=1)
+    runs = []
+    simulate = base.laplace_sim
+    monkeypatch.setattr(base, "laplace_sim", lambda *a: runs.append(1) or simulate(*a))
+    r = dp.Rect(0.21, 0.33, 0.47, 0.52)          # fractional edges: 3 x 4 cells, simulated
+    mirrored = dp.Rect(1 - 0.47, 1 - 0.52, 1 - 0.21, 1 - 0.33)
+    first = rel.interval(r)
+    assert rel.interval(r) == first and len(runs) == 1
+    w, scale = rel.noise_terms(mirrored)
+    assert sorted(np.round(w, 12)) == sorted(np.round(rel.noise_terms(r)[0], 12))
+    lo, hi = rel.interval(mirrored)
+    assert len(runs) == 1 and hi - lo == pytest.approx(first[1] - first[0], rel=1e-9)
+    whole_cell = dp.Rect(0.2, 0.2, 0.3, 0.3)     # one term: exact, nothing simulated
+    rel.interval(whole_cell)
+    assert len(runs) == 1
+    w = np.sort(np.round(np.abs(rel.noise_terms(r)[0]), 12))
+    expected = base.noise_half_width(0.0, (w, np.full(w.size, scale)), 0.95)
+    assert (first[1] - first[0]) / 2 == pytest.approx(expected, rel=1e-12)
 
 
 # ------------------------------------------------------------------------------ workloads

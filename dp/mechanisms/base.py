@@ -15,7 +15,7 @@ from ..contributions import USER_LEVEL_GUARANTEE
 from ..provenance import now
 from ..domain import Domain, UniformGrid
 from ..errors import ParameterError
-from ..noise import discrete_laplace_variance, make_rng
+from ..noise import discrete_laplace_quantile, discrete_laplace_variance, make_rng
 from ..queries import Rect, as_rect_array, grid_answers, overlap_vectors
 from ..rect_features import RectFeatures
 from ..summed_area import summed_area
@@ -33,6 +33,11 @@ class Param:
     min: float | None = None
     max: float | None = None
     choices: tuple | None = None
+
+    def __post_init__(self):
+        if self.choices is not None:          # plain values: numpy's would compare as numbers
+            plain = tuple(getattr(c, "item", lambda c=c: c)() for c in self.choices)
+            object.__setattr__(self, "choices", plain)
 
     def coerce(self, value):
         """Validate and convert a user value; raises ParameterError saying what is expected."""
@@ -84,8 +89,8 @@ class Param:
 
     def _check_allowed(self, v) -> None:
         """Refuse a value outside the choices or the range, saying what is allowed."""
-        if self.choices is not None:          # choices as plain values (numpy's compare as numbers)
-            check(self.label, v, OneOf(tuple(getattr(c, "item", lambda c=c: c)() for c in self.choices)))
+        if self.choices is not None:
+            check(self.label, v, OneOf(self.choices))
         if self.kind in (int, float):
             check(self.label, v, self._range())
 
@@ -287,8 +292,29 @@ class Release(abc.ABC):
             return math.nan, math.nan
         if var == 0:
             return est, est
-        half = noise_half_width(var, self.noise_terms(rect), level, n_sim, seed)
+        half = self._half_width(var, self.noise_terms(rect), level, n_sim, seed)
         return est - half, est + half
+
+    def _half_width(self, var: float, terms, level: float, n_sim: int, seed: int) -> float:
+        """`noise_half_width`, kept per release when it is simulated: Σ w_i Z_i has the law of
+        its (|w_i|, scale_i) pairs in any order, so rectangles sharing them share one run (the
+        weights rounded to 12 decimals, far below the simulation's own error)."""
+        if terms is not None:
+            w = np.asarray(terms[0], dtype=np.float64).ravel()
+            sc = np.broadcast_to(np.asarray(terms[1], dtype=np.float64), w.shape)
+            keep = w != 0
+            if 1 < keep.sum() <= MC_MAX_TERMS:
+                w, sc = np.round(np.abs(w[keep]), 12), sc[keep]   # equal up to float error
+                order = np.lexsort((sc, w))
+                w, sc = w[order], sc[order]
+                key = (level, n_sim, seed, w.tobytes(), sc.tobytes())
+                cache = self.__dict__.setdefault("_half_widths", {})
+                if key not in cache:
+                    if len(cache) >= HALF_WIDTH_CACHE:
+                        cache.pop(next(iter(cache)))
+                    cache[key] = noise_half_width(var, (w, sc), level, n_sim, seed)
+                return cache[key]
+        return noise_half_width(var, terms, level, n_sim, seed)
 
     def region_noise_scales(self):
         """The discrete Laplace scale of each region of `regions()` when every released count is
@@ -391,6 +417,7 @@ class Release(abc.ABC):
         return geojson_text(release_features(self), None)
 
 
+HALF_WIDTH_CACHE = 4096   # simulated half-widths a release keeps, oldest dropped first
 MC_MAX_TERMS = 64   # up to this many noise terms an interval is simulated exactly
 
 
@@ -398,17 +425,19 @@ def noise_half_width(variance: float, terms=None, level: float = 0.95, n_sim: in
                      seed: int = 0) -> float:
     """Half-width h with P(|noise| <= h) ~ level: the one interval rule of every release.
 
-    With `terms` = (weights, scales) of at most MC_MAX_TERMS independent discrete Laplace draws,
-    Monte Carlo of Σ w_i Z_i with a fixed seed (no data is read, nothing is released, so the
-    draws are numpy's difference of two geometric variables, the same distribution as the exact
-    sampler's at a twentieth of its time: an interval is on the path of every answered query);
-    otherwise a normal approximation with the exact `variance` (CLT).
+    With `terms` = (weights, scales) of independent discrete Laplace draws: one term's quantile
+    is exact (`discrete_laplace_quantile`, as for shapes); up to MC_MAX_TERMS terms, Monte Carlo of
+    Σ w_i Z_i with a fixed seed (no data is read, nothing is released, so the draws are numpy's
+    difference of two geometric variables, the same distribution as the exact sampler's at a
+    twentieth of its time); otherwise a normal approximation with the exact `variance` (CLT).
     """
     if terms is not None:
         w = np.asarray(terms[0], dtype=np.float64).ravel()
         keep = w != 0
         if 0 < keep.sum() <= MC_MAX_TERMS:
             sc = np.broadcast_to(np.asarray(terms[1], dtype=np.float64), w.shape)[keep]
+            if sc.size == 1:
+                return abs(float(w[keep][0])) * discrete_laplace_quantile(float(sc[0]), level)
             return float(np.quantile(np.abs(laplace_sim(make_rng(seed), sc, n_sim) @ w[keep]), level))
     return float(NormalDist().inv_cdf(0.5 + level / 2) * math.sqrt(variance))
 
