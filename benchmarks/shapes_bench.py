@@ -17,7 +17,7 @@ import numpy as np
 
 import dp
 from dp import shapes
-from dp.mechanisms.base import noise_half_width
+from dp.mechanisms.half_width import noise_half_width
 
 MECHANISMS = ("privtree", "e2epriv", "full_quadtree")
 

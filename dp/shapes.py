@@ -33,7 +33,7 @@ import shapely
 
 from .domain import Domain, Projection
 from .errors import DataError, ParameterError
-from .mechanisms.base import laplace_sim
+from .mechanisms.half_width import laplace_sim
 from .noise import (
     discrete_laplace_fourth_cumulant,
     discrete_laplace_quantile,

@@ -630,7 +630,7 @@ def test_interval_and_noise_variance_formulas(data):
 def test_one_noise_term_has_its_exact_quantile_not_a_simulation():
     # one term w Z: P(|wZ| <= |w| h) = 1 - 2 q^(h+1)/(1+q) with h the least integer reaching the
     # level, whatever the seed (nothing is simulated)
-    from dp.mechanisms.base import noise_half_width
+    from dp.mechanisms.half_width import noise_half_width
     for scale, w in ((0.3, 1.0), (2.5, -0.4), (100.0, 0.25), (1000.0, 1.0)):
         q = math.exp(-1 / scale)
         cdf = lambda t: 1 - 2 * q ** (t + 1) / (1 + q)      # noqa: E731
@@ -643,11 +643,11 @@ def test_one_noise_term_has_its_exact_quantile_not_a_simulation():
 def test_simulated_half_widths_are_kept_per_release(data, monkeypatch):
     # a rectangle's simulated quantile is worked out once; a rectangle whose terms are the same
     # (|w|, scale) pairs in another order shares it, and the value is what the rule gives
-    base = importlib.import_module("dp.mechanisms.base")   # dp.mechanisms is also a function
+    hw = importlib.import_module("dp.mechanisms.half_width")   # dp.mechanisms is also a function
     rel = dp.release("identity", data, UNIT, 1.0, params={"grid_size": 10}, seed=1)
     runs = []
-    simulate = base.laplace_sim
-    monkeypatch.setattr(base, "laplace_sim", lambda *a: runs.append(1) or simulate(*a))
+    simulate = hw.laplace_sim
+    monkeypatch.setattr(hw, "laplace_sim", lambda *a: runs.append(1) or simulate(*a))
     r = dp.Rect(0.21, 0.33, 0.47, 0.52)          # fractional edges: 3 x 4 cells, simulated
     mirrored = dp.Rect(1 - 0.47, 1 - 0.52, 1 - 0.21, 1 - 0.33)
     first = rel.interval(r)
@@ -660,7 +660,7 @@ def test_simulated_half_widths_are_kept_per_release(data, monkeypatch):
     rel.interval(whole_cell)
     assert len(runs) == 1
     w = np.sort(np.round(np.abs(rel.noise_terms(r)[0]), 12))
-    expected = base.noise_half_width(0.0, (w, np.full(w.size, scale)), 0.95)
+    expected = hw.noise_half_width(0.0, (w, np.full(w.size, scale)), 0.95)
     assert (first[1] - first[0]) / 2 == pytest.approx(expected, rel=1e-12)
 
 

@@ -188,7 +188,7 @@ def test_half_widths_of_all_shapes_at_once_cover_the_noise():
     # shape 0: one draw (exact quantile, scaled by its weight); shapes 1..40: two draws of weight
     # 1 (simulated; checked against the exact law of Z1 + Z2); shapes 41..48: 4 to 64 draws of
     # mixed weights and scales (Cornish-Fisher; checked by simulation)
-    from dp.mechanisms.base import laplace_sim
+    from dp.mechanisms.half_width import laplace_sim
     from dp.noise import discrete_laplace_quantile, discrete_laplace_variance
     rng = np.random.default_rng(7)
     scales = np.linspace(2.0, 20.0, 40)

@@ -4,7 +4,6 @@ from __future__ import annotations
 import abc
 import math
 from dataclasses import dataclass, field
-from statistics import NormalDist
 from typing import Any, Callable
 
 import numpy as np
@@ -15,10 +14,11 @@ from ..contributions import USER_LEVEL_GUARANTEE
 from ..provenance import now
 from ..domain import Domain, UniformGrid
 from ..errors import ParameterError
-from ..noise import discrete_laplace_quantile, discrete_laplace_variance, make_rng
+from ..noise import discrete_laplace_variance
 from ..queries import Rect, as_rect_array, grid_answers, overlap_vectors
 from ..rect_features import RectFeatures
 from ..summed_area import summed_area
+from .half_width import kept_half_width
 
 
 @dataclass(frozen=True)
@@ -292,29 +292,9 @@ class Release(abc.ABC):
             return math.nan, math.nan
         if var == 0:
             return est, est
-        half = self._half_width(var, self.noise_terms(rect), level, n_sim, seed)
+        cache = self.__dict__.setdefault("_half_widths", {})
+        half = kept_half_width(cache, var, self.noise_terms(rect), level, n_sim, seed)
         return est - half, est + half
-
-    def _half_width(self, var: float, terms, level: float, n_sim: int, seed: int) -> float:
-        """`noise_half_width`, kept per release when it is simulated: Σ w_i Z_i has the law of
-        its (|w_i|, scale_i) pairs in any order, so rectangles sharing them share one run (the
-        weights rounded to 12 decimals, far below the simulation's own error)."""
-        if terms is not None:
-            w = np.asarray(terms[0], dtype=np.float64).ravel()
-            sc = np.broadcast_to(np.asarray(terms[1], dtype=np.float64), w.shape)
-            keep = w != 0
-            if 1 < keep.sum() <= MC_MAX_TERMS:
-                w, sc = np.round(np.abs(w[keep]), 12), sc[keep]   # equal up to float error
-                order = np.lexsort((sc, w))
-                w, sc = w[order], sc[order]
-                key = (level, n_sim, seed, w.tobytes(), sc.tobytes())
-                cache = self.__dict__.setdefault("_half_widths", {})
-                if key not in cache:
-                    if len(cache) >= HALF_WIDTH_CACHE:
-                        cache.pop(next(iter(cache)))
-                    cache[key] = noise_half_width(var, (w, sc), level, n_sim, seed)
-                return cache[key]
-        return noise_half_width(var, terms, level, n_sim, seed)
 
     def region_noise_scales(self):
         """The discrete Laplace scale of each region of `regions()` when every released count is
@@ -415,38 +395,6 @@ class Release(abc.ABC):
         non-negative with the same total (`dp.whole_counts`)."""
         from ..feature_files import geojson_text, release_features
         return geojson_text(release_features(self), None)
-
-
-HALF_WIDTH_CACHE = 4096   # simulated half-widths a release keeps, oldest dropped first
-MC_MAX_TERMS = 64   # up to this many noise terms an interval is simulated exactly
-
-
-def noise_half_width(variance: float, terms=None, level: float = 0.95, n_sim: int = 20000,
-                     seed: int = 0) -> float:
-    """Half-width h with P(|noise| <= h) ~ level: the one interval rule of every release.
-
-    With `terms` = (weights, scales) of independent discrete Laplace draws: one term's quantile
-    is exact (`discrete_laplace_quantile`, as for shapes); up to MC_MAX_TERMS terms, Monte Carlo of
-    Σ w_i Z_i with a fixed seed (no data is read, nothing is released, so the draws are numpy's
-    difference of two geometric variables, the same distribution as the exact sampler's at a
-    twentieth of its time); otherwise a normal approximation with the exact `variance` (CLT).
-    """
-    if terms is not None:
-        w = np.asarray(terms[0], dtype=np.float64).ravel()
-        keep = w != 0
-        if 0 < keep.sum() <= MC_MAX_TERMS:
-            sc = np.broadcast_to(np.asarray(terms[1], dtype=np.float64), w.shape)[keep]
-            if sc.size == 1:
-                return abs(float(w[keep][0])) * discrete_laplace_quantile(float(sc[0]), level)
-            return float(np.quantile(np.abs(laplace_sim(make_rng(seed), sc, n_sim) @ w[keep]), level))
-    return float(NormalDist().inv_cdf(0.5 + level / 2) * math.sqrt(variance))
-
-
-def laplace_sim(rng, scales: np.ndarray, n: int) -> np.ndarray:
-    """(n, len(scales)) discrete Laplace draws, P(z) ∝ exp(-|z| / scale), for simulation only:
-    G1 - G2 with G geometric of success probability 1 - exp(-1/scale)."""
-    p = -np.expm1(-1.0 / scales)
-    return rng.geometric(p, size=(n, scales.size)) - rng.geometric(p, size=(n, scales.size))
 
 
 class GridRelease(Release):

@@ -46,7 +46,8 @@ from ..noise import discrete_laplace_variance
 from ..queries import Rect, as_rect_array
 from ..rect_features import RectFeatures
 from ..summed_area import rect_integrals, summed_area
-from .base import MC_MAX_TERMS, MOVE_POINT, Capabilities, MechanismSpec, Param, Release
+from .base import MOVE_POINT, Capabilities, MechanismSpec, Param, Release
+from .half_width import MC_MAX_TERMS
 from .bounded_grid import (BOUNDED_GRID, BOUNDED_KIND, P_BIN_KM, P_BINS_PER_SIDE,  # noqa: F401
                            BoundedGridRelease, release_bounded_grid)  # (re-exported: releases pickled
                                                                       # before the split name them here)
