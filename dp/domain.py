@@ -248,8 +248,8 @@ def _axis_cells(v: np.ndarray, lo: float, span: float, n: int,
     (NaN to 0) and truncated, then moved by one where that disagrees with the cells' edges
     (`_open`), which queries, true counts and exports use (P12): the arithmetic can put a point
     lying exactly on a grid line in the neighbouring cell. The first lower and last upper edge
-    are infinite, so no move leaves the axis. Written into `c` (intp), with `t` (float) and `m` (bool) as
-    scratch, each of v's shape: made when not given."""
+    are infinite, so no move leaves the axis. Written into `c` (intp), with `t` (float) and `m`
+    (bool) as scratch, each of v's shape: made when not given."""
     c = np.empty(v.shape, np.intp) if c is None else c
     t = np.empty(v.shape) if t is None else t
     m = np.empty(v.shape, bool) if m is None else m

@@ -10,7 +10,7 @@ import numpy as np
 
 from ..noise import discrete_laplace_quantile, make_rng
 
-HALF_WIDTH_CACHE = 4096   # simulated half-widths a release keeps, oldest dropped first
+HALF_WIDTH_CACHE = 1024   # simulated half-widths a release keeps (emptied when full)
 MC_MAX_TERMS = 64   # up to this many noise terms an interval is simulated exactly
 
 
@@ -57,7 +57,7 @@ def kept_half_width(cache: dict, var: float, terms, level: float, n_sim: int, se
             key = (level, n_sim, seed, w.tobytes(), sc.tobytes())
             if key not in cache:
                 if len(cache) >= HALF_WIDTH_CACHE:
-                    cache.pop(next(iter(cache)))
+                    cache.clear()          # one call, safe beside other request threads
                 cache[key] = noise_half_width(var, (w, sc), level, n_sim, seed)
             return cache[key]
     return noise_half_width(var, terms, level, n_sim, seed)
