@@ -24,15 +24,22 @@ def noise_half_width(variance: float, terms=None, level: float = 0.95, n_sim: in
     difference of two geometric variables, the same distribution as the exact sampler's at a
     twentieth of its time); otherwise a normal approximation with the exact `variance` (CLT).
     """
-    if terms is not None:
-        w = np.asarray(terms[0], dtype=np.float64).ravel()
-        keep = w != 0
-        if 0 < keep.sum() <= MC_MAX_TERMS:
-            sc = np.broadcast_to(np.asarray(terms[1], dtype=np.float64), w.shape)[keep]
-            if sc.size == 1:
-                return abs(float(w[keep][0])) * discrete_laplace_quantile(float(sc[0]), level)
-            return float(np.quantile(np.abs(laplace_sim(make_rng(seed), sc, n_sim) @ w[keep]), level))
+    w, sc = nonzero_terms(terms)
+    if sc.size == 1:
+        return abs(float(w[0])) * discrete_laplace_quantile(float(sc[0]), level)
+    if 1 < sc.size <= MC_MAX_TERMS:
+        return float(np.quantile(np.abs(laplace_sim(make_rng(seed), sc, n_sim) @ w), level))
     return float(NormalDist().inv_cdf(0.5 + level / 2) * math.sqrt(variance))
+
+
+def nonzero_terms(terms) -> tuple[np.ndarray, np.ndarray]:
+    """(weights, scales) of the terms whose weight is not 0, as flat float arrays (both empty
+    when `terms` is None)."""
+    if terms is None:
+        return np.empty(0), np.empty(0)
+    w = np.asarray(terms[0], dtype=np.float64).ravel()
+    keep = w != 0
+    return w[keep], np.broadcast_to(np.asarray(terms[1], dtype=np.float64), w.shape)[keep]
 
 
 def laplace_sim(rng, scales: np.ndarray, n: int) -> np.ndarray:
@@ -46,18 +53,15 @@ def kept_half_width(cache: dict, var: float, terms, level: float, n_sim: int, se
     """`noise_half_width`, kept in a release's `cache` when it is simulated: Σ w_i Z_i has the
     law of its (|w_i|, scale_i) pairs in any order, so rectangles sharing them share one run
     (the weights rounded to 12 decimals, far below the simulation's own error)."""
-    if terms is not None:
-        w = np.asarray(terms[0], dtype=np.float64).ravel()
-        sc = np.broadcast_to(np.asarray(terms[1], dtype=np.float64), w.shape)
-        keep = w != 0
-        if 1 < keep.sum() <= MC_MAX_TERMS:
-            w, sc = np.round(np.abs(w[keep]), 12), sc[keep]
-            order = np.lexsort((sc, w))
-            w, sc = w[order], sc[order]
-            key = (level, n_sim, seed, w.tobytes(), sc.tobytes())
-            if key not in cache:
-                if len(cache) >= HALF_WIDTH_CACHE:
-                    cache.clear()          # one call, safe beside other request threads
-                cache[key] = noise_half_width(var, (w, sc), level, n_sim, seed)
-            return cache[key]
+    w, sc = nonzero_terms(terms)
+    if 1 < sc.size <= MC_MAX_TERMS:
+        w = np.round(np.abs(w), 12)
+        order = np.lexsort((sc, w))
+        w, sc = w[order], sc[order]
+        key = (level, n_sim, seed, w.tobytes(), sc.tobytes())
+        if key not in cache:
+            if len(cache) >= HALF_WIDTH_CACHE:
+                cache.clear()          # one call, safe beside other request threads
+            cache[key] = noise_half_width(var, (w, sc), level, n_sim, seed)
+        return cache[key]
     return noise_half_width(var, terms, level, n_sim, seed)
