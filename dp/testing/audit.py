@@ -118,22 +118,24 @@ def _log_ratio(a: float, b: float) -> float:
 
 
 def audit(run_d: Callable, run_d2: Callable, epsilon: float, runs: int = 1000, *,
-          alpha: float = 0.01, top: int = 5, seed: int = 0) -> AuditResult:
+          alpha: float = 0.01, top: int = 5, seed: int = 0, pick_runs: int | None = None) -> AuditResult:
     """Test the ε claim of a mechanism on one neighbouring pair (D, D').
 
     run_d(rng) and run_d2(rng) release on D and D' with the given Generator and return
-    `release_features(...)`. `runs` releases per dataset pick the `top` events with the
-    largest loss lower bound at 80% confidence; `runs` fresh releases per dataset then test
-    them. Returns the worst tested event; `passed` is False when its lower bound (confidence
-    1 - alpha over all tested events) exceeds ε.
+    `release_features(...)`. `pick_runs` releases per dataset (default `runs`) pick the `top`
+    events with the largest loss lower bound at 80% confidence; `runs` fresh releases per
+    dataset then test them. Returns the worst tested event; `passed` is False when its lower
+    bound (confidence 1 - alpha over all tested events) exceeds ε. The bound's width, so the
+    tester's power, is set by `runs`; the picking batch only has to rank events.
     """
+    pick_runs = runs if pick_runs is None else int(pick_runs)
     ss = np.random.SeedSequence(seed)
-    s1, s2, s3, s4 = (c.generate_state(runs) for c in ss.spawn(4))
+    s1, s2, s3, s4 = (c.generate_state(n) for c, n in zip(ss.spawn(4), (pick_runs, pick_runs, runs, runs)))
     a, b = _features(run_d, s1), _features(run_d2, s2)
     scored = []
     for name, ev in _events(a, b):       # rank by a conservative loss, so rare events do not win
         ka, kb = int(ev(a).sum()), int(ev(b).sum())
-        (alo, ahi), (blo, bhi) = _cp(ka, runs, 0.2), _cp(kb, runs, 0.2)
+        (alo, ahi), (blo, bhi) = _cp(ka, pick_runs, 0.2), _cp(kb, pick_runs, 0.2)
         scored.append((max(_log_ratio(alo, bhi), _log_ratio(blo, ahi)), name, ev))
     scored.sort(key=lambda t: -t[0])
     chosen = scored[:top]
