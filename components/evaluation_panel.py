@@ -14,6 +14,7 @@ from dp import evaluate, metrics
 
 from . import ids, render
 from server import services, sessions, state
+from .charts import chart, chart_place, place_id
 from .controls import domain_from_store
 from .help import help_box
 
@@ -36,6 +37,7 @@ METRICS = {
     "absolute": {"key": "abs_error", "label": "absolute error (points)", "file": "absolute_error",
                  "floor": 0.01},
 }
+EVAL_CHART = {"responsive": True, "style": {"height": "380px"}}    # each of the two charts
 MAX_EPSILONS = 12        # ε values in one evaluation (each is a round of releases of every mechanism)
 STORED = ("mechanism", "epsilon", "area_frac", "reps", "n_queries", "n_small",
           *(f"{q}_{m['key']}" for m in METRICS.values() for q in ("median", "q25", "q75")))
@@ -86,11 +88,8 @@ def layout(config: dict) -> html.Div:
                 html.Button("Download CSV", id=ids.EVAL_CSV_BUTTON, n_clicks=0),
                 dcc.Download(id=ids.EVAL_CSV_DOWNLOAD)]),
             html.Div(id=ids.EVAL_NOTE, className="hint"),
-            html.Div(className="eval-figs", children=[
-                dcc.Graph(id=ids.EVAL_FIG_EPS, config=graph_config("evaluation"), responsive=True,
-                          style={"height": "380px"}),
-                dcc.Graph(id=ids.EVAL_FIG_SIZE, config=graph_config("evaluation"), responsive=True,
-                          style={"height": "380px"})]),
+            html.Div(className="eval-figs", children=[chart_place(ids.EVAL_FIG_EPS),
+                                                      chart_place(ids.EVAL_FIG_SIZE)]),
             dash_table.DataTable(id=ids.EVAL_TABLE, data=[], page_size=10, sort_action="native",
                                  style_table={"overflowX": "auto"},
                                  style_cell={"fontSize": "12px", "whiteSpace": "normal", "height": "auto"},
@@ -364,19 +363,20 @@ def register_callbacks(app, config: dict):
             msg = f"Done: {st['total']} releases."
         return str(st["done"]), str(st["total"]), store, msg, True, True
 
-    @app.callback(Output(ids.EVAL_FIG_EPS, "figure"), Output(ids.EVAL_FIG_SIZE, "figure"),
-                  Output(ids.EVAL_FIG_EPS, "config"), Output(ids.EVAL_FIG_SIZE, "config"),
+    @app.callback(Output(place_id(ids.EVAL_FIG_EPS), "children"),
+                  Output(place_id(ids.EVAL_FIG_SIZE), "children"),
                   Output(ids.EVAL_TABLE, "data"), Output(ids.EVAL_TABLE, "columns"),
                   Output(ids.EVAL_NOTE, "children"), Output(ids.EVAL_RESULTS, "hidden"),
                   Input(ids.EVAL_SUMMARY, "data"), Input(ids.EVAL_METRIC, "value"))
     def show_results(store, metric):
         """Charts, table and note of a finished run; hidden until one has results."""
         if not store or not store["rows"]:
-            return go.Figure(), go.Figure(), no_update, no_update, [], [], "", True
+            return [], [], [], [], "", True
         f_eps, f_size = figures(store, metric)
         n_eps, n_size = figure_filenames(store, metric)
-        return (f_eps, f_size, graph_config(n_eps), graph_config(n_size), table_rows(store),
-                table_columns(store["rho"]), note(store), False)
+        return (chart(ids.EVAL_FIG_EPS, f_eps, config=graph_config(n_eps), **EVAL_CHART),
+                chart(ids.EVAL_FIG_SIZE, f_size, config=graph_config(n_size), **EVAL_CHART),
+                table_rows(store), table_columns(store["rho"]), note(store), False)
 
     @app.callback(Output(ids.EVAL_CSV_DOWNLOAD, "data"), Input(ids.EVAL_CSV_BUTTON, "n_clicks"),
                   State(ids.EVAL_SUMMARY, "data"), prevent_initial_call=True)

@@ -12,6 +12,7 @@ import dp
 
 from . import ids, render
 from server import live, sessions, state, workspace
+from .charts import chart, chart_place, place_id
 from .controls import domain_from_store, parse_typed, rects_from_geojson, request_ids
 from .help import help_box
 from .numbers import significant
@@ -32,6 +33,7 @@ COLUMNS = [("k", "#"), ("answer", "Private answer"), ("true_count", "True (owner
            ("reference_answer", "Single full-budget release (owner only)"),
            ("sigma_mean_m", "Mean noise σ allocated (m)"), ("saving", "Saved this query"),
            ("remaining", "Budget left (mean)"), ("n_halted", "Users halted")]
+IA_CHART = {"style": {"height": "320px"}}     # each of the session's two charts
 ROUNDS = 10                     # elimination rounds per query: at most this many answers per point
 CHARGE_RADIUS_M = 100.0         # sessions are charged for telling apart places this far apart
 
@@ -75,9 +77,7 @@ def layout(config: dict) -> html.Div:
         dcc.Loading(html.Div(id=ids.IA_STATUS, role="status"), type="dot"),
         dash_table.DataTable(id=ids.IA_TABLE, columns=[{"name": n, "id": i} for i, n in COLUMNS], data=[],
                              page_size=10, style_cell={"fontSize": "12px"}),
-        html.Div(className="eval-figs", children=[
-            dcc.Graph(id=ids.IA_PLOT, style={"height": "320px"}),
-            dcc.Graph(id=ids.IA_HIST, style={"height": "320px"})]),
+        html.Div(className="eval-figs", children=[chart_place(ids.IA_PLOT), chart_place(ids.IA_HIST)]),
         dcc.Store(id=ids.IA_INFO), dcc.Store(id=ids.IA_REQUEST),
     ])
 
@@ -236,15 +236,15 @@ def started_view(info: dict, planned: int, strategy, method) -> tuple:
     msg = html.Div(f"New session: m = {planned} planned queries, strategy {strategy}, method "
                    f"{method}; charged ρ = {significant(info['rho'], 3, trim=True)} (zCDP) to this dataset's budget.",
                    className="ok")
-    return info, msg, [], go.Figure(), go.Figure(), time.time()
+    return info, msg, [], [], [], time.time()
 
 
 def answers_view(info: dict, history: list, result) -> tuple:
     """Render step after questions were answered: the run callback's outputs."""
     msg = html.Div(f"Query {result.k} answered in {result.seconds:.2f} s: private answer "
                    f"{result.answer:,.0f}; {result.n_halted:,} users halted so far.", className="ok")
-    return info, msg, [table_row(h) for h in history], session_figure(history), \
-        saving_histogram(result), no_update
+    return info, msg, [table_row(h) for h in history], chart(ids.IA_PLOT, session_figure(history), **IA_CHART), \
+        chart(ids.IA_HIST, saving_histogram(result), **IA_CHART), no_update
 
 
 def error_view(exc: Exception) -> tuple:
@@ -265,19 +265,19 @@ def register_callbacks(app, config: dict):
     @app.callback(Output(ids.IA_INFO, "data", allow_duplicate=True),
                   Output(ids.IA_STATUS, "children", allow_duplicate=True),
                   Output(ids.IA_TABLE, "data", allow_duplicate=True),
-                  Output(ids.IA_PLOT, "figure", allow_duplicate=True),
-                  Output(ids.IA_HIST, "figure", allow_duplicate=True),
+                  Output(place_id(ids.IA_PLOT), "children", allow_duplicate=True),
+                  Output(place_id(ids.IA_HIST), "children", allow_duplicate=True),
                   Input(ids.DATASET, "data"), State(ids.IA_INFO, "data"), prevent_initial_call=True)
     def end_for_new_data(info, session):
         """New data ends the session on the old data: its answers no longer apply."""
         if not session or (info or {}).get("fingerprint") == session.get("fingerprint"):
             return (no_update,) * 5
         return None, html.Div("New data is loaded: start a new session to ask about it.",
-                              className="hint"), [], go.Figure(), go.Figure()
+                              className="hint"), [], [], []
 
     @app.callback(Output(ids.IA_INFO, "data"), Output(ids.IA_STATUS, "children"),
-                  Output(ids.IA_TABLE, "data"), Output(ids.IA_PLOT, "figure"),
-                  Output(ids.IA_HIST, "figure"),
+                  Output(ids.IA_TABLE, "data"), Output(place_id(ids.IA_PLOT), "children"),
+                  Output(place_id(ids.IA_HIST), "children"),
                   Output(ids.ACCOUNT_TICK, "data", allow_duplicate=True),
                   Input(ids.IA_REQUEST, "data"), Input(ids.IA_ASK, "n_clicks"),
                   Input(ids.IA_TYPED, "n_submit"), Input(ids.EDIT, "geojson"),

@@ -14,6 +14,7 @@ from dp.whole_counts import whole_nonnegative
 
 from . import ids, render
 from server import releases, sessions, state
+from .charts import chart, chart_place, place_id
 from .controls import EXACT_STAGE, domain_from_store
 from .help import help_box
 
@@ -115,8 +116,7 @@ def layout(config: dict) -> html.Div:
             html.Div(id=ids.MAP_LEGEND, className="map-legend"),
             html.Div(id=ids.SHAPES_LEGEND, className="map-legend shapes-legend"),
         ]),
-        html.Div(id=ids.EULER_CHART_BOX, hidden=True, children=[
-            dcc.Graph(id=ids.EULER_CHART, config={"displayModeBar": False}, style={"height": "220px"})]),
+        html.Div(id=ids.EULER_CHART_BOX, hidden=True, children=[chart_place(ids.EULER_CHART)]),
         dcc.Store(id=ids.MAP_GRID_STORE),
     ])
 
@@ -440,7 +440,7 @@ def register_callbacks(app, config: dict):
 
     @app.callback(Output(ids.EULER_BOX, "hidden"), Output(ids.EULER_STAGE, "options"),
                   Output(ids.EULER_STAGE, "value"),
-                  Output(ids.EULER_CHART_BOX, "hidden"), Output(ids.EULER_CHART, "figure"),
+                  Output(ids.EULER_CHART_BOX, "hidden"), Output(place_id(ids.EULER_CHART), "children"),
                   Input(ids.RELEASE, "data"))
     def euler_panel(rinfo):
         sid = sessions.session_id()
@@ -452,7 +452,8 @@ def register_callbacks(app, config: dict):
             fig = violations_figure(rel, lambda st: releases.staged_release(sid, rinfo["key"], st))
         except LookupError:               # dropped between the two reads
             return True, no_update, no_update, True, no_update
-        return False, stage_options(caps.stages), caps.stage, False, fig
+        return False, stage_options(caps.stages), caps.stage, False, chart(
+            ids.EULER_CHART, fig, config={"displayModeBar": False}, style={"height": "220px"})
 
     @app.callback(Output(ids.EULER_STATUS, "children"), Input(ids.EULER_STAGE, "value"),
                   Input(ids.RELEASE, "data"))

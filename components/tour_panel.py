@@ -18,7 +18,7 @@ from dash import ALL, ClientsideFunction, Input, Output, State, ctx, dcc, html, 
 
 import dp
 
-from . import ids
+from . import charts, ids
 from server import releases, sessions, state
 from .controls import EPS_MAX, EPS_MIN, next_cost
 from .help import help_box
@@ -286,7 +286,7 @@ def layout(config: dict) -> html.Div:
         help_box("tour"),
         html.Div(className="tour-content", children=[
             html.Div(id=ids.TOUR_BODY, className="tour-body"),
-            dcc.Graph(id=ids.TOUR_CHART, config={"displayModeBar": False}, style={"display": "none"})]),
+            charts.chart_place(ids.TOUR_CHART)]),
         html.Div(className="tour-nav", children=[
             html.Button("Back", id=ids.TOUR_BACK, n_clicks=0),
             html.Button("Next", id=ids.TOUR_NEXT, n_clicks=0, className="primary"),
@@ -327,8 +327,8 @@ def register_callbacks(app, config: dict):
         return add_margin(store, series, rinfo["epsilon"], *margin_of(rel))
 
     @app.callback(Output(ids.TOUR_TITLE, "children"), Output(ids.TOUR_COUNTER, "children"),
-                  Output(ids.TOUR_BODY, "children"), Output(ids.TOUR_CHART, "figure"),
-                  Output(ids.TOUR_CHART, "style"), Output(ids.TOUR_BACK, "disabled"),
+                  Output(ids.TOUR_BODY, "children"), Output(charts.place_id(ids.TOUR_CHART), "children"),
+                  Output(ids.TOUR_BACK, "disabled"),
                   Output(ids.TOUR_NEXT, "disabled"), Output(ids.TOUR_NEXT, "children"),
                   Input(ids.TOUR_STEP, "data"), Input(ids.TOUR_MARGINS, "data"),
                   Input(ids.RELEASE, "data"), Input(ids.DATASET, "data"), Input(ids.ACCOUNT_TICK, "data"),
@@ -337,7 +337,7 @@ def register_callbacks(app, config: dict):
     def show_step(step, store, rinfo, info, _tick, name, pvals, pids, domain_info):
         """Render the step with what this session's releases and account say."""
         if step is None:
-            return (no_update,) * 8
+            return (no_update,) * 7
         upcoming = STEPS[step + 1].release_at if step + 1 < len(STEPS) else None
         acc = state.account(sessions.session_id(), info["fingerprint"]) if info else None
         points = (store or {}).get("points", [])
@@ -348,8 +348,8 @@ def register_callbacks(app, config: dict):
                   cost=next_cost(upcoming, name, pvals, pids, domain_info) if upcoming else None)
         chart = STEPS[step].chart and bool(points)
         return (STEPS[step].title, f"Step {step + 1} of {len(STEPS)}", step_view(step, f),
-                margin_figure(points) if chart else no_update,
-                CHART_STYLE if chart else {"display": "none"},
+                charts.chart(ids.TOUR_CHART, margin_figure(points), config={"displayModeBar": False},
+                             style=CHART_STYLE) if chart else [],
                 step == 0, step == len(STEPS) - 1,
                 f"Next: release at ε = {upcoming:g} (spends ε)" if upcoming else "Next")
 

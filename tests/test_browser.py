@@ -90,6 +90,19 @@ def poll_until(condition, timeout: float) -> None:
         pass
 
 
+def on_screen(dash_duo, element_id: str) -> bool:
+    """Whether the element is in the page and displayed (read at once, no implicit wait)."""
+    return dash_duo.driver.execute_script(
+        "var e = document.getElementById(arguments[0]); return !!(e && e.getClientRects().length);",
+        element_id)
+
+
+def plotly_loaded(dash_duo) -> bool:
+    """Whether the page has fetched and run plotly.js (only a chart on screen needs it)."""
+    return dash_duo.driver.execute_script(
+        "return performance.getEntriesByType('resource').some(e => /plotly[^/]*[.]js/.test(e.name));")
+
+
 def raster_src(dash_duo) -> str | None:
     """The map image's data URL, read in one step (the element is replaced on every redraw)."""
     return dash_duo.driver.execute_script(
@@ -612,7 +625,8 @@ def test_region_sample_euler_stages_and_snapped_queries(dash_duo):
     # k and the sensitivity are shown before any release (spec 004: k = ceil(B/d), Δ = (2k+1)²)
     assert "k = ⌈B/d⌉ = 2; sensitivity Δ = 25" in dash_duo.find_element(f"#{ids.EPSILON_READOUT}").text
     dash_duo.wait_for_contains_text("#euler-status", "round: 0 violated", timeout=30)
-    assert dash_duo.find_element("#euler-violations").is_displayed()
+    poll_until(lambda: on_screen(dash_duo, ids.EULER_CHART), 20)
+    assert on_screen(dash_duo, ids.EULER_CHART)
     regions, domain = dp.load_region_sample("home_ranges_3k")
     rel = dp.release("euler", regions, domain, epsilon=1.0, seed=1)
     rect = dp.Rect(116.35, 39.85, 116.45, 39.95)

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from test_browser import poll_until, table_rows, upload   # skips this file without chromium
+from test_browser import on_screen, plotly_loaded, poll_until, table_rows, upload   # skips without chromium
 from test_browser_workspace import ON_GUNICORN
 from test_browser_workspace import gunicorn, page   # noqa: F401  (fixtures: the multi-worker server)
 
@@ -73,16 +73,17 @@ def test_evaluation_on_mostly_empty_queries_is_finite_explained_and_downloadable
     n = corner_csv(path)
     upload(dash_duo.driver, path)
     dash_duo.wait_for_contains_text(f"#{ids.DATA_SUMMARY}", f"{n} points", timeout=20)
-    # nothing of the results shows before a run: no empty axes, no empty table
+    # nothing of the results shows before a run: no empty axes, no empty table, and no chart
+    # library fetched for them (plotly.js comes with the first chart)
     assert not dash_duo.find_element(f"#{ids.EVAL_RESULTS}").is_displayed()
-    assert not dash_duo.find_element(f"#{ids.EVAL_FIG_EPS}").is_displayed()
+    assert not on_screen(dash_duo, ids.EVAL_FIG_EPS) and not plotly_loaded(dash_duo)
     set_input(dash_duo, ids.EVAL_NQ, 10)
     set_input(dash_duo, ids.EVAL_REPS, 1)
     set_input(dash_duo, ids.EVAL_RHO, RHO)
     dash_duo.find_element(f"#{ids.EVAL_RUN}").click()
     dash_duo.wait_for_contains_text(f"#{ids.EVAL_STATUS}", "Done", timeout=120)
-    poll_until(lambda: dash_duo.find_element(f"#{ids.EVAL_RESULTS}").is_displayed(), 10)
-    assert dash_duo.find_element(f"#{ids.EVAL_FIG_EPS}").is_displayed()
+    poll_until(lambda: dash_duo.find_elements(f"#{ids.EVAL_FIG_EPS} .js-plotly-plot"), 20)
+    assert on_screen(dash_duo, ids.EVAL_FIG_EPS) and plotly_loaded(dash_duo)
 
     # rho is stated; most of this workload held fewer than rho points
     note = dash_duo.find_element(f"#{ids.EVAL_NOTE}").text

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from test_browser import E2E_STEPS, ledger_steps, poll_until, start   # skips without a browser
+from test_browser import E2E_STEPS, ledger_steps, on_screen, poll_until, start   # skips without a browser
 from test_browser_session import no_horizontal_overflow
 
 from components import ids, tour_panel
@@ -57,7 +57,7 @@ def test_guided_demo_walks_through_every_step(dash_duo):
     assert dash_duo.find_element(f"#{ids.TOUR_CARD}").is_displayed()
     assert "200,000 points" in text(dash_duo, ids.TOUR_BODY)
     assert "true counts" in text(dash_duo, ids.TOUR_BODY)
-    assert not dash_duo.find_element(f"#{ids.TOUR_CHART}").is_displayed()
+    assert not on_screen(dash_duo, ids.TOUR_CHART)
     assert dash_duo.find_element(f"#{ids.TOUR_BACK}").get_attribute("disabled")
 
     # 2: what is published; it warns that Next releases and spends ε
@@ -94,7 +94,7 @@ def test_guided_demo_walks_through_every_step(dash_duo):
     body = text(dash_duo, ids.TOUR_BODY)
     assert "At ε = 0.1, any conclusion about one person becomes at most about 1.1 times" in body
     assert "at most 52% sure" in body and "one point" in body
-    assert not dash_duo.find_element(f"#{ids.TOUR_CHART}").is_displayed()
+    assert not on_screen(dash_duo, ids.TOUR_CHART)
 
     # 6: the budget, with the account's own total; the last step
     go_to(dash_duo, ids.TOUR_NEXT, 5)
