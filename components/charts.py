@@ -17,6 +17,6 @@ def chart_place(graph_id: str) -> html.Div:
     return html.Div(id=place_id(graph_id))
 
 
-def chart(graph_id: str, figure, **props):
-    """The children of a chart's place: its dcc.Graph showing `figure`, or nothing for None."""
-    return [] if figure is None else dcc.Graph(id=graph_id, figure=figure, **props)
+def chart(graph_id: str, figure, **props) -> dcc.Graph:
+    """What fills a chart's place: its dcc.Graph showing `figure` (an empty place is [])."""
+    return dcc.Graph(id=graph_id, figure=figure, **props)
