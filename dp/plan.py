@@ -38,7 +38,7 @@ DEFAULT_POINTS = 100_000         # the public assumed dataset size
 # the twins' shapes, stated before any measurement (kinds of the corpus's fitting part: a
 # clustered city, an even spread, tight cores, roads); a plan takes the worst of them
 SHAPES = ("clustered", "uniform", "cores", "lines")
-WITH_VALUES = SHAPES + ("values",)  # the default: points may sit on exact values (`exact_values`)
+WITH_VALUES = SHAPES + ("values", "strips")  # the default: points may sit on exact values (`exact_values`)
 LADDER = tuple(float(f"{e:.3g}") for e in np.logspace(-2, 1, 19))   # 0.01 … 10, ratio 10^(1/6)
 N_QUERIES, REPETITIONS = 200, 3
 # Rungs of LADDER added, per mechanism, to the least ε that meets the need on every twin of the
@@ -120,6 +120,10 @@ def _unit_points(shape: str, n: int, rng) -> np.ndarray:
     if shape == "cores":
         centres = rng.uniform(0.2, 0.8, (3, 2))
         u = centres[rng.integers(0, 3, n)].T + rng.normal(0, 0.02, (2, n))
+    elif shape == "strips":                         # 100 evenly spaced values across, a smooth spread up
+        v = np.linspace(0.005, 0.995, 100)
+        w = np.exp(-0.5 * ((v - rng.uniform(0.2, 0.8)) / rng.uniform(0.15, 0.3)) ** 2) + 0.02
+        u = np.vstack([v[rng.choice(100, size=n, p=w / w.sum())], rng.beta(2, 4, n)])
     elif shape == "values":                         # every point on one of 16 x 24 exact values
         vx, vy = np.sort(rng.uniform(0.02, 0.98, 16)), np.sort(rng.uniform(0.02, 0.98, 24))
         w = 1.0 / (rng.permutation(16 * 24) + 1.0)

@@ -37,7 +37,7 @@ def test_the_corpus_is_varied_split_and_reproducible():
     entries = corpus.entries()
     generated = [e for e in entries if e.seed is not None]
     assert len(generated) >= 20 and len({e.seed for e in generated}) == len(generated)
-    assert {e.part for e in generated} == {"fit", "validation", "holdout", "fresh", "unseen", "final"}
+    assert {e.part for e in generated} == {"fit", "validation", "holdout", "fresh", "unseen", "final", "last"}
     assert all(e.what and e.name for e in entries)
     sizes = []
     for e in generated:
