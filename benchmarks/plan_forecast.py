@@ -178,7 +178,7 @@ def main(argv=None) -> None:
                     help="rungs added to the plan's ε, each scored, and dp.plan's own margins "
                          "when all of theirs are among them (default: 0 and dp.plan's)")
     ap.add_argument("--exact-values", action=argparse.BooleanOptionalAction, default=True,
-                    help="plan on the five twins with MARGIN_VALUES, as `dp.plan` does by default "
+                    help="plan on the six twins with MARGIN_VALUES, as `dp.plan` does by default "
                          "(--no-exact-values: the four twins with MARGIN)")
     ap.add_argument("--out", type=Path, help="also write one JSON line per plan here")
     ap.add_argument("--rows", type=Path, help="summarise rows written by --out instead of measuring")

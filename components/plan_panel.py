@@ -81,7 +81,7 @@ def result_view(rows: list, request: dict) -> html.Div:
     """The plan as a table: mechanism, ε needed, the error there, and a Use button; under it
     the twins it was made on and how far to trust it."""
     exact = request.get("exact", True)
-    twins = "five" if exact else "four"
+    twins = "six" if exact else "four"
     shapes = ("a clustered city, an even spread, three tight cores, thirty roads and points on "
               "exact values" if exact else
               "a clustered city, an even spread, three tight cores and thirty roads")

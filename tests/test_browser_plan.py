@@ -23,7 +23,7 @@ def spent(dash_duo) -> str:
 
 def plan_for(dash_duo, people: int, points: int = 5_000) -> None:
     """State ±`people` on the default rectangles, assuming `points` points (fewer than the
-    default 100,000: a plan of every mechanism on five twins of them is quicker), run the plan
+    default 100,000: a plan of every mechanism on six twins of them is quicker), run the plan
     step and wait for its table."""
     for box, value in ((ids.PLAN_TARGET, people), (ids.PLAN_POINTS, points)):
         field = dash_duo.find_element(f"#{box}")

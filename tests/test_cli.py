@@ -99,7 +99,7 @@ def test_plan_is_free_and_printed(capsys):
     assert cli.main(["plan", "-d", "London", "-m", "ug", "-m", "privtree", "--target", "50", "-q"]) == 0
     text = capsys.readouterr().out
     assert "±50 people 95% of the time" in text and "ug" in text and "privtree" in text
-    assert "on every one of 5 twins" in text and "values" in text and planning.TRUST_VALUES in text
+    assert "on every one of 6 twins" in text and "values" in text and planning.TRUST_VALUES in text
     assert cli.main(["plan", "-d", "London", "-m", "privtree", "--points", "5000", "--no-exact-values", "-q"]) == 0
     text = capsys.readouterr().out
     assert "on every one of 4 twins" in text and "(clustered, uniform, cores, lines)" in text
