@@ -82,8 +82,8 @@ def result_view(rows: list, request: dict) -> html.Div:
     the twins it was made on and how far to trust it."""
     exact = request.get("exact", True)
     twins = "six" if exact else "four"
-    shapes = ("a clustered city, an even spread, three tight cores, thirty roads and points on "
-              "exact values" if exact else
+    shapes = ("a clustered city, an even spread, three tight cores, thirty roads, points on "
+              "exact values and points in parallel strips" if exact else
               "a clustered city, an even spread, three tight cores and thirty roads")
     labels = {k: s.label for k, s in dp.mechanisms().items()}
     head = html.Tr([html.Th("Mechanism"), html.Th("ε needed"),

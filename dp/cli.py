@@ -321,8 +321,9 @@ def parser(prog: str = "python -m dp") -> argparse.ArgumentParser:
     p.add_argument("--points", type=int, default=DEFAULT_POINTS,
                    help=f"the assumed number of points, a public guess ({DEFAULT_POINTS:,})")
     p.add_argument("--exact-values", action=argparse.BooleanOptionalAction, default=True,
-                   help="plan on twins of exact values and of parallel strips too, for points that may sit on exact "
-                        "values (a census table, ages in whole years, a street grid); "
+                   help="plan on twins of exact values and of parallel strips too, for points "
+                        "that may sit on exact values (a census table, ages in whole years, a "
+                        "street grid); "
                         "--no-exact-values only for points known not to: cheaper plans that "
                         "missed on such data about half the time (default: on)")
     p.add_argument("--quiet", "-q", **QUIET)

@@ -41,7 +41,7 @@ DEFAULT_POINTS = 100_000         # the public assumed dataset size
 # the twins' shapes, stated before any measurement (kinds of the corpus's fitting part: a
 # clustered city, an even spread, tight cores, roads); a plan takes the worst of them
 SHAPES = ("clustered", "uniform", "cores", "lines")
-WITH_VALUES = SHAPES + ("values", "strips")  # the default: points may sit on exact values (`exact_values`)
+WITH_VALUES = SHAPES + ("values", "strips")  # the default: points may sit on exact values
 LADDER = tuple(float(f"{e:.3g}") for e in np.logspace(-2, 1, 19))   # 0.01 … 10, ratio 10^(1/6)
 N_QUERIES, REPETITIONS = 200, 3
 # Rungs of LADDER added, per mechanism, to the least ε that meets the need on every twin of the
@@ -57,9 +57,9 @@ MARGIN = {"identity": 4, "ug": 4, "e2epriv": 4, "htf": 3, "ag": 2, "quadtree": 4
 # (102 of 106, one missed by 1.56 times: PrivTree, 1 rung). Then the rule with a second
 # condition, none missed by more than 1.5 times, applied to the fitting, fresh and unseen parts
 # together: PrivTree 2 rungs (at 2 its three misses there became one at 1.08 times), every other
-# mechanism unchanged; judged on the final part, which no choice saw (`benchmarks/README.md`). Kept, not refit, with the
-# sixth twin (strips): a twin more can only raise a plan's rung, so the margins stay at least what
-# the rule asks; judged on the last part, which no choice saw.
+# mechanism unchanged; judged on the final part, which no choice saw (`benchmarks/README.md`).
+# Kept, not refit, with the sixth twin (strips): a twin more can only raise a plan's rung, so the
+# margins stay at least what the rule asks; judged on the last part, which no choice saw.
 MARGIN_VALUES = {"identity": 0, "ug": 0, "e2epriv": 0, "htf": 0, "ag": 0, "quadtree": 0,
                  "kdtree": 0, "privtree": 2, "full_quadtree": 0, "adaptive": 0, "dawa": 0}
 
