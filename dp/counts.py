@@ -209,7 +209,8 @@ def _read_npz(f, read):
         return read(f)
     except FileNotFoundError:
         raise DataError(f"no such file: {f}") from None
-    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, zlib.error):
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, zlib.error,
+            NotImplementedError, RuntimeError):   # zipfile: a method or flag it cannot read, encryption
         raise DataError("not a counts file: expected a .npz written by CountData.save (with "
                         f"format {FORMAT!r}, counts, bounds and points_per_user)") from None
     finally:

@@ -157,6 +157,20 @@ def test_saved_counts_read_back_and_other_files_are_refused(tmp_path, counts):
         dp.load_counts(tmp_path / "missing.npz")
 
 
+@pytest.mark.parametrize("offset, value", [(10, 99), (8, 1), (8, 1 << 5)],
+                         ids=["unknown compression", "encrypted", "compressed patch data"])
+def test_a_zip_packed_as_no_counts_file_is_refused_in_words(tmp_path, counts, offset, value):
+    """The upload fuzzer's find: a member whose zip record names a compression method Python
+    cannot read (AES, 99), or sets the encrypted or patched-data flag, made zipfile raise
+    NotImplementedError or RuntimeError, which escaped the file's check as a traceback."""
+    dp.CountData(counts.counts, BOX).save(tmp_path / "c.npz")
+    raw = bytearray((tmp_path / "c.npz").read_bytes())
+    at = raw.index(b"PK\x01\x02")                   # the first member's central directory record
+    raw[at + offset:at + offset + 2] = value.to_bytes(2, "little")
+    with pytest.raises(dp.DataError, match="not a counts file: expected a .npz written by"):
+        dp.load_counts(bytes(raw))
+
+
 def test_the_fingerprint_follows_the_content(counts):
     same = dp.CountData(counts.counts.copy(), BOX)
     moved = counts.counts.copy()
