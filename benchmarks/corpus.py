@@ -337,6 +337,9 @@ CORPUS = (
 )
 
 
+PARTS = tuple(dict.fromkeys(e.part for e in CORPUS))    # in the order they were added
+
+
 def entries(part: str | None = None, names=None) -> list[Entry]:
     """The corpus, or the entries of one part, or the named ones; DPBench entries only when the
     shared matrices are there."""

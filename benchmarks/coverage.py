@@ -112,7 +112,7 @@ def structure(args, rects) -> None:
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--part", default="validation", choices=["fit", "validation", "holdout", "all"])
+    ap.add_argument("--part", default="validation", choices=[*corpus.PARTS, "all"])
     ap.add_argument("--data", nargs="+", default=None, help="corpus names (default: the part's)")
     ap.add_argument("--eps", type=float, nargs="+", default=[0.1, 1.0])
     ap.add_argument("--seeds", nargs="+", default=["1-5"], help="numbers or ranges, e.g. 1-5")

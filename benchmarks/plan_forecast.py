@@ -171,7 +171,7 @@ def least_summary(rows, margins) -> None:
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--part", default="fresh", choices=["fit", "validation", "holdout", "fresh", "unseen", "final", "last", "all"])
+    ap.add_argument("--part", default="fresh", choices=[*corpus.PARTS, "all"])
     ap.add_argument("--data", nargs="+", default=None, help="corpus names (default: the part's)")
     ap.add_argument("--mechanisms", nargs="+", default=planning.plannable())
     ap.add_argument("--margins", type=int, nargs="+", default=None,
