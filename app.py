@@ -13,7 +13,7 @@ from dash import Dash, dcc, html
 
 import dp
 from components import (alerts, compare_panel, data_panel, evaluation_panel, export_panel, ids, inputs,
-                        interactive_panel, ledger_panel, map_panel, mechanism_panel, plan_panel, public_page,
+                        interactive_panel, ledger_panel, map_panel, mechanism_panel, pages, plan_panel, public_page,
                         queries_panel, server_files, shapes_panel, share, steps, tour_panel)
 from server import front, guard, heavy, jobs, memory, services, sessions, state, workspace
 from server.faults import Unavailable
@@ -44,22 +44,23 @@ MIN_TOKEN_CHARS = 22         # 128 bits as URL-safe base64, what a random token 
 INSTANCE = Path(__file__).resolve().parent / "instance"
 ACCOUNTS_DIR, STORE_DIR, PUBLISHED_DIR = INSTANCE / "accounts", INSTANCE / "store", INSTANCE / "published"
 DEFAULT_WORKERS, DEFAULT_THREADS, DEFAULT_HEAVY = 3, 8, 1   # gunicorn's defaults on the command line
+TITLE = "Private location statistics"
 PANELS = (alerts, data_panel, server_files, mechanism_panel, plan_panel, map_panel, queries_panel, shapes_panel,
-          compare_panel, ledger_panel, export_panel, evaluation_panel, interactive_panel, share, tour_panel)
+          compare_panel, ledger_panel, export_panel, evaluation_panel, interactive_panel, share, tour_panel,
+          public_page)
 
 
-def serve_layout(config: dict):
-    """A fresh layout per page load, rendered from the browser's workspace on the server (its
-    dataset, domain and shown release: `server.workspace.page`); the browser's session id lives
-    in a cookie (see `server.state`). When the store cannot be read (Redis down, a failing
-    disk) the page says so instead of opening on state it cannot keep."""
-    def layout():
-        try:
-            return page_layout({**config, "page": workspace.page(sessions.session_id(),
-                                                                  state.DEFAULT_SAMPLE)})
-        except Unavailable as exc:
-            return alerts.unavailable(str(exc))
-    return layout
+def dashboard(**_query):
+    """The dashboard (the page at /), fresh per page load, rendered from the browser's workspace
+    on the server (its dataset, domain and shown release: `server.workspace.page`); the
+    browser's session id lives in a cookie (see `server.sessions`). When the store cannot be
+    read (Redis down, a failing disk) the page says so instead of opening on state it cannot
+    keep. A link's settings in the address are read by `components.share`, not here."""
+    try:
+        return page_layout({**pages.settings(), "page": workspace.page(sessions.session_id(),
+                                                                       state.DEFAULT_SAMPLE)})
+    except Unavailable as exc:
+        return alerts.unavailable(str(exc))
 
 
 def page_layout(config: dict):
@@ -114,8 +115,8 @@ def create_app(config: dict | None = None) -> Dash:
                          f"{', '.join(mechanism_panel.point_mechanisms())}")
     if config["data_dir"] is not None and not Path(config["data_dir"]).is_dir():
         raise ValueError(f"the data folder {config['data_dir']!r} does not exist or is not a folder")
-    app = Dash(__name__, title="Private location statistics", suppress_callback_exceptions=True,
-               on_error=alerts.speak)
+    app = Dash(__name__, title=TITLE, suppress_callback_exceptions=True, on_error=alerts.speak,
+               use_pages=True, pages_folder="")
     # Refuse an oversize request by its Content-Length before its body is read (Werkzeug raises
     # 413 on the first read). A file of max_upload_mb MB (1e6 bytes, as decode_upload counts)
     # arrives base64-encoded (4/3 larger) inside a JSON callback body: allow that plus 1 MB for
@@ -137,28 +138,25 @@ def create_app(config: dict | None = None) -> Dash:
     sessions.Sessions(secret, config["owner_token_hash"], bool(config["secure_cookies"]),
                       bool(config["public_uploads"])).install(app.server)
     state.load_samples()       # every sample made once, before the fork: the same in every worker
-    app.layout = serve_layout(config)
+    pages.install(app, config, dashboard, TITLE)
     for panel in PANELS:
         panel.register_callbacks(app, config)
-    public = public_page.mount(app.server, config)
-    for dash_app in (app, public):
-        inputs.register(dash_app)
-    guard.install(app.server, [d.config.routes_pathname_prefix + "_dash-update-component"
-                               for d in (app, public)])
+    inputs.register(app)
+    guard.install(app.server, [app.config.routes_pathname_prefix + "_dash-update-component"])
     prepare_before_fork(app)
-    prepare_before_fork(public)
     return app
 
 
 def prepare_before_fork(app: Dash) -> None:
-    """Do Dash's once-per-process setup now, before gunicorn forks its workers.
+    """Run Dash's once-per-process setup now, before gunicorn forks its workers.
 
-    Dash registers the script paths it may serve (dash_leaflet's among them) in its first
-    request's `before_request` hook, and marks the setup done before doing it: a second request
-    thread arriving meanwhile skips it, and its script request fails with HTTP 500 ("not a
-    registered library"). Run once here, every worker starts with the paths registered."""
+    Dash registers the script paths it may serve (dash_leaflet's among them), and its pages'
+    routing callback, in `before_request` hooks that run once, marking themselves done before
+    doing it: a second request thread arriving meanwhile skips them, and its script request
+    fails with HTTP 500 ("not a registered library") or its page never renders. Run once here
+    (every hook of a plain GET of /), every worker starts with them done."""
     with app.server.test_request_context("/"):
-        app._setup_server()
+        app.server.preprocess_request()
 
 
 class Gunicorn(BaseApplication):

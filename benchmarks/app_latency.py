@@ -1,7 +1,8 @@
 """Server time of the dashboard's main paths: page load, release + map, a drawn rectangle, upload.
 
 The real Flask server runs in-process and is driven with its test client. A minimal renderer
-(`Browser`) keeps the layout from /_dash-layout, follows /_dash-dependencies and POSTs to
+(`Browser`) keeps the layout from /_dash-layout and the page Dash Pages renders into it for the
+address, follows /_dash-dependencies and POSTs to
 /_dash-update-component the JSON payloads the browser would send (output, outputs, inputs,
 state, changedPropIds), applies each response and fires the callbacks it triggers, so every
 number includes Dash's request parsing, the callback and the response serialisation, but no
@@ -27,7 +28,6 @@ import dp  # noqa: E402
 from app import create_app  # noqa: E402
 from components import ids  # noqa: E402
 
-SID = "benchmark-session-0001"
 NY = dp.PRESETS["New York (Manhattan & Brooklyn)"]
 RELEASE_CB, MAP_CB, QUERY_CB, LOAD_CB = (f"{ids.RELEASE}.data", f"{ids.MAP_LAYERS}.children",
                                          f"{ids.QUERY_TABLE}.data", f"{ids.DATASET}.data")
@@ -72,16 +72,29 @@ class Browser:
             raise RuntimeError(f"HTTP {r.status_code}: {r.get_data(as_text=True)[:300]}")
         return r, dt
 
-    def open(self, sid: str) -> float:
-        """GET /, the layout and the dependencies; the server's session cookie (kept by the test
-        client) names the session, so `sid` only labels the run."""
-        _, t_index = self._time(self.client.get, "/")
+    def open(self, path: str = "/", search: str = "") -> float:
+        """GET the page's address, the layout and the dependencies (the server's session cookie is
+        kept by the client), then the page Dash Pages renders for the address (its routing
+        callback, which dcc.Location starts when it mounts): what a browser shows first. Returns
+        their seconds; `load` then runs the page's initial callbacks."""
+        _, t_index = self._time(self.client.get, path + search)
         r, t_layout = self._time(self.client.get, "/_dash-layout")
         self.tree = r.get_json()
         r, t_deps = self._time(self.client.get, "/_dash-dependencies")
         self.deps = [d for d in r.get_json() if not d.get("clientside_function") and not d.get("no_output")]
         self.index()
-        return t_index + t_layout + t_deps
+        self.comps[ids.PAGES_LOCATION].update(pathname=path, search=search)
+        route = next(d for d in self.deps if d["output"].startswith(f"..{ids.PAGES_CONTENT}."))
+        self.times = []
+        page = self.post(route, {f"{ids.PAGES_LOCATION}.pathname"})
+        self.comps[ids.PAGES_CONTENT].update(page[ids.PAGES_CONTENT])
+        self.index()
+        return t_index + t_layout + t_deps + self.times[0][1]
+
+    def load(self):
+        """The page's initial callbacks, each chain followed (the page is open: `open`)."""
+        self.times = []
+        self.run(added=set(self.comps))
 
     def index(self):
         """Map component keys to their props (live references into the layout tree)."""
@@ -198,8 +211,8 @@ def cb(secs: dict, which: str) -> float:
 def page_load(client) -> tuple[Browser, dict]:
     """A first visit: GET / + layout + dependencies, then the initial callback chain."""
     b = Browser(client)
-    t_open = b.open(SID)
-    b.run(added=set(b.comps))
+    t_open = b.open()
+    b.load()
     secs = b.seconds()
     return b, {"layout": t_open, "chain": secs["total"], "full": t_open + secs["total"],
                "n": len(b.times), "release": cb(secs, RELEASE_CB)}

@@ -80,13 +80,10 @@ class Http:
 
 
 def open_page(b: Browser):
-    """A first visit: GET /, the layout, the dependencies and the initial callback chain."""
-    b.client.get("/")
-    b.tree = b._time(b.client.get, "/_dash-layout")[0].get_json()
-    b.deps = [d for d in b._time(b.client.get, "/_dash-dependencies")[0].get_json()
-              if not d.get("clientside_function") and not d.get("no_output")]
-    b.index()
-    b.run(added=set(b.comps))
+    """A first visit to the dashboard: its address, the layout, the dependencies, the page and
+    its initial callback chain."""
+    b.open()
+    b.load()
 
 
 def client(base: str, releaser: bool, start_at: float, stop, seed: int, out: list,
@@ -288,6 +285,13 @@ def folder_mb(folder: Path) -> float:
     return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file()) / 2**20 if folder.exists() else 0.0
 
 
+def free_port() -> int:
+    """A TCP port free on this host now, for a server to start on."""
+    with socket.socket() as s:
+        s.bind((HOST, 0))
+        return s.getsockname()[1]
+
+
 def start_server(a, port: int, tmp: Path, extra=()) -> subprocess.Popen:
     """The server under test: gunicorn through `python app.py` (with `extra` options), or one
     threaded dev-server process."""
@@ -356,9 +360,7 @@ def main():
     roles = [i < n_rel for i in range(a.clients)]
     tmp = Path(tempfile.mkdtemp(prefix="dp-load-"))
     files = make_csvs(tmp, a.uploads * a.upload_rounds, a.upload_mb) if a.uploads else []
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        port = s.getsockname()[1]
+    port = free_port()
     proc = start_server(a, port, tmp)
     records, uploads, up_mem, slow = [], [], [], None
     try:

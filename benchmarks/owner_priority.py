@@ -8,15 +8,20 @@ values, 2,000 rectangles per size, ten repetitions) and --uploads more upload a 
 --upload-mb MB each, all at once, and the owner's Release is timed again while they run. The
 visitors' browsers run in a process of their own at the lowest CPU priority (on a real server
 they are other machines). Prints the medians and their ratio (the target: under 2) and the
-slowest release under load by callback. Nothing is asserted. Usage:
+slowest release under load by callback. Nothing is asserted.
+
+To tell slowing inside the server's processes from slowing by the machine, --visitors-apart N
+serves the visitors from a second server of N workers on the same store and accounts, its
+processes at --visitors-nice, so that the owner's server runs nothing of theirs; --settle waits
+that many seconds after the warm-up (every pool started) before the releases are timed. Usage:
     python benchmarks/owner_priority.py [--repo OLD_CHECKOUT] [--evaluations 6] [--uploads 12]
+        [--visitors-apart 3 --visitors-nice 10] [--settle 20]
 """
 from __future__ import annotations
 
 import argparse
 import multiprocessing
 import os
-import socket
 import statistics
 import sys
 import tempfile
@@ -25,7 +30,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from load import ROOT, Http, data_url, make_csvs, open_page, start_server  # noqa: E402
+from load import ROOT, Http, data_url, free_port, make_csvs, open_page, start_server  # noqa: E402
 from app_latency import Browser  # noqa: E402
 
 from components import ids  # noqa: E402
@@ -109,22 +114,32 @@ def main() -> None:
     ap.add_argument("--uploads", type=int, default=12)
     ap.add_argument("--upload-mb", type=float, default=5.0)
     ap.add_argument("--reps", type=int, default=9)
+    ap.add_argument("--visitors-apart", type=int, default=0, metavar="N",
+                    help="serve the visitors from a second server of N workers (0: the owner's)")
+    ap.add_argument("--visitors-nice", type=int, default=0, help="that server's priority (nice)")
+    ap.add_argument("--settle", type=float, default=0.0, help="seconds to wait after the warm-up")
     a = ap.parse_args()
     a.server, a.workers, a.threads, a.heavy_workers, a.server_log = "gunicorn", 3, 8, 1, None
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         files = make_csvs(tmp, a.uploads, a.upload_mb)
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = sock.getsockname()[1]
+        port = free_port()
         proc = start_server(a, port, tmp, extra=["--owner-token", TOKEN])
-        base = f"http://127.0.0.1:{port}"
+        servers, base = [proc], f"http://127.0.0.1:{port}"
         try:
+            visitors_base = base
+            if a.visitors_apart:
+                port2 = free_port()
+                servers.append(start_server(argparse.Namespace(**{**vars(a), "workers": a.visitors_apart}),
+                                            port2, tmp, extra=["--owner-token", TOKEN]))
+                os.setpriority(os.PRIO_PGRP, servers[-1].pid, a.visitors_nice)   # its session's processes
+                visitors_base = f"http://127.0.0.1:{port2}"
             owner = owner_browser(base)
             release_seconds(owner, 1)                        # warm-up: pools started, sample read
+            time.sleep(a.settle)
             alone = release_seconds(owner, a.reps)
             urls = [(f, data_url(f)) for f in files]
-            load = multiprocessing.get_context("fork").Process(target=visitors, args=(base, a.evaluations, urls))
+            load = multiprocessing.get_context("fork").Process(target=visitors, args=(visitors_base, a.evaluations, urls))
             load.start()
             time.sleep(2.0)                                  # the load under way
             parts: dict = {}
@@ -132,8 +147,9 @@ def main() -> None:
             loaded = release_seconds(owner, a.reps, parts, each)
             load.join()
         finally:
-            proc.terminate()
-            proc.wait(timeout=60)
+            for p in servers:
+                p.terminate()
+                p.wait(timeout=60)
     m0, m1 = statistics.median(alone), statistics.median(loaded)
     print(f"| checkout | owner's release alone, median s | while {a.evaluations} evaluations and "
           f"{a.uploads} uploads run, median s | ratio |\n|---|---|---|---|\n"

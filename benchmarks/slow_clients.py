@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from load import ROOT, Http, open_page, start_server  # noqa: E402
+from load import ROOT, Http, free_port, open_page, start_server  # noqa: E402
 from app_latency import Browser  # noqa: E402
 
 
@@ -72,10 +72,8 @@ def page_loads(base: str, n: int, timeout: float) -> list[float | None]:
 def run(front: str, a) -> dict:
     """Page loads alone and beside the slow clients, on a fresh server with this front."""
     a.server, a.workers, a.threads, a.heavy_workers, a.server_log, a.repo = "gunicorn", 3, 8, 1, None, str(ROOT)
-    with tempfile.TemporaryDirectory() as tmp, socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-        sock.close()
+    with tempfile.TemporaryDirectory() as tmp:
+        port = free_port()
         proc = start_server(a, port, Path(tmp), extra=["--front", front])
         base = f"http://127.0.0.1:{port}"
         try:

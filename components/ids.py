@@ -160,6 +160,11 @@ EVAL_NOTE = "eval-note"            # states ρ and how many queries held fewer t
 EVAL_CSV_BUTTON = "eval-csv-button"
 EVAL_CSV_DOWNLOAD = "eval-csv-download"
 
+# Dash Pages' container (dash.page_container, components/pages.py): the address, which picks the
+# page, and the page rendered into it by Dash's routing callback
+PAGES_LOCATION, PAGES_CONTENT = "_pages_location", "_pages_content"
+PUBLISHED_ID = "pub-id"          # the id of the published release a public page shows
+
 # shareable settings (components/share.py)
 URL = "url"                              # dcc.Location: the link the page was opened with
 SHARE_NOTE = "share-note"                # whether a link's settings were applied

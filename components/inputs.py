@@ -11,12 +11,13 @@ from __future__ import annotations
 import json
 import math
 
+import dash
 import flask
-from dash import dcc
+from dash import dcc, html
 from werkzeug.exceptions import BadRequest
 
 import dp
-from server import workspace
+from server import published, workspace
 
 from . import ids, map_panel, tour_panel
 from dp.constraints import (ANY, BOOL, MAX_ITEMS, NUMBER, SCALAR, TEXT, Check, Either, Json, ListOf,
@@ -85,6 +86,7 @@ STORES = {
                      "a counting job this server started"),
     ids.GROW_DRAWN: (Either((None, COUNT)), "a tree depth, or nothing"),
     ids.SHAPES_TICK: (Either((None, Text(64))), "a district file's token, or nothing"),
+    ids.PUBLISHED_ID: (Check(published.valid_id), "the id of a published release"),
 }
 
 POSITION = Row((NUMBER, NUMBER))
@@ -97,6 +99,8 @@ PROPS = {
     **dict.fromkeys(("n_clicks", "n_intervals", "n_submit", "submit_n_clicks"),
                     (Either((None, COUNT)), "a count: a whole number from 0, or nothing")),
     **dict.fromkeys(("search", "href", "filename"), (Either((None, TEXT)), "text, or nothing")),
+    "pathname": (Check(lambda v: isinstance(v, str) and v.startswith("/") and len(v) <= 2000),
+                 "an address on this server, starting with /"),        # what Dash Pages' router reads
     "contents": (Either((None, Text(math.inf))), "a file's contents as text, or nothing"),
     "max": (NUMBER, "a number"),
     "geojson": (Either((None, Record({}, {"features": ListOf(FEATURE)}))),
@@ -154,14 +158,15 @@ def _value_shape(c, fixed) -> tuple | None:
 
 
 def value_shapes(app) -> dict:
-    """(shape, words) of the `value` of every control in the page's layout, by its id."""
+    """(shape, words) of the `value` of every control in the app's pages, by its id."""
     outputs = set()
     for cb in app.callback_map.values():
         for o in cb["output"] if isinstance(cb["output"], list) else [cb["output"]]:
             outputs.add((o.component_id_str(), o.component_property))
-    layout = app.layout() if callable(app.layout) else app.layout
+    layouts = [app.layout, *(page["layout"] for page in dash.page_registry.values())]
+    layout = html.Div([part() if callable(part) else part for part in layouts])
     shapes = {}
-    for c in [layout, *layout._traverse_ids()]:
+    for c in layout._traverse_ids():
         cid = getattr(c, "id", None)
         if isinstance(cid, str):
             shape = _value_shape(c, lambda name: (cid, name) not in outputs)

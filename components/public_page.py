@@ -1,13 +1,12 @@
 """The public pages: `/r/` is a gallery of published releases and `/r/<id>` one of them (its
 private map and legend, its guarantee and ledger in plain words, rectangles answered from it,
-and downloads). A second Dash app on the dashboard's Flask server; it reads only what was
-published (`server.published`), never the data, so nothing here can show a true count.
+and downloads), pages of the dashboard's app (`pages`). They read only what was published
+(`server.published`), never the data, so nothing here can show a true count.
 """
 from __future__ import annotations
 
 import datetime
 import functools
-from pathlib import Path
 
 import dash_leaflet as dl
 import numpy as np
@@ -26,9 +25,9 @@ from .numbers import count_of
 from .tour_panel import likelihood_sentence
 from server import published, services, sessions
 
-ASSETS = Path(__file__).resolve().parents[1] / "assets"
 BASE = "/r/"
-URL, BODY, CONTENT, PID = "pub-url", "pub-body", "pub-content", "pub-id"
+TITLE = "Published releases · Private location statistics"
+BODY, CONTENT, PID = "pub-body", "pub-content", ids.PUBLISHED_ID
 MAP, EDIT, GRID, ANSWERS, ANSWER_NOTES = "pub-map", "pub-edit", "pub-grid", "pub-answers", "pub-answer-notes"
 GEOJSON_BUTTON, CSV_BUTTON, PNG_BUTTON, DOWNLOAD = "pub-geojson", "pub-csv", "pub-png", "pub-download"
 UNPUBLISH, UNPUBLISH_STATUS = "pub-unpublish", "pub-unpublish-status"
@@ -41,24 +40,23 @@ NOT_OWNER = ("only the data owner can unpublish a release: the person who starte
              "opens the owner link it printed")
 
 
-def mount(server, config: dict) -> Dash:
-    """The public pages at /r/ on the dashboard's Flask server (same assets, same cookies)."""
-    app = Dash(__name__, server=server, url_base_pathname=BASE, assets_folder=str(ASSETS),
-               title="Published releases · Private location statistics",
-               suppress_callback_exceptions=True)
-    app.layout = layout
-    register_callbacks(app, config)
-    return app
+def gallery_page(**_query):
+    """The page at /r/: every published release (`pages` registers it)."""
+    return shell(gallery_view())
 
 
-def layout():
-    """The shell of every public page; its body is rendered from the address (`page`)."""
+def release_page(pid: str, config: dict):
+    """The page at /r/<pid>: one published release, or a page saying it is not published."""
+    return shell(page(pid, config))
+
+
+def shell(body: list) -> html.Div:
+    """What every public page has around its body: the header back to the gallery."""
     return html.Div(className="public-page", children=[
-        dcc.Location(id=URL, refresh=False),
         html.Header(className="top public-top", children=[
             html.A("Published releases", href=BASE, className="public-home"),
             html.Span(" · private location statistics with differential privacy", className="public-tagline")]),
-        html.Main(id=BODY, className="public-body", children=html.P("Loading…", className="hint")),
+        html.Main(id=BODY, className="public-body", children=html.Div(id=CONTENT, children=body)),
     ])
 
 
@@ -329,13 +327,9 @@ def download(which: str, pid: str):
 
 
 # -------------------------------------------------------------------------------- callbacks
-def page(pathname: str | None, config: dict) -> list:
-    """The body for an address: the gallery at /r/, a published release at /r/<id>, else a
-    'not published' page."""
-    path = (pathname or BASE)[len(BASE):] if (pathname or BASE).startswith(BASE) else ""
-    pid = path.strip("/")
-    if not pid:
-        return gallery_view()
+def page(pid: str, config: dict) -> list:
+    """The body for a published release's id: its page, else a 'not published' page."""
+    pid = pid.strip("/")
     if not published.valid_id(pid):
         return not_published()
     try:
@@ -348,10 +342,6 @@ def page(pathname: str | None, config: dict) -> list:
 
 
 def register_callbacks(app: Dash, config: dict):
-    @app.callback(Output(BODY, "children"), Input(URL, "pathname"))
-    def show(pathname):
-        return html.Div(id=CONTENT, children=page(pathname, config))
-
     @app.callback(Output(ANSWERS, "data"), Output(ANSWER_NOTES, "children"),
                   Input(EDIT, "geojson"), State(PID, "data"), prevent_initial_call=True)
     def answer(geojson, pid):

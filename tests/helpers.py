@@ -187,3 +187,24 @@ def account_charges(folder) -> list:
         except ValueError:
             pass
     return out
+
+
+def page_request(path: str = "/", search: str = "") -> dict:
+    """The callback request Dash Pages' routing callback gets when a page opens at `path` (what
+    dcc.Location sends as it mounts): POST it to /_dash-update-component, and the answer holds
+    the page rendered for this browser."""
+    from components import ids
+    return {"output": f"..{ids.PAGES_CONTENT}.children..._pages_store.data..",
+            "outputs": [{"id": ids.PAGES_CONTENT, "property": "children"},
+                        {"id": "_pages_store", "property": "data"}],
+            "inputs": [{"id": ids.PAGES_LOCATION, "property": "pathname", "value": path},
+                       {"id": ids.PAGES_LOCATION, "property": "search", "value": search}],
+            "changedPropIds": [f"{ids.PAGES_LOCATION}.pathname"], "state": []}
+
+
+def page_layout(client, path: str = "/") -> dict:
+    """The page a Flask test client's browser gets at `path` (its component tree as JSON)."""
+    from components import ids
+    answer = client.post("/_dash-update-component", json=page_request(path))
+    assert answer.status_code == 200, answer.get_data(as_text=True)[:300]
+    return answer.get_json()["response"][ids.PAGES_CONTENT]["children"]

@@ -509,7 +509,7 @@ def test_the_owners_workspace_and_paid_click_survive_a_hundred_visitors_filling_
             xy = np.column_stack([rng.uniform(-74.0, -73.9, 15_000), rng.uniform(40.7, 40.8, 15_000)])
             csv = "lon,lat\n" + "".join(f"{x:.6f},{y:.6f}\n" for x, y in xy)
             v = Browser(Http(s.url, timeout=120))
-            v.open(f"visitor-{i}")
+            v.open()
             v.act(ids.UPLOAD, "contents", "data:text/csv;base64," + base64.b64encode(csv.encode()).decode(),
                   {(ids.UPLOAD, "filename"): f"v{i}.csv"})
             return text(v.comps[ids.UPLOAD_STATUS].get("children"))
@@ -540,7 +540,7 @@ def test_the_owners_workspace_and_paid_click_survive_a_hundred_visitors_filling_
         pq.write_table(pa.table({"lon": np.full(400_000, -73.95), "lat": np.full(400_000, 40.75),
                                  "user_id": pa.array(["u" * 1000] * 400_000)}), buf, compression="zstd")
         v = Browser(Http(s.url, timeout=120))
-        v.open("bomb")
+        v.open()
         v.act(ids.UPLOAD, "contents", "data:application/octet-stream;base64," +
               base64.b64encode(buf.getvalue()).decode(), {(ids.UPLOAD, "filename"): "bomb.parquet"})
         said = text(v.comps[ids.UPLOAD_STATUS].get("children"))

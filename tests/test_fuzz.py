@@ -17,6 +17,7 @@ import logging
 import pytest
 
 from app import create_app
+from helpers import page_layout
 from components import ids, inputs
 from server import sessions
 
@@ -78,6 +79,9 @@ class Page:
         self.app, self.client, self.props, self.ids = app, client, {}, {}
         self.clicks = itertools.count()
         self.absorb(client.get("/_dash-layout").get_json())
+        self.absorb(page_layout(client))             # the dashboard, as Dash Pages renders it at /
+        self.props.update({(ids.PAGES_LOCATION, "pathname"): "/", (ids.PAGES_LOCATION, "search"): "",
+                           (ids.PUBLISHED_ID, "data"): "Not-Publishd"})    # a public page's, of an id's shape
 
     def absorb(self, tree):
         for c in components(tree):

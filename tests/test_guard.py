@@ -71,9 +71,9 @@ def test_the_page_s_own_origin_is_let_through(app):
 
 
 @pytest.mark.parametrize("body", [b"[1, 2]", b"{\"output\": \"nowhere.children\"}", b"not json"])
-def test_the_public_pages_refuse_a_malformed_callback_in_words(app, body):
-    client = app.server.test_client()
+def test_a_public_page_s_visitor_is_refused_a_malformed_callback_in_words(app, body):
+    client = app.server.test_client()            # a visitor who only ever opened the public pages
     assert client.get("/r/").status_code == 200
-    answer = client.post("/r" + UPDATE, data=body, content_type="application/json")
+    answer = client.post(UPDATE, data=body, content_type="application/json")
     assert answer.status_code == 400
     assert "Refused callback request: " in answer.get_data(as_text=True)

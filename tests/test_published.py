@@ -407,7 +407,7 @@ def app():
 
 
 def unpublish_request(client, pid):
-    """Press Unpublish as the page would: a POST to the public app's callback endpoint."""
+    """Press Unpublish as the page would: a POST to the app's callback endpoint."""
     from components import public_page as pp
     body = {"output": f"..{pp.CONTENT}.children...{pp.UNPUBLISH_STATUS}.children..",
             "outputs": [{"id": pp.CONTENT, "property": "children"},
@@ -415,7 +415,7 @@ def unpublish_request(client, pid):
             "inputs": [{"id": pp.UNPUBLISH, "property": "submit_n_clicks", "value": 1}],
             "changedPropIds": [f"{pp.UNPUBLISH}.submit_n_clicks"],
             "state": [{"id": pp.PID, "property": "data", "value": pid}]}
-    return client.post("/r/_dash-update-component", json=body)
+    return client.post("/_dash-update-component", json=body)
 
 
 def test_unpublish_checks_the_owner_on_the_server(app, folder, rel):
@@ -451,7 +451,7 @@ def test_public_pages_read_no_data(app, folder, rel, monkeypatch):
     monkeypatch.setattr(map_panel, "region_truth", forbidden)
     public_page.map_layers.cache_clear()
     with app.server.test_request_context(f"/r/{pid}"):
-        body = public_page.page(f"/r/{pid}", {"tiles_url": "x", "tiles_attribution": "y"})
+        body = public_page.page(pid, {"tiles_url": "x", "tiles_attribution": "y"})
     text = json.dumps(body, cls=plotly.utils.PlotlyJSONEncoder)
     assert "no data" in text and "grid-raster" in text and '"truth": null' in text
     rect = dp.Rect(-0.2, 51.45, -0.05, 51.55)

@@ -16,7 +16,7 @@ import dp
 from app import create_app
 from components import ids
 from server import releases, services, sessions, state, store, workspace
-from helpers import dash_call
+from helpers import dash_call, page_layout
 
 TOKEN = "owner-token-for-tests"
 SECRET_LINE = "db_password=hunter2-do-not-show"
@@ -87,10 +87,10 @@ def test_the_owner_link_needs_the_token_and_only_its_hash_is_kept(tmp_path, fold
     wrong = client.get("/owner?token=guess")
     assert wrong.status_code == 403 and client.get_cookie(sessions.OWNER_COOKIE) is None
     assert "not valid" in wrong.get_data(as_text=True)
-    visitor_layout = json.dumps(client.get("/_dash-layout").get_json())
+    visitor_layout = json.dumps(page_layout(client))
     assert "You are a visitor" in visitor_layout and ids.SERVER_PATH not in visitor_layout
     owner, _ = browser(server, owner=True)
-    owner_layout = json.dumps(owner.get("/_dash-layout").get_json())
+    owner_layout = json.dumps(page_layout(owner))
     assert "You are the data owner" in owner_layout and ids.SERVER_PATH in owner_layout
 
 
@@ -246,7 +246,7 @@ def test_visitor_uploads_follow_the_servers_choice(tmp_path, folder, database):
                          {**values, f"{ids.DATASET}.data": current}).get_data(as_text=True)
     server = make_server(tmp_path, folder, database, public_uploads=False)
     visitor, vsid = browser(server, owner=False)
-    assert "Uploads on this server are for its data owner" in json.dumps(visitor.get("/_dash-layout").get_json())
+    assert "Uploads on this server are for its data owner" in json.dumps(page_layout(visitor))
     assert "uploads on this server are for its data owner only" in upload(visitor, vsid)
     assert "Loaded mine.csv: 2 points" in upload(*browser(server, owner=True))
     server = make_server(tmp_path, folder, database)                     # the default: visitors upload their own

@@ -11,8 +11,8 @@ import pytest
 
 import requests
 
-from components import ids, public_page
-from helpers import database_charges
+from components import ids
+from helpers import database_charges, page_request
 from test_faults import OWNER_TOKEN, Server, owner_browser, release, spent_line, text, visitor
 from test_store import start_redis
 
@@ -64,14 +64,10 @@ def test_two_servers_on_one_database_and_one_redis_share_one_budget(tmp_path, po
 
 def public_body(base: str, pid: str) -> str:
     """The public page of a published release as a fresh visitor's browser gets it: the shell
-    (and its session cookie), then the callback that renders the body from the address."""
+    (and its session cookie), then the callback that renders the page from the address."""
     with requests.Session() as s:
         assert s.get(f"{base}/r/{pid}", timeout=60).status_code == 200
-        body = {"output": f"{public_page.BODY}.children",
-                "outputs": {"id": public_page.BODY, "property": "children"},
-                "inputs": [{"id": public_page.URL, "property": "pathname", "value": f"/r/{pid}"}],
-                "changedPropIds": [f"{public_page.URL}.pathname"], "state": []}
-        answer = s.post(f"{base}/r/_dash-update-component", json=body, timeout=120,
+        answer = s.post(f"{base}/_dash-update-component", json=page_request(f"/r/{pid}"), timeout=120,
                         headers={"Origin": base})
         assert answer.status_code == 200, answer.text[:500]
         return answer.text

@@ -9,7 +9,7 @@ import plotly
 import pytest
 
 import dp
-from app import create_app
+from app import create_app, dashboard
 from components import ids, tour_panel
 from components.tour_panel import STEPS, Facts
 
@@ -23,7 +23,7 @@ TITLES = ["The data", "What is published", "What privacy costs: a release at ε 
 def layout_json():
     app = create_app({"tiles_url": "http://127.0.0.1:9/{z}/{x}/{y}.png"})
     with app.server.test_request_context("/"):        # a page load: a new visitor's workspace
-        return app, json.dumps(app.layout(), cls=plotly.utils.PlotlyJSONEncoder)
+        return app, json.dumps(dashboard(), cls=plotly.utils.PlotlyJSONEncoder)
 
 
 def test_steps_come_in_order_with_text_for_every_step():
