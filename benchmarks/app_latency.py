@@ -209,7 +209,7 @@ def cb(secs: dict, which: str) -> float:
 
 
 def page_load(client) -> tuple[Browser, dict]:
-    """A first visit: GET / + layout + dependencies, then the initial callback chain."""
+    """A first visit: GET /, the layout, the dependencies and the page, then its initial callbacks."""
     b = Browser(client)
     t_open = b.open()
     b.load()

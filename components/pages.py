@@ -18,15 +18,23 @@ EXTENSION = "dp_page_settings"
 
 def install(app: dash.Dash, config: dict, dashboard, title: str) -> None:
     """Keep `config` on the app's Flask server, register the pages (`dashboard`: the layout of /)
-    and make the app's layout Dash's page container."""
+    once per process (an app may be made while another serves a request, where Dash refuses to
+    register) and make the app's layout Dash's page container."""
     app.server.extensions[EXTENSION] = config
+    if "dashboard" not in dash.page_registry:
+        register(dashboard, title)
+    app.layout = dash.page_container
+
+
+def register(dashboard, title: str) -> None:
+    """The pages, in Dash's registry of this process; their layouts read the serving app's
+    settings."""
     dash.register_page("dashboard", path="/", layout=dashboard, title=title, name="Dashboard")
     dash.register_page("published", path=public_page.BASE, layout=public_page.gallery_page,
                        title=public_page.TITLE, name="Published releases")
     dash.register_page("published_release", path_template=public_page.BASE + "<pid>",
                        layout=published_release, title=public_page.TITLE, name="A published release")
     dash.register_page("not_found_404", layout=not_found, title=title)
-    app.layout = dash.page_container
 
 
 def settings() -> dict:

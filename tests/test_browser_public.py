@@ -114,6 +114,12 @@ def test_a_published_release_has_a_public_page(dash_duo, tmp_path, small, gunico
     dash_duo.wait_for_page(f"{base}/r/AAAAAAAAAAAA")
     dash_duo.wait_for_contains_text(f"#{public_page.BODY}", "Not published", timeout=10)
     assert dash_duo.find_element(f"#{public_page.BODY} a[href='/r/']")
+    poll_until(lambda: dash_duo.driver.title == public_page.TITLE, 10)     # the page's own title
+    assert dash_duo.driver.title == public_page.TITLE
+    # an address that is no page at all: says so, with the ways to the pages
+    dash_duo.wait_for_page(f"{base}/nowhere")
+    dash_duo.wait_for_text_to_equal("h1", "No page at this address", timeout=10)
+    assert dash_duo.find_element("main a[href='/']") and dash_duo.find_element("main a[href='/r/']")
 
 
 def test_only_the_owner_unpublishes(dash_duo, tmp_path, small):
