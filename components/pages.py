@@ -49,7 +49,7 @@ def published_release(pid: str = "", **_query):
 
 def not_found(**_query):
     """Any address that is not a page: say so, and where the pages are."""
-    return html.Main(className="public-body", children=[
+    return public_page.shell([
         html.H1("No page at this address"),
         html.P(["The dashboard is at ", html.A("/", href="/"), " and the published releases at ",
                 html.A(public_page.BASE, href=public_page.BASE), "."])])
