@@ -162,7 +162,7 @@ EVAL_CSV_DOWNLOAD = "eval-csv-download"
 
 # Dash Pages' container (dash.page_container, components/pages.py): the address, which picks the
 # page, and the page rendered into it by Dash's routing callback
-PAGES_LOCATION, PAGES_CONTENT = "_pages_location", "_pages_content"
+PAGES_LOCATION, PAGES_CONTENT, PAGES_STORE = "_pages_location", "_pages_content", "_pages_store"
 PUBLISHED_ID = "pub-id"          # the id of the published release a public page shows
 
 # shareable settings (components/share.py)

@@ -77,14 +77,19 @@ def run_plan(progress, should_stop, domain: dict, request: dict, names: list, k)
     return [{"mechanism": p.mechanism, "epsilon": p.epsilon, "error": p.error} for p in plans]
 
 
+TWIN_WORDS = {"clustered": "a clustered city", "uniform": "an even spread", "cores": "three tight cores",
+              "lines": "thirty roads", "values": "points on exact values",
+              "strips": "points in parallel strips"}     # dp.plan's twins, as the page names them
+COUNT_WORDS = {4: "four", 5: "five", 6: "six", 7: "seven", 8: "eight"}
+
+
 def result_view(rows: list, request: dict) -> html.Div:
     """The plan as a table: mechanism, ε needed, the error there, and a Use button; under it
     the twins it was made on and how far to trust it."""
     exact = request.get("exact", True)
-    twins = "six" if exact else "four"
-    shapes = ("a clustered city, an even spread, three tight cores, thirty roads, points on "
-              "exact values and points in parallel strips" if exact else
-              "a clustered city, an even spread, three tight cores and thirty roads")
+    made_on = [TWIN_WORDS[s] for s in (planning.WITH_VALUES if exact else planning.SHAPES)]
+    twins = COUNT_WORDS[len(made_on)]
+    shapes = ", ".join(made_on[:-1]) + " and " + made_on[-1]
     labels = {k: s.label for k, s in dp.mechanisms().items()}
     head = html.Tr([html.Th("Mechanism"), html.Th("ε needed"),
                     html.Th(f"error {request['level'] * 100:g}% of the time"), html.Th("")])

@@ -194,9 +194,9 @@ def page_request(path: str = "/", search: str = "") -> dict:
     dcc.Location sends as it mounts): POST it to /_dash-update-component, and the answer holds
     the page rendered for this browser."""
     from components import ids
-    return {"output": f"..{ids.PAGES_CONTENT}.children..._pages_store.data..",
+    return {"output": f"..{ids.PAGES_CONTENT}.children...{ids.PAGES_STORE}.data..",
             "outputs": [{"id": ids.PAGES_CONTENT, "property": "children"},
-                        {"id": "_pages_store", "property": "data"}],
+                        {"id": ids.PAGES_STORE, "property": "data"}],
             "inputs": [{"id": ids.PAGES_LOCATION, "property": "pathname", "value": path},
                        {"id": ids.PAGES_LOCATION, "property": "search", "value": search}],
             "changedPropIds": [f"{ids.PAGES_LOCATION}.pathname"], "state": []}

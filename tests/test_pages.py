@@ -29,7 +29,7 @@ def visitor(app):
 
 def test_the_page_container_has_the_ids_the_emulator_and_tests_post():
     container = json.dumps(dash.page_container.to_plotly_json(), default=lambda c: c.to_plotly_json())
-    assert f'"{ids.PAGES_LOCATION}"' in container and f'"{ids.PAGES_CONTENT}"' in container
+    assert all(f'"{i}"' in container for i in (ids.PAGES_LOCATION, ids.PAGES_CONTENT, ids.PAGES_STORE))
 
 
 @pytest.mark.parametrize("path, says, lacks", [
