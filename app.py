@@ -15,7 +15,7 @@ import dp
 from components import (alerts, compare_panel, data_panel, evaluation_panel, export_panel, ids, inputs,
                         interactive_panel, ledger_panel, map_panel, mechanism_panel, pages, plan_panel, public_page,
                         queries_panel, server_files, shapes_panel, share, steps, tour_panel)
-from server import front, guard, heavy, jobs, memory, services, sessions, state, workspace
+from server import background, front, guard, heavy, jobs, memory, services, sessions, state, workspace
 from server.faults import Unavailable
 from server.file_store import FileStore
 
@@ -115,8 +115,9 @@ def create_app(config: dict | None = None) -> Dash:
                          f"{', '.join(mechanism_panel.point_mechanisms())}")
     if config["data_dir"] is not None and not Path(config["data_dir"]).is_dir():
         raise ValueError(f"the data folder {config['data_dir']!r} does not exist or is not a folder")
+    secret = sessions.session_secret(config.get("accounts_dir"))
     app = Dash(__name__, title=TITLE, suppress_callback_exceptions=True, on_error=alerts.speak,
-               use_pages=True, pages_folder="")
+               use_pages=True, pages_folder="", background_callback_manager=background.JobsManager(secret))
     # Refuse an oversize request by its Content-Length before its body is read (Werkzeug raises
     # 413 on the first read). A file of max_upload_mb MB (1e6 bytes, as decode_upload counts)
     # arrives base64-encoded (4/3 larger) inside a JSON callback body: allow that plus 1 MB for
@@ -133,7 +134,6 @@ def create_app(config: dict | None = None) -> Dash:
     if config["heavy_workers"] and not config["accounts_dir"]:
         raise ValueError("heavy_workers needs accounts_dir: budget accounts kept in one process's "
                          "memory cannot be charged from another")
-    secret = sessions.session_secret(config.get("accounts_dir"))
     services.open_services(config, secret).install(app.server)
     sessions.Sessions(secret, config["owner_token_hash"], bool(config["secure_cookies"]),
                       bool(config["public_uploads"])).install(app.server)

@@ -14,12 +14,14 @@ from __future__ import annotations
 import argparse
 import base64
 import json
+import re
 import secrets
 import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
+from urllib.parse import urlencode
 
 import numpy as np
 
@@ -57,11 +59,31 @@ def output_deps(output: str) -> list[dict]:
     return [dict(zip(("id", "property"), p.split("@")[0].rsplit(".", 1))) for p in parts]
 
 
+def page_config(html: str) -> dict:
+    """The Dash config a page carries in its index (the renderer reads it: `end_id` among it)."""
+    found = re.search(r'<script id="_dash-config" type="application/json">(.*?)</script>', html, re.S)
+    return json.loads(found.group(1)) if found else {}
+
+
+def updates(out: dict | None) -> dict:
+    """A callback response's prop updates by component, set_props (the server alert) included."""
+    if not out:
+        return {}
+    resp = out.get("response", {})
+    for k, props in out.get("sideUpdate", {}).items():
+        resp.setdefault(key(k) if isinstance(k, dict) else k, {}).update(props)
+    return resp
+
+
 class Browser:
     """A minimal dash-renderer: layout in memory, real callback payloads, chains followed."""
 
     def __init__(self, client):
         self.client, self.times = client, []
+        self.end_id = ""            # the page's token, echoed by every callback request (its config)
+        self.poll_jobs = True       # follow background callbacks' jobs to their end, as a page does
+        self.progress = []          # the progress updates of the last background callback followed
+        self.job = None             # the handles of the last background callback started
 
     def _time(self, fn, *a, **kw):
         """(response, seconds) of one request; an HTTP error stops the benchmark."""
@@ -77,7 +99,8 @@ class Browser:
         kept by the client), then the page Dash Pages renders for the address (its routing
         callback, which dcc.Location starts when it mounts): what a browser shows first. Returns
         their seconds; `load` then runs the page's initial callbacks."""
-        _, t_index = self._time(self.client.get, path + search)
+        r, t_index = self._time(self.client.get, path + search)
+        self.end_id = page_config(r.get_data(as_text=True)).get("end_id", "")
         r, t_layout = self._time(self.client.get, "/_dash-layout")
         self.tree = r.get_json()
         r, t_deps = self._time(self.client.get, "/_dash-dependencies")
@@ -126,22 +149,54 @@ class Browser:
         return all(o["id"].startswith("{") or o["id"] in self.comps for o in output_deps(dep["output"]))
 
     def post(self, dep, changed: set) -> dict:
-        """One /_dash-update-component request, timed; returns the response's prop updates."""
+        """One /_dash-update-component request, timed; returns the response's prop updates. A
+        background callback's job is then polled as the renderer does (`follow`)."""
         outs = [self.spec(o, False) for o in output_deps(dep["output"])]
-        body = json.dumps({"output": dep["output"],
-                           "outputs": outs if dep["output"].startswith("..") else outs[0],
-                           "inputs": [self.spec(d) for d in dep["inputs"]],
-                           "state": [self.spec(d) for d in dep["state"]],
-                           "changedPropIds": sorted(changed)})
-        r, dt = self._time(self.client.post, "/_dash-update-component", data=body,
-                           content_type="application/json")
+        body = {"output": dep["output"], "outputs": outs if dep["output"].startswith("..") else outs[0],
+                "inputs": [self.spec(d) for d in dep["inputs"]],
+                "state": [self.spec(d) for d in dep["state"]], "changedPropIds": sorted(changed)}
+        args = {"endId": self.end_id} if self.end_id else {}
+        if self.job and any(i in self.job["handles"].get("cancel", []) for i in dep["inputs"]):
+            args["cancelJob"] = self.job["handles"]["job"]     # this callback cancels that job
+        out = self._post(dep, body, args)
+        if dep.get("background") and "cacheKey" in (out or {}):
+            self.job = {"dep": dep, "body": body, "handles": out}
+            return self.follow() if self.poll_jobs else {}
+        return updates(out)
+
+    def _post(self, dep, body: dict, args: dict) -> dict | None:
+        """POST one callback request with these query arguments; its JSON (None for 204)."""
+        url = "/_dash-update-component" + (f"?{urlencode(args)}" if args else "")
+        r, dt = self._time(self.client.post, url, data=json.dumps(body), content_type="application/json")
         self.times.append((dep["output"], dt))
-        if r.status_code == 204:
-            return {}
-        out = r.get_json()
-        resp = out.get("response", {})
-        for k, props in out.get("sideUpdate", {}).items():     # set_props (the server alert)
-            resp.setdefault(key(k) if isinstance(k, dict) else k, {}).update(props)
+        return None if r.status_code == 204 else r.get_json()
+
+    def follow(self) -> dict:
+        """Poll the last background callback's job (`self.job`) every `interval` ms with its
+        signed handles and the values nulled, as the renderer does, until its outputs come (or
+        nothing: a job cancelled before it started); its progress updates go to `self.progress`.
+        Returns the outputs' updates (`finish` applies them to the page)."""
+        dep, handles, self.progress = self.job["dep"], self.job["handles"], []
+        body = {**self.job["body"], **{part: [{**item, "value": None} if isinstance(item, dict) else item
+                                              for item in self.job["body"][part]] for part in ("inputs", "state")}}
+        args = {"endId": self.end_id, "cacheKey": handles["cacheKey"], "job": handles["job"]}
+        while True:
+            time.sleep(dep["background"].get("interval", 500) / 1000)
+            out = self._post(dep, body, args)
+            if out is None or "response" in out:
+                self.job = None
+                return updates(out)
+            if "progress" in out:
+                self.progress.append(out["progress"])
+
+    def finish(self) -> dict:
+        """Follow a job started with `poll_jobs` off to its end, its outputs applied to the page."""
+        resp = self.follow()
+        for k, props in resp.items():
+            self.comps[k].update(props)
+        if any("children" in props for props in resp.values()):
+            self.index()
+        self.run(changed=[(k, p) for k, props in resp.items() for p in props])
         return resp
 
     def trigger(self, pending: dict, changed, added, source: int | None = None):

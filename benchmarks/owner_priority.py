@@ -75,6 +75,7 @@ def evaluator(base: str, errors: list):
         b.comps[ids.EVAL_NQ]["value"] = 2000
         b.comps[ids.EVAL_REPS]["value"] = 10
         b.comps[ids.EVAL_RHO]["value"] = int(b.comps[ids.EVAL_RHO]["value"])   # as a browser's JSON has it
+        b.poll_jobs = False           # started, then left to run (a page would poll it twice a second)
         b.act(ids.EVAL_RUN, "n_clicks", 1)
     except Exception as exc:          # counted and printed: the run goes on
         errors.append(f"evaluation: {type(exc).__name__}: {exc}"[:200])

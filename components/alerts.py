@@ -12,6 +12,7 @@ from dash import Input, Output, html, set_props
 import dp
 
 from . import ids
+from server import background
 
 SPOKEN = (LookupError, dp.ParameterError, dp.DataError, dp.BudgetError)
 
@@ -25,7 +26,9 @@ def layout() -> html.Div:
 
 def speak(err: Exception):
     """The Dash app's `on_error`: show a message-bearing error in the banner (the callback's
-    outputs are left as they were); re-raise anything else."""
+    outputs are left as they were); re-raise anything else. A background callback's error is
+    the one its job raised."""
+    err = background.raised(err)
     if not isinstance(err, SPOKEN) or isinstance(err, (KeyError, IndexError)):
         raise err                         # a bug (a KeyError is a LookupError, but no message)
     message = str(err.args[0]) if err.args else "the server could not answer"

@@ -7,13 +7,13 @@ import json
 import math
 
 import plotly.graph_objects as go
-from dash import Input, Output, State, ctx, dash_table, dcc, html, no_update
+from dash import Input, Output, State, dash_table, dcc, html, no_update
 
 import dp
 from dp import evaluate, metrics
 
 from . import ids, render
-from server import services, sessions, state
+from server import background, services, sessions, state
 from .charts import chart, chart_place, place_id
 from .controls import domain_from_store
 from .help import help_box
@@ -22,7 +22,7 @@ SIZES = (0.001, 0.01, 0.04, 0.09, 0.25, 0.64)
 
 
 DEFAULT_EVAL = (dp.recommend("points").name, "ug", "identity")   # the recommended one first
-QUEUED = "Queued: waiting for a free worker (other evaluations are running)…"
+QUEUED = "Started: it waits for a free worker if other evaluations are running…"
 RHO_HINT = ("Errors of queries with fewer than ρ true points are measured relative to ρ, so a "
             f"query with no points still gets a finite error. {metrics.DEFAULT_RHO:g} is the "
             "papers' choice; a new ρ applies to the next run.")
@@ -77,9 +77,9 @@ def layout(config: dict) -> html.Div:
         html.Button("Run evaluation", id=ids.EVAL_RUN, n_clicks=0, className="primary"),
         html.Button("Cancel", id=ids.EVAL_CANCEL, n_clicks=0, disabled=True),
         html.Progress(id=ids.EVAL_PROGRESS, value="0", max="1", className="progress"),
+        html.Div(id=ids.EVAL_PROGRESS_TEXT, role="status"),
         html.Div(id=ids.EVAL_STATUS, role="status"),
-        dcc.Interval(id=ids.EVAL_POLL, interval=500, disabled=True),
-        dcc.Store(id=ids.EVAL_JOB), dcc.Store(id=ids.EVAL_SUMMARY),
+        dcc.Store(id=ids.EVAL_SUMMARY),
         html.Div(id=ids.EVAL_RESULTS, hidden=True, children=[
             html.Div(className="eval-result-head", children=[
                 html.B("Chart"),
@@ -287,6 +287,43 @@ def eval_cache_key(sid: str, cfg) -> str:
     return f"eval:{sid}:" + json.dumps(cfg, sort_keys=True)
 
 
+def run_evaluation(set_progress, _run, mechs, eps_text, sizes, nq, reps, rho, info, domain_info):
+    """The Run button's background job: checks the set-up, then evaluates (or reads this
+    session's cached result of the same set-up), its progress shown as it goes; a cancelled run
+    returns the releases it finished. Returns (result store, status line)."""
+    sid = sessions.session_id()
+    try:
+        if not mechs or not sizes:
+            raise dp.ParameterError("choose at least one mechanism and one query size")
+        eps = parse_epsilons(eps_text)
+        rho = metrics.check_rho(rho)
+        domain = domain_from_store(domain_info)
+        data = state.points(sid, info["fingerprint"])
+    except (dp.ParameterError, LookupError, TypeError) as exc:
+        return no_update, html.Div(str(exc), className="error")
+    setup = {"mechs": sorted(mechs), "eps": eps, "sizes": sorted(sizes), "rho": rho}
+    cfg = {"fp": info["fingerprint"], "domain": domain.to_dict(), **setup,
+           "nq": int(nq or 100), "reps": int(reps or 1)}
+    cache_key = eval_cache_key(sid, cfg)
+    cached = services.current().store.get(cache_key)
+    if cached is not None:
+        return cached, "Loaded from cache."
+    seen = {"done": 0, "total": 1}
+
+    def progress(done, total):
+        seen.update(done=done, total=total)
+        set_progress((str(done), str(total), f"Running… {done} of {total} releases"))
+
+    rows = evaluate.evaluate(data=data, domain=domain, mechanisms=setup["mechs"], epsilons=eps,
+                             area_fracs=setup["sizes"], n_queries=cfg["nq"], repetitions=cfg["reps"],
+                             seed=0, sanity=rho, progress=progress, should_stop=background.stop_requested)
+    store = result_store(evaluate.summarise(rows or []), setup)
+    if background.stop_requested():
+        return store, f"Cancelled after {seen['done']} of {seen['total']} releases; showing partial results."
+    services.current().store.set(cache_key, store)
+    return store, f"Done: {seen['total']} releases."
+
+
 def register_callbacks(app, config: dict):
     @app.callback(Output(ids.EVAL_MECHS, "options"), Output(ids.EVAL_MECHS, "value"),
                   Input(ids.DATASET, "data"), State(ids.EVAL_MECHS, "value"))
@@ -296,72 +333,19 @@ def register_callbacks(app, config: dict):
         keep = [v for v in chosen or [] if v in values]
         return opts, keep or values[:3]
 
-    @app.callback(Output(ids.EVAL_JOB, "data"), Output(ids.EVAL_POLL, "disabled"),
-                  Output(ids.EVAL_STATUS, "children"), Output(ids.EVAL_CANCEL, "disabled"),
-                  Input(ids.EVAL_RUN, "n_clicks"), Input(ids.EVAL_CANCEL, "n_clicks"),
-                  State(ids.EVAL_MECHS, "value"), State(ids.EVAL_EPSILONS, "value"),
-                  State(ids.EVAL_SIZES, "value"), State(ids.EVAL_NQ, "value"), State(ids.EVAL_REPS, "value"),
-                  State(ids.EVAL_RHO, "value"), State(ids.DATASET, "data"), State(ids.DOMAIN, "data"),
-                  State(ids.EVAL_JOB, "data"), prevent_initial_call=True)
-    def start_or_cancel(_run, _cancel, mechs, eps_text, sizes, nq, reps, rho, info, domain_info, job):
-        sid = sessions.session_id()
-        if ctx.triggered_id == ids.EVAL_CANCEL:
-            services.current().jobs.cancel((job or {}).get("id"), sid)
-            return no_update, no_update, "Cancelling…", True
-        try:
-            if not mechs or not sizes:
-                raise dp.ParameterError("choose at least one mechanism and one query size")
-            eps = parse_epsilons(eps_text)
-            rho = metrics.check_rho(rho)
-            domain = domain_from_store(domain_info)
-            data = state.points(sid, info["fingerprint"])
-        except (dp.ParameterError, LookupError, TypeError) as exc:
-            return no_update, True, html.Div(str(exc), className="error"), True
-        setup = {"mechs": sorted(mechs), "eps": eps, "sizes": sorted(sizes), "rho": rho}
-        cfg = {"fp": info["fingerprint"], "domain": domain.to_dict(), **setup,
-               "nq": int(nq or 100), "reps": int(reps or 1)}
-        cache_key = eval_cache_key(sid, cfg)
-        if services.current().store.get(cache_key) is not None:
-            return {"id": None, "cache_key": cache_key, "setup": setup}, True, "Loaded from cache.", True
-        try:
-            job_id = services.current().jobs.start(evaluate.evaluate, owner=sid, data=data, domain=domain,
-                                mechanisms=setup["mechs"], epsilons=eps, area_fracs=setup["sizes"],
-                                n_queries=cfg["nq"], repetitions=cfg["reps"], seed=0, sanity=rho)
-        except LookupError as exc:          # the store is full: nothing started
-            return no_update, True, html.Div(str(exc), className="error"), True
-        queued = services.current().jobs.status(job_id, sid)["queued"]
-        return {"id": job_id, "cache_key": cache_key, "setup": setup}, False, QUEUED if queued else "Running…", False
-
-    @app.callback(Output(ids.EVAL_PROGRESS, "value"), Output(ids.EVAL_PROGRESS, "max"),
-                  Output(ids.EVAL_SUMMARY, "data"), Output(ids.EVAL_STATUS, "children", allow_duplicate=True),
-                  Output(ids.EVAL_POLL, "disabled", allow_duplicate=True),
-                  Output(ids.EVAL_CANCEL, "disabled", allow_duplicate=True),
-                  Input(ids.EVAL_POLL, "n_intervals"), Input(ids.EVAL_JOB, "data"), prevent_initial_call=True)
-    def poll(_, job):
-        sid = sessions.session_id()
-        if not job or job["cache_key"].split(":", 2)[1] != sid:      # not this session's job
-            return (no_update,) * 6
-        cached = services.current().store.get(job["cache_key"])
-        if cached is not None:
-            return "1", "1", cached, "Done.", True, True
-        st = services.current().jobs.status(job["id"], sid)
-        if st is None:
-            return "0", "1", no_update, "The evaluation was lost (server restarted).", True, True
-        if st["queued"]:
-            return "0", str(st["total"]), no_update, QUEUED, False, False
-        if not st["finished"]:
-            return str(st["done"]), str(st["total"]), no_update, \
-                f"Running… {st['done']} of {st['total']} releases", False, False
-        services.current().jobs.forget(job["id"], sid)
-        if st["error"]:
-            return "0", "1", no_update, html.Div(st["error"], className="error"), True, True
-        store = result_store(evaluate.summarise(st["result"] or []), job["setup"])
-        if st["cancelled"]:
-            msg = f"Cancelled after {st['done']} of {st['total']} releases; showing partial results."
-        else:
-            services.current().store.set(job["cache_key"], store)
-            msg = f"Done: {st['total']} releases."
-        return str(st["done"]), str(st["total"]), store, msg, True, True
+    app.callback(Output(ids.EVAL_SUMMARY, "data"), Output(ids.EVAL_STATUS, "children"),
+                 Input(ids.EVAL_RUN, "n_clicks"),
+                 State(ids.EVAL_MECHS, "value"), State(ids.EVAL_EPSILONS, "value"),
+                 State(ids.EVAL_SIZES, "value"), State(ids.EVAL_NQ, "value"), State(ids.EVAL_REPS, "value"),
+                 State(ids.EVAL_RHO, "value"), State(ids.DATASET, "data"), State(ids.DOMAIN, "data"),
+                 background=True, interval=500, cancel=[Input(ids.EVAL_CANCEL, "n_clicks")],
+                 progress=[Output(ids.EVAL_PROGRESS, "value"), Output(ids.EVAL_PROGRESS, "max"),
+                           Output(ids.EVAL_PROGRESS_TEXT, "children")],
+                 progress_default=["0", "1", ""],
+                 running=[(Output(ids.EVAL_RUN, "disabled"), True, False),
+                          (Output(ids.EVAL_CANCEL, "disabled"), False, True),
+                          (Output(ids.EVAL_STATUS, "children"), QUEUED, "")],
+                 prevent_initial_call=True)(run_evaluation)
 
     @app.callback(Output(place_id(ids.EVAL_FIG_EPS), "children"),
                   Output(place_id(ids.EVAL_FIG_SIZE), "children"),

@@ -38,7 +38,6 @@ DOMAIN = Record({"west": NUMBER, "south": NUMBER, "east": NUMBER, "north": NUMBE
 RELEASE_KEY = Json(Row((TEXT, DOMAIN, MECHANISM, Record({}), ListOf(NUMBER), NUMBER,
                         Either((TEXT, Num(whole=True))), Either((None, Num(lo=1, whole=True))))))
 REQUEST = Either((None, Record({"id": Check(workspace.valid_request)})))
-EVAL_KEY = Check(lambda v: isinstance(v, str) and v.startswith("eval:") and v.count(":") >= 2)
 SETUP = {"mechs": ListOf(TEXT), "eps": ListOf(NUMBER), "sizes": ListOf(NUMBER), "rho": NUMBER}
 EVAL_ROW = Record({"mechanism": TEXT, "epsilon": NUMBER, "area_frac": NUMBER, "reps": COUNT,
                    "n_queries": Num(lo=1, whole=True), "n_small": COUNT,
@@ -70,11 +69,9 @@ STORES = {
     ids.LINK_OVER: (Either((None, BOOL)), "true or false"),
     ids.ACCOUNT_TICK: (Either((None, NUMBER)), "a time stamp"),
     ids.QUERY_EXTRA: (Either((None, ListOf(BOX))), "a list of rectangles of four numbers each"),
-    ids.PLAN_JOB: (Either((None, Record({"id": TEXT, "request": Record(
+    ids.PLAN_MADE: (Either((None, Record({"request": Record(
         {"area": NUMBER, "target": NUMBER, "level": NUMBER, "points": NUMBER}, {"exact": BOOL}),
-        "domain": DOMAIN, "k": Either((None, COUNT))}))), "a plan this server started"),
-    ids.EVAL_JOB: (Either((None, Record({"id": Either((None, TEXT)), "cache_key": EVAL_KEY},
-                                        {"setup": Record(SETUP)}))), "an evaluation job this server started"),
+        "domain": DOMAIN, "k": Either((None, COUNT))}))), "a plan this server made"),
     ids.EVAL_SUMMARY: (Either((None, Record({**SETUP, "rows": ListOf(EVAL_ROW)}))),
                        "the results of an evaluation"),
     ids.IA_INFO: (Either((None, Record({"token": TEXT, "asked_drawn": COUNT, "fingerprint": TEXT}))),
@@ -82,8 +79,6 @@ STORES = {
     ids.TOUR_STEP: (Either((None, Num(0, len(tour_panel.STEPS) - 1, whole=True))), "a step of the tour"),
     ids.TOUR_MARGINS: (Either((None, Record({"points": ListOf(Row((NUMBER,) * 3))}, {"series": ANY}))),
                        "the tour's noise margins"),
-    ids.SERVER_JOB: (Either((None, Record({"id": TEXT, "text": TEXT}))),
-                     "a counting job this server started"),
     ids.GROW_DRAWN: (Either((None, COUNT)), "a tree depth, or nothing"),
     ids.SHAPES_TICK: (Either((None, Text(64))), "a district file's token, or nothing"),
     ids.PUBLISHED_ID: (Check(published.valid_id), "the id of a published release"),
@@ -211,8 +206,9 @@ def _shape_of(dep_id, prop: str, item_id, values: dict) -> tuple:
     return PROPS.get(prop, (ANY, "a JSON value"))
 
 
-def _item_problem(dep: dict, item, values: dict) -> str | None:
-    """Why one item of a request's inputs or state is not what its dependency takes, or None."""
+def _item_problem(dep: dict, item, values: dict, poll: bool = False) -> str | None:
+    """Why one item of a request's inputs or state is not what its dependency takes, or None.
+    A background callback's poll (`poll`) sends every value as null (Dash reads none of them)."""
     dep_id, prop = _pattern(dep["id"]), dep["property"]
     items = item if _many(dep_id) else [item]
     if _many(dep_id) and not (isinstance(item, list) and len(item) <= MAX_ITEMS):
@@ -221,7 +217,9 @@ def _item_problem(dep: dict, item, values: dict) -> str | None:
         if not (isinstance(one, dict) and _fits_id(one.get("id"), dep_id) and one.get("property") == prop):
             return f"an item should be {_name(dep_id)} ({prop}) of the callback"
         shape, words = _shape_of(dep_id, prop, one["id"], values)
-        if not fits(one.get("value"), shape):
+        if poll and one.get("value") is not None:
+            return f"{_name(dep_id)} ({prop}) should be null in a background callback's poll"
+        if not poll and not fits(one.get("value"), shape):
             return f"{_name(dep_id)} ({prop}) is malformed; expected {words}"
     return None
 
@@ -260,19 +258,21 @@ def _changed_problem(deps: list, changed) -> str | None:
     return None
 
 
-def request_problem(app, body, values: dict) -> str | None:
+def request_problem(app, body, values: dict, poll: bool = False) -> str | None:
     """Why a callback request is malformed, in words, or None when it is what a page sends;
-    `values`: the `value` shapes of the layout's controls (`value_shapes`)."""
+    `values`: the `value` shapes of the layout's controls (`value_shapes`); `poll`: the request
+    polls a background callback's job (its values are all null)."""
     if not isinstance(body, dict):
         return "the body should be a JSON object naming a callback's output, inputs and state"
     cb = app.callback_map.get(body.get("output")) if isinstance(body.get("output"), str) else None
     if cb is None or "callback" not in cb:
         return "no callback of this server updates the output named"
+    poll = poll and bool(cb.get("background"))     # any other callback runs on the values sent
     for part in ("inputs", "state"):
         items, deps = body.get(part, []), cb[part]
         if not isinstance(items, list) or len(items) != len(deps):
             return f"the {part} should list the callback's {len(deps)} controls in order"
-        why = next(filter(None, (_item_problem(d, i, values) for d, i in zip(deps, items))), None)
+        why = next(filter(None, (_item_problem(d, i, values, poll) for d, i in zip(deps, items))), None)
         if why:
             return why
     return _outputs_problem(cb["output"], body.get("outputs")) \
@@ -302,6 +302,6 @@ def register(app) -> None:
             body = flask.request.get_json(silent=True)
         except RecursionError:           # nested deeper than the JSON parser goes
             body = None
-        why = request_problem(app, body, values)
+        why = request_problem(app, body, values, poll="cacheKey" in flask.request.args)
         # returned, not raised: a debug app's catch-all error handler would make it a 500
         return BadRequest(f"Refused callback request: {why}.") if why else None

@@ -14,7 +14,7 @@ from dp import plan as planning
 from . import ids, map_image
 from .controls import domain_from_store, epsilon_value, mechanism_options, usable
 from .numbers import count_text, significant
-from server import services, sessions
+from server import background
 
 DEFAULTS = {"area": 1.0, "target": 50, "level": 95, "points": planning.DEFAULT_POINTS}
 
@@ -40,11 +40,11 @@ def layout() -> html.Div:
                       "cheaper, but missed on such data about half the time", "value": "exact"}]),
         html.Button("Plan (free)", id=ids.PLAN_RUN, n_clicks=0),
         html.Progress(id=ids.PLAN_PROGRESS, value="0", max="1", className="plan-progress"),
+        html.Div(id=ids.PLAN_PROGRESS_TEXT, role="status"),
         html.Div(id=ids.PLAN_STATUS, role="status"),
         html.Div(id=ids.PLAN_RESULT),
         html.Img(id=ids.PLAN_PREVIEW, className="plan-preview", hidden=True, alt=""),
-        dcc.Interval(id=ids.PLAN_POLL, interval=500, disabled=True),
-        dcc.Store(id=ids.PLAN_JOB),
+        dcc.Store(id=ids.PLAN_MADE),
     ])
 
 
@@ -68,8 +68,36 @@ def read_request(area, target, level, points, exact=("exact",)) -> dict:
             "exact": "exact" in (exact or ())}
 
 
+def make_plan(set_progress, _, area, target, level, points, exact, domain, info, k):
+    """The Plan button's background job, on public inputs only (the box, the stated need, the
+    assumed size, the bound per user): `dp.plan.plan` on the twins, its progress shown as it
+    goes. Returns (the plan made, status line, result table)."""
+    info = info or {}
+    try:
+        request = read_request(area, target, level, points, exact)
+        dom = domain_from_store(domain)
+        per_user = dp.contributions.check_points_per_user(k) if info.get("users") else None
+    except (dp.ParameterError, LookupError, TypeError) as exc:
+        return no_update, html.Div(str(exc), className="error"), no_update
+    if dom.leaky:
+        return no_update, html.Div("Choose a public box first: planning on a box fitted to the data "
+                                   "would leak its extent.", className="error"), no_update
+    if info.get("kind", "points") != "points":
+        return no_update, html.Div("Planning works for point data: its synthetic twin is a city of "
+                                   "points.", className="error"), no_update
+    offered = usable(mechanism_options("points", info.get("counts", False)))
+    names = [n for n in planning.plannable() if n in offered]
+
+    def progress(done, total):
+        set_progress((str(done), str(total), f"Planning… {done} of {total} mechanisms (free)"))
+
+    made = {"request": request, "domain": dom.to_dict(), "k": per_user}
+    rows = run_plan(progress, background.stop_requested, made["domain"], request, names, per_user)
+    return made, "Planned: nothing read, nothing charged.", result_view(rows, request)
+
+
 def run_plan(progress, should_stop, domain: dict, request: dict, names: list, k):
-    """The job: `dp.plan.plan` on the twin (reads public inputs only); rows for the page."""
+    """`dp.plan.plan` on the twins (reads public inputs only); rows for the page."""
     plans = planning.plan(dp.Domain.from_dict(domain), request["area"], request["target"],
                           request["level"], request["points"], names=names, points_per_user=k,
                           progress=progress, should_stop=should_stop,
@@ -123,64 +151,27 @@ def preview_src(domain: dict, request: dict, mechanism: str, epsilon: float, k) 
 
 
 def register_callbacks(app, config: dict):
-    @app.callback(Output(ids.PLAN_JOB, "data"), Output(ids.PLAN_POLL, "disabled"),
-                  Output(ids.PLAN_STATUS, "children"), Output(ids.PLAN_RESULT, "children"),
-                  Input(ids.PLAN_RUN, "n_clicks"),
-                  State(ids.PLAN_AREA, "value"), State(ids.PLAN_TARGET, "value"),
-                  State(ids.PLAN_LEVEL, "value"), State(ids.PLAN_POINTS, "value"),
-                  State(ids.PLAN_EXACT, "value"),
-                  State(ids.DOMAIN, "data"), State(ids.DATASET, "data"), State(ids.POINTS_PER_USER, "value"),
-                  prevent_initial_call=True)
-    def start(_, area, target, level, points, exact, domain, info, k):
-        """Start the plan in the background (public inputs only: the box, the stated need, the
-        assumed size, the bound per user)."""
-        info = info or {}
-        try:
-            request = read_request(area, target, level, points, exact)
-            dom = domain_from_store(domain)
-            per_user = dp.contributions.check_points_per_user(k) if info.get("users") else None
-        except (dp.ParameterError, LookupError, TypeError) as exc:
-            return no_update, True, html.Div(str(exc), className="error"), no_update
-        if dom.leaky:
-            return no_update, True, html.Div("Choose a public box first: planning on a box fitted to "
-                                             "the data would leak its extent.", className="error"), no_update
-        if info.get("kind", "points") != "points":
-            return no_update, True, html.Div("Planning works for point data: its synthetic twin is a "
-                                             "city of points.", className="error"), no_update
-        offered = usable(mechanism_options("points", info.get("counts", False)))
-        names = [n for n in planning.plannable() if n in offered]
-        try:
-            job_id = services.current().jobs.start(run_plan, owner=sessions.session_id(), domain=dom.to_dict(),
-                                request=request, names=names, k=per_user)
-        except LookupError as exc:
-            return no_update, True, html.Div(str(exc), className="error"), no_update
-        job = {"id": job_id, "request": request, "domain": dom.to_dict(), "k": per_user}
-        return job, False, "Planning… (free)", ""
-
-    @app.callback(Output(ids.PLAN_PROGRESS, "value"), Output(ids.PLAN_PROGRESS, "max"),
-                  Output(ids.PLAN_STATUS, "children", allow_duplicate=True),
-                  Output(ids.PLAN_RESULT, "children", allow_duplicate=True),
-                  Output(ids.PLAN_POLL, "disabled", allow_duplicate=True),
-                  Input(ids.PLAN_POLL, "n_intervals"), State(ids.PLAN_JOB, "data"), prevent_initial_call=True)
-    def poll(_, job):
-        sid = sessions.session_id()
-        st = services.current().jobs.status((job or {}).get("id"), sid)
-        if st is None:
-            return "0", "1", "The plan was lost (server restarted); plan again.", no_update, True
-        if not st["finished"]:
-            return str(st["done"]), str(st["total"]), \
-                f"Planning… {st['done']} of {st['total']} mechanisms (free)", no_update, False
-        services.current().jobs.forget(job["id"], sid)
-        if st["error"]:
-            return "0", "1", html.Div(st["error"], className="error"), no_update, True
-        return "1", "1", "Planned: nothing read, nothing charged.", result_view(st["result"], job["request"]), True
+    app.callback(Output(ids.PLAN_MADE, "data"), Output(ids.PLAN_STATUS, "children"),
+                 Output(ids.PLAN_RESULT, "children"),
+                 Input(ids.PLAN_RUN, "n_clicks"),
+                 State(ids.PLAN_AREA, "value"), State(ids.PLAN_TARGET, "value"),
+                 State(ids.PLAN_LEVEL, "value"), State(ids.PLAN_POINTS, "value"),
+                 State(ids.PLAN_EXACT, "value"),
+                 State(ids.DOMAIN, "data"), State(ids.DATASET, "data"), State(ids.POINTS_PER_USER, "value"),
+                 background=True, interval=500,
+                 progress=[Output(ids.PLAN_PROGRESS, "value"), Output(ids.PLAN_PROGRESS, "max"),
+                           Output(ids.PLAN_PROGRESS_TEXT, "children")],
+                 progress_default=["0", "1", ""],
+                 running=[(Output(ids.PLAN_RUN, "disabled"), True, False),
+                          (Output(ids.PLAN_STATUS, "children"), "Planning… (free)", "")],
+                 prevent_initial_call=True)(make_plan)
 
     @app.callback(Output(ids.MECHANISM, "value", allow_duplicate=True),
                   Output(ids.EPSILON_VALUE, "value", allow_duplicate=True),
                   Output(ids.PLAN_PREVIEW, "src"), Output(ids.PLAN_PREVIEW, "hidden"),
                   Output(ids.PLAN_PREVIEW, "alt"),
                   Input({"type": ids.PLAN_USE, "mechanism": ALL, "epsilon": ALL}, "n_clicks"),
-                  State(ids.PLAN_JOB, "data"), prevent_initial_call=True)
+                  State(ids.PLAN_MADE, "data"), prevent_initial_call=True)
     def use(clicks, job):
         """Fill in the mechanism and ε of a plan's row, and preview it on the twin."""
         if not ctx.triggered_id or not any(clicks) or not job:

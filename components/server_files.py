@@ -11,9 +11,9 @@ from dash import Input, Output, State, dcc, html, no_update
 
 import dp
 
-from . import controls, ids
+from . import controls, ids, pages
 from .numbers import count_of
-from server import services, sessions, state, workspace
+from server import background, services, sessions, state, workspace
 
 COUNTS_EXT = ".npz"
 DATA_EXT = (".csv", ".txt", ".tsv", ".parquet")
@@ -43,8 +43,7 @@ def layout(config: dict) -> html.Details:
                       "the points; a .npz of counts (dp.CountData.save) is read as it is. "
                       "Counts release with the grid, tree and DAWA mechanisms."], className="hint"),
             html.Progress(id=ids.SERVER_PROGRESS, value="0", max="1", hidden=True),
-            dcc.Interval(id=ids.SERVER_POLL, interval=400, disabled=True),
-            dcc.Store(id=ids.SERVER_JOB)]
+            html.Div(id=ids.SERVER_PROGRESS_TEXT, role="status")]
     return html.Details(open=bool(folder) and config["page"]["owner"], className="server-files", children=[
         html.Summary("Files on the server (too big to upload)"), *body])
 
@@ -85,72 +84,52 @@ def count(files: list[str], folder, domain: dp.Domain, cells: int, progress, sho
         raise dp.DataError(str(exc).replace(f"{root}{os.sep}", "").replace(str(root), "the data folder")) from None
 
 
+def open_files(set_progress, _click, _enter, text, cells, domain_info):
+    """The Open button's background job: saved counts are read as they are, data files counted
+    on the grid with progress; the counts then become the session's data. Returns (dataset,
+    status line, sample picker)."""
+    sid = sessions.session_id()
+    try:
+        if not sessions.is_owner():              # checked here, whatever the page shows
+            raise LookupError(state.OWNERS_ONLY)
+        folder = pages.settings()["data_dir"]    # an owner's job runs in its app's worker
+        files = resolve(folder, text)
+        if files[0].lower().endswith(COUNTS_EXT):
+            data = dp.load_counts(files[0], name=Path(text).stem,
+                                  max_bytes=services.current().store.session_bytes)
+        else:
+            domain = controls.domain_from_store(domain_info)
+            if domain.leaky:
+                raise dp.ParameterError("counting files needs a public box: choose a preset or "
+                                        "type one (there are no points here to fit a box to)")
+            set_progress(("0", f"Counting {text} on the server over “{domain.name}”…"))
+            data = count(files, folder, domain, _cells(cells), should_stop=background.stop_requested,
+                         progress=lambda done, total: set_progress(
+                             (f"{done / total:.3f}", f"Counting {text} on the server… {100 * done / total:.0f}%")))
+        info = state.put_server_data(sid, data)
+        workspace.use_dataset(sid, info)
+    except (dp.DataError, dp.ParameterError, LookupError) as exc:
+        return no_update, failed(text, exc), no_update
+    return info, loaded(text, data), None
+
+
 def register_callbacks(app, config: dict):
     folder = config.get("data_dir")
     if not folder:
         return
 
-    @app.callback(Output(ids.DATASET, "data", allow_duplicate=True),
-                  Output(ids.UPLOAD_STATUS, "children", allow_duplicate=True),
-                  Output(ids.SAMPLE_PICK, "value", allow_duplicate=True),
-                  Output(ids.SERVER_JOB, "data"), Output(ids.SERVER_POLL, "disabled"),
-                  Output(ids.SERVER_PROGRESS, "hidden"),
-                  Input(ids.SERVER_OPEN, "n_clicks"), Input(ids.SERVER_PATH, "n_submit"),
-                  State(ids.SERVER_PATH, "value"), State(ids.SERVER_CELLS, "value"),
-                  State(ids.DOMAIN, "data"), prevent_initial_call=True)
-    def open_files(_click, _enter, text, cells, domain_info):
-        """Read saved counts at once; start counting data files in the background."""
-        sid = sessions.session_id()
-        try:
-            if not sessions.is_owner():              # checked here, whatever the page shows
-                raise LookupError(state.OWNERS_ONLY)
-            files = resolve(folder, text)
-            if files[0].lower().endswith(COUNTS_EXT):
-                data = dp.load_counts(files[0], name=Path(text).stem,
-                                      max_bytes=services.current().store.session_bytes)
-                info = state.put_server_data(sid, data)
-                workspace.use_dataset(sid, info)
-                return info, loaded(text, data), None, no_update, True, True
-            domain = controls.domain_from_store(domain_info)
-            if domain.leaky:
-                raise dp.ParameterError("counting files needs a public box: choose a preset or "
-                                        "type one (there are no points here to fit a box to)")
-            cells = _cells(cells)
-        except (dp.DataError, dp.ParameterError, LookupError) as exc:
-            return no_update, failed(text, exc), no_update, no_update, True, True
-        job_id = services.current().jobs.start(count, owner=sid, files=files, folder=folder, domain=domain, cells=cells)
-        status = html.Div(f"Counting {text} on the server over “{domain.name}”…", className="ok")
-        return no_update, status, no_update, {"id": job_id, "text": text}, False, False
-
-    @app.callback(Output(ids.DATASET, "data", allow_duplicate=True),
-                  Output(ids.UPLOAD_STATUS, "children", allow_duplicate=True),
-                  Output(ids.SAMPLE_PICK, "value", allow_duplicate=True),
-                  Output(ids.SERVER_PROGRESS, "value"), Output(ids.SERVER_PROGRESS, "hidden",
-                                                               allow_duplicate=True),
-                  Output(ids.SERVER_POLL, "disabled", allow_duplicate=True),
-                  Input(ids.SERVER_POLL, "n_intervals"), State(ids.SERVER_JOB, "data"),
-                  prevent_initial_call=True)
-    def poll(_, job):
-        """Progress of the count; when it is done the counts become the session's data."""
-        sid = sessions.session_id()
-        st = services.current().jobs.status((job or {}).get("id"), sid)
-        if st is None:
-            return no_update, no_update, no_update, "0", True, True
-        if not st["finished"]:
-            share = st["done"] / max(st["total"], 1)
-            msg = html.Div(f"Counting {job['text']} on the server… {100 * share:.0f}%", className="ok")
-            return no_update, msg if not st["queued"] else "Waiting for a free worker…", \
-                no_update, f"{share:.3f}", False, False
-        services.current().jobs.forget(job["id"], sid)
-        if st["error"]:
-            return no_update, failed(job["text"], st["error"].split(": ", 1)[-1]), no_update, \
-                "0", True, True
-        try:
-            info = state.put_server_data(sid, st["result"])
-            workspace.use_dataset(sid, info)
-        except LookupError as exc:
-            return no_update, failed(job["text"], exc), no_update, "0", True, True
-        return info, loaded(job["text"], st["result"]), None, "1", True, True
+    app.callback(Output(ids.DATASET, "data", allow_duplicate=True),
+                 Output(ids.UPLOAD_STATUS, "children", allow_duplicate=True),
+                 Output(ids.SAMPLE_PICK, "value", allow_duplicate=True),
+                 Input(ids.SERVER_OPEN, "n_clicks"), Input(ids.SERVER_PATH, "n_submit"),
+                 State(ids.SERVER_PATH, "value"), State(ids.SERVER_CELLS, "value"),
+                 State(ids.DOMAIN, "data"),
+                 background=True, interval=400,
+                 progress=[Output(ids.SERVER_PROGRESS, "value"), Output(ids.SERVER_PROGRESS_TEXT, "children")],
+                 progress_default=["0", ""],
+                 running=[(Output(ids.SERVER_OPEN, "disabled"), True, False),
+                          (Output(ids.SERVER_PROGRESS, "hidden"), False, True)],
+                 prevent_initial_call=True)(open_files)
 
     @app.callback(Output(ids.DOMAIN_PRESET, "value", allow_duplicate=True),
                   Output({"type": ids.DOMAIN_BOX, "side": "west"}, "value", allow_duplicate=True),

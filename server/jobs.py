@@ -19,6 +19,7 @@ owner's cache so the same evaluation on the same data is served instantly next t
 """
 from __future__ import annotations
 
+import pickle
 import threading
 import time
 import uuid
@@ -79,16 +80,18 @@ class Jobs:
         if len(theirs) >= VISITOR_JOBS or theirs.count(owner) >= SESSION_JOBS:
             raise LookupError(BUSY)
 
-    def start(self, fn, owner: str, **kwargs) -> str:
+    def start(self, fn, owner: str, job_id: str | None = None, **kwargs) -> str:
         """Queue fn(progress=..., should_stop=..., **kwargs) in its role's pool for `owner` (the
-        session); returns the job id. LookupError (state.FULL) if the store has no room for the
-        job's state, (BUSY) if visitors' jobs are at their bound."""
-        job_id = uuid.uuid4().hex
+        session), as `job_id` (a new one by default); returns the job id. LookupError
+        (state.FULL) if the store has no room for the job's state, (BUSY) if visitors' jobs are
+        at their bound."""
+        job_id = job_id or uuid.uuid4().hex
         key = _key(job_id, owner)
         role = sessions.is_owner()              # the job runs with the role of the request that started it
         found = services.current()
-        if not found.store.set(key, {"queued": True, "done": 0, "total": 1, "finished": False,
-                                     "cancelled": False, "result": None, "error": None}):
+        if not found.store.set(key, {"queued": True, "done": 0, "total": 1, "progress": None,
+                                     "finished": False, "cancelled": False, "result": None,
+                                     "error": None, "raised": None}):
             raise LookupError(state.FULL)
 
         app = flask.current_app._get_current_object() if flask.has_app_context() else None
@@ -97,11 +100,12 @@ class Jobs:
             with app.app_context() if app is not None else nullcontext():
                 try:
                     if role:
-                        _work(key, role, fn, kwargs)
+                        _work(key, role, owner, fn, kwargs)
                     else:      # a visitor's: in the background lane, after everyone's releases
-                        found.heavy.run(_work, key, role, fn, kwargs, lane=heavy.BACKGROUND, idempotent=True)
+                        found.heavy.run(_work, key, role, owner, fn, kwargs, lane=heavy.BACKGROUND,
+                                        idempotent=True)
                 except Exception as exc:   # the lane's process died twice: reported to the page
-                    _update(key, error=f"{type(exc).__name__}: {exc}", finished=True)
+                    _update(key, error=f"{type(exc).__name__}: {exc}", raised=_keepable(exc), finished=True)
                 finally:
                     with self._lock:
                         self._local.pop(job_id, None)
@@ -115,6 +119,13 @@ class Jobs:
                     raise
             self._local[job_id] = (self._executor(role).submit(run), key, role, owner)
         return job_id
+
+    def refused(self, job_id: str, owner: str, why: Exception) -> None:
+        """Keep a job that could not start as finished with `why` as its error, so whoever polls
+        for it learns why (a full store may not keep even that: the poll then finds nothing)."""
+        services.current().store.set(_key(job_id, owner), {
+            "queued": False, "done": 0, "total": 1, "progress": None, "finished": True,
+            "cancelled": False, "result": None, "error": str(why), "raised": _keepable(why)})
 
     def status(self, job_id: str | None, owner: str) -> dict | None:
         """The job's progress and result, or None if there is no such job for this owner."""
@@ -169,15 +180,24 @@ class Jobs:
 
 class _Progress:
     """A job's progress written to its store entry, and its cancellation read from there (at
-    most every PROGRESS_EVERY seconds), so any process can run the job and any can report it."""
+    most every PROGRESS_EVERY seconds), so any process can run the job and any can report it.
+    Called as progress(done, total); `show(value)` keeps a value for the page to show."""
 
     def __init__(self, key: str):
         self.key, self.wrote, self.read, self.stop = key, 0.0, 0.0, False
 
-    def report(self, done, total):
+    def __call__(self, done, total):
         if time.monotonic() - self.wrote >= PROGRESS_EVERY or done >= total:
             self.wrote = self.read = time.monotonic()
             job = _update(self.key, done=done, total=total)
+            self.stop = job is None or job["cancelled"]
+
+    def show(self, value) -> None:
+        """Keep `value` (what the page shows of the job's progress) in the job's state, at most
+        every PROGRESS_EVERY seconds (the page polls about as often)."""
+        if time.monotonic() - self.wrote >= PROGRESS_EVERY:
+            self.wrote = self.read = time.monotonic()
+            job = _update(self.key, progress=value)
             self.stop = job is None or job["cancelled"]
 
     def should_stop(self) -> bool:
@@ -188,19 +208,28 @@ class _Progress:
         return self.stop or services.current().jobs.stopping.is_set()
 
 
-def _work(key: str, role: bool, fn, kwargs: dict) -> None:
-    """Run a queued job with the role of the request that started it (in a job thread, or a
-    process of the background lane), its result or error written to its store entry."""
+def _keepable(exc: Exception) -> Exception | None:
+    """The exception itself if the store can keep it (it pickles), else None (its text is kept)."""
+    try:
+        pickle.dumps(exc)
+    except Exception:
+        return None
+    return exc
+
+
+def _work(key: str, role: bool, sid: str, fn, kwargs: dict) -> None:
+    """Run a queued job with the role and session of the request that started it (in a job
+    thread, or a process of the background lane), its result or error written to its store entry."""
     job = _update(key, queued=False)
     if job is None or job["cancelled"]:       # forgotten or cancelled while it waited
         _update(key, finished=True)
         return
-    result = error = None
+    result = error = raised = None
     p = _Progress(key)
     try:
-        with sessions.acting(role):
-            result = fn(progress=p.report, should_stop=p.should_stop, **kwargs)
+        with sessions.acting(role, sid):
+            result = fn(progress=p, should_stop=p.should_stop, **kwargs)
     except Exception as exc:   # reported to the page; the app keeps running
-        error = f"{type(exc).__name__}: {exc}"
+        error, raised = f"{type(exc).__name__}: {exc}", _keepable(exc)
     finally:
-        _update(key, result=result, error=error, finished=True)
+        _update(key, result=result, error=error, raised=raised, finished=True)

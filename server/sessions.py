@@ -173,7 +173,13 @@ def current() -> Sessions:
 
 
 def session_id() -> str:
-    """This browser's session id (a hash of its signed cookie)."""
+    """This browser's session id (a hash of its signed cookie); outside a request (a background
+    job's thread or process), the session of the request that asked for the work (`acting`)."""
+    if not flask.has_request_context():
+        sid = _acting_session.get()
+        if sid is None:
+            raise RuntimeError("no browser session here: run the work under sessions.acting")
+        return sid
     return current().session_id()
 
 
@@ -182,6 +188,7 @@ def has_session() -> bool:
 
 
 _acting_owner = contextvars.ContextVar("acting_owner", default=False)
+_acting_session = contextvars.ContextVar("acting_session", default=None)
 
 
 def is_owner() -> bool:
@@ -194,13 +201,15 @@ def is_owner() -> bool:
 
 
 @contextmanager
-def acting(owner: bool):
-    """Run work a request asked for (in another thread or process) with that request's role."""
-    token = _acting_owner.set(bool(owner))
+def acting(owner: bool, sid: str | None = None):
+    """Run work a request asked for (in another thread or process) with that request's role and,
+    when given, its session."""
+    token, session = _acting_owner.set(bool(owner)), _acting_session.set(sid)
     try:
         yield
     finally:
         _acting_owner.reset(token)
+        _acting_session.reset(session)
 
 
 def public_uploads() -> bool:

@@ -63,7 +63,8 @@ def wait_until(condition, timeout: float = 30):
 def dash_call(client, first_output: str, values: dict):
     """Call the app's callback whose first output is `first_output` ("id.property") and whose
     inputs hold the first key of `values` (the input that changed), as the page does, with
-    `values` ("id.property" -> value) for its inputs and states (missing: None)."""
+    `values` ("id.property" -> value) for its inputs and states (missing: None). A background
+    callback's job is polled, as the page does, until its outputs come: its last answer."""
     trigger = next(iter(values))
     deps = client.get("/_dash-dependencies").get_json()
     dep = next(d for d in deps
@@ -77,7 +78,18 @@ def dash_call(client, first_output: str, values: dict):
                  "value": values.get(f"{i['id']}.{i['property']}")} for i in items]
     body = {"output": dep["output"], "outputs": outputs if dep["output"].startswith("..") else outputs[0],
             "inputs": spec(dep["inputs"]), "state": spec(dep["state"]), "changedPropIds": [trigger]}
-    return client.post("/_dash-update-component", json=body)
+    answer = client.post("/_dash-update-component", json=body)
+    if not dep.get("background") or answer.status_code != 200:
+        return answer
+    handles = answer.get_json()
+    values = {}                                 # a poll sends every value as null
+    body = {**body, "inputs": spec(dep["inputs"]), "state": spec(dep["state"])}
+    while True:
+        time.sleep(0.05)
+        answer = client.post(f"/_dash-update-component?cacheKey={handles['cacheKey']}&job={handles['job']}",
+                             json=body)
+        if answer.status_code != 200 or "response" in answer.get_json():
+            return answer
 
 
 def postgres_binaries():

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import shutil
 import time
 from pathlib import Path
@@ -540,9 +541,10 @@ def test_evaluation_runs_with_progress_and_charts(dash_duo):
     reps.clear()
     reps.send_keys("1")
     dash_duo.find_element(f"#{ids.EVAL_RUN}").click()
-    dash_duo.wait_for_contains_text(f"#{ids.EVAL_STATUS}", "Done", timeout=120)
-    assert dash_duo.find_element(f"#{ids.EVAL_PROGRESS}").get_attribute("value") == \
-        dash_duo.find_element(f"#{ids.EVAL_PROGRESS}").get_attribute("max")
+    dash_duo.wait_for_contains_text(f"#{ids.EVAL_STATUS}", "Done: 27 releases", timeout=120)   # 3 x 3 x 3, once
+    assert dash_duo.find_element(f"#{ids.EVAL_PROGRESS_TEXT}").text == ""     # progress is for a running one
+    assert dash_duo.find_element(f"#{ids.EVAL_RUN}").is_enabled()
+    assert not dash_duo.find_element(f"#{ids.EVAL_CANCEL}").is_enabled()
     lines = dash_duo.find_elements(f"#{ids.EVAL_FIG_EPS} .scatterlayer .trace")
     assert len(lines) == 6   # band + median line for each of the 3 default mechanisms
     assert len(dash_duo.find_elements(f"#{ids.EVAL_TABLE} tbody tr")) > 1
@@ -554,12 +556,16 @@ def test_long_evaluation_can_be_cancelled(dash_duo):
     reps.clear()
     reps.send_keys("50")
     dash_duo.find_element(f"#{ids.EVAL_RUN}").click()
-    dash_duo.wait_for_contains_text(f"#{ids.EVAL_STATUS}", "Running", timeout=20)
+    dash_duo.wait_for_contains_text(f"#{ids.EVAL_PROGRESS_TEXT}", "Running… ", timeout=30)
+    assert not dash_duo.find_element(f"#{ids.EVAL_RUN}").is_enabled()     # one run at a time
+    shown = int(dash_duo.find_element(f"#{ids.EVAL_PROGRESS}").get_attribute("value"))
     dash_duo.find_element(f"#{ids.EVAL_CANCEL}").click()
     dash_duo.wait_for_contains_text(f"#{ids.EVAL_STATUS}", "Cancelled after", timeout=60)
-    done, total = (int(dash_duo.find_element(f"#{ids.EVAL_PROGRESS}").get_attribute(a))
-                   for a in ("value", "max"))
-    assert done < total == 50 * 3 * 3 * 3
+    done, total = map(int, re.search(r"after (\d+) of (\d+) releases",
+                                     dash_duo.find_element(f"#{ids.EVAL_STATUS}").text).groups())
+    assert shown <= done < total == 50 * 3 * 3 * 3
+    poll_until(lambda: dash_duo.find_elements(f"#{ids.EVAL_TABLE} tbody tr"), 20)   # the partial results
+    assert dash_duo.find_element(f"#{ids.EVAL_RUN}").is_enabled()
 
 
 @pytest.mark.parametrize("draw_delay", [0.0, 1.0], ids=["fast-draws", "draws-slower-than-a-tick"])

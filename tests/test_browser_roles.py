@@ -81,15 +81,27 @@ def leaks(texts: list[str]) -> list[str]:
 
 FORGE = """
 const [output, outputs, inputs, state, done] = arguments;
-fetch('/_dash-update-component', {method: 'POST', headers: {'Content-Type': 'application/json'},
-      body: JSON.stringify({output, outputs, inputs, state,
-                            changedPropIds: [inputs[0].id + '.' + inputs[0].property]})})
-  .then(r => r.text().then(t => done([r.status, t]))).catch(e => done([0, String(e)]));
+const body = {output, outputs, inputs, state, changedPropIds: [inputs[0].id + '.' + inputs[0].property]};
+const nulled = {...body, inputs: inputs.map(i => ({...i, value: null})),
+                state: state.map(i => ({...i, value: null}))};
+const post = (query, b) => fetch('/_dash-update-component' + query, {
+  method: 'POST', headers: {'Content-Type': 'application/json'}, body: JSON.stringify(b)});
+let handles = '';
+const step = r => r.text().then(t => {       // a background callback's job: polled to its end
+  let j = null;
+  try { j = JSON.parse(t); } catch (e) {}
+  if (j && j.cacheKey) handles = '?cacheKey=' + encodeURIComponent(j.cacheKey) + '&job=' + encodeURIComponent(j.job);
+  if (r.status === 200 && handles && !(j && 'response' in j))
+    return new Promise(ok => setTimeout(ok, 200)).then(() => post(handles, nulled)).then(step);
+  done([r.status, t]);
+});
+post('', body).then(step).catch(e => done([0, String(e)]));
 """
 
 
 def forge(driver, output: str, inputs: list, state: list):
-    """POST a callback request from inside the page (its cookies), as a visitor could."""
+    """POST a callback request from inside the page (its cookies), as a visitor could; a
+    background callback's job is polled to its end. Returns (HTTP status, the last body)."""
     outs = [{"id": p.rsplit(".", 1)[0], "property": p.rsplit(".", 1)[1].split("@")[0]}
             for p in output.strip(".").split("...")]
     return driver.execute_async_script(FORGE, output, outs if output.startswith("..") else outs[0],

@@ -22,7 +22,7 @@ from server import releases, services, state
 def test_every_panel_registers_its_callbacks(app):
     outputs = " ".join(app.callback_map)
     for needed in (ids.DATASET, ids.RELEASE, ids.MAP_LAYERS, ids.QUERY_TABLE, ids.LEDGER_TABLE,
-                   ids.EXPORT_DOWNLOAD, ids.EVAL_JOB, ids.DOMAIN_WARNING):
+                   ids.EXPORT_DOWNLOAD, ids.EVAL_SUMMARY, ids.DOMAIN_WARNING):
         assert needed in outputs, needed
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import pickle
+from urllib.parse import urlencode
 
 import pytest
 
@@ -18,6 +19,7 @@ from app import create_app
 from components import evaluation_panel, ids
 from server import file_store, live, releases, services, sessions, state, store, workspace
 from helpers import new_sid, wait_until
+from test_faults import Browser  # noqa: E402 (benchmarks/ is on the path through test_faults)
 
 CSV = b"lon,lat\n-0.12,51.50\n-0.10,51.51\n-0.13,51.49\n-0.11,51.52\n"
 
@@ -51,16 +53,29 @@ def ledger_request(client, rinfo):
     return post(client, name, outs, [{"id": ids.RELEASE, "property": "data", "value": rinfo}])
 
 
-def poll_request(client, job):
-    dep = next(o for o in _callback_map(client) if ids.EVAL_PROGRESS in o)
+def start_evaluation(client) -> Browser:
+    """A page of this browser that started a small evaluation of the default sample (its job's
+    signed handles in `.job`), not yet polled."""
+    page = Browser(client)
+    page.open()
+    page.load()
+    for control, value in ((ids.EVAL_EPSILONS, "1"), (ids.EVAL_NQ, 10), (ids.EVAL_REPS, 1), (ids.EVAL_RHO, 1)):
+        page.comps[control]["value"] = value
+    page.poll_jobs = False
+    page.act(ids.EVAL_RUN, "n_clicks", 1)
+    return page
+
+
+def poll_request(client, page: Browser):
+    """A poll of `page`'s evaluation job, with its handles, sent from `client`."""
+    dep = next(d for d in page.deps if d.get("background") and ids.EVAL_SUMMARY in d["output"])
     outs = [{"id": part.split(".")[0], "property": part.split(".")[1].split("@")[0]}
-            for part in dep.strip(".").split("...")]
-    return post(client, dep, outs, [{"id": ids.EVAL_POLL, "property": "n_intervals", "value": 1},
-                                    {"id": ids.EVAL_JOB, "property": "data", "value": job}])
-
-
-def _callback_map(client):
-    return [d["output"] for d in client.get("/_dash-dependencies").get_json()]
+            for part in dep["output"].strip(".").split("...")]
+    body = {"output": dep["output"], "outputs": outs, "changedPropIds": [f"{ids.EVAL_RUN}.n_clicks"],
+            "inputs": [{"id": ids.EVAL_RUN, "property": "n_clicks", "value": None}],
+            "state": [{**page.spec(d), "value": None} for d in dep["state"]]}
+    args = urlencode({"endId": page.end_id, "cacheKey": page.job["handles"]["cacheKey"], "job": page.job["handles"]["job"]})
+    return client.post(f"/_dash-update-component?{args}", json=body)
 
 
 @pytest.fixture()
@@ -91,16 +106,13 @@ def test_forged_keys_reach_only_the_forgers_own_entries(server, recorder):
     demo = releases.release_key(fp, domain, "ug", {}, [0.05, 0.95], 1.0, 7)
     releases.release(a, fresh, create=True)
     releases.release(a, demo, create=True)
-    cfg_key = f"eval:{a}:" + json.dumps({"fp": fp})
-    services.current().store.set(cfg_key, [])          # A's finished evaluation (an empty summary)
-    job = services.current().jobs.start(lambda progress, should_stop: 1, owner=a)
+    page_a = start_evaluation(client_a)                  # A's evaluation: a job of A's session
+    job = page_a.job["handles"]["job"].rpartition("~")[0]
+    wait_until(lambda: services.current().jobs.status(job, a)["finished"])   # A's job thread reads no more
 
-    # A sees its own release and evaluation through the page's callbacks
+    # A sees its own release through the page's callbacks
     own = ledger_request(client_a, {"key": fresh})
     assert own.status_code == 200 and "This release" in own.get_data(as_text=True)
-    assert "Done" in json.dumps(poll_request(client_a, {"id": job, "cache_key": cfg_key}).get_json())
-
-    wait_until(lambda: services.current().jobs.status(job, a)["finished"])   # A's job thread reads no more
     recorder.clear()
     unused = {"fresh": releases.release_key(fp, domain, "ug", {}, [0.05, 0.95], 1.0, None),
               "demo": releases.release_key(fp, domain, "ug", {}, [0.05, 0.95], 1.0, 8)}  # keys nobody used
@@ -112,13 +124,14 @@ def test_forged_keys_reach_only_the_forgers_own_entries(server, recorder):
     assert answers["fresh"] == answers["unused fresh"] and answers["demo"] == answers["unused demo"]
     assert "no longer on the server" in answers["demo"]   # B cannot rebuild A's demo either
     assert "This release" not in "".join(answers.values())
-    b_poll = poll_request(client_b, {"id": job, "cache_key": cfg_key})
-    assert b_poll.get_json()["response"] == {}           # A's evaluation and job: nothing at all
+    b_poll = poll_request(client_b, page_a)              # A's job handles, replayed by B
+    assert b_poll.status_code == 204                     # A's evaluation and job: nothing at all
     assert services.current().jobs.status(job, b) is None
     with pytest.raises(LookupError):
         state.points(b, fp)
     b_reads = list(recorder)
-    assert services.current().jobs.status(job, a) is not None
+    assert services.current().jobs.status(job, a) is not None          # still there for A, who gets it
+    assert "Done" in json.dumps(poll_request(client_a, page_a).get_json())
     assert services.current().accounts.get(b, state.account_key(data)).spent == 0 and state.account(a, fp).spent == pytest.approx(2.0)
     # every cache read B caused stayed in B's namespace: no hit, no miss, no timing on A's entries
     assert b_reads and all(f":{a}:" not in key for key, _ in b_reads), [k for k, _ in b_reads if f":{a}:" in k]

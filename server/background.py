@@ -1,0 +1,143 @@
+"""Dash's background callbacks run as the server's jobs (`server.jobs.Jobs`).
+
+A callback declared with `background=True` (with `progress`, `cancel` and `running` as Dash
+offers them) starts a job in its session's name instead of running in the request; the page
+polls for its progress and result. Dash's own managers start a process per call with no queue,
+bound or priority (Diskcache), or need a broker and workers (Celery); this one keeps what the
+jobs promise: the owner's jobs never wait behind visitors', visitors' run in the lowest-priority
+lane and are bounded per process and per session, and any worker process can report or cancel
+a job because its state is in the shared store.
+
+Every call is a job of its own, keyed by its session: a poll from another session (a forged or
+replayed handle, which Dash's signing already refuses) finds nothing. Cancelling asks the job to
+stop after its current step (`stop_requested`), so what it did so far comes back as its result
+(an evaluation's partial results) instead of being thrown away. An error the callback raises
+reaches the app's `on_error` at the next poll (`raised`), as if the callback had run there; so
+does a job refused at its start (the store full, visitors' jobs at their bound).
+"""
+from __future__ import annotations
+
+import contextvars
+import functools
+import uuid
+
+import flask
+
+from dash._callback_context import context_value
+from dash._utils import AttributeDict
+from dash.background_callback.managers import BaseBackgroundCallbackManager
+from dash.exceptions import BackgroundCallbackError, PreventUpdate
+
+from . import services, sessions
+
+# what a job keeps of Dash's callback context: the callback's inputs and outputs (so
+# `ctx.triggered_id` works in it), never the request's cookies or headers
+CONTEXT = ("inputs_list", "states_list", "outputs_list", "input_values", "state_values",
+           "triggered_inputs", "args_grouping", "using_args_grouping", "outputs_grouping",
+           "using_outputs_grouping")
+NO_UPDATE = {"_dash_no_update": "_dash_no_update"}    # Dash's mark of a callback that changed nothing
+
+_should_stop = contextvars.ContextVar("should_stop", default=None)
+
+
+def stop_requested() -> bool:
+    """In a background callback: True once the page (or the server's shutdown) asked it to
+    stop; long work checks this between steps and returns what it has."""
+    check = _should_stop.get()
+    return bool(check and check())
+
+
+def run_callback(fn, wants_progress: bool, *, progress, should_stop, args, context):
+    """A background callback's body in its job: fn(set_progress, *args), Dash's callback context
+    set from `context`, `stop_requested` answering for this job. PreventUpdate becomes Dash's
+    no-update mark."""
+    dash_context = context_value.set(AttributeDict(**context, updated_props={}, ignore_register_page=True))
+    token = _should_stop.set(should_stop)
+    try:
+        shown = [lambda value: progress.show(list(value) if isinstance(value, (list, tuple)) else [value])]
+        return fn(*(shown if wants_progress else []), *args)
+    except PreventUpdate:
+        return NO_UPDATE
+    finally:
+        _should_stop.reset(token)
+        context_value.reset(dash_context)
+
+
+def raised(err: Exception) -> Exception:
+    """The exception a background callback's job raised, when Dash hands the app's on_error its
+    own wrapper of it (BackgroundCallbackError, which keeps only the text); else `err`."""
+    if isinstance(err, BackgroundCallbackError) and flask.has_request_context():
+        return flask.g.pop("background_error", err)
+    return err
+
+
+class JobsManager(BaseBackgroundCallbackManager):
+    """The app's background-callback manager: each call a job of the caller's session."""
+
+    def __init__(self, secret: bytes):
+        super().__init__(cache_by=None)
+        self._secret = secret
+
+    def get_or_create_signing_secret(self, generate):
+        """The key Dash signs job handles with: the server's own, the same in every worker."""
+        return self._secret
+
+    def build_cache_key(self, fn, args, cache_args_to_ignore, triggered):
+        """A new key per call (Dash's hashes the arguments, the same for two sessions asking the
+        same); results are cached, per session, by the callbacks that want it."""
+        return uuid.uuid4().hex
+
+    def make_job_fn(self, fn, progress, key=None):
+        return functools.partial(run_callback, fn, bool(progress))
+
+    def call_job_fn(self, key, job_fn, args, context):
+        """Start the job as `key` in this request's session (LookupError in words when the store
+        is full or visitors' jobs are at their bound: the app's on_error shows it)."""
+        kept = {k: context[k] for k in CONTEXT if k in context}
+        args = list(args.values()) if isinstance(args, dict) else list(args)
+        found, sid = services.current().jobs, sessions.session_id()
+        try:
+            return found.start(job_fn, owner=sid, job_id=key, args=args, context=kept)
+        except LookupError as exc:       # told at the first poll: Dash drops what on_error shows now
+            found.refused(key, sid, exc)
+            return key
+
+    def _status(self, job) -> dict | None:
+        return services.current().jobs.status(job, sessions.session_id())
+
+    def job_running(self, job):
+        found = self._status(job)
+        return found is not None and not found["finished"]
+
+    def terminate_job(self, job):
+        """Ask the job to stop after its current step (Dash calls this on cancel)."""
+        services.current().jobs.cancel(job, sessions.session_id())
+
+    def terminate_unhealthy_job(self, job):
+        return False
+
+    def get_progress(self, key):
+        found = self._status(key)
+        return found["progress"] if found and not found["finished"] else None
+
+    def result_ready(self, key):
+        found = self._status(key)
+        return bool(found and found["finished"])
+
+    def get_result(self, key, job):
+        """The callback's outputs once its job has finished (then forgotten); UNDEFINED while it
+        runs, or if it was cancelled before it started. If it raised, Dash's error mark, its
+        exception kept for the app's on_error (`raised`)."""
+        found = self._status(key)
+        if not found or not found["finished"]:
+            return self.UNDEFINED
+        services.current().jobs.forget(key, sessions.session_id())
+        if found["error"]:
+            flask.g.background_error = found["raised"] or RuntimeError(found["error"])
+            return {"background_callback_error": {"msg": found["error"], "tb": ""}}
+        if found["result"] is None and found["cancelled"]:
+            return self.UNDEFINED
+        return found["result"]
+
+    def get_updated_props(self, key):
+        return {}

@@ -1,0 +1,156 @@
+"""Dash's background callbacks on the server's jobs (`server.background`): the evaluation, the
+plan and the count of server files run as jobs of the session that asked, report progress,
+stop when cancelled with what they did so far, keep visitors to their bound and their lane,
+and speak their refusals. Driven as a page drives them (`benchmarks/app_latency.Browser`, which
+polls the jobs with their signed handles as the renderer does)."""
+from __future__ import annotations
+
+import re
+
+import pytest
+from dash.exceptions import BackgroundCallbackError
+
+from app import create_app
+from components import ids
+from server import background, jobs, services, sessions
+from helpers import wait_until
+from test_faults import Browser  # noqa: E402 (benchmarks/ is on the path through test_faults)
+
+
+def page(server, evaluation: dict | None = None) -> Browser:
+    """A page of a new browser, opened and loaded, its evaluation set-up changed by `evaluation`."""
+    b = Browser(server.test_client())
+    b.open()
+    b.load()
+    for control, value in {ids.EVAL_EPSILONS: "0.5, 1", ids.EVAL_NQ: 50, ids.EVAL_REPS: 5,
+                           ids.EVAL_RHO: 1, **(evaluation or {})}.items():
+        b.comps[control]["value"] = value
+    return b
+
+
+def job_state(b: Browser, sid: str | None = None) -> dict | None:
+    """The stored state of the page's last background job, as its session (or `sid`) sees it."""
+    job = b.job["handles"]["job"].rpartition("~")[0]
+    client = b.client
+    with client.application.test_request_context(
+            headers={"Cookie": f"{sessions.COOKIE}={client.get_cookie(sessions.COOKIE).value}"}):
+        return services.current().jobs.status(job, sid or sessions.session_id())
+
+
+@pytest.fixture()
+def server():
+    return create_app({"tiles_url": "http://127.0.0.1:9/{z}/{x}/{y}.png"}).server
+
+
+def test_an_evaluation_runs_as_a_job_and_its_progress_reaches_the_page(server):
+    b = page(server)
+    b.act(ids.EVAL_RUN, "n_clicks", 1)
+    total = 3 * 2 * 3 * 5              # mechanisms x ε x sizes x repetitions
+    assert b.comps[ids.EVAL_STATUS]["children"] == f"Done: {total} releases."
+    shown = [p[f"{ids.EVAL_PROGRESS_TEXT}.children"] for p in b.progress]
+    done = [int(re.match(rf"Running… (\d+) of {total} releases$", text).group(1)) for text in shown]
+    assert done and done == sorted(done) and done[-1] <= total        # polled while it ran, in order
+    assert b.comps[ids.EVAL_RESULTS]["hidden"] is False and b.comps[ids.EVAL_TABLE]["data"]
+
+
+def test_a_cancelled_evaluation_stops_and_returns_what_it_did(server):
+    b = page(server, {ids.EVAL_REPS: 50})
+    b.poll_jobs = False
+    b.act(ids.EVAL_RUN, "n_clicks", 1)
+    wait_until(lambda: job_state(b)["progress"] is not None, timeout=60)
+    b.act(ids.EVAL_CANCEL, "n_clicks", 1)          # Dash's cancel callback, the job's handle with it
+    assert job_state(b)["cancelled"]
+    b.finish()
+    status = b.comps[ids.EVAL_STATUS]["children"]
+    done, total = map(int, re.match(r"Cancelled after (\d+) of (\d+) releases; showing partial results",
+                                    status).groups())
+    assert 0 < done < total == 3 * 2 * 3 * 50
+    rows = b.comps[ids.EVAL_SUMMARY]["data"]["rows"]
+    assert rows and b.comps[ids.EVAL_RESULTS]["hidden"] is False     # the partial results, shown
+
+
+def test_another_session_replaying_a_jobs_handles_gets_nothing(server):
+    a, b = page(server), page(server)
+    a.poll_jobs = False
+    a.act(ids.EVAL_RUN, "n_clicks", 1)
+    b.job, b.end_id = a.job, a.end_id              # B sends A's signed handles and page token
+    assert b.follow() == {}                        # B's poll: nothing (HTTP 204), and A's job stays
+    wait_until(lambda: job_state(a)["finished"], timeout=60)
+    assert job_state(a, sid="0" * 32) is None
+    a.finish()
+    assert a.comps[ids.EVAL_STATUS]["children"].startswith("Done")
+
+
+def test_a_visitor_holds_at_most_its_share_of_jobs_and_is_told_so(server, monkeypatch):
+    monkeypatch.setattr(jobs, "SESSION_JOBS", 1)
+    b = page(server, {ids.EVAL_REPS: 50})
+    b.poll_jobs = False
+    b.act(ids.EVAL_RUN, "n_clicks", 1)
+    first = b.job
+    b.poll_jobs = True
+    b.act(ids.EVAL_RUN, "n_clicks", 2)             # a second page of the same browser, say
+    assert not b.comps[ids.SERVER_ALERT]["hidden"]     # told at its first poll
+    assert jobs.BUSY in b.comps[ids.SERVER_ALERT_TEXT]["children"]
+    b.job = first
+    b.act(ids.EVAL_CANCEL, "n_clicks", 1)
+    b.finish()
+    assert b.comps[ids.EVAL_STATUS]["children"].startswith("Cancelled after")
+
+
+def test_a_visitors_job_runs_in_a_process_of_the_background_lane(tmp_path):
+    """With heavy workers, a visitor's background callback is pickled to the lowest-priority
+    lane: the callback's body and its arguments travel there and its result back."""
+    server = create_app({"tiles_url": "http://127.0.0.1:9/{z}/{x}/{y}.png", "heavy_workers": 1,
+                         "accounts_dir": str(tmp_path / "accounts")}).server
+    try:
+        b = page(server, {ids.EVAL_EPSILONS: "1", ids.EVAL_REPS: 1})
+        b.act(ids.EVAL_RUN, "n_clicks", 1)
+        assert b.comps[ids.EVAL_STATUS]["children"] == "Done: 9 releases."
+        assert services.current().heavy.pool("background") is not None      # the lane was used
+    finally:
+        services.current().close()
+
+
+def _refuses(_value):
+    raise LookupError("the store is full")
+
+
+def _breaks(_value):
+    raise ValueError("a bug")
+
+
+@pytest.mark.parametrize("body, error", [(_refuses, LookupError), (_breaks, ValueError)])
+def test_a_jobs_error_is_raised_where_the_page_polls(server, body, error):
+    """The callback's exception reaches the app's on_error at the poll that finds it finished
+    (which shows a message-bearing one in words and lets a bug fail loudly, as in any
+    callback), not only its text as Dash's managers keep it."""
+    manager, client = background.JobsManager(b"k" * 32), server.test_client()
+    client.get("/")
+    cookie = {"Cookie": f"{sessions.COOKIE}={client.get_cookie(sessions.COOKIE).value}"}
+    with server.test_request_context(headers=cookie):
+        sid = sessions.session_id()
+        key = manager.build_cache_key(body, [1], [], None)
+        manager.call_job_fn(key, manager.make_job_fn(body, False), [1], {})
+    wait_until(lambda: services.current().jobs.status(key, sid)["finished"])
+    with server.test_request_context(headers=cookie):
+        assert manager.job_running(key) is False
+        assert "background_callback_error" in manager.get_result(key, key)
+        assert isinstance(background.raised(BackgroundCallbackError("its text")), error)
+        assert manager.get_result(key, key) is manager.UNDEFINED       # forgotten once read
+
+
+def test_a_poll_sends_nulls_and_only_a_background_callback_takes_them(server):
+    b = page(server)
+    b.poll_jobs = False
+    b.act(ids.EVAL_RUN, "n_clicks", 1)
+    args = f"?cacheKey={b.job['handles']['cacheKey']}&job={b.job['handles']['job']}"
+    sent = b.client.post("/_dash-update-component" + args, json=b.job["body"])    # values not nulled
+    assert sent.status_code == 400 and "should be null" in sent.get_data(as_text=True)
+    other = next(d for d in b.deps if d["output"].startswith(f"..{ids.PAGES_CONTENT}."))
+    body = {"output": other["output"], "changedPropIds": [],
+            "outputs": [{"id": ids.PAGES_CONTENT, "property": "children"}, {"id": ids.PAGES_STORE, "property": "data"}],
+            "inputs": [{"id": ids.PAGES_LOCATION, "property": "pathname", "value": None},
+                       {"id": ids.PAGES_LOCATION, "property": "search", "value": None}], "state": []}
+    refused = b.client.post("/_dash-update-component" + args, json=body)
+    assert refused.status_code == 400                  # a plain callback's values are checked as ever
+    b.finish()
