@@ -19,7 +19,9 @@ owner's cache so the same evaluation on the same data is served instantly next t
 """
 from __future__ import annotations
 
+import os
 import pickle
+import socket
 import threading
 import time
 import uuid
@@ -37,6 +39,8 @@ SESSION_JOBS = 2              # one session's, at most
 BUSY = ("the server is running as many evaluations and plans for visitors as it can; try again "
         "when one of yours (or someone else's) has finished")
 PROGRESS_EVERY = 0.5          # seconds between progress writes (and cancellation checks) of a job
+LOST = ("the server process running it stopped before it finished (the server was restarted or "
+        "a worker replaced); nothing of it was kept: run it again")
 
 def _key(job_id: str, owner: str) -> str:
     return f"job:{owner}:{job_id}"
@@ -91,7 +95,7 @@ class Jobs:
         found = services.current()
         if not found.store.set(key, {"queued": True, "done": 0, "total": 1, "progress": None,
                                      "finished": False, "cancelled": False, "result": None,
-                                     "error": None, "raised": None}):
+                                     "error": None, "raised": None, "worker": this_process()}):
             raise LookupError(state.FULL)
 
         app = flask.current_app._get_current_object() if flask.has_app_context() else None
@@ -128,8 +132,15 @@ class Jobs:
             "cancelled": False, "result": None, "error": str(why), "raised": _keepable(why)})
 
     def status(self, job_id: str | None, owner: str) -> dict | None:
-        """The job's progress and result, or None if there is no such job for this owner."""
-        return services.current().store.get(_key(job_id, owner)) if job_id else None
+        """The job's progress and result, or None if there is no such job for this owner. A job
+        whose worker process is gone (killed, restarted) is finished then, with LOST as its error."""
+        if not job_id:
+            return None
+        key, store = _key(job_id, owner), services.current().store
+        job = store.get(key)
+        if job is not None and not job["finished"] and gone(job.get("worker")):
+            job = _update(key, finished=True, error=LOST, raised=LookupError(LOST))
+        return job
 
     def cancel(self, job_id: str | None, owner: str):
         """Ask a running job to stop after its current step; a queued one never starts. Works
@@ -206,6 +217,30 @@ class _Progress:
             job = services.current().store.get(self.key)
             self.stop = job is None or job["cancelled"]
         return self.stop or services.current().jobs.stopping.is_set()
+
+
+def this_process() -> tuple:
+    """(host, process id, its start time): which worker runs a job, told apart from a later
+    process that got the same id."""
+    return socket.gethostname(), os.getpid(), _started(os.getpid())
+
+
+def _started(pid: int) -> str | None:
+    """When process `pid` started (Linux's clock ticks since boot), or None if it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[19].decode()
+    except (OSError, IndexError):
+        return None
+
+
+def gone(worker) -> bool:
+    """True when the worker process of this host that ran a job no longer exists (a job on
+    another host is taken to be alive: only its own host can tell)."""
+    if not worker:
+        return False
+    host, pid, started = worker
+    return host == socket.gethostname() and _started(pid) != started
 
 
 def _keepable(exc: Exception) -> Exception | None:

@@ -6,6 +6,8 @@ polls the jobs with their signed handles as the renderer does)."""
 from __future__ import annotations
 
 import re
+import socket
+import subprocess
 
 import pytest
 from dash.exceptions import BackgroundCallbackError
@@ -28,13 +30,17 @@ def page(server, evaluation: dict | None = None) -> Browser:
     return b
 
 
+def session_and_job(b: Browser) -> tuple[str, str]:
+    """(the page's session id, the id of its last background job)."""
+    cookie = b.client.get_cookie(sessions.COOKIE).value
+    with b.client.application.test_request_context(headers={"Cookie": f"{sessions.COOKIE}={cookie}"}):
+        return sessions.session_id(), b.job["handles"]["job"].rpartition("~")[0]
+
+
 def job_state(b: Browser, sid: str | None = None) -> dict | None:
     """The stored state of the page's last background job, as its session (or `sid`) sees it."""
-    job = b.job["handles"]["job"].rpartition("~")[0]
-    client = b.client
-    with client.application.test_request_context(
-            headers={"Cookie": f"{sessions.COOKIE}={client.get_cookie(sessions.COOKIE).value}"}):
-        return services.current().jobs.status(job, sid or sessions.session_id())
+    own, job = session_and_job(b)
+    return services.current().jobs.status(job, sid or own)
 
 
 @pytest.fixture()
@@ -154,3 +160,22 @@ def test_a_poll_sends_nulls_and_only_a_background_callback_takes_them(server):
     refused = b.client.post("/_dash-update-component" + args, json=body)
     assert refused.status_code == 400                  # a plain callback's values are checked as ever
     b.finish()
+
+
+def test_a_job_whose_worker_died_is_reported_lost_not_running_for_ever(server):
+    """A worker killed (or replaced) while its job ran leaves the job's state unfinished in the
+    shared store; the next poll, whichever worker answers, finds its process gone and says so."""
+    b = page(server, {ids.EVAL_REPS: 50})
+    b.poll_jobs = False
+    b.act(ids.EVAL_RUN, "n_clicks", 1)
+    wait_until(lambda: job_state(b)["progress"] is not None, timeout=60)
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    key, store = jobs._key(*reversed(session_and_job(b))), services.current().store
+    with store.lock(key):            # as if the job ran in that process, which is gone now
+        store.set(key, {**store.get(key), "worker": (socket.gethostname(), dead.pid, "0")})
+    b.finish()
+    assert not b.comps[ids.SERVER_ALERT]["hidden"]
+    assert jobs.LOST in b.comps[ids.SERVER_ALERT_TEXT]["children"]
+    services.current().jobs.cancel_all()                              # the real job, still running
+    services.current().jobs.stop_all()
