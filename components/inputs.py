@@ -302,6 +302,6 @@ def register(app) -> None:
             body = flask.request.get_json(silent=True)
         except RecursionError:           # nested deeper than the JSON parser goes
             body = None
-        why = request_problem(app, body, values, poll="cacheKey" in flask.request.args)
+        why = request_problem(app, body, values, poll=bool(flask.request.args.get("cacheKey")))   # as Dash tells a poll
         # returned, not raised: a debug app's catch-all error handler would make it a 500
         return BadRequest(f"Refused callback request: {why}.") if why else None

@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 from dash import Input, Output, State, dcc, html, no_update
+from dash.exceptions import PreventUpdate
 
 import dp
 
@@ -72,7 +73,7 @@ def resolve(folder: str | os.PathLike, text: str | None) -> list[str]:
     return files
 
 
-def count(files: list[str], folder, domain: dp.Domain, cells: int, progress, should_stop) -> dp.CountData:
+def count(files: list[str], folder, domain: dp.Domain, cells: int, progress) -> dp.CountData:
     """dp.aggregate for a background job, its progress in thousandths. The files are checked to
     be in the folder again just before they are read, and no message names the folder."""
     root = Path(folder).resolve()
@@ -103,9 +104,10 @@ def open_files(set_progress, _click, _enter, text, cells, domain_info):
                 raise dp.ParameterError("counting files needs a public box: choose a preset or "
                                         "type one (there are no points here to fit a box to)")
             set_progress(("0", f"Counting {text} on the server over “{domain.name}”…"))
-            data = count(files, folder, domain, _cells(cells), should_stop=background.stop_requested,
-                         progress=lambda done, total: set_progress(
-                             (f"{done / total:.3f}", f"Counting {text} on the server… {100 * done / total:.0f}%")))
+            data = count(files, folder, domain, _cells(cells), progress=lambda done, total: set_progress(
+                (f"{done / total:.3f}", f"Counting {text} on the server… {100 * done / total:.0f}%")))
+        if background.stop_requested():      # another Open came meanwhile (dp.aggregate cannot
+            raise PreventUpdate               # stop early): this count is not the page's data
         info = state.put_server_data(sid, data)
         workspace.use_dataset(sid, info)
     except (dp.DataError, dp.ParameterError, LookupError) as exc:
@@ -128,6 +130,7 @@ def register_callbacks(app, config: dict):
                  progress=[Output(ids.SERVER_PROGRESS, "value"), Output(ids.SERVER_PROGRESS_TEXT, "children")],
                  progress_default=["0", ""],
                  running=[(Output(ids.SERVER_OPEN, "disabled"), True, False),
+                          (Output(ids.SERVER_PATH, "disabled"), True, False),
                           (Output(ids.SERVER_PROGRESS, "hidden"), False, True)],
                  prevent_initial_call=True)(open_files)
 

@@ -28,7 +28,8 @@ from dash._utils import AttributeDict
 from dash.background_callback.managers import BaseBackgroundCallbackManager
 from dash.exceptions import BackgroundCallbackError, PreventUpdate
 
-from . import services, sessions
+from . import services, sessions, state  # services first: it imports jobs, which needs it
+from . import jobs
 
 # what a job keeps of Dash's callback context: the callback's inputs and outputs (so
 # `ctx.triggered_id` works in it), never the request's cookies or headers
@@ -36,6 +37,7 @@ CONTEXT = ("inputs_list", "states_list", "outputs_list", "input_values", "state_
            "triggered_inputs", "args_grouping", "using_args_grouping", "outputs_grouping",
            "using_outputs_grouping")
 NO_UPDATE = {"_dash_no_update": "_dash_no_update"}    # Dash's mark of a callback that changed nothing
+REFUSED = {"refused-busy": jobs.BUSY, "refused-full": state.FULL}   # handles of jobs never started
 
 _should_stop = contextvars.ContextVar("should_stop", default=None)
 
@@ -76,10 +78,10 @@ class JobsManager(BaseBackgroundCallbackManager):
 
     def __init__(self, secret: bytes):
         super().__init__(cache_by=None)
-        self._secret = secret
+        self._secret = sessions.derive_key(secret, "dash-handles")
 
     def get_or_create_signing_secret(self, generate):
-        """The key Dash signs job handles with: the server's own, the same in every worker."""
+        """The key Dash signs job handles with: derived from the server's, the same in every worker."""
         return self._secret
 
     def build_cache_key(self, fn, args, cache_args_to_ignore, triggered):
@@ -95,14 +97,15 @@ class JobsManager(BaseBackgroundCallbackManager):
         is full or visitors' jobs are at their bound: the app's on_error shows it)."""
         kept = {k: context[k] for k in CONTEXT if k in context}
         args = list(args.values()) if isinstance(args, dict) else list(args)
-        found, sid = services.current().jobs, sessions.session_id()
         try:
-            return found.start(job_fn, owner=sid, job_id=key, args=args, context=kept)
-        except LookupError as exc:       # told at the first poll: Dash drops what on_error shows now
-            found.refused(key, sid, exc)
-            return key
+            return services.current().jobs.start(job_fn, owner=sessions.session_id(), job_id=key,
+                                                 args=args, context=kept)
+        except LookupError as exc:   # the handle says why, told at the first poll (Dash drops
+            return next((h for h, why in REFUSED.items() if why == str(exc)), "refused-full")   # on_error's words now)
 
     def _status(self, job) -> dict | None:
+        if job in REFUSED:
+            return None
         return services.current().jobs.status(job, sessions.session_id())
 
     def job_running(self, job):
@@ -126,18 +129,28 @@ class JobsManager(BaseBackgroundCallbackManager):
 
     def get_result(self, key, job):
         """The callback's outputs once its job has finished (then forgotten); UNDEFINED while it
-        runs, or if it was cancelled before it started. If it raised, Dash's error mark, its
+        runs, or if it was cancelled before it started. If it raised, was refused, or is not
+        there (the store lost it, or the handles are another session's), Dash's error mark, the
         exception kept for the app's on_error (`raised`)."""
         found = self._status(key)
-        if not found or not found["finished"]:
+        if found is None:
+            why = REFUSED.get(job, jobs.LOST)
+            return self._error(LookupError(why), why)
+        if not found["finished"]:
             return self.UNDEFINED
         services.current().jobs.forget(key, sessions.session_id())
         if found["error"]:
-            flask.g.background_error = found["raised"] or RuntimeError(found["error"])
-            return {"background_callback_error": {"msg": found["error"], "tb": ""}}
+            return self._error(found["raised"] or RuntimeError(found["error"]), found["error"])
         if found["result"] is None and found["cancelled"]:
             return self.UNDEFINED
         return found["result"]
 
+    @staticmethod
+    def _error(exc: Exception, text: str) -> dict:
+        """Dash's mark of a job that failed, `exc` kept for the app's on_error."""
+        flask.g.background_error = exc
+        return {"background_callback_error": {"msg": text, "tb": ""}}
+
     def get_updated_props(self, key):
+        """Nothing: `set_props` in a background callback is not carried back (none uses it)."""
         return {}

@@ -124,13 +124,6 @@ class Jobs:
             self._local[job_id] = (self._executor(role).submit(run), key, role, owner)
         return job_id
 
-    def refused(self, job_id: str, owner: str, why: Exception) -> None:
-        """Keep a job that could not start as finished with `why` as its error, so whoever polls
-        for it learns why (a full store may not keep even that: the poll then finds nothing)."""
-        services.current().store.set(_key(job_id, owner), {
-            "queued": False, "done": 0, "total": 1, "progress": None, "finished": True,
-            "cancelled": False, "result": None, "error": str(why), "raised": _keepable(why)})
-
     def status(self, job_id: str | None, owner: str) -> dict | None:
         """The job's progress and result, or None if there is no such job for this owner. A job
         whose worker process is gone (killed, restarted) is finished then, with LOST as its error."""
@@ -220,9 +213,22 @@ class _Progress:
 
 
 def this_process() -> tuple:
-    """(host, process id, its start time): which worker runs a job, told apart from a later
-    process that got the same id."""
-    return socket.gethostname(), os.getpid(), _started(os.getpid())
+    """(host, boot, process id namespace, process id, its start time): which worker runs a job,
+    told apart from a later process that got the same id, and from containers sharing a host
+    name (each its own namespace of process ids)."""
+    return (*_machine(), os.getpid(), _started(os.getpid()))
+
+
+def _machine() -> tuple:
+    """(host name, this boot's id, this process's namespace of process ids): where a process id
+    names the same process."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            boot = f.read().strip()
+        namespace = os.readlink("/proc/self/ns/pid")
+    except OSError:
+        boot = namespace = None
+    return socket.gethostname(), boot, namespace
 
 
 def _started(pid: int) -> str | None:
@@ -235,18 +241,18 @@ def _started(pid: int) -> str | None:
 
 
 def gone(worker) -> bool:
-    """True when the worker process of this host that ran a job no longer exists (a job on
-    another host is taken to be alive: only its own host can tell)."""
-    if not worker:
+    """True when the worker process that ran a job, on this machine and in this namespace of
+    process ids, no longer exists (a job elsewhere is taken to be alive: only there can one tell)."""
+    if not worker or len(worker) != 5 or None in worker[:3]:
         return False
-    host, pid, started = worker
-    return host == socket.gethostname() and _started(pid) != started
+    *where, pid, started = worker
+    return tuple(where) == _machine() and _started(pid) != started
 
 
 def _keepable(exc: Exception) -> Exception | None:
     """The exception itself if the store can keep it (it pickles), else None (its text is kept)."""
     try:
-        pickle.dumps(exc)
+        pickle.loads(pickle.dumps(exc))      # some exceptions pickle but cannot be read back
     except Exception:
         return None
     return exc
@@ -267,4 +273,13 @@ def _work(key: str, role: bool, sid: str, fn, kwargs: dict) -> None:
     except Exception as exc:   # reported to the page; the app keeps running
         error, raised = f"{type(exc).__name__}: {exc}", _keepable(exc)
     finally:
-        _update(key, result=result, error=error, raised=raised, finished=True)
+        if not _finish(key, result=result, error=error, raised=raised):     # no room for its result
+            _finish(key, result=None, error=state.FULL, raised=LookupError(state.FULL))
+
+
+def _finish(key: str, **changes) -> bool:
+    """Write a job's end to its store entry; False if the store refused it (no room)."""
+    store = services.current().store
+    with store.lock(key):
+        job = store.get(key)
+        return job is None or bool(store.set(key, {**job, **changes, "finished": True}))

@@ -6,7 +6,6 @@ polls the jobs with their signed handles as the renderer does)."""
 from __future__ import annotations
 
 import re
-import socket
 import subprocess
 
 import pytest
@@ -80,7 +79,9 @@ def test_another_session_replaying_a_jobs_handles_gets_nothing(server):
     a.poll_jobs = False
     a.act(ids.EVAL_RUN, "n_clicks", 1)
     b.job, b.end_id = a.job, a.end_id              # B sends A's signed handles and page token
-    assert b.follow() == {}                        # B's poll: nothing (HTTP 204), and A's job stays
+    answer = b.follow()                            # as for a job the store lost: no outputs, and
+    assert set(answer) == {ids.SERVER_ALERT, ids.SERVER_ALERT_TEXT}      # the banner says so
+    assert jobs.LOST in answer[ids.SERVER_ALERT_TEXT]["children"]
     wait_until(lambda: job_state(a)["finished"], timeout=60)
     assert job_state(a, sid="0" * 32) is None
     a.finish()
@@ -142,7 +143,8 @@ def test_a_jobs_error_is_raised_where_the_page_polls(server, body, error):
         assert manager.job_running(key) is False
         assert "background_callback_error" in manager.get_result(key, key)
         assert isinstance(background.raised(BackgroundCallbackError("its text")), error)
-        assert manager.get_result(key, key) is manager.UNDEFINED       # forgotten once read
+        again = manager.get_result(key, key)                            # forgotten once read
+        assert again["background_callback_error"]["msg"] == jobs.LOST
 
 
 def test_a_poll_sends_nulls_and_only_a_background_callback_takes_them(server):
@@ -173,9 +175,40 @@ def test_a_job_whose_worker_died_is_reported_lost_not_running_for_ever(server):
     dead.wait()
     key, store = jobs._key(*reversed(session_and_job(b))), services.current().store
     with store.lock(key):            # as if the job ran in that process, which is gone now
-        store.set(key, {**store.get(key), "worker": (socket.gethostname(), dead.pid, "0")})
+        store.set(key, {**store.get(key), "worker": (*jobs.this_process()[:3], dead.pid, "0")})
     b.finish()
     assert not b.comps[ids.SERVER_ALERT]["hidden"]
     assert jobs.LOST in b.comps[ids.SERVER_ALERT_TEXT]["children"]
     services.current().jobs.cancel_all()                              # the real job, still running
     services.current().jobs.stop_all()
+
+
+def _refuse_to_load():
+    raise TypeError("this cannot be read back")
+
+
+class _Unloadable:
+    """Pickles, but unpickling it fails (as an exception whose class takes other arguments)."""
+
+    def __reduce__(self):
+        return _refuse_to_load, ()
+
+
+def test_an_exception_that_cannot_be_read_back_is_kept_as_its_text_only():
+    """One that pickles but fails to unpickle would make the job's entry unreadable in every
+    other process (each poll a 500); it is kept as text instead."""
+    assert jobs._keepable(LookupError("full")).args == ("full",)
+    broken = LookupError("full")
+    broken.detail = _Unloadable()
+    assert jobs._keepable(broken) is None
+
+
+def test_only_the_machine_and_namespace_of_a_workers_process_can_call_it_gone():
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    here = jobs.this_process()
+    assert not jobs.gone(here)
+    assert jobs.gone((*here[:3], dead.pid, here[4]))
+    assert not jobs.gone(("another host", *here[1:3], dead.pid, here[4]))
+    assert not jobs.gone((here[0], here[1], "pid:[1]", dead.pid, here[4]))    # another container
+    assert not jobs.gone(None) and not jobs.gone(("old", 1, "x"))

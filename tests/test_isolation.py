@@ -17,7 +17,7 @@ import pytest
 import dp
 from app import create_app
 from components import evaluation_panel, ids
-from server import file_store, live, releases, services, sessions, state, store, workspace
+from server import file_store, jobs, live, releases, services, sessions, state, store, workspace
 from helpers import new_sid, wait_until
 from test_faults import Browser  # noqa: E402 (benchmarks/ is on the path through test_faults)
 
@@ -124,8 +124,9 @@ def test_forged_keys_reach_only_the_forgers_own_entries(server, recorder):
     assert answers["fresh"] == answers["unused fresh"] and answers["demo"] == answers["unused demo"]
     assert "no longer on the server" in answers["demo"]   # B cannot rebuild A's demo either
     assert "This release" not in "".join(answers.values())
-    b_poll = poll_request(client_b, page_a)              # A's job handles, replayed by B
-    assert b_poll.status_code == 204                     # A's evaluation and job: nothing at all
+    b_poll = poll_request(client_b, page_a)              # A's job handles, replayed by B: nothing of
+    assert b_poll.status_code == 200 and jobs.LOST in b_poll.get_data(as_text=True)   # A's job, as for
+    assert ids.EVAL_SUMMARY not in b_poll.get_data(as_text=True)    # a job the store lost
     assert services.current().jobs.status(job, b) is None
     with pytest.raises(LookupError):
         state.points(b, fp)

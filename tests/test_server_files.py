@@ -71,9 +71,9 @@ def test_a_count_job_reports_progress_in_thousandths(tmp_path):
                header="lon,lat", comments="")
     seen = []
     counts = server_files.count([str(tmp_path / "p.csv")], tmp_path, box, 64,
-                                lambda d, t: seen.append((d, t)), lambda: False)
+                                lambda d, t: seen.append((d, t)))
     assert counts.n == 5000 and counts.counts.shape == (64, 64) and seen[-1] == (1000, 1000)
     (tmp_path / "bad.parquet").write_bytes(b"not parquet")
     with pytest.raises(dp.DataError) as exc:
-        server_files.count([str(tmp_path / "bad.parquet")], tmp_path, box, 64, lambda d, t: None, lambda: False)
+        server_files.count([str(tmp_path / "bad.parquet")], tmp_path, box, 64, lambda d, t: None)
     assert "bad.parquet could not be read" in str(exc.value) and str(tmp_path) not in str(exc.value)
