@@ -265,7 +265,8 @@ def main(argv=None):
     p.add_argument("--secure-cookies", action="store_true",
                    help="send the session cookie only over HTTPS (set this behind a TLS proxy)")
     p.add_argument("--eval-workers", type=int, default=DEFAULT_CONFIG["eval_workers"],
-                   help="evaluations run at the same time; later ones wait for a free worker")
+                   help="evaluations (and, apart, plans and counts) run at the same time per worker "
+                        "and role; later ones wait for a free worker")
     p.add_argument("--data-dir", help="a folder of CSV or Parquet files (or saved counts) that the "
                    "page may open by path or glob and count on the server, for data too big to "
                    "upload; nothing outside it can be opened")

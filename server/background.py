@@ -93,13 +93,14 @@ class JobsManager(BaseBackgroundCallbackManager):
         return functools.partial(run_callback, fn, bool(progress))
 
     def call_job_fn(self, key, job_fn, args, context):
-        """Start the job as `key` in this request's session (LookupError in words when the store
-        is full or visitors' jobs are at their bound: the app's on_error shows it)."""
+        """Start the job as `key` in this request's session, in the pool of its callback (so an
+        owner's count of saved counts never waits behind its evaluations); a refused one gets a
+        handle naming why."""
         kept = {k: context[k] for k in CONTEXT if k in context}
         args = list(args.values()) if isinstance(args, dict) else list(args)
         try:
             return services.current().jobs.start(job_fn, owner=sessions.session_id(), job_id=key,
-                                                 args=args, context=kept)
+                                                 kind=job_fn.args[0].__name__, args=args, context=kept)
         except LookupError as exc:   # the handle says why, told at the first poll (Dash drops
             return next((h for h, why in REFUSED.items() if why == str(exc)), "refused-full")   # on_error's words now)
 

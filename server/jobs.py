@@ -58,8 +58,9 @@ def _update(key: str, **changes) -> dict | None:
 
 
 class Jobs:
-    """One process's job threads: a pool per role of `max_workers` threads each, made on its
-    first job, and the jobs this process started (their futures), for the bounds and stops."""
+    """One process's job threads: a pool per role and kind of job (an evaluation, a plan, a
+    count: one never waits behind another kind) of `max_workers` threads each, made on its first
+    job, and the jobs this process started (their futures), for the bounds and stops."""
 
     def __init__(self, max_workers: int = DEFAULT_WORKERS):
         if int(max_workers) < 1:
@@ -67,15 +68,15 @@ class Jobs:
         self.workers = int(max_workers)
         self._local: dict[str, tuple] = {}    # job id -> (its future, its store key, owner role, session)
         self._lock = threading.Lock()
-        self._pools: dict[bool, ThreadPoolExecutor] = {}   # per role (owner: True)
+        self._pools: dict[tuple, ThreadPoolExecutor] = {}   # per (role (owner: True), kind)
         self.stopping = threading.Event()
 
-    def _executor(self, role: bool) -> ThreadPoolExecutor:
-        """The pool of the owner's jobs (`role` True) or visitors' (call with _lock held)."""
-        if role not in self._pools:
-            self._pools[role] = ThreadPoolExecutor(max_workers=self.workers,
-                                                   thread_name_prefix="owner-job" if role else "visitor-job")
-        return self._pools[role]
+    def _executor(self, role: bool, kind: str) -> ThreadPoolExecutor:
+        """The pool of the owner's jobs (`role` True) or visitors' of this kind (call with _lock held)."""
+        if (role, kind) not in self._pools:
+            self._pools[role, kind] = ThreadPoolExecutor(
+                max_workers=self.workers, thread_name_prefix=f"{'owner' if role else 'visitor'}-{kind}")
+        return self._pools[role, kind]
 
     def _refuse_visitor(self, owner: str) -> None:
         """LookupError (BUSY) when visitors hold VISITOR_JOBS jobs here, or this session
@@ -84,9 +85,9 @@ class Jobs:
         if len(theirs) >= VISITOR_JOBS or theirs.count(owner) >= SESSION_JOBS:
             raise LookupError(BUSY)
 
-    def start(self, fn, owner: str, job_id: str | None = None, **kwargs) -> str:
-        """Queue fn(progress=..., should_stop=..., **kwargs) in its role's pool for `owner` (the
-        session), as `job_id` (a new one by default); returns the job id. LookupError
+    def start(self, fn, owner: str, job_id: str | None = None, kind: str = "job", **kwargs) -> str:
+        """Queue fn(progress=..., should_stop=..., **kwargs) in its role's pool of its `kind` for
+        `owner` (the session), as `job_id` (a new one by default); returns the job id. LookupError
         (state.FULL) if the store has no room for the job's state, (BUSY) if visitors' jobs are
         at their bound."""
         job_id = job_id or uuid.uuid4().hex
@@ -121,7 +122,7 @@ class Jobs:
                 except LookupError:
                     found.store.delete(key)
                     raise
-            self._local[job_id] = (self._executor(role).submit(run), key, role, owner)
+            self._local[job_id] = (self._executor(role, kind).submit(run), key, role, owner)
         return job_id
 
     def status(self, job_id: str | None, owner: str) -> dict | None:

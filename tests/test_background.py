@@ -8,9 +8,11 @@ from __future__ import annotations
 import re
 import subprocess
 
+import numpy as np
 import pytest
 from dash.exceptions import BackgroundCallbackError
 
+import dp
 from app import create_app
 from components import ids
 from server import background, jobs, services, sessions
@@ -18,9 +20,10 @@ from helpers import wait_until
 from test_faults import Browser  # noqa: E402 (benchmarks/ is on the path through test_faults)
 
 
-def page(server, evaluation: dict | None = None) -> Browser:
-    """A page of a new browser, opened and loaded, its evaluation set-up changed by `evaluation`."""
-    b = Browser(server.test_client())
+def page(server, evaluation: dict | None = None, client=None) -> Browser:
+    """A page of a new browser (or of `client`'s), opened and loaded, its evaluation set-up
+    changed by `evaluation`."""
+    b = Browser(client or server.test_client())
     b.open()
     b.load()
     for control, value in {ids.EVAL_EPSILONS: "0.5, 1", ids.EVAL_NQ: 50, ids.EVAL_REPS: 5,
@@ -212,3 +215,33 @@ def test_only_the_machine_and_namespace_of_a_workers_process_can_call_it_gone():
     assert not jobs.gone(("another host", *here[1:3], dead.pid, here[4]))
     assert not jobs.gone((here[0], here[1], "pid:[1]", dead.pid, here[4]))    # another container
     assert not jobs.gone(None) and not jobs.gone(("old", 1, "x"))
+
+
+def test_an_owners_count_never_waits_behind_its_evaluation(tmp_path):
+    """Each kind of background callback has its own pool: with one job thread per role, the
+    owner's saved counts open while its long evaluation holds that thread for the evaluations."""
+    folder = tmp_path / "data"
+    folder.mkdir()
+    box = dp.Domain(-0.2, 51.4, 0.0, 51.6, name="Test box")
+    rng = np.random.default_rng(5)
+    (folder / "trips.csv").write_text("lon,lat\n" + "\n".join(
+        f"{x},{y}" for x, y in zip(rng.uniform(-0.2, 0.0, 500), rng.uniform(51.4, 51.6, 500))))
+    dp.aggregate(str(folder / "trips.csv"), box, 32).save(folder / "city.npz")
+    server = create_app({"tiles_url": "http://127.0.0.1:9/{z}/{x}/{y}.png", "owner_token": "t" * 32,
+                         "data_dir": str(folder), "eval_workers": 1}).server
+    client = server.test_client()
+    client.get("/")
+    assert client.get(f"/owner?token={'t' * 32}").status_code == 302
+    b = page(server, {ids.EVAL_REPS: 50}, client)
+    b.poll_jobs = False
+    b.act(ids.EVAL_RUN, "n_clicks", 1)
+    evaluation = b.job
+    wait_until(lambda: job_state(b)["progress"] is not None, timeout=60)
+    b.poll_jobs = True
+    b.comps[ids.SERVER_PATH]["value"] = "city.npz"
+    b.act(ids.SERVER_OPEN, "n_clicks", 1)
+    assert "Loaded city.npz: 500 points counted" in str(b.comps[ids.UPLOAD_STATUS]["children"])
+    b.job = evaluation
+    assert not job_state(b)["finished"]                 # the evaluation was running all along
+    b.act(ids.EVAL_CANCEL, "n_clicks", 1)
+    b.finish()
