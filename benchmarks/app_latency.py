@@ -65,6 +65,13 @@ def page_config(html: str) -> dict:
     return json.loads(found.group(1)) if found else {}
 
 
+def poll_body(body: dict) -> dict:
+    """A background callback's request body as its polls send it: every value nulled (a list of
+    pattern-matched items stays as it is, as in the renderer)."""
+    return {**body, **{part: [{**item, "value": None} if isinstance(item, dict) else item
+                              for item in body[part]] for part in ("inputs", "state")}}
+
+
 def updates(out: dict | None) -> dict:
     """A callback response's prop updates by component, set_props (the server alert) included."""
     if not out:
@@ -177,8 +184,7 @@ class Browser:
         nothing: a job cancelled before it started); its progress updates go to `self.progress`.
         Returns the outputs' updates (`finish` applies them to the page)."""
         dep, handles, self.progress = self.job["dep"], self.job["handles"], []
-        body = {**self.job["body"], **{part: [{**item, "value": None} if isinstance(item, dict) else item
-                                              for item in self.job["body"][part]] for part in ("inputs", "state")}}
+        body = poll_body(self.job["body"])
         args = {"endId": self.end_id, "cacheKey": handles["cacheKey"], "job": handles["job"]}
         while True:
             time.sleep(dep["background"].get("interval", 500) / 1000)

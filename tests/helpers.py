@@ -82,8 +82,8 @@ def dash_call(client, first_output: str, values: dict):
     if not dep.get("background") or answer.status_code != 200:
         return answer
     handles = answer.get_json()
-    values = {}                                 # a poll sends every value as null
-    body = {**body, "inputs": spec(dep["inputs"]), "state": spec(dep["state"])}
+    body = {**body, **{part: [{**item, "value": None} for item in body[part]]     # a poll sends
+                       for part in ("inputs", "state")}}                             # values as null
     while True:
         time.sleep(0.05)
         answer = client.post(f"/_dash-update-component?cacheKey={handles['cacheKey']}&job={handles['job']}",

@@ -20,6 +20,7 @@ from components import evaluation_panel, ids
 from server import file_store, jobs, live, releases, services, sessions, state, store, workspace
 from helpers import new_sid, wait_until
 from test_faults import Browser  # noqa: E402 (benchmarks/ is on the path through test_faults)
+from app_latency import poll_body  # noqa: E402
 
 CSV = b"lon,lat\n-0.12,51.50\n-0.10,51.51\n-0.13,51.49\n-0.11,51.52\n"
 
@@ -68,14 +69,8 @@ def start_evaluation(client) -> Browser:
 
 def poll_request(client, page: Browser):
     """A poll of `page`'s evaluation job, with its handles, sent from `client`."""
-    dep = next(d for d in page.deps if d.get("background") and ids.EVAL_SUMMARY in d["output"])
-    outs = [{"id": part.split(".")[0], "property": part.split(".")[1].split("@")[0]}
-            for part in dep["output"].strip(".").split("...")]
-    body = {"output": dep["output"], "outputs": outs, "changedPropIds": [f"{ids.EVAL_RUN}.n_clicks"],
-            "inputs": [{"id": ids.EVAL_RUN, "property": "n_clicks", "value": None}],
-            "state": [{**page.spec(d), "value": None} for d in dep["state"]]}
-    args = urlencode({"endId": page.end_id, "cacheKey": page.job["handles"]["cacheKey"], "job": page.job["handles"]["job"]})
-    return client.post(f"/_dash-update-component?{args}", json=body)
+    args = urlencode({"endId": page.end_id, **{k: page.job["handles"][k] for k in ("cacheKey", "job")}})
+    return client.post(f"/_dash-update-component?{args}", json=poll_body(page.job["body"]))
 
 
 @pytest.fixture()
