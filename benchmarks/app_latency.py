@@ -182,12 +182,15 @@ class Browser:
         """Poll the last background callback's job (`self.job`) every `interval` ms with its
         signed handles and the values nulled, as the renderer does, until its outputs come (or
         nothing: a job cancelled before it started); its progress updates go to `self.progress`.
+        The waits between polls count in the callback's time, as the page waits them too.
         Returns the outputs' updates (`finish` applies them to the page)."""
         dep, handles, self.progress = self.job["dep"], self.job["handles"], []
         body = poll_body(self.job["body"])
         args = {"endId": self.end_id, "cacheKey": handles["cacheKey"], "job": handles["job"]}
         while True:
+            t = time.perf_counter()
             time.sleep(dep["background"].get("interval", 500) / 1000)
+            self.times.append((dep["output"], time.perf_counter() - t))
             out = self._post(dep, body, args)
             if out is None or "response" in out:
                 self.job = None
@@ -257,7 +260,8 @@ class Browser:
         return self.act(store, "data", {"id": secrets.token_hex(16), "n": n}, state)
 
     def seconds(self) -> dict:
-        """Server seconds per callback output of the last chain, plus their total."""
+        """Seconds per callback output of the last chain (its requests, and a background
+        callback's waits between polls), plus their total."""
         out = {"total": sum(dt for _, dt in self.times)}
         for name, dt in self.times:
             out[name] = out.get(name, 0.0) + dt

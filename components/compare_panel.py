@@ -11,7 +11,7 @@ from dash import ClientsideFunction, Input, Output, State, ctx, dash_table, dcc,
 import dp
 from dp.whole_counts import whole_nonnegative
 
-from . import ids, map_panel, queries_panel, render
+from . import ids, map_panel, pages, queries_panel, render
 from .numbers import count_text, shown_people
 from server import releases, sessions, state, workspace
 from .controls import labelled_rects, mechanism_options, request_ids
@@ -244,100 +244,35 @@ def comparison(sid: str, rinfo: dict, name: str) -> dict:
 
 
 def register_callbacks(app, config: dict):
-    @app.callback(Output(ids.COMPARE_PICK, "options"), Output(ids.COMPARE_PICK, "value"),
-                  Output(ids.COMPARE_BUTTON, "disabled"),
-                  Input(ids.RELEASE, "data"), State(ids.COMPARE_PICK, "value"))
-    def offer(rinfo, current):
-        if not rinfo:
-            return [], None, True
-        opts = compare_options(rinfo["mechanism"])
-        return opts, default_pick(opts, current, dp.mechanisms()[rinfo["mechanism"]].data_kind), not opts
+    app.callback(Output(ids.COMPARE_PICK, "options"), Output(ids.COMPARE_PICK, "value"),
+                 Output(ids.COMPARE_BUTTON, "disabled"),
+                 Input(ids.RELEASE, "data"), State(ids.COMPARE_PICK, "value"))(offer)
 
-    @app.callback(Output(ids.COMPARE_COST, "children"),
-                  Input(ids.RELEASE, "data"), Input(ids.DATASET, "data"), Input(ids.ACCOUNT_TICK, "data"),
-                  Input(ids.COMPARE_PICK, "value"))
-    def show_cost(rinfo, info, _tick, name):
-        if not rinfo or not info:
-            return ""
-        if not compare_options(rinfo["mechanism"]):
-            return no_options_reason(dp.mechanisms()[rinfo["mechanism"]])
-        if not name:
-            return ""
-        acc = state.account(sessions.session_id(), info["fingerprint"])
-        cost = dp.accountant.release_cost(name, releases.key_domain(rinfo["key"]), rinfo["epsilon"])
-        return cost_line(cost, acc.spent, acc.total)
+    app.callback(Output(ids.COMPARE_COST, "children"),
+                 Input(ids.RELEASE, "data"), Input(ids.DATASET, "data"), Input(ids.ACCOUNT_TICK, "data"),
+                 Input(ids.COMPARE_PICK, "value"))(show_cost)
 
     request_ids(app, ids.COMPARE_BUTTON, ids.COMPARE_REQUEST)
 
     # A new release in step 3 (or new data) ends the comparison: it was made beside the old one.
     # One click spends once: the click's request id keys the spend (`workspace.once`).
-    @app.callback(Output(ids.COMPARE_RELEASE, "data"), Output(ids.COMPARE_STATUS, "children"),
-                  Output(ids.ACCOUNT_TICK, "data", allow_duplicate=True),
-                  Input(ids.COMPARE_REQUEST, "data"), Input(ids.RELEASE, "data"),
-                  Input(ids.DATASET, "data"), State(ids.COMPARE_PICK, "value"), prevent_initial_call=True)
-    def release_comparison(request, rinfo, _info, name):
-        if ctx.triggered_id != ids.COMPARE_REQUEST:
-            return None, "", no_update
-        if not rinfo or not name:
-            return no_update, html.Div("Release the data in step 3 (Release) first, then pick a second "
-                                       "mechanism.", className="error"), no_update
-        sid = sessions.session_id()
-        try:
-            result = workspace.once(sid, (request or {}).get("id"), lambda: comparison(sid, rinfo, name))
-        except LookupError as exc:
-            result = {"error": str(exc)}
-        if "error" in result:
-            return no_update, html.Div(["Not released: ", result["error"]], className="error"), time.time()
-        return result["cinfo"], html.Div(result["status"], className=result["class"]), time.time()
+    app.callback(Output(ids.COMPARE_RELEASE, "data"), Output(ids.COMPARE_STATUS, "children"),
+                 Output(ids.ACCOUNT_TICK, "data", allow_duplicate=True),
+                 Input(ids.COMPARE_REQUEST, "data"), Input(ids.RELEASE, "data"),
+                 Input(ids.DATASET, "data"), State(ids.COMPARE_PICK, "value"), prevent_initial_call=True)(release_comparison)
 
-    @app.callback(Output(ids.COMPARE_RESULTS, "hidden"), Output(ids.COMPARE_MAPS, "children"),
-                  Output(ids.COMPARE_SCALE, "children"), Output(ids.COMPARE_MESSAGE, "children"),
-                  Input(ids.COMPARE_RELEASE, "data"), Input(ids.RELEASE, "data"), Input(ids.DATASET, "data"),
-                  State(ids.EDIT, "geojson"), State(ids.QUERY_EXTRA, "data"))
-    def draw(cinfo, rinfo, info, geojson, extra):
-        why = missing(info, rinfo, cinfo)
-        if why:
-            return True, [], "", html.Div(why, className="hint")
-        try:
-            rel_a, rel_b, _ = pair(sessions.session_id(), rinfo, cinfo)
-        except LookupError as exc:
-            return True, [], "", html.Div(str(exc), className="warning")
-        image_a, image_b = density(rel_a), density(rel_b)
-        scale = render.legend_scale(np.concatenate([image_a.ravel(), image_b.ravel()]))   # one for both
-        rects = labelled_rects(geojson, extra)
-        maps = [map_column(f"A · {rinfo['label']} (step 3's release)", rel_a,
-                           comparison_map(ids.COMPARE_MAP_A, ids.COMPARE_RECTS_A, rel_a, image_a, scale,
-                                          config, rects)),
-                map_column(f"B · {cinfo['label']} (for comparison)", rel_b,
-                           comparison_map(ids.COMPARE_MAP_B, ids.COMPARE_RECTS_B, rel_b, image_b, scale,
-                                          config, rects))]
-        legend = html.Div(className="compare-legend", children=map_panel.legend_box(
-            scale, render.SEQUENTIAL, "private points per km², both maps", title_id=None))
-        note = html.Span("One colour scale for both maps, so the same colour means the same density. "
-                         "Moving or zooming one map moves the other.")
-        return False, maps, [legend, note], ""
+    app.callback(Output(ids.COMPARE_RESULTS, "hidden"), Output(ids.COMPARE_MAPS, "children"),
+                 Output(ids.COMPARE_SCALE, "children"), Output(ids.COMPARE_MESSAGE, "children"),
+                 Input(ids.COMPARE_RELEASE, "data"), Input(ids.RELEASE, "data"), Input(ids.DATASET, "data"),
+                 State(ids.EDIT, "geojson"), State(ids.QUERY_EXTRA, "data"))(draw)
 
-    @app.callback(Output(ids.COMPARE_RECTS_A, "children"), Output(ids.COMPARE_RECTS_B, "children"),
-                  Input(ids.EDIT, "geojson"), Input(ids.QUERY_EXTRA, "data"), prevent_initial_call=True)
-    def show_rects(geojson, extra):
-        """The rectangles follow the main map's drawing and the typed and random ones."""
-        layers = rect_layers(labelled_rects(geojson, extra))
-        return layers, layers
+    app.callback(Output(ids.COMPARE_RECTS_A, "children"), Output(ids.COMPARE_RECTS_B, "children"),
+                 Input(ids.EDIT, "geojson"), Input(ids.QUERY_EXTRA, "data"), prevent_initial_call=True)(show_rects)
 
-    @app.callback(Output(ids.COMPARE_TABLE, "data"), Output(ids.COMPARE_TABLE, "columns"),
-                  Output(ids.COMPARE_SUMMARY, "children"),
-                  Input(ids.COMPARE_RELEASE, "data"), Input(ids.RELEASE, "data"), Input(ids.DATASET, "data"),
-                  Input(ids.EDIT, "geojson"), Input(ids.QUERY_EXTRA, "data"))
-    def table(cinfo, rinfo, info, geojson, extra):
-        if missing(info, rinfo, cinfo):
-            return [], no_update, ""
-        try:
-            rel_a, rel_b, data = pair(sessions.session_id(), rinfo, cinfo)
-        except LookupError:
-            return [], no_update, ""
-        labels, a, b, truth = answers(rel_a, rel_b, data, labelled_rects(geojson, extra))
-        return answer_rows(labels, a, b, truth), table_columns(rinfo["label"], cinfo["label"]), \
-            summary_line(a, b, truth, rinfo["label"], cinfo["label"])
+    app.callback(Output(ids.COMPARE_TABLE, "data"), Output(ids.COMPARE_TABLE, "columns"),
+                 Output(ids.COMPARE_SUMMARY, "children"),
+                 Input(ids.COMPARE_RELEASE, "data"), Input(ids.RELEASE, "data"), Input(ids.DATASET, "data"),
+                 Input(ids.EDIT, "geojson"), Input(ids.QUERY_EXTRA, "data"))(table)
 
     app.clientside_callback(
         ClientsideFunction(namespace="dpCompare", function_name="sync"),
@@ -345,3 +280,90 @@ def register_callbacks(app, config: dict):
         Input(ids.COMPARE_MAP_A, "center"), Input(ids.COMPARE_MAP_A, "zoom"),
         Input(ids.COMPARE_MAP_B, "center"), Input(ids.COMPARE_MAP_B, "zoom"),
         State(ids.COMPARE_MAP_B, "id"))
+
+
+def draw(cinfo, rinfo, info, geojson, extra):
+    """The two releases' density maps side by side on one colour scale, with the rectangles, or
+    why there is nothing to compare."""
+    why = missing(info, rinfo, cinfo)
+    if why:
+        return True, [], "", html.Div(why, className="hint")
+    try:
+        rel_a, rel_b, _ = pair(sessions.session_id(), rinfo, cinfo)
+    except LookupError as exc:
+        return True, [], "", html.Div(str(exc), className="warning")
+    image_a, image_b = density(rel_a), density(rel_b)
+    scale = render.legend_scale(np.concatenate([image_a.ravel(), image_b.ravel()]))   # one for both
+    rects = labelled_rects(geojson, extra)
+    maps = [map_column(f"A · {rinfo['label']} (step 3's release)", rel_a,
+                       comparison_map(ids.COMPARE_MAP_A, ids.COMPARE_RECTS_A, rel_a, image_a, scale,
+                                      pages.settings(), rects)),
+            map_column(f"B · {cinfo['label']} (for comparison)", rel_b,
+                       comparison_map(ids.COMPARE_MAP_B, ids.COMPARE_RECTS_B, rel_b, image_b, scale,
+                                      pages.settings(), rects))]
+    legend = html.Div(className="compare-legend", children=map_panel.legend_box(
+        scale, render.SEQUENTIAL, "private points per km², both maps", title_id=None))
+    note = html.Span("One colour scale for both maps, so the same colour means the same density. "
+                     "Moving or zooming one map moves the other.")
+    return False, maps, [legend, note], ""
+
+
+def offer(rinfo, current):
+    """The mechanisms the release can be compared with, one picked (keeping the current pick),
+    and whether the picker is off."""
+    if not rinfo:
+        return [], None, True
+    opts = compare_options(rinfo["mechanism"])
+    return opts, default_pick(opts, current, dp.mechanisms()[rinfo["mechanism"]].data_kind), not opts
+
+
+def show_cost(rinfo, info, _tick, name):
+    """What a comparison release would spend, against the account's budget left (or why there
+    is none to compare)."""
+    if not rinfo or not info:
+        return ""
+    if not compare_options(rinfo["mechanism"]):
+        return no_options_reason(dp.mechanisms()[rinfo["mechanism"]])
+    if not name:
+        return ""
+    acc = state.account(sessions.session_id(), info["fingerprint"])
+    cost = dp.accountant.release_cost(name, releases.key_domain(rinfo["key"]), rinfo["epsilon"])
+    return cost_line(cost, acc.spent, acc.total)
+
+
+def release_comparison(request, rinfo, _info, name):
+    """Compare-button click: release the second mechanism once per request id (it spends); the
+    comparison store, status line and account tick."""
+    if ctx.triggered_id != ids.COMPARE_REQUEST:
+        return None, "", no_update
+    if not rinfo or not name:
+        return no_update, html.Div("Release the data in step 3 (Release) first, then pick a second "
+                                   "mechanism.", className="error"), no_update
+    sid = sessions.session_id()
+    try:
+        result = workspace.once(sid, (request or {}).get("id"), lambda: comparison(sid, rinfo, name))
+    except LookupError as exc:
+        result = {"error": str(exc)}
+    if "error" in result:
+        return no_update, html.Div(["Not released: ", result["error"]], className="error"), time.time()
+    return result["cinfo"], html.Div(result["status"], className=result["class"]), time.time()
+
+
+def show_rects(geojson, extra):
+    """The rectangles follow the main map's drawing and the typed and random ones."""
+    layers = rect_layers(labelled_rects(geojson, extra))
+    return layers, layers
+
+
+def table(cinfo, rinfo, info, geojson, extra):
+    """Both releases' answers to the rectangles beside the true counts, the table's columns and
+    a one-line summary."""
+    if missing(info, rinfo, cinfo):
+        return [], no_update, ""
+    try:
+        rel_a, rel_b, data = pair(sessions.session_id(), rinfo, cinfo)
+    except LookupError:
+        return [], no_update, ""
+    labels, a, b, truth = answers(rel_a, rel_b, data, labelled_rects(geojson, extra))
+    return answer_rows(labels, a, b, truth), table_columns(rinfo["label"], cinfo["label"]), \
+        summary_line(a, b, truth, rinfo["label"], cinfo["label"])

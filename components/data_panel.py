@@ -12,7 +12,7 @@ from dash import ALL, Input, Output, State, ctx, dcc, html, no_update
 import dp
 from dp.samples import REGION_SAMPLES
 
-from . import controls, ids, server_files
+from . import controls, ids, pages, server_files
 from server import heavy, services, sessions, state, workspace
 from .help import help_box
 from .numbers import count_of
@@ -266,118 +266,137 @@ def summary_view(info: dict | None):
     ])
 
 
-def register_callbacks(app, config: dict):
-    max_bytes = int(config["max_upload_mb"] * 1e6)
+def upload_limit() -> int:
+    """The largest upload the app serving this request takes, in bytes (`--max-upload-mb`)."""
+    return int(pages.settings()["max_upload_mb"] * 1e6)
 
+
+def register_callbacks(app, config: dict):
     # The page opens on the workspace's dataset (the layout holds it): only a pick or an upload
     # loads another, and it becomes the workspace's. The upload's contents are emptied after
     # each file, so choosing the same file again loads it again.
-    @app.callback(Output(ids.DATASET, "data"), Output(ids.UPLOAD_STATUS, "children"),
-                  Output(ids.DOMAIN_PRESET, "value"), Output(ids.SAMPLE_PICK, "value"),
-                  Output(ids.UPLOAD, "contents"),
-                  Input(ids.UPLOAD, "contents"), Input(ids.SAMPLE_PICK, "value"),
-                  State(ids.UPLOAD, "filename"), State(ids.LON_COL, "value"),
-                  State(ids.LAT_COL, "value"), State(ids.USER_COL, "value"), State(ids.UPLOAD_KIND, "value"),
-                  State(ids.DATASET, "data"), prevent_initial_call=True)
-    def load(contents, sample_name, filename, lon, lat, user, kind, current):
-        sid = sessions.session_id()
-        if ctx.triggered_id == ids.UPLOAD:
-            if not contents:
-                return (no_update,) * 5
-            try:
-                if not sessions.public_uploads():       # before reading a byte of it
-                    raise LookupError(state.UPLOADS_OFF)
-                data = services.current().heavy.run(parse_upload, contents, filename, kind, lon, lat, user, max_bytes,
-                                 services.current().store.session_bytes, idempotent=True,
-                                 lane=heavy.lane_of(sessions.is_owner()))   # not beside cheap answers' threads
-                info = state.put_upload(sid, data)
-            except (dp.DataError, dp.ParameterError, LookupError) as exc:
-                msg = html.Div(className="error", children=[
-                    html.B(f"Could not load {filename or 'the file'}: "), str(exc),
-                    html.Div("The previously loaded data is still in use.", className="hint")])
-                return no_update, msg, no_update, no_update, None
-            workspace.use_dataset(sid, info)
-            what = count_of(info["n"], "region" if info["kind"] == "regions" else "point")
-            ok = html.Div(f"Loaded {filename}: {what}"
-                          f"{' counted on a grid' if info['counts'] else ''}.", className="ok")
-            return info, ok, no_update, None, None     # the sample picker empties: any pick goes back
-        if sample_name is None or state.sample_name(current or {}) == sample_name:
+    app.callback(Output(ids.DATASET, "data"), Output(ids.UPLOAD_STATUS, "children"),
+                 Output(ids.DOMAIN_PRESET, "value"), Output(ids.SAMPLE_PICK, "value"),
+                 Output(ids.UPLOAD, "contents"),
+                 Input(ids.UPLOAD, "contents"), Input(ids.SAMPLE_PICK, "value"),
+                 State(ids.UPLOAD, "filename"), State(ids.LON_COL, "value"),
+                 State(ids.LAT_COL, "value"), State(ids.USER_COL, "value"), State(ids.UPLOAD_KIND, "value"),
+                 State(ids.DATASET, "data"), prevent_initial_call=True)(load)
+
+    app.callback(Output(ids.DOMAIN_PRESET, "value", allow_duplicate=True),
+                 Input({"type": ids.DOMAIN_SUGGEST, "preset": ALL}, "n_clicks"),
+                 prevent_initial_call=True)(take_suggestion)
+
+    app.callback(Output(ids.DATA_SUMMARY, "children"), Input(ids.DATASET, "data"))(show_summary)
+
+    app.callback(Output(ids.PRIVACY_LEVEL, "children"), Output(ids.POINTS_PER_USER_BOX, "hidden"),
+                 Input(ids.DATASET, "data"), Input(ids.POINTS_PER_USER, "value"))(show_level)
+
+    app.callback(Output(ids.DOMAIN, "data"), Output(ids.DOMAIN_WARNING, "children"),
+                 Output({"type": ids.DOMAIN_BOX, "side": ALL}, "disabled"),
+                 Output({"type": ids.DOMAIN_BOX, "side": ALL}, "value"),
+                 Input(ids.DOMAIN_PRESET, "value"), Input({"type": ids.DOMAIN_BOX, "side": ALL}, "value"),
+                 Input(ids.DATASET, "data"))(check_domain)
+
+
+def load(contents, sample_name, filename, lon, lat, user, kind, current):
+    """A sample picked or a file uploaded: load it (an upload parsed in the role's heavy lane,
+    within the upload limit) and make it the workspace's data; what went wrong is said and the
+    data loaded before stays."""
+    sid = sessions.session_id()
+    if ctx.triggered_id == ids.UPLOAD:
+        if not contents:
             return (no_update,) * 5
-        info = state.use_sample(sid, sample_name)
+        try:
+            if not sessions.public_uploads():       # before reading a byte of it
+                raise LookupError(state.UPLOADS_OFF)
+            data = services.current().heavy.run(parse_upload, contents, filename, kind, lon, lat, user, upload_limit(),
+                             services.current().store.session_bytes, idempotent=True,
+                             lane=heavy.lane_of(sessions.is_owner()))   # not beside cheap answers' threads
+            info = state.put_upload(sid, data)
+        except (dp.DataError, dp.ParameterError, LookupError) as exc:
+            msg = html.Div(className="error", children=[
+                html.B(f"Could not load {filename or 'the file'}: "), str(exc),
+                html.Div("The previously loaded data is still in use.", className="hint")])
+            return no_update, msg, no_update, no_update, None
         workspace.use_dataset(sid, info)
-        return info, "", state.sample(sample_name)[1].name, no_update, no_update
+        what = count_of(info["n"], "region" if info["kind"] == "regions" else "point")
+        ok = html.Div(f"Loaded {filename}: {what}"
+                      f"{' counted on a grid' if info['counts'] else ''}.", className="ok")
+        return info, ok, no_update, None, None     # the sample picker empties: any pick goes back
+    if sample_name is None or state.sample_name(current or {}) == sample_name:
+        return (no_update,) * 5
+    info = state.use_sample(sid, sample_name)
+    workspace.use_dataset(sid, info)
+    return info, "", state.sample(sample_name)[1].name, no_update, no_update
 
-    @app.callback(Output(ids.DOMAIN_PRESET, "value", allow_duplicate=True),
-                  Input({"type": ids.DOMAIN_SUGGEST, "preset": ALL}, "n_clicks"),
-                  prevent_initial_call=True)
-    def take_suggestion(clicks):
-        """A click on one of the alert's choices picks that domain."""
-        if not any(clicks):
-            return no_update
-        return ctx.triggered_id["preset"]
 
-    @app.callback(Output(ids.DATA_SUMMARY, "children"), Input(ids.DATASET, "data"))
-    def show_summary(info):
-        return summary_view(info)
+def take_suggestion(clicks):
+    """A click on one of the alert's choices picks that domain."""
+    if not any(clicks):
+        return no_update
+    return ctx.triggered_id["preset"]
 
-    @app.callback(Output(ids.PRIVACY_LEVEL, "children"), Output(ids.POINTS_PER_USER_BOX, "hidden"),
-                  Input(ids.DATASET, "data"), Input(ids.POINTS_PER_USER, "value"))
-    def show_level(info, k):
-        if not info:
-            return "", True
-        if info.get("kind") == "regions":
-            return [html.B("User-level: "), "one region per person, so ε protects a whole person."], True
-        if info.get("counts") and info.get("per_user"):
-            k = info["per_user"]
-            return [html.B(f"User-level, at most {k} points per user. "),
-                    f"Each person's points were bounded to {k} when the counts were made (by "
-                    "this page when it counted files; a counts file declares it, which cannot be "
-                    "checked here), and ε protects everything one person contributed."], True
-        if not info.get("users"):
-            return level_text(None), True
-        try:
-            k = dp.contributions.check_points_per_user(k)
-            data = state.points(sessions.session_id(), info["fingerprint"])
-        except (dp.ParameterError, LookupError) as exc:
-            return html.Div(str(exc), className="error"), False
-        if data.users is None:                   # the data decides, not the page's summary of it
-            return level_text(None), True
-        return level_text(k, points_left_out(data, k), data.n), False
 
-    @app.callback(Output(ids.DOMAIN, "data"), Output(ids.DOMAIN_WARNING, "children"),
-                  Output({"type": ids.DOMAIN_BOX, "side": ALL}, "disabled"),
-                  Output({"type": ids.DOMAIN_BOX, "side": ALL}, "value"),
-                  Input(ids.DOMAIN_PRESET, "value"), Input({"type": ids.DOMAIN_BOX, "side": ALL}, "value"),
-                  Input(ids.DATASET, "data"))
-    def check_domain(preset, box, info):
-        """Publish the chosen domain to the `ids.DOMAIN` store and warn about it (owner only);
-        the workspace keeps the choice for the next page load. The four sides show the listed
-        box chosen (a custom box's numbers typed before would read as the box in use) and start
-        a custom box from it; fitted to the data, they are left empty."""
-        sid = sessions.session_id()
-        box = shown_sides(preset, box)
-        workspace.use_domain(sid, preset, box)
-        disabled = [preset != CUSTOM] * len(SIDES)
-        store = domain_store(preset, box, sid, info)
-        try:
-            domain = controls.domain_from_store(store)
-            data = state.points(sid, info["fingerprint"])
-        except (dp.ParameterError, LookupError) as exc:
-            return store, html.Div(str(exc), className="error"), disabled, box
-        notes = []
-        if domain.leaky:
-            notes.append(html.Div("Fitting the box to the data reveals the extreme coordinates of "
-                                  "your points: the release is no longer differentially private "
-                                  "and the ledger says so.", className="warning"))
-        if info.get("counts") and list(domain.bounds) != info["box"]:
-            notes.insert(0, counts_box_alert(info["box"]))
-            return store, notes, disabled, box
-        counted = data.count_in(domain)          # one pass over the data for both notes
-        inside = counted / max(data.n, 1)
-        if inside < controls.MOSTLY_OUTSIDE:
-            notes.insert(0, outside_alert(data, domain, inside))
-        outside = data.n - counted
-        if outside:
-            notes.append(html.Div(f"Owner only: {outside:,} of {data.n:,} points lie outside this "
-                                  "box and are not counted.", className="warning"))
+def show_summary(info):
+    """The loaded data's summary under the picker."""
+    return summary_view(info)
+
+
+def show_level(info, k):
+    """The unit of privacy of the loaded data (a record or a whole person, and at how many
+    points per user), and whether the points-per-user box is off."""
+    if not info:
+        return "", True
+    if info.get("kind") == "regions":
+        return [html.B("User-level: "), "one region per person, so ε protects a whole person."], True
+    if info.get("counts") and info.get("per_user"):
+        k = info["per_user"]
+        return [html.B(f"User-level, at most {k} points per user. "),
+                f"Each person's points were bounded to {k} when the counts were made (by "
+                "this page when it counted files; a counts file declares it, which cannot be "
+                "checked here), and ε protects everything one person contributed."], True
+    if not info.get("users"):
+        return level_text(None), True
+    try:
+        k = dp.contributions.check_points_per_user(k)
+        data = state.points(sessions.session_id(), info["fingerprint"])
+    except (dp.ParameterError, LookupError) as exc:
+        return html.Div(str(exc), className="error"), False
+    if data.users is None:                   # the data decides, not the page's summary of it
+        return level_text(None), True
+    return level_text(k, points_left_out(data, k), data.n), False
+
+
+def check_domain(preset, box, info):
+    """Publish the chosen domain to the `ids.DOMAIN` store and warn about it (owner only);
+    the workspace keeps the choice for the next page load. The four sides show the listed
+    box chosen (a custom box's numbers typed before would read as the box in use) and start
+    a custom box from it; fitted to the data, they are left empty."""
+    sid = sessions.session_id()
+    box = shown_sides(preset, box)
+    workspace.use_domain(sid, preset, box)
+    disabled = [preset != CUSTOM] * len(SIDES)
+    store = domain_store(preset, box, sid, info)
+    try:
+        domain = controls.domain_from_store(store)
+        data = state.points(sid, info["fingerprint"])
+    except (dp.ParameterError, LookupError) as exc:
+        return store, html.Div(str(exc), className="error"), disabled, box
+    notes = []
+    if domain.leaky:
+        notes.append(html.Div("Fitting the box to the data reveals the extreme coordinates of "
+                              "your points: the release is no longer differentially private "
+                              "and the ledger says so.", className="warning"))
+    if info.get("counts") and list(domain.bounds) != info["box"]:
+        notes.insert(0, counts_box_alert(info["box"]))
         return store, notes, disabled, box
+    counted = data.count_in(domain)          # one pass over the data for both notes
+    inside = counted / max(data.n, 1)
+    if inside < controls.MOSTLY_OUTSIDE:
+        notes.insert(0, outside_alert(data, domain, inside))
+    outside = data.n - counted
+    if outside:
+        notes.append(html.Div(f"Owner only: {outside:,} of {data.n:,} points lie outside this "
+                              "box and are not counted.", className="warning"))
+    return store, notes, disabled, box

@@ -325,13 +325,8 @@ def run_evaluation(set_progress, _run, mechs, eps_text, sizes, nq, reps, rho, in
 
 
 def register_callbacks(app, config: dict):
-    @app.callback(Output(ids.EVAL_MECHS, "options"), Output(ids.EVAL_MECHS, "value"),
-                  Input(ids.DATASET, "data"), State(ids.EVAL_MECHS, "value"))
-    def offer(info, chosen):
-        opts = eval_options((info or {}).get("kind", "points"), (info or {}).get("counts", False))
-        values = [o["value"] for o in opts]
-        keep = [v for v in chosen or [] if v in values]
-        return opts, keep or values[:3]
+    app.callback(Output(ids.EVAL_MECHS, "options"), Output(ids.EVAL_MECHS, "value"),
+                 Input(ids.DATASET, "data"), State(ids.EVAL_MECHS, "value"))(offer)
 
     app.callback(Output(ids.EVAL_SUMMARY, "data"), Output(ids.EVAL_STATUS, "children"),
                  Input(ids.EVAL_RUN, "n_clicks"),
@@ -347,25 +342,38 @@ def register_callbacks(app, config: dict):
                           (Output(ids.EVAL_STATUS, "children"), QUEUED, "")],
                  prevent_initial_call=True)(run_evaluation)
 
-    @app.callback(Output(place_id(ids.EVAL_FIG_EPS), "children"),
-                  Output(place_id(ids.EVAL_FIG_SIZE), "children"),
-                  Output(ids.EVAL_TABLE, "data"), Output(ids.EVAL_TABLE, "columns"),
-                  Output(ids.EVAL_NOTE, "children"), Output(ids.EVAL_RESULTS, "hidden"),
-                  Input(ids.EVAL_SUMMARY, "data"), Input(ids.EVAL_METRIC, "value"))
-    def show_results(store, metric):
-        """Charts, table and note of a finished run; hidden until one has results."""
-        if not store or not store["rows"]:
-            return [], [], [], [], "", True
-        f_eps, f_size = figures(store, metric)
-        n_eps, n_size = figure_filenames(store, metric)
-        return (chart(ids.EVAL_FIG_EPS, f_eps, config=graph_config(n_eps), **EVAL_CHART),
-                chart(ids.EVAL_FIG_SIZE, f_size, config=graph_config(n_size), **EVAL_CHART),
-                table_rows(store), table_columns(store["rho"]), note(store), False)
+    app.callback(Output(place_id(ids.EVAL_FIG_EPS), "children"),
+                 Output(place_id(ids.EVAL_FIG_SIZE), "children"),
+                 Output(ids.EVAL_TABLE, "data"), Output(ids.EVAL_TABLE, "columns"),
+                 Output(ids.EVAL_NOTE, "children"), Output(ids.EVAL_RESULTS, "hidden"),
+                 Input(ids.EVAL_SUMMARY, "data"), Input(ids.EVAL_METRIC, "value"))(show_results)
 
-    @app.callback(Output(ids.EVAL_CSV_DOWNLOAD, "data"), Input(ids.EVAL_CSV_BUTTON, "n_clicks"),
-                  State(ids.EVAL_SUMMARY, "data"), prevent_initial_call=True)
-    def download_csv(_, store):
-        """The shown evaluation table as a CSV file."""
-        if not store or not store["rows"]:
-            return no_update
-        return dcc.send_string(csv_text(store), "evaluation_owner_only.csv", type="text/csv")
+    app.callback(Output(ids.EVAL_CSV_DOWNLOAD, "data"), Input(ids.EVAL_CSV_BUTTON, "n_clicks"),
+                 State(ids.EVAL_SUMMARY, "data"), prevent_initial_call=True)(download_csv)
+
+
+def offer(info, chosen):
+    """The mechanisms an evaluation can run on this kind of data, the ticked ones kept (else
+    the first three)."""
+    opts = eval_options((info or {}).get("kind", "points"), (info or {}).get("counts", False))
+    values = [o["value"] for o in opts]
+    keep = [v for v in chosen or [] if v in values]
+    return opts, keep or values[:3]
+
+
+def show_results(store, metric):
+    """Charts, table and note of a finished run; hidden until one has results."""
+    if not store or not store["rows"]:
+        return [], [], [], [], "", True
+    f_eps, f_size = figures(store, metric)
+    n_eps, n_size = figure_filenames(store, metric)
+    return (chart(ids.EVAL_FIG_EPS, f_eps, config=graph_config(n_eps), **EVAL_CHART),
+            chart(ids.EVAL_FIG_SIZE, f_size, config=graph_config(n_size), **EVAL_CHART),
+            table_rows(store), table_columns(store["rho"]), note(store), False)
+
+
+def download_csv(_, store):
+    """The shown evaluation table as a CSV file."""
+    if not store or not store["rows"]:
+        return no_update
+    return dcc.send_string(csv_text(store), "evaluation_owner_only.csv", type="text/csv")

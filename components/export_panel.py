@@ -88,51 +88,64 @@ def owner_script(rel, data, sample: str | None = None) -> str:
 
 
 def register_callbacks(app, config: dict):
-    @app.callback(Output(ids.EXPORT_DOWNLOAD, "data"), Output(ids.EXPORT_STATUS, "children"),
-                  Input(ids.EXPORT_BUTTON, "n_clicks"),
-                  State(ids.RELEASE, "data"), prevent_initial_call=True)
-    def download(_, rinfo):
-        sid = sessions.session_id()
-        rel, why_not = _current(rinfo, sid)
-        if rel is None:
-            return no_update, why_not
-        return dict(content=export_files(rel, _account(sid, rinfo))[0],
-                    filename=f"release_{rel.mechanism}.geojson"), ""
+    app.callback(Output(ids.EXPORT_DOWNLOAD, "data"), Output(ids.EXPORT_STATUS, "children"),
+                 Input(ids.EXPORT_BUTTON, "n_clicks"),
+                 State(ids.RELEASE, "data"), prevent_initial_call=True)(download)
 
-    @app.callback(Output(ids.EXPORT_META_DOWNLOAD, "data"), Output(ids.EXPORT_STATUS, "children",
-                                                                   allow_duplicate=True),
-                  Input(ids.EXPORT_META_BUTTON, "n_clicks"),
-                  State(ids.RELEASE, "data"), prevent_initial_call=True)
-    def download_meta(_, rinfo):
-        sid = sessions.session_id()
-        rel, why_not = _current(rinfo, sid)
-        if rel is None:
-            return no_update, why_not
-        return dict(content=export_files(rel, _account(sid, rinfo))[1],
-                    filename=f"release_{rel.mechanism}_metadata.json"), ""
+    app.callback(Output(ids.EXPORT_META_DOWNLOAD, "data"), Output(ids.EXPORT_STATUS, "children",
+                                                                  allow_duplicate=True),
+                 Input(ids.EXPORT_META_BUTTON, "n_clicks"),
+                 State(ids.RELEASE, "data"), prevent_initial_call=True)(download_meta)
 
-    @app.callback(Output(ids.EXPORT_FILE_DOWNLOAD, "data"), Output(ids.EXPORT_STATUS, "children",
-                                                                   allow_duplicate=True),
-                  Input(ids.EXPORT_PNG_BUTTON, "n_clicks"), Input(ids.EXPORT_SCRIPT_BUTTON, "n_clicks"),
-                  State(ids.RELEASE, "data"), prevent_initial_call=True)
-    def download_file(_png, _script, rinfo):
-        sid = sessions.session_id()
-        rel, why_not = _current(rinfo, sid)
-        if rel is None:
-            return no_update, why_not
-        if ctx.triggered_id == ids.EXPORT_PNG_BUTTON:
-            return (dcc.send_bytes(map_image.map_png_of(rinfo["key"], rel),
-                                   f"release_{rel.mechanism}_map.png"), "")
-        fp = releases.key_fingerprint(rinfo["key"])
-        script = owner_script(rel, state.points(sid, fp), state.sample_of(fp))
-        return dict(content=script, filename=f"repeat_{rel.mechanism}.py"), ""
+    app.callback(Output(ids.EXPORT_FILE_DOWNLOAD, "data"), Output(ids.EXPORT_STATUS, "children",
+                                                                  allow_duplicate=True),
+                 Input(ids.EXPORT_PNG_BUTTON, "n_clicks"), Input(ids.EXPORT_SCRIPT_BUTTON, "n_clicks"),
+                 State(ids.RELEASE, "data"), prevent_initial_call=True)(download_file)
+
+    app.callback(Output(ids.PUBLISH_STATUS, "children"), Input(ids.PUBLISH_BUTTON, "n_clicks"),
+                 State(ids.RELEASE, "data"), State(ids.PUBLISH_TITLE, "value"),
+                 prevent_initial_call=True)(publish_current)
 
 
-    @app.callback(Output(ids.PUBLISH_STATUS, "children"), Input(ids.PUBLISH_BUTTON, "n_clicks"),
-                  State(ids.RELEASE, "data"), State(ids.PUBLISH_TITLE, "value"),
-                  prevent_initial_call=True)
-    def publish_current(_, rinfo, title):
-        return publish(sessions.session_id(), rinfo, title)
+def download(_, rinfo):
+    """The release shown as GeoJSON (its noisy counts and provenance, nothing of the data), or
+    why there is none."""
+    sid = sessions.session_id()
+    rel, why_not = _current(rinfo, sid)
+    if rel is None:
+        return no_update, why_not
+    return dict(content=export_files(rel, _account(sid, rinfo))[0],
+                filename=f"release_{rel.mechanism}.geojson"), ""
+
+
+def download_meta(_, rinfo):
+    """The release shown's metadata (settings, ledger, guarantee) as JSON, or why there is
+    none."""
+    sid = sessions.session_id()
+    rel, why_not = _current(rinfo, sid)
+    if rel is None:
+        return no_update, why_not
+    return dict(content=export_files(rel, _account(sid, rinfo))[1],
+                filename=f"release_{rel.mechanism}_metadata.json"), ""
+
+
+def download_file(_png, _script, rinfo):
+    """The release shown as a map image, or as a script that repeats it on the owner's data."""
+    sid = sessions.session_id()
+    rel, why_not = _current(rinfo, sid)
+    if rel is None:
+        return no_update, why_not
+    if ctx.triggered_id == ids.EXPORT_PNG_BUTTON:
+        return (dcc.send_bytes(map_image.map_png_of(rinfo["key"], rel),
+                               f"release_{rel.mechanism}_map.png"), "")
+    fp = releases.key_fingerprint(rinfo["key"])
+    script = owner_script(rel, state.points(sid, fp), state.sample_of(fp))
+    return dict(content=script, filename=f"repeat_{rel.mechanism}.py"), ""
+
+
+def publish_current(_, rinfo, title):
+    """Publish the release shown under its title at /r/<id>."""
+    return publish(sessions.session_id(), rinfo, title)
 
 
 def _account(sid, rinfo):

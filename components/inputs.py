@@ -208,9 +208,11 @@ def _shape_of(dep_id, prop: str, item_id, values: dict) -> tuple:
 
 def _item_problem(dep: dict, item, values: dict, poll: bool = False) -> str | None:
     """Why one item of a request's inputs or state is not what its dependency takes, or None.
-    A background callback's poll (`poll`) sends every value as null (Dash reads none of them)."""
+    A background callback's poll (`poll`) sends every value as null (Dash reads none of them),
+    except a pattern's list of items, which the renderer sends as they are (checked as ever)."""
     dep_id, prop = _pattern(dep["id"]), dep["property"]
     items = item if _many(dep_id) else [item]
+    poll = poll and not _many(dep_id)
     if _many(dep_id) and not (isinstance(item, list) and len(item) <= MAX_ITEMS):
         return f"the “{dep_id.get('type')}” controls ({prop}) should come as a list"
     for one in items:

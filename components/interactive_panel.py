@@ -253,63 +253,71 @@ def error_view(exc: Exception) -> tuple:
 
 
 def register_callbacks(app, config: dict):
-    @app.callback(Output(ids.IA_GUARANTEE, "children"), Input(ids.IA_SIGMA, "value"),
-                  Input(ids.IA_PLANNED, "value"), Input(ids.IA_METHOD, "value"))
-    def show_guarantee(sigma, planned, method):
-        if not sigma or sigma <= 0:
-            return html.Div("Give σ in metres (> 0).", className="error")
-        return guarantee_text(float(sigma), int(planned or DEFAULT_PLANNED), method or DEFAULT_METHOD)
+    app.callback(Output(ids.IA_GUARANTEE, "children"), Input(ids.IA_SIGMA, "value"),
+                 Input(ids.IA_PLANNED, "value"), Input(ids.IA_METHOD, "value"))(show_guarantee)
 
     request_ids(app, ids.IA_START, ids.IA_REQUEST)
 
-    @app.callback(Output(ids.IA_INFO, "data", allow_duplicate=True),
-                  Output(ids.IA_STATUS, "children", allow_duplicate=True),
-                  Output(ids.IA_TABLE, "data", allow_duplicate=True),
-                  Output(place_id(ids.IA_PLOT), "children", allow_duplicate=True),
-                  Output(place_id(ids.IA_HIST), "children", allow_duplicate=True),
-                  Input(ids.DATASET, "data"), State(ids.IA_INFO, "data"), prevent_initial_call=True)
-    def end_for_new_data(info, session):
-        """New data ends the session on the old data: its answers no longer apply."""
-        if not session or (info or {}).get("fingerprint") == session.get("fingerprint"):
-            return (no_update,) * 5
-        return None, html.Div("New data is loaded: start a new session to ask about it.",
-                              className="hint"), [], [], []
+    app.callback(Output(ids.IA_INFO, "data", allow_duplicate=True),
+                 Output(ids.IA_STATUS, "children", allow_duplicate=True),
+                 Output(ids.IA_TABLE, "data", allow_duplicate=True),
+                 Output(place_id(ids.IA_PLOT), "children", allow_duplicate=True),
+                 Output(place_id(ids.IA_HIST), "children", allow_duplicate=True),
+                 Input(ids.DATASET, "data"), State(ids.IA_INFO, "data"), prevent_initial_call=True)(end_for_new_data)
 
-    @app.callback(Output(ids.IA_INFO, "data"), Output(ids.IA_STATUS, "children"),
-                  Output(ids.IA_TABLE, "data"), Output(place_id(ids.IA_PLOT), "children"),
-                  Output(place_id(ids.IA_HIST), "children"),
-                  Output(ids.ACCOUNT_TICK, "data", allow_duplicate=True),
-                  Input(ids.IA_REQUEST, "data"), Input(ids.IA_ASK, "n_clicks"),
-                  Input(ids.IA_TYPED, "n_submit"), Input(ids.EDIT, "geojson"),
-                  State(ids.IA_SIGMA, "value"), State(ids.IA_PLANNED, "value"),
-                  State(ids.IA_STRATEGY, "value"), State(ids.IA_METHOD, "value"),
-                  State(ids.IA_TYPED, "value"), State(ids.IA_FOLLOW, "value"),
-                  State(ids.IA_INFO, "data"), State(ids.DATASET, "data"), State(ids.DOMAIN, "data"),
-                  prevent_initial_call=True)
-    def run(_start, _ask, _submit, geojson, sigma, planned, strategy, method, typed, follow,
-            info, dinfo, domain_info):
-        """Start a session (parse, charge, render) or ask it (parse, run, render)."""
-        sid = sessions.session_id()
-        trigger = ctx.triggered_id
-        drawn = rects_from_geojson(geojson)
-        try:
-            if trigger == ids.IA_REQUEST:        # one click, one charge (`workspace.once`)
-                sigma_m, m = session_settings(sigma, planned)
-                result = workspace.once(sid, (_start or {}).get("id"), lambda: refusal_or(
-                    start_session, sid, dinfo, domain_info, sigma_m, m, strategy, method, len(drawn)))
-                if "error" in result:
-                    raise dp.ParameterError(result["error"])
-                return started_view(result, m, strategy, method)
-            if info is None:
-                if trigger == ids.EDIT:           # drawing on the map before any session: ignored
-                    return (no_update,) * 6
-                raise LookupError("start a session first (starting one is charged to this "
-                                  "dataset's budget)")
-            token = info.get("token", "")
-            info, rects = questions(trigger, info, drawn, follow, typed)
-            if not rects:
-                return (info,) + (no_update,) * 5
-            history, result = ask(sid, token, rects)
-        except (dp.ParameterError, dp.BudgetError, LookupError, TypeError) as exc:
-            return error_view(exc)
-        return answers_view(info, history, result)
+    app.callback(Output(ids.IA_INFO, "data"), Output(ids.IA_STATUS, "children"),
+                 Output(ids.IA_TABLE, "data"), Output(place_id(ids.IA_PLOT), "children"),
+                 Output(place_id(ids.IA_HIST), "children"),
+                 Output(ids.ACCOUNT_TICK, "data", allow_duplicate=True),
+                 Input(ids.IA_REQUEST, "data"), Input(ids.IA_ASK, "n_clicks"),
+                 Input(ids.IA_TYPED, "n_submit"), Input(ids.EDIT, "geojson"),
+                 State(ids.IA_SIGMA, "value"), State(ids.IA_PLANNED, "value"),
+                 State(ids.IA_STRATEGY, "value"), State(ids.IA_METHOD, "value"),
+                 State(ids.IA_TYPED, "value"), State(ids.IA_FOLLOW, "value"),
+                 State(ids.IA_INFO, "data"), State(ids.DATASET, "data"), State(ids.DOMAIN, "data"),
+                 prevent_initial_call=True)(run)
+
+
+def show_guarantee(sigma, planned, method):
+    """The interactive session's guarantee in words for σ, the planned queries and the method
+    (or what to type)."""
+    if not sigma or sigma <= 0:
+        return html.Div("Give σ in metres (> 0).", className="error")
+    return guarantee_text(float(sigma), int(planned or DEFAULT_PLANNED), method or DEFAULT_METHOD)
+
+
+def end_for_new_data(info, session):
+    """New data ends the session on the old data: its answers no longer apply."""
+    if not session or (info or {}).get("fingerprint") == session.get("fingerprint"):
+        return (no_update,) * 5
+    return None, html.Div("New data is loaded: start a new session to ask about it.",
+                          className="hint"), [], [], []
+
+
+def run(_start, _ask, _submit, geojson, sigma, planned, strategy, method, typed, follow,
+        info, dinfo, domain_info):
+    """Start a session (parse, charge, render) or ask it (parse, run, render)."""
+    sid = sessions.session_id()
+    trigger = ctx.triggered_id
+    drawn = rects_from_geojson(geojson)
+    try:
+        if trigger == ids.IA_REQUEST:        # one click, one charge (`workspace.once`)
+            sigma_m, m = session_settings(sigma, planned)
+            result = workspace.once(sid, (_start or {}).get("id"), lambda: refusal_or(
+                start_session, sid, dinfo, domain_info, sigma_m, m, strategy, method, len(drawn)))
+            if "error" in result:
+                raise dp.ParameterError(result["error"])
+            return started_view(result, m, strategy, method)
+        if info is None:
+            if trigger == ids.EDIT:           # drawing on the map before any session: ignored
+                return (no_update,) * 6
+            raise LookupError("start a session first (starting one is charged to this "
+                              "dataset's budget)")
+        token = info.get("token", "")
+        info, rects = questions(trigger, info, drawn, follow, typed)
+        if not rects:
+            return (info,) + (no_update,) * 5
+        history, result = ask(sid, token, rects)
+    except (dp.ParameterError, dp.BudgetError, LookupError, TypeError) as exc:
+        return error_view(exc)
+    return answers_view(info, history, result)

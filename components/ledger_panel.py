@@ -115,60 +115,76 @@ def account_summary(acc: dp.Accountant, next_epsilon: float | None) -> list:
 
 
 def register_callbacks(app, config: dict):
-    @app.callback(Output(ids.LEDGER_TABLE, "data"), Output(ids.LEDGER_TOTAL, "children"),
-                  Output(ids.LEDGER_GUARANTEE, "children"), Input(ids.RELEASE, "data"))
-    def show(rinfo):
-        if not rinfo:
-            return [], "No release yet.", ""
-        try:
-            rel = releases.release(sessions.session_id(), rinfo["key"])
-        except LookupError as exc:
-            return [], str(exc), ""
-        total = f"This release: ε = {rel.ledger.total:.4g} of {rel.epsilon:g} requested."
-        guarantee = [html.B(rel.spec.label + ": "), rel.spec.guarantee,
-                     html.Div([html.B("Unit of privacy: "), rel.privacy_level])]
-        if rel.reproducible_demo:
-            guarantee.append(html.Div("Reproducible demo: a fixed seed made this noise reproducible, "
-                                      "so anyone who knows the seed can remove it. NOT differentially "
-                                      "private; use fresh randomness for anything you publish.",
-                                      className="error"))
-        elif not rel.private:
-            guarantee.append(html.Div("This output is NOT differentially private.", className="error"))
-        return ledger_rows(rel), total, guarantee
+    app.callback(Output(ids.LEDGER_TABLE, "data"), Output(ids.LEDGER_TOTAL, "children"),
+                 Output(ids.LEDGER_GUARANTEE, "children"), Input(ids.RELEASE, "data"))(show)
 
-    @app.callback(Output(ids.ACCOUNT_SUMMARY, "children"), Output(ids.ACCOUNT_TABLE, "data"),
-                  Output(ids.ACCOUNT_RAISE_VALUE, "value"),
-                  Input(ids.DATASET, "data"), Input(ids.RELEASE, "data"), Input(ids.ACCOUNT_TICK, "data"),
-                  Input(ids.EPSILON_VALUE, "value"), Input(ids.MECHANISM, "value"),
-                  Input({"type": ids.PARAM, "name": ALL}, "value"), Input(ids.DOMAIN, "data"),
-                  State({"type": ids.PARAM, "name": ALL}, "id"))
-    def show_account(info, _rinfo, _tick, eps_v, name, pvals, domain_info, pids):
-        if not info:
-            return no_update, no_update, no_update
-        acc = state.account(sessions.session_id(), info["fingerprint"])
-        return account_summary(acc, next_cost(eps_v, name, pvals, pids, domain_info)), \
-            account_rows(acc), acc.total
+    app.callback(Output(ids.ACCOUNT_SUMMARY, "children"), Output(ids.ACCOUNT_TABLE, "data"),
+                 Output(ids.ACCOUNT_RAISE_VALUE, "value"),
+                 Input(ids.DATASET, "data"), Input(ids.RELEASE, "data"), Input(ids.ACCOUNT_TICK, "data"),
+                 Input(ids.EPSILON_VALUE, "value"), Input(ids.MECHANISM, "value"),
+                 Input({"type": ids.PARAM, "name": ALL}, "value"), Input(ids.DOMAIN, "data"),
+                 State({"type": ids.PARAM, "name": ALL}, "id"))(show_account)
 
-    @app.callback(Output(ids.ACCOUNT_CONFIRM, "displayed"), Output(ids.ACCOUNT_CONFIRM, "message"),
-                  Output(ids.ACCOUNT_MESSAGE, "children"),
-                  Input(ids.ACCOUNT_RAISE, "n_clicks"), State(ids.ACCOUNT_RAISE_VALUE, "value"),
-                  State(ids.DATASET, "data"), prevent_initial_call=True)
-    def ask_raise(_, value, info):
-        acc = state.account(sessions.session_id(), info["fingerprint"])
-        if value is None or not value > acc.total:
-            return False, no_update, html.Div(f"Type a total above the current {acc.total:g} first: "
-                                              "the budget can only be raised.", className="error")
-        return True, (f"Raise this dataset's total budget from ε = {acc.total:g} to {value:g}? Every "
-                      "raise weakens the guarantee for everyone in the data, and cannot be undone."), ""
+    app.callback(Output(ids.ACCOUNT_CONFIRM, "displayed"), Output(ids.ACCOUNT_CONFIRM, "message"),
+                 Output(ids.ACCOUNT_MESSAGE, "children"),
+                 Input(ids.ACCOUNT_RAISE, "n_clicks"), State(ids.ACCOUNT_RAISE_VALUE, "value"),
+                 State(ids.DATASET, "data"), prevent_initial_call=True)(ask_raise)
 
-    @app.callback(Output(ids.ACCOUNT_TICK, "data"), Output(ids.ACCOUNT_MESSAGE, "children",
-                                                           allow_duplicate=True),
-                  Input(ids.ACCOUNT_CONFIRM, "submit_n_clicks"), State(ids.ACCOUNT_RAISE_VALUE, "value"),
-                  State(ids.DATASET, "data"), prevent_initial_call=True)
-    def do_raise(_, value, info):
-        try:
-            state.charge(sessions.session_id(), info["fingerprint"],
-                         lambda acc: acc.raise_total(value, confirm=True))
-        except (dp.ParameterError, LookupError) as exc:
-            return no_update, html.Div(str(exc), className="error")
-        return time.time(), html.Div(f"Total budget raised to ε = {value:g}.", className="warning")
+    app.callback(Output(ids.ACCOUNT_TICK, "data"), Output(ids.ACCOUNT_MESSAGE, "children",
+                                                          allow_duplicate=True),
+                 Input(ids.ACCOUNT_CONFIRM, "submit_n_clicks"), State(ids.ACCOUNT_RAISE_VALUE, "value"),
+                 State(ids.DATASET, "data"), prevent_initial_call=True)(do_raise)
+
+
+def show(rinfo):
+    """The release's ledger (each draw and its ε), its total against the ε asked, and its
+    guarantee and unit of privacy in words."""
+    if not rinfo:
+        return [], "No release yet.", ""
+    try:
+        rel = releases.release(sessions.session_id(), rinfo["key"])
+    except LookupError as exc:
+        return [], str(exc), ""
+    total = f"This release: ε = {rel.ledger.total:.4g} of {rel.epsilon:g} requested."
+    guarantee = [html.B(rel.spec.label + ": "), rel.spec.guarantee,
+                 html.Div([html.B("Unit of privacy: "), rel.privacy_level])]
+    if rel.reproducible_demo:
+        guarantee.append(html.Div("Reproducible demo: a fixed seed made this noise reproducible, "
+                                  "so anyone who knows the seed can remove it. NOT differentially "
+                                  "private; use fresh randomness for anything you publish.",
+                                  className="error"))
+    elif not rel.private:
+        guarantee.append(html.Div("This output is NOT differentially private.", className="error"))
+    return ledger_rows(rel), total, guarantee
+
+
+def show_account(info, _rinfo, _tick, eps_v, name, pvals, domain_info, pids):
+    """The dataset's account: spent and left, what the next release would cost, its charges,
+    and the raise box at the total."""
+    if not info:
+        return no_update, no_update, no_update
+    acc = state.account(sessions.session_id(), info["fingerprint"])
+    return account_summary(acc, next_cost(eps_v, name, pvals, pids, domain_info)), \
+        account_rows(acc), acc.total
+
+
+def ask_raise(_, value, info):
+    """Raise-budget click: ask to confirm (raising weakens the guarantee for everyone in the
+    data), or say why not."""
+    acc = state.account(sessions.session_id(), info["fingerprint"])
+    if value is None or not value > acc.total:
+        return False, no_update, html.Div(f"Type a total above the current {acc.total:g} first: "
+                                          "the budget can only be raised.", className="error")
+    return True, (f"Raise this dataset's total budget from ε = {acc.total:g} to {value:g}? Every "
+                  "raise weakens the guarantee for everyone in the data, and cannot be undone."), ""
+
+
+def do_raise(_, value, info):
+    """Confirmed raise: write the new total to the account (a tick tells the account panel), or
+    say why not."""
+    try:
+        state.charge(sessions.session_id(), info["fingerprint"],
+                     lambda acc: acc.raise_total(value, confirm=True))
+    except (dp.ParameterError, LookupError) as exc:
+        return no_update, html.Div(str(exc), className="error")
+    return time.time(), html.Div(f"Total budget raised to ε = {value:g}.", className="warning")

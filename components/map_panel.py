@@ -375,105 +375,35 @@ def layers(sid: str, key: str, layer: str, stage, depth, series: int, extras, to
 
 
 def register_callbacks(app, config: dict):
-    @app.callback(Output(ids.MAP_LAYERS, "children"), Output(ids.MAP_GRID_STORE, "data"),
-                  Output(ids.MAP, "viewport"), Output(ids.MAP_LEGEND, "children"),
-                  Output(ids.GROW_DRAWN, "data"),
-                  Input(ids.RELEASE, "data"), Input(ids.MAP_LAYER_PICK, "value"),
-                  Input(ids.MAP_POINTS_TOGGLE, "value"), Input(ids.GROW_DEPTH, "value"),
-                  Input(ids.SERIES_PICK, "value"), Input(ids.EULER_STAGE, "value"),
-                  Input(ids.EULER_EXTRAS, "value"), Input(ids.DOMAIN, "data"))
-    def draw(rinfo, layer, toggles, depth, series, stage, extras, domain_info):
-        sid = sessions.session_id()
-        if not rinfo:
-            return *no_release_view(domain_info), None
-        if set(ctx.triggered_prop_ids) == {f"{ids.DOMAIN}.data"}:   # a new box alone: keep the release
-            return no_update, no_update, no_update, no_update, no_update
-        fresh = f"{ids.RELEASE}.data" in ctx.triggered_prop_ids     # a new release: fit the map to it
-        drawn = None if fresh else depth      # what Play's next step waits for (see `grow`)
-        try:
-            children, hover, legend, d = state.heavy_call(
-                layers, sid, rinfo["key"], layer, stage, None if fresh else depth,
-                0 if fresh else int(series or 0), extras, toggles, idempotent=True)
-        except LookupError as exc:
-            return [], None, no_update, legend_note(str(exc)), drawn
-        viewport = box_viewport(d) if fresh else no_update
-        return children, hover, viewport, legend, drawn
+    app.callback(Output(ids.MAP_LAYERS, "children"), Output(ids.MAP_GRID_STORE, "data"),
+                 Output(ids.MAP, "viewport"), Output(ids.MAP_LEGEND, "children"),
+                 Output(ids.GROW_DRAWN, "data"),
+                 Input(ids.RELEASE, "data"), Input(ids.MAP_LAYER_PICK, "value"),
+                 Input(ids.MAP_POINTS_TOGGLE, "value"), Input(ids.GROW_DEPTH, "value"),
+                 Input(ids.SERIES_PICK, "value"), Input(ids.EULER_STAGE, "value"),
+                 Input(ids.EULER_EXTRAS, "value"), Input(ids.DOMAIN, "data"))(draw)
 
-    @app.callback(Output(ids.MAP, "viewport", allow_duplicate=True),
-                  Input(ids.MAP_ZOOM_DOMAIN, "n_clicks"), State(ids.DOMAIN, "data"),
-                  prevent_initial_call=True)
-    def zoom_to_domain(_, domain_info):
-        """Fit the map to the declared domain box (`box_viewport`; an animated zoom left the
-        outlines at a stale scale on a busy machine, found by the zoom-to-domain browser test)."""
-        try:
-            d = domain_from_store(domain_info)
-        except (dp.ParameterError, LookupError):
-            return no_update
-        return box_viewport(d)
+    app.callback(Output(ids.MAP, "viewport", allow_duplicate=True),
+                 Input(ids.MAP_ZOOM_DOMAIN, "n_clicks"), State(ids.DOMAIN, "data"),
+                 prevent_initial_call=True)(zoom_to_domain)
 
-    @app.callback(Output(ids.GROW_BOX, "hidden"), Output(ids.GROW_DEPTH, "max"),
-                  Output(ids.GROW_DEPTH, "value"), Output(ids.GROW_TIMER, "disabled"),
-                  Input(ids.RELEASE, "data"), Input(ids.GROW_PLAY, "n_clicks"),
-                  Input(ids.GROW_TIMER, "n_intervals"),
-                  State(ids.GROW_DEPTH, "value"), State(ids.GROW_DEPTH, "max"),
-                  State(ids.GROW_DRAWN, "data"))
-    def grow(rinfo, _play, _tick, depth, top, drawn):
-        """Show or hide the depth control; Play goes back to the root and each tick of the timer
-        one level deeper, once the map has drawn the level shown: on a busy server a draw can
-        take longer than a tick, and Dash drops a draw still running when the next is asked for,
-        so ticking on regardless would show no level between the root and the full tree."""
-        sid = sessions.session_id()
-        if ctx.triggered_id == ids.GROW_PLAY:
-            return no_update, no_update, 0, False
-        if ctx.triggered_id == ids.GROW_TIMER:
-            if drawn != depth:                # this level is not on the map yet: wait a tick
-                return no_update, no_update, no_update, no_update
-            nxt = min((depth or 0) + 1, top)
-            return no_update, no_update, nxt, nxt >= top
-        rel = current_release(sid, rinfo)
-        if rel is None:
-            return True, no_update, no_update, True
-        top = rel.capabilities.depths
-        if not top:
-            return True, 1, 1, True
-        return False, top, top, True
+    app.callback(Output(ids.GROW_BOX, "hidden"), Output(ids.GROW_DEPTH, "max"),
+                 Output(ids.GROW_DEPTH, "value"), Output(ids.GROW_TIMER, "disabled"),
+                 Input(ids.RELEASE, "data"), Input(ids.GROW_PLAY, "n_clicks"),
+                 Input(ids.GROW_TIMER, "n_intervals"),
+                 State(ids.GROW_DEPTH, "value"), State(ids.GROW_DEPTH, "max"),
+                 State(ids.GROW_DRAWN, "data"))(grow)
 
-    @app.callback(Output(ids.EULER_BOX, "hidden"), Output(ids.EULER_STAGE, "options"),
-                  Output(ids.EULER_STAGE, "value"),
-                  Output(ids.EULER_CHART_BOX, "hidden"), Output(place_id(ids.EULER_CHART), "children"),
-                  Input(ids.RELEASE, "data"))
-    def euler_panel(rinfo):
-        sid = sessions.session_id()
-        rel = current_release(sid, rinfo)
-        if rel is None or not rel.capabilities.stages:
-            return True, no_update, no_update, True, no_update
-        caps = rel.capabilities
-        try:
-            fig = violations_figure(rel, lambda st: releases.staged_release(sid, rinfo["key"], st))
-        except LookupError:               # dropped between the two reads
-            return True, no_update, no_update, True, no_update
-        return False, stage_options(caps.stages), caps.stage, False, chart(
-            ids.EULER_CHART, fig, config={"displayModeBar": False}, style={"height": "220px"})
+    app.callback(Output(ids.EULER_BOX, "hidden"), Output(ids.EULER_STAGE, "options"),
+                 Output(ids.EULER_STAGE, "value"),
+                 Output(ids.EULER_CHART_BOX, "hidden"), Output(place_id(ids.EULER_CHART), "children"),
+                 Input(ids.RELEASE, "data"))(euler_panel)
 
-    @app.callback(Output(ids.EULER_STATUS, "children"), Input(ids.EULER_STAGE, "value"),
-                  Input(ids.RELEASE, "data"))
-    def euler_status(stage, rinfo):
-        sid = sessions.session_id()
-        rel = current_release(sid, rinfo)
-        if rel is None or not rel.capabilities.stages:
-            return ""
-        try:
-            return stage_status(rel, stage, lambda st: releases.staged_release(sid, rinfo["key"], st))
-        except LookupError as exc:
-            return str(exc)
+    app.callback(Output(ids.EULER_STATUS, "children"), Input(ids.EULER_STAGE, "value"),
+                 Input(ids.RELEASE, "data"))(euler_status)
 
-    @app.callback(Output(ids.SERIES_BOX, "hidden"), Output(ids.SERIES_PICK, "max"),
-                  Output(ids.SERIES_PICK, "value"), Input(ids.RELEASE, "data"))
-    def series(rinfo):
-        sid = sessions.session_id()
-        rel = current_release(sid, rinfo)
-        m = rel.capabilities.grids if rel is not None else 0
-        return (False, m, 0) if m > 1 else (True, 1, 0)
+    app.callback(Output(ids.SERIES_BOX, "hidden"), Output(ids.SERIES_PICK, "max"),
+                 Output(ids.SERIES_PICK, "value"), Input(ids.RELEASE, "data"))(series)
 
     app.clientside_callback(     # a new map: the readout no longer shows a cell of the old one
         """function(data, rinfo){ window.dpGrid = data;
@@ -481,3 +411,92 @@ def register_callbacks(app, config: dict):
             return rinfo ? "Too many cells to read by hovering: draw a rectangle to read a count."
                          : "No release on the map to read."; }""",
         Output(ids.MAP_HOVER, "children"), Input(ids.MAP_GRID_STORE, "data"), State(ids.RELEASE, "data"))
+
+
+def draw(rinfo, layer, toggles, depth, series, stage, extras, domain_info):
+    """The release's map layers, hover values and legend (a new release fits the map to it; a
+    new box alone keeps it), and the tree depth drawn."""
+    sid = sessions.session_id()
+    if not rinfo:
+        return *no_release_view(domain_info), None
+    if set(ctx.triggered_prop_ids) == {f"{ids.DOMAIN}.data"}:   # a new box alone: keep the release
+        return no_update, no_update, no_update, no_update, no_update
+    fresh = f"{ids.RELEASE}.data" in ctx.triggered_prop_ids     # a new release: fit the map to it
+    drawn = None if fresh else depth      # what Play's next step waits for (see `grow`)
+    try:
+        children, hover, legend, d = state.heavy_call(
+            layers, sid, rinfo["key"], layer, stage, None if fresh else depth,
+            0 if fresh else int(series or 0), extras, toggles, idempotent=True)
+    except LookupError as exc:
+        return [], None, no_update, legend_note(str(exc)), drawn
+    viewport = box_viewport(d) if fresh else no_update
+    return children, hover, viewport, legend, drawn
+
+
+def zoom_to_domain(_, domain_info):
+    """Fit the map to the declared domain box (`box_viewport`; an animated zoom left the
+    outlines at a stale scale on a busy machine, found by the zoom-to-domain browser test)."""
+    try:
+        d = domain_from_store(domain_info)
+    except (dp.ParameterError, LookupError):
+        return no_update
+    return box_viewport(d)
+
+
+def grow(rinfo, _play, _tick, depth, top, drawn):
+    """Show or hide the depth control; Play goes back to the root and each tick of the timer
+    one level deeper, once the map has drawn the level shown: on a busy server a draw can
+    take longer than a tick, and Dash drops a draw still running when the next is asked for,
+    so ticking on regardless would show no level between the root and the full tree."""
+    sid = sessions.session_id()
+    if ctx.triggered_id == ids.GROW_PLAY:
+        return no_update, no_update, 0, False
+    if ctx.triggered_id == ids.GROW_TIMER:
+        if drawn != depth:                # this level is not on the map yet: wait a tick
+            return no_update, no_update, no_update, no_update
+        nxt = min((depth or 0) + 1, top)
+        return no_update, no_update, nxt, nxt >= top
+    rel = current_release(sid, rinfo)
+    if rel is None:
+        return True, no_update, no_update, True
+    top = rel.capabilities.depths
+    if not top:
+        return True, 1, 1, True
+    return False, top, top, True
+
+
+def euler_panel(rinfo):
+    """The Euler histogram's stage picker and its chart of violated constraints, shown only for
+    a release with stages."""
+    sid = sessions.session_id()
+    rel = current_release(sid, rinfo)
+    if rel is None or not rel.capabilities.stages:
+        return True, no_update, no_update, True, no_update
+    caps = rel.capabilities
+    try:
+        fig = violations_figure(rel, lambda st: releases.staged_release(sid, rinfo["key"], st))
+    except LookupError:               # dropped between the two reads
+        return True, no_update, no_update, True, no_update
+    return False, stage_options(caps.stages), caps.stage, False, chart(
+        ids.EULER_CHART, fig, config={"displayModeBar": False}, style={"height": "220px"})
+
+
+def euler_status(stage, rinfo):
+    """The line saying what the Euler stage shown does and how many constraints it violates."""
+    sid = sessions.session_id()
+    rel = current_release(sid, rinfo)
+    if rel is None or not rel.capabilities.stages:
+        return ""
+    try:
+        return stage_status(rel, stage, lambda st: releases.staged_release(sid, rinfo["key"], st))
+    except LookupError as exc:
+        return str(exc)
+
+
+def series(rinfo):
+    """The shifted grids' slider: hidden unless the release has more than one grid, and how
+    many it has."""
+    sid = sessions.session_id()
+    rel = current_release(sid, rinfo)
+    m = rel.capabilities.grids if rel is not None else 0
+    return (False, m, 0) if m > 1 else (True, 1, 0)

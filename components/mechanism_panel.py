@@ -4,12 +4,12 @@ from __future__ import annotations
 import math
 
 from dash import ALL, Input, Output, State, ctx, dcc, html, no_update
-from dash.exceptions import PreventUpdate
+from dash.exceptions import MissingCallbackContextException, PreventUpdate
 
 import dp
 
 from . import ids, share
-from server import releases, sessions, state, workspace
+from server import background, releases, sessions, state, workspace
 from server.faults import Unavailable
 from server.release_key import ReleaseKey
 from .controls import (EPS_MAX, EPS_MIN, MOSTLY_OUTSIDE, domain_from_store, epsilon_from_slider,
@@ -53,7 +53,11 @@ def layout(config: dict) -> html.Div:
                       min=0, step=1, debounce=True,
                       className="seed-input"),
         ]),
-        html.Button("Release (spends ε)", id=ids.RELEASE_BUTTON, className="primary", n_clicks=0),
+        html.Div([
+            html.Button("Release (spends ε)", id=ids.RELEASE_BUTTON, className="primary", n_clicks=0),
+            html.Button("Cancel", id=ids.RELEASE_CANCEL, n_clicks=0, hidden=True,
+                        title="Stop this release if its noise is not drawn yet: nothing is charged then")]),
+        html.Div(id=ids.RELEASE_PROGRESS_TEXT, role="status", className="hint"),
         dcc.Loading(html.Div(id=ids.RELEASE_STATUS, role="status"), type="dot"),
     ])
 
@@ -115,120 +119,162 @@ def describe(rel: dp.Release) -> str:
 
 
 def register_callbacks(app, config: dict):
-    @app.callback(Output(ids.MECHANISM, "options"), Output(ids.MECH_RECOMMENDATION, "children"),
-                  Input(ids.DATASET, "data"))
-    def offer_mechanisms(info):
-        """The mechanisms for the loaded data (the release callback moves the picker)."""
-        kind = (info or {}).get("kind", "points")
-        return mechanism_options(kind, (info or {}).get("counts", False)), recommendation_line(kind)
+    app.callback(Output(ids.MECHANISM, "options"), Output(ids.MECH_RECOMMENDATION, "children"),
+                 Input(ids.DATASET, "data"))(offer_mechanisms)
 
-    @app.callback(Output(ids.MECH_DESCRIPTION, "children"), Output(ids.PARAMS_BOX, "children"),
-                  Input(ids.MECHANISM, "value"), State(ids.URL, "search"))
-    def show_mechanism(name, search):
-        """The mechanism's description, split sliders and parameter controls: at the values of
-        the link the page was opened with when it names this mechanism, else at those of the
-        release shown when it is of this mechanism, else the defaults."""
-        if name not in dp.mechanisms():       # the picker empties while it switches to new data
-            raise PreventUpdate
-        spec = dp.mechanisms()[name]
-        desc = [html.Div(spec.description), html.Div(["Guarantee: ", spec.guarantee], className="guarantee")]
-        return desc, settings_controls(spec, *shown_settings(sessions.session_id(), name, search, spec))
+    app.callback(Output(ids.MECH_DESCRIPTION, "children"), Output(ids.PARAMS_BOX, "children"),
+                 Input(ids.MECHANISM, "value"), State(ids.URL, "search"))(show_mechanism)
 
-    @app.callback(Output(ids.EPSILON_VALUE, "value"), Output(ids.EPSILON, "value"),
-                  Input(ids.EPSILON_VALUE, "value"), Input(ids.EPSILON, "value"),
-                  prevent_initial_call=True)
-    def sync_epsilon(typed, v):
-        """The slider writes a rounded ε into the box; a typed ε moves the slider (the box holds
-        the exact value every reader uses)."""
-        if ctx.triggered_id == ids.EPSILON:
-            return epsilon_from_slider(v), no_update
-        try:
-            return no_update, math.log10(epsilon_value(typed))
-        except dp.ParameterError:
-            return no_update, no_update     # the readout says what is wrong
+    app.callback(Output(ids.EPSILON_VALUE, "value"), Output(ids.EPSILON, "value"),
+                 Input(ids.EPSILON_VALUE, "value"), Input(ids.EPSILON, "value"),
+                 prevent_initial_call=True)(sync_epsilon)
 
-    @app.callback(Output(ids.EPSILON_READOUT, "children"), Input(ids.EPSILON_VALUE, "value"),
-                  Input(ids.MECHANISM, "value"), Input({"type": ids.PARAM, "name": ALL}, "value"),
-                  Input(ids.DOMAIN, "data"), State({"type": ids.PARAM, "name": ALL}, "id"))
-    def show_epsilon(typed, name, pvals, domain, pids):
-        try:
-            eps = epsilon_value(typed)
-        except dp.ParameterError as exc:
-            return html.Div(str(exc), className="error")
-        spec = dp.mechanisms().get(name)
-        if spec is None or spec.explain is None:
-            return f"ε = {eps:g}"
-        try:
-            params = spec.resolve_params(read_params(spec, pvals, pids))
-            note = spec.explain(domain_from_store(domain), params, eps)
-        except (dp.ParameterError, LookupError, TypeError) as exc:
-            note = str(exc)
-        return [html.Div(f"ε = {eps:g}"), html.Div(note, className="equivalent-eps")]
+    app.callback(Output(ids.EPSILON_READOUT, "children"), Input(ids.EPSILON_VALUE, "value"),
+                 Input(ids.MECHANISM, "value"), Input({"type": ids.PARAM, "name": ALL}, "value"),
+                 Input(ids.DOMAIN, "data"), State({"type": ids.PARAM, "name": ALL}, "id"))(show_epsilon)
 
-    @app.callback(Output(ids.SPLIT_READOUT, "children"),
-                  Input({"type": ids.SPLIT, "part": ALL}, "value"), Input(ids.EPSILON_VALUE, "value"),
-                  State(ids.MECHANISM, "value"))
-    def show_split(weights, typed, name):
-        spec = dp.mechanisms().get(name)
-        if spec is None or len(weights) != len(spec.budget_parts):
-            return no_update
-        try:
-            return split_readout(spec, split_from_weights(weights), epsilon_value(typed))
-        except dp.ParameterError as exc:
-            return html.Div(str(exc), className="error")
+    app.callback(Output(ids.SPLIT_READOUT, "children"),
+                 Input({"type": ids.SPLIT, "part": ALL}, "value"), Input(ids.EPSILON_VALUE, "value"),
+                 State(ids.MECHANISM, "value"))(show_split)
 
     request_ids(app, ids.RELEASE_BUTTON, ids.RELEASE_REQUEST)
 
     # One click, one spend: the click's request id keys the spend (`workspace.once`), so a
-    # callback fired twice charges once. New data, a new domain or a page load spends nothing: it
-    # shows the workspace's release of that data on that box, if there is one, and sets the
-    # controls to its settings (a link's settings, filled in by `share`, win on the first load).
-    @app.callback(Output(ids.RELEASE, "data"), Output(ids.RELEASE_STATUS, "children"),
-                  Output(ids.MECHANISM, "value"), Output(ids.EPSILON_VALUE, "value", allow_duplicate=True),
-                  Output(ids.SEED_MODE, "value"), Output(ids.SEED, "value"),
-                  Output(ids.PARAMS_BOX, "children", allow_duplicate=True), Output(ids.LINK_OVER, "data"),
-                  Input(ids.RELEASE_REQUEST, "data"), Input(ids.DATASET, "data"),
-                  Input(ids.DOMAIN, "data"),
-                  State(ids.MECHANISM, "value"), State(ids.EPSILON_VALUE, "value"),
-                  State({"type": ids.SPLIT, "part": ALL}, "value"),
-                  State({"type": ids.PARAM, "name": ALL}, "value"),
-                  State({"type": ids.PARAM, "name": ALL}, "id"),
-                  State(ids.SEED_MODE, "value"), State(ids.SEED, "value"),
-                  State(ids.POINTS_PER_USER, "value"), State(ids.URL, "search"),
-                  State(ids.RELEASE, "data"), State(ids.LINK_OVER, "data"),
-                  prevent_initial_call="initial_duplicate")
-    def run_release(request, info, domain_info, name, eps_v, weights, pvals, pids, seed_mode, seed,
-                    k, search, current, link_over):
-        if not info:
-            return (None, "") + KEEP_CONTROLS + (no_update,)
-        sid = sessions.session_id()
-        if f"{ids.RELEASE_REQUEST}.data" in ctx.triggered_prop_ids:
-            return release_click(sid, request, info, domain_info, (name, eps_v, weights, pvals, pids,
-                                                                   seed_mode, seed, k), current)
-        return shown_release(sid, info, domain_info, name, eps_v, seed_mode, seed, search,
-                             link_over or f"{ids.DATASET}.data" in ctx.triggered_prop_ids)
+    # callback fired twice charges once. The click is a background callback (a job of its own,
+    # shown step by step, cancelled up to the draw); new data, a new domain or a page load
+    # spends nothing: it shows the workspace's release of that data on that box, if there is
+    # one, and sets the controls to its settings (a link's settings, filled in by `share`, win
+    # on the first load).
+    app.callback(Output(ids.RELEASE, "data", allow_duplicate=True),
+                 Output(ids.RELEASE_STATUS, "children", allow_duplicate=True),
+                 Output(ids.LINK_OVER, "data", allow_duplicate=True),
+                 Input(ids.RELEASE_REQUEST, "data"), State(ids.DATASET, "data"), State(ids.DOMAIN, "data"),
+                 State(ids.MECHANISM, "value"), State(ids.EPSILON_VALUE, "value"),
+                 State({"type": ids.SPLIT, "part": ALL}, "value"),
+                 State({"type": ids.PARAM, "name": ALL}, "value"),
+                 State({"type": ids.PARAM, "name": ALL}, "id"),
+                 State(ids.SEED_MODE, "value"), State(ids.SEED, "value"),
+                 State(ids.POINTS_PER_USER, "value"), State(ids.RELEASE, "data"),
+                 background=True, interval=RELEASE_POLL_MS, cancel=[Input(ids.RELEASE_CANCEL, "n_clicks")],
+                 progress=[Output(ids.RELEASE_PROGRESS_TEXT, "children")], progress_default=[""],
+                 running=[(Output(ids.RELEASE_BUTTON, "disabled"), True, False),
+                          (Output(ids.RELEASE_CANCEL, "hidden"), False, True)],
+                 prevent_initial_call=True)(release_click)
+    app.callback(Output(ids.RELEASE, "data"), Output(ids.RELEASE_STATUS, "children"),
+                 Output(ids.MECHANISM, "value"), Output(ids.EPSILON_VALUE, "value", allow_duplicate=True),
+                 Output(ids.SEED_MODE, "value"), Output(ids.SEED, "value"),
+                 Output(ids.PARAMS_BOX, "children", allow_duplicate=True), Output(ids.LINK_OVER, "data"),
+                 Input(ids.DATASET, "data"), Input(ids.DOMAIN, "data"),
+                 State(ids.MECHANISM, "value"), State(ids.EPSILON_VALUE, "value"),
+                 State(ids.SEED_MODE, "value"), State(ids.SEED, "value"), State(ids.URL, "search"),
+                 State(ids.LINK_OVER, "data"), prevent_initial_call="initial_duplicate")(shown_release)
 
 
+def offer_mechanisms(info):
+    """The mechanisms for the loaded data (the release callback moves the picker)."""
+    kind = (info or {}).get("kind", "points")
+    return mechanism_options(kind, (info or {}).get("counts", False)), recommendation_line(kind)
+
+
+def show_mechanism(name, search):
+    """The mechanism's description, split sliders and parameter controls: at the values of
+    the link the page was opened with when it names this mechanism, else at those of the
+    release shown when it is of this mechanism, else the defaults."""
+    if name not in dp.mechanisms():       # the picker empties while it switches to new data
+        raise PreventUpdate
+    spec = dp.mechanisms()[name]
+    desc = [html.Div(spec.description), html.Div(["Guarantee: ", spec.guarantee], className="guarantee")]
+    return desc, settings_controls(spec, *shown_settings(sessions.session_id(), name, search, spec))
+
+
+def sync_epsilon(typed, v):
+    """The slider writes a rounded ε into the box; a typed ε moves the slider (the box holds
+    the exact value every reader uses)."""
+    if ctx.triggered_id == ids.EPSILON:
+        return epsilon_from_slider(v), no_update
+    try:
+        return no_update, math.log10(epsilon_value(typed))
+    except dp.ParameterError:
+        return no_update, no_update     # the readout says what is wrong
+
+
+def show_epsilon(typed, name, pvals, domain, pids):
+    """The ε typed, checked, and what the mechanism says of it before release (e.g. the shifted
+    grids' equivalent ε)."""
+    try:
+        eps = epsilon_value(typed)
+    except dp.ParameterError as exc:
+        return html.Div(str(exc), className="error")
+    spec = dp.mechanisms().get(name)
+    if spec is None or spec.explain is None:
+        return f"ε = {eps:g}"
+    try:
+        params = spec.resolve_params(read_params(spec, pvals, pids))
+        note = spec.explain(domain_from_store(domain), params, eps)
+    except (dp.ParameterError, LookupError, TypeError) as exc:
+        note = str(exc)
+    return [html.Div(f"ε = {eps:g}"), html.Div(note, className="equivalent-eps")]
+
+
+def show_split(weights, typed, name):
+    """The budget split in percent and ε per part."""
+    spec = dp.mechanisms().get(name)
+    if spec is None or len(weights) != len(spec.budget_parts):
+        return no_update
+    try:
+        return split_readout(spec, split_from_weights(weights), epsilon_value(typed))
+    except dp.ParameterError as exc:
+        return html.Div(str(exc), className="error")
+
+
+RELEASE_POLL_MS = 100      # how often a page asks for a running release (a release takes tens of ms)
 KEEP_CONTROLS = (no_update,) * 5   # the mechanism, ε, seed mode, seed and parameters, as they are
+RELEASING = "Releasing: drawing the noise and charging ε…"
+CANCELLED = "cancelled before its noise was drawn; nothing was charged"
 
 
-def release_click(sid: str, request, info: dict, domain_info, settings: tuple, current) -> tuple:
-    """`run_release`'s first job, a Release click: the release with the panel's `settings`
-    (`spend`'s arguments after the domain), spent once per click's request id; the release store
-    and status line, the controls as they are, and the link's first view over."""
+@background.quick
+def release_click(set_progress, request, info: dict, domain_info, name, eps_v, weights, pvals, pids,
+                  seed_mode, seed, k, current) -> tuple:
+    """A Release click, as a background job of the session: the release with the panel's
+    settings, spent once per click's request id; returns the release store, the status line and
+    the link's first view over. Cancelled before the draw, nothing is spent. A release made
+    while the page moved to other data is recorded (a page showing that data offers it) but
+    not put on the page, which shows the new data's."""
+    if not info:
+        raise PreventUpdate
+    sid = sessions.session_id()
+    set_progress(RELEASING)
+    settings = (name, eps_v, weights, pvals, pids, seed_mode, seed, k)
     try:
         result = workspace.once(sid, (request or {}).get("id"), lambda: spend(sid, info, domain_info, *settings))
     except LookupError as exc:         # the click could not be recorded: nothing ran
         result = {"error": str(exc)}
-    return release_view(result, current) + KEEP_CONTROLS + (True,)
+    if "summary" in result and moved_on(sid, info):
+        raise PreventUpdate
+    return release_view(result, current) + (True,)
 
 
-def shown_release(sid: str, info: dict, domain_info, name, eps_v, seed_mode, seed, search,
-                  link_over: bool) -> tuple:
-    """`run_release`'s other two jobs, when new data, a new box or a page load arrives (spending
-    nothing): the release already paid for and the controls set to its settings, or, on a
-    link's first view (`link_over` false), only a release made with the link's settings, whose
-    controls the link filled in. The picker moves with data of another kind."""
+def moved_on(sid: str, info: dict) -> bool:
+    """True when the session's workspace now shows other data than `info` (the page loaded
+    other data while a release of `info` ran); False when it cannot tell."""
+    try:
+        now = (workspace.get(sid).get("dataset") or {}).get("fingerprint")
+    except LookupError:
+        return False
+    return now not in (None, info["fingerprint"])
+
+
+def shown_release(info: dict, domain_info, name, eps_v, seed_mode, seed, search, link_over) -> tuple:
+    """When new data, a new box or a page load arrives (spending nothing): the release already
+    paid for and the controls set to its settings, or, on a link's first view (the link not yet
+    over: new data ends it), only a release made with the link's settings, whose controls the
+    link filled in. The picker moves with data of another kind. Returns the release store,
+    status line, mechanism, ε, seed mode, seed, parameters and whether the link is over."""
+    if not info:
+        return (None, "") + KEEP_CONTROLS + (no_update,)
+    sid = sessions.session_id()
+    link_over = bool(link_over) or new_data()
     kind = info.get("kind", "points")
     link = link_settings(search, kind) if not link_over else None
     rec, status = paid_release(sid, info, domain_info, link)
@@ -239,6 +285,14 @@ def shown_release(sid: str, info: dict, domain_info, name, eps_v, seed_mode, see
     if link is not None:                   # made with the link's settings: its controls stay
         return (rec, status) + KEEP_CONTROLS + (link_over,)
     return (rec, status) + control_values(rec, name, eps_v, seed_mode, seed) + (link_over,)
+
+
+def new_data() -> bool:
+    """True when the callback running was set off by new data (False outside a Dash callback)."""
+    try:
+        return f"{ids.DATASET}.data" in ctx.triggered_prop_ids
+    except MissingCallbackContextException:
+        return False
 
 
 def spend(sid: str, info: dict, domain_info, name, eps_v, weights, pvals, pids, seed_mode, seed,
@@ -259,6 +313,8 @@ def spend(sid: str, info: dict, domain_info, name, eps_v, weights, pvals, pids, 
         k = points_per_user(info, k)
         check_coverage(state.points(sid, info["fingerprint"]), domain)
         key = releases.release_key(info["fingerprint"], domain, name, params, split, epsilon, seed, k)
+        if background.stop_requested(fresh=True):  # cancelled (or the server stopping): not drawn
+            return {"error": CANCELLED}
         rel = releases.release(sid, key, create=True)
     except (dp.ParameterError, dp.DataError, dp.BudgetError, LookupError) as exc:
         return {"error": str(exc)}

@@ -166,30 +166,34 @@ def register_callbacks(app, config: dict):
                           (Output(ids.PLAN_STATUS, "children"), "Planning… (free)", "")],
                  prevent_initial_call=True)(make_plan)
 
-    @app.callback(Output(ids.MECHANISM, "value", allow_duplicate=True),
-                  Output(ids.EPSILON_VALUE, "value", allow_duplicate=True),
-                  Output(ids.PLAN_PREVIEW, "src"), Output(ids.PLAN_PREVIEW, "hidden"),
-                  Output(ids.PLAN_PREVIEW, "alt"),
-                  Input({"type": ids.PLAN_USE, "mechanism": ALL, "epsilon": ALL}, "n_clicks"),
-                  State(ids.PLAN_MADE, "data"), prevent_initial_call=True)
-    def use(clicks, job):
-        """Fill in the mechanism and ε of a plan's row, and preview it on the twin."""
-        if not ctx.triggered_id or not any(clicks) or not job:
-            return (no_update,) * 5
-        mech, eps = ctx.triggered_id["mechanism"], ctx.triggered_id["epsilon"]
-        if mech not in planning.plannable() or eps not in planning.LADDER:
-            return (no_update,) * 5                       # not a row a plan made
-        try:
-            src = preview_src(job["domain"], job["request"], mech, eps, job.get("k"))
-        except dp.ParameterError:
-            return (no_update,) * 5
-        label = dp.mechanisms()[mech].label
-        return mech, eps, src, False, f"Preview: {label} at ε = {eps:g} on the synthetic city (not your data)"
+    app.callback(Output(ids.MECHANISM, "value", allow_duplicate=True),
+                 Output(ids.EPSILON_VALUE, "value", allow_duplicate=True),
+                 Output(ids.PLAN_PREVIEW, "src"), Output(ids.PLAN_PREVIEW, "hidden"),
+                 Output(ids.PLAN_PREVIEW, "alt"),
+                 Input({"type": ids.PLAN_USE, "mechanism": ALL, "epsilon": ALL}, "n_clicks"),
+                 State(ids.PLAN_MADE, "data"), prevent_initial_call=True)(use)
 
-    @app.callback(Output(ids.RELEASE_BUTTON, "children"), Input(ids.EPSILON_VALUE, "value"))
-    def release_label(typed):
-        """The Release button says what it spends."""
-        try:
-            return f"Release (spends ε = {epsilon_value(typed):g})"
-        except dp.ParameterError:
-            return "Release (spends ε)"
+    app.callback(Output(ids.RELEASE_BUTTON, "children"), Input(ids.EPSILON_VALUE, "value"))(release_label)
+
+
+def use(clicks, job):
+    """Fill in the mechanism and ε of a plan's row, and preview it on the twin."""
+    if not ctx.triggered_id or not any(clicks) or not job:
+        return (no_update,) * 5
+    mech, eps = ctx.triggered_id["mechanism"], ctx.triggered_id["epsilon"]
+    if mech not in planning.plannable() or eps not in planning.LADDER:
+        return (no_update,) * 5                       # not a row a plan made
+    try:
+        src = preview_src(job["domain"], job["request"], mech, eps, job.get("k"))
+    except dp.ParameterError:
+        return (no_update,) * 5
+    label = dp.mechanisms()[mech].label
+    return mech, eps, src, False, f"Preview: {label} at ε = {eps:g} on the synthetic city (not your data)"
+
+
+def release_label(typed):
+    """The Release button says what it spends."""
+    try:
+        return f"Release (spends ε = {epsilon_value(typed):g})"
+    except dp.ParameterError:
+        return "Release (spends ε)"

@@ -342,42 +342,49 @@ def page(pid: str, config: dict) -> list:
 
 
 def register_callbacks(app: Dash, config: dict):
-    @app.callback(Output(ANSWERS, "data"), Output(ANSWER_NOTES, "children"),
-                  Input(EDIT, "geojson"), State(PID, "data"), prevent_initial_call=True)
-    def answer(geojson, pid):
-        """Drawn rectangles answered from the published release: post-processing, free."""
-        try:
-            rel = services.current().published.release(pid)
-        except LookupError as exc:
-            return [], html.Div(str(exc), className="warning")
-        rows, notes = answer_rows(rel, geojson)
-        return rows, [html.Div(n, className="warning") for n in rel.warnings() + notes]
+    app.callback(Output(ANSWERS, "data"), Output(ANSWER_NOTES, "children"),
+                 Input(EDIT, "geojson"), State(PID, "data"), prevent_initial_call=True)(answer)
 
-    @app.callback(Output(DOWNLOAD, "data"), Input(GEOJSON_BUTTON, "n_clicks"),
-                  Input(CSV_BUTTON, "n_clicks"), Input(PNG_BUTTON, "n_clicks"), State(PID, "data"),
-                  prevent_initial_call=True)
-    def save(_g, _c, _p, pid):
-        if ctx.triggered_id is None or not ctx.triggered[0]["value"]:
-            return no_update
-        try:
-            return download(ctx.triggered_id, pid)
-        except LookupError:
-            return no_update
+    app.callback(Output(DOWNLOAD, "data"), Input(GEOJSON_BUTTON, "n_clicks"),
+                 Input(CSV_BUTTON, "n_clicks"), Input(PNG_BUTTON, "n_clicks"), State(PID, "data"),
+                 prevent_initial_call=True)(save)
 
-    @app.callback(Output(CONTENT, "children"), Output(UNPUBLISH_STATUS, "children"),
-                  Input(UNPUBLISH, "submit_n_clicks"), State(PID, "data"), prevent_initial_call=True)
-    def unpublish(n, pid):
-        """Unpublish, for the owner only: ownership is checked here, whatever the page showed."""
-        if not n:
-            return no_update, no_update
-        if not is_owner():
-            return no_update, html.Div(f"Not unpublished: {NOT_OWNER}.", className="error")
-        services.current().published.unpublish(pid)
-        return [html.H1("No longer published"),
-                html.P("This release was unpublished: its page and address no longer work.", className="ok"),
-                html.P(["See what is still published in the ",
-                        html.A("gallery of published releases", href=BASE), "."])], no_update
+    app.callback(Output(CONTENT, "children"), Output(UNPUBLISH_STATUS, "children"),
+                 Input(UNPUBLISH, "submit_n_clicks"), State(PID, "data"), prevent_initial_call=True)(unpublish)
 
     app.clientside_callback(      # the hover readout reads the published counts (dpMap.hover)
         "function (data) { window.dpGrid = data; return window.dash_clientside.no_update; }",
         Output(GRID, "id"), Input(GRID, "data"))
+
+
+def answer(geojson, pid):
+    """Drawn rectangles answered from the published release: post-processing, free."""
+    try:
+        rel = services.current().published.release(pid)
+    except LookupError as exc:
+        return [], html.Div(str(exc), className="warning")
+    rows, notes = answer_rows(rel, geojson)
+    return rows, [html.Div(n, className="warning") for n in rel.warnings() + notes]
+
+
+def save(_g, _c, _p, pid):
+    """A download button of the public page: the published release in that format."""
+    if ctx.triggered_id is None or not ctx.triggered[0]["value"]:
+        return no_update
+    try:
+        return download(ctx.triggered_id, pid)
+    except LookupError:
+        return no_update
+
+
+def unpublish(n, pid):
+    """Unpublish, for the owner only: ownership is checked here, whatever the page showed."""
+    if not n:
+        return no_update, no_update
+    if not is_owner():
+        return no_update, html.Div(f"Not unpublished: {NOT_OWNER}.", className="error")
+    services.current().published.unpublish(pid)
+    return [html.H1("No longer published"),
+            html.P("This release was unpublished: its page and address no longer work.", className="ok"),
+            html.P(["See what is still published in the ",
+                    html.A("gallery of published releases", href=BASE), "."])], no_update

@@ -253,115 +253,132 @@ def label_layer(rect: dp.Rect, label: str, outline: bool):
 
 
 def register_callbacks(app, config: dict):
-    @app.callback(Output(ids.QUERY_EXTRA, "data"), Output(ids.QUERY_MESSAGE, "children"),
-                  Output(ids.QUERY_TYPED, "value"),
-                  Input(ids.RANDOM_BUTTON, "n_clicks"), Input(ids.QUERY_TYPED_BUTTON, "n_clicks"),
-                  Input(ids.QUERY_TYPED, "n_submit"), Input(ids.CLEAR_BUTTON, "n_clicks"),
-                  State(ids.RANDOM_N, "value"), State(ids.RANDOM_AREA, "value"),
-                  State(ids.QUERY_TYPED, "value"), State(ids.QUERY_EXTRA, "data"),
-                  State(ids.RELEASE, "data"),
-                  prevent_initial_call=True)
-    def add_rects(_r, _t, _s, _c, n, area, typed, extra, rinfo):
-        """Add random or typed rectangles; a typed one empties the box, so Enter followed by Add
-        adds it once."""
-        extra = list(extra or [])
-        if ctx.triggered_id == ids.CLEAR_BUTTON:
-            return [], "", no_update
-        typing = ctx.triggered_id != ids.RANDOM_BUTTON
-        if typing and not (typed or "").strip():
-            return no_update, no_update, no_update           # already added (Enter, then Add)
-        if not rinfo:
-            return no_update, "Run a release first.", no_update
-        domain = releases.key_domain(rinfo["key"])
-        try:
-            if not typing:
-                seed = len(extra) + 1000 * (_r or 0)   # public randomness: never reads the data
-                rects = dp.random_workload(domain, int(n or 1), area_frac=float(area), rng=seed)
-                return extra + [list(map(float, r)) for r in rects], "", no_update
-            rect = parse_typed(typed)
-            inside, clipped = fit_to_domain(rect, domain)
-        except (dp.ParameterError, ValueError) as exc:
-            return no_update, html.Div(f"Not added: {exc}.", className="error"), no_update
-        note = html.Div(f"R{len(extra) + 1} reaches outside the public domain: it is answered "
-                        f"clipped to {_fmt(inside)}.", className="warning") if clipped else ""
-        return extra + [list(rect.as_array())], note, ""
+    app.callback(Output(ids.QUERY_EXTRA, "data"), Output(ids.QUERY_MESSAGE, "children"),
+                 Output(ids.QUERY_TYPED, "value"),
+                 Input(ids.RANDOM_BUTTON, "n_clicks"), Input(ids.QUERY_TYPED_BUTTON, "n_clicks"),
+                 Input(ids.QUERY_TYPED, "n_submit"), Input(ids.CLEAR_BUTTON, "n_clicks"),
+                 State(ids.RANDOM_N, "value"), State(ids.RANDOM_AREA, "value"),
+                 State(ids.QUERY_TYPED, "value"), State(ids.QUERY_EXTRA, "data"),
+                 State(ids.RELEASE, "data"),
+                 prevent_initial_call=True)(add_rects)
 
-    @app.callback(Output(ids.QUERY_EXTRA, "data", allow_duplicate=True),
-                  Output(ids.QUERY_MESSAGE, "children", allow_duplicate=True),
-                  Output(ids.EDIT, "editToolbar"),
-                  Input(ids.DATASET, "data"), prevent_initial_call=True)
-    def clear_for_new_data(info):
-        """New data: the rectangles drawn, typed or drawn at random for the old data go (they
-        were asked of another dataset, often in another place)."""
-        return [], "", {"mode": "remove", "action": "clear all", "n_clicks": time.time()}
+    app.callback(Output(ids.QUERY_EXTRA, "data", allow_duplicate=True),
+                 Output(ids.QUERY_MESSAGE, "children", allow_duplicate=True),
+                 Output(ids.EDIT, "editToolbar"),
+                 Input(ids.DATASET, "data"), prevent_initial_call=True)(clear_for_new_data)
 
-    @app.callback(Input(ids.QUERY_EXTRA, "data"), prevent_initial_call=True)
-    def keep_rects(extra):
-        """The workspace keeps the typed and random rectangles: a reload shows them again."""
-        workspace.set_queries(sessions.session_id(), extra or [])
+    app.callback(Input(ids.QUERY_EXTRA, "data"), prevent_initial_call=True)(keep_rects)
 
-    @app.callback(Output(ids.QUERY_RANDOM_NOUN, "children"), Input(ids.RANDOM_N, "value"))
-    def random_noun(n):
-        return f" random {plural(n or 0, 'rectangle')} of "
+    app.callback(Output(ids.QUERY_RANDOM_NOUN, "children"), Input(ids.RANDOM_N, "value"))(random_noun)
 
-    @app.callback(Output(ids.DRAWN, "children"), Input(ids.QUERY_EXTRA, "data"), Input(ids.EDIT, "geojson"))
-    def draw_labels(extra, geojson):
-        """Every rectangle's row label on the map (Q for drawn, R for typed and random). A
-        drawing is kept in the workspace first, so a reload shows it again as a kept rectangle
-        (the drawing tool cannot be given shapes back), and once its label shows it is kept."""
-        drew = f"{ids.EDIT}.geojson" in ctx.triggered_prop_ids      # with the typed list too, at times
-        if drew and inputs.fits(geojson, inputs.PROPS["geojson"][0]):
-            rects = [r.as_array() for r in rects_from_geojson(geojson)]
-            workspace.set_drawn(sessions.session_id(), [r for r in rects if np.isfinite(r).all()])
-        return [label_layer(r, label, outline=label.startswith("R"))
-                for label, r in labelled_rects(geojson, extra)]
+    app.callback(Output(ids.DRAWN, "children"), Input(ids.QUERY_EXTRA, "data"), Input(ids.EDIT, "geojson"))(draw_labels)
 
-    @app.callback(Output(ids.QUERY_TABLE, "data"), Output(ids.QUERY_TABLE, "columns"),
-                  Output(ids.QUERY_WARNING, "children"), Output(ids.QUERY_COUNT, "children"),
-                  Input(ids.EDIT, "geojson"), Input(ids.QUERY_EXTRA, "data"), Input(ids.RELEASE, "data"),
-                  Input(ids.EULER_STAGE, "value"))
-    def compare(geojson, extra, rinfo, stage):
-        sid = sessions.session_id()
-        if not rinfo:       # new data without a release: no answers of the previous data stay
-            return [], no_update, html.Div("No release of the data now loaded yet, so there are "
-                                           "no private answers: release it in step 3 (Release).",
-                                           className="warning"), ""
-        try:
-            rel, stage, queries, notes = current_queries(sid, rinfo, geojson, extra, stage)
-            data = state.points(sid, releases.key_fingerprint(rinfo["key"]))
-        except LookupError:
-            return [], no_update, "", ""
-        rows = comparison_rows(rel, data, queries, stage)
-        warnings = [html.Div(w, className="warning") for w in rel.warnings() + notes]
-        count = f"{len(rows):,} {plural(len(rows), 'row')}"
-        return rows, columns_for(rel, stage), warnings or "", count
+    app.callback(Output(ids.QUERY_TABLE, "data"), Output(ids.QUERY_TABLE, "columns"),
+                 Output(ids.QUERY_WARNING, "children"), Output(ids.QUERY_COUNT, "children"),
+                 Input(ids.EDIT, "geojson"), Input(ids.QUERY_EXTRA, "data"), Input(ids.RELEASE, "data"),
+                 Input(ids.EULER_STAGE, "value"))(compare)
 
-    @app.callback(Output(ids.QUERY_CSV_DOWNLOAD, "data"),
-                  Output(ids.QUERY_MESSAGE, "children", allow_duplicate=True),
-                  Input(ids.QUERY_CSV_BUTTON, "n_clicks"),
-                  State(ids.EDIT, "geojson"), State(ids.QUERY_EXTRA, "data"), State(ids.RELEASE, "data"),
-                  State(ids.EULER_STAGE, "value"),
-                  prevent_initial_call=True)
-    def download(_n, geojson, extra, rinfo, stage):
-        """The query table's public columns as CSV, under the release's provenance block; built
-        from the release alone (no data read)."""
-        if not rinfo:
-            return no_update, "Run a release first."
-        try:
-            rel, stage, queries, _ = current_queries(sessions.session_id(), rinfo, geojson, extra, stage)
-        except LookupError as exc:
-            return no_update, html.Div(str(exc), className="error")
-        if stage == EXACT_STAGE:
-            return no_update, html.Div("The exact stage shows true counts, which are never exported: "
-                                       "choose a private stage to download.", className="error")
-        if not queries:
-            return no_update, "No rectangles to download yet."
-        if rel.domain.leaky:
-            return no_update, html.Div("The domain was fitted to the data, so rectangles clipped to it "
-                                       "would publish the data's extremes: choose a listed or typed "
-                                       "box to download.", className="error")
-        account = state.account(sessions.session_id(), releases.key_fingerprint(rinfo["key"]))
-        text = csv_text(public_rows(rel, queries), rel.capabilities.snapping, rel.private,
-                        provenance(rel, account.spent, account.total))
-        name = f"queries_{rel.mechanism}" + ("" if rel.private else "_NOT_PRIVATE")
-        return dcc.send_string(text, f"{name}.csv"), ""
+    app.callback(Output(ids.QUERY_CSV_DOWNLOAD, "data"),
+                 Output(ids.QUERY_MESSAGE, "children", allow_duplicate=True),
+                 Input(ids.QUERY_CSV_BUTTON, "n_clicks"),
+                 State(ids.EDIT, "geojson"), State(ids.QUERY_EXTRA, "data"), State(ids.RELEASE, "data"),
+                 State(ids.EULER_STAGE, "value"),
+                 prevent_initial_call=True)(download)
+
+
+def add_rects(_r, _t, _s, _c, n, area, typed, extra, rinfo):
+    """Add random or typed rectangles; a typed one empties the box, so Enter followed by Add
+    adds it once."""
+    extra = list(extra or [])
+    if ctx.triggered_id == ids.CLEAR_BUTTON:
+        return [], "", no_update
+    typing = ctx.triggered_id != ids.RANDOM_BUTTON
+    if typing and not (typed or "").strip():
+        return no_update, no_update, no_update           # already added (Enter, then Add)
+    if not rinfo:
+        return no_update, "Run a release first.", no_update
+    domain = releases.key_domain(rinfo["key"])
+    try:
+        if not typing:
+            seed = len(extra) + 1000 * (_r or 0)   # public randomness: never reads the data
+            rects = dp.random_workload(domain, int(n or 1), area_frac=float(area), rng=seed)
+            return extra + [list(map(float, r)) for r in rects], "", no_update
+        rect = parse_typed(typed)
+        inside, clipped = fit_to_domain(rect, domain)
+    except (dp.ParameterError, ValueError) as exc:
+        return no_update, html.Div(f"Not added: {exc}.", className="error"), no_update
+    note = html.Div(f"R{len(extra) + 1} reaches outside the public domain: it is answered "
+                    f"clipped to {_fmt(inside)}.", className="warning") if clipped else ""
+    return extra + [list(rect.as_array())], note, ""
+
+
+def clear_for_new_data(info):
+    """New data: the rectangles drawn, typed or drawn at random for the old data go (they
+    were asked of another dataset, often in another place)."""
+    return [], "", {"mode": "remove", "action": "clear all", "n_clicks": time.time()}
+
+
+def keep_rects(extra):
+    """The workspace keeps the typed and random rectangles: a reload shows them again."""
+    workspace.set_queries(sessions.session_id(), extra or [])
+
+
+def random_noun(n):
+    """The words between the count and the size in the random-rectangles line."""
+    return f" random {plural(n or 0, 'rectangle')} of "
+
+
+def draw_labels(extra, geojson):
+    """Every rectangle's row label on the map (Q for drawn, R for typed and random). A
+    drawing is kept in the workspace first, so a reload shows it again as a kept rectangle
+    (the drawing tool cannot be given shapes back), and once its label shows it is kept."""
+    drew = f"{ids.EDIT}.geojson" in ctx.triggered_prop_ids      # with the typed list too, at times
+    if drew and inputs.fits(geojson, inputs.PROPS["geojson"][0]):
+        rects = [r.as_array() for r in rects_from_geojson(geojson)]
+        workspace.set_drawn(sessions.session_id(), [r for r in rects if np.isfinite(r).all()])
+    return [label_layer(r, label, outline=label.startswith("R"))
+            for label, r in labelled_rects(geojson, extra)]
+
+
+def compare(geojson, extra, rinfo, stage):
+    """The drawn and typed rectangles answered by the release beside the true counts, with its
+    error summary and notes."""
+    sid = sessions.session_id()
+    if not rinfo:       # new data without a release: no answers of the previous data stay
+        return [], no_update, html.Div("No release of the data now loaded yet, so there are "
+                                       "no private answers: release it in step 3 (Release).",
+                                       className="warning"), ""
+    try:
+        rel, stage, queries, notes = current_queries(sid, rinfo, geojson, extra, stage)
+        data = state.points(sid, releases.key_fingerprint(rinfo["key"]))
+    except LookupError:
+        return [], no_update, "", ""
+    rows = comparison_rows(rel, data, queries, stage)
+    warnings = [html.Div(w, className="warning") for w in rel.warnings() + notes]
+    count = f"{len(rows):,} {plural(len(rows), 'row')}"
+    return rows, columns_for(rel, stage), warnings or "", count
+
+
+def download(_n, geojson, extra, rinfo, stage):
+    """The query table's public columns as CSV, under the release's provenance block; built
+    from the release alone (no data read)."""
+    if not rinfo:
+        return no_update, "Run a release first."
+    try:
+        rel, stage, queries, _ = current_queries(sessions.session_id(), rinfo, geojson, extra, stage)
+    except LookupError as exc:
+        return no_update, html.Div(str(exc), className="error")
+    if stage == EXACT_STAGE:
+        return no_update, html.Div("The exact stage shows true counts, which are never exported: "
+                                   "choose a private stage to download.", className="error")
+    if not queries:
+        return no_update, "No rectangles to download yet."
+    if rel.domain.leaky:
+        return no_update, html.Div("The domain was fitted to the data, so rectangles clipped to it "
+                                   "would publish the data's extremes: choose a listed or typed "
+                                   "box to download.", className="error")
+    account = state.account(sessions.session_id(), releases.key_fingerprint(rinfo["key"]))
+    text = csv_text(public_rows(rel, queries), rel.capabilities.snapping, rel.private,
+                    provenance(rel, account.spent, account.total))
+    name = f"queries_{rel.mechanism}" + ("" if rel.private else "_NOT_PRIVATE")
+    return dcc.send_string(text, f"{name}.csv"), ""

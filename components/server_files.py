@@ -134,18 +134,20 @@ def register_callbacks(app, config: dict):
                           (Output(ids.SERVER_PROGRESS, "hidden"), False, True)],
                  prevent_initial_call=True)(open_files)
 
-    @app.callback(Output(ids.DOMAIN_PRESET, "value", allow_duplicate=True),
-                  Output({"type": ids.DOMAIN_BOX, "side": "west"}, "value", allow_duplicate=True),
-                  Output({"type": ids.DOMAIN_BOX, "side": "south"}, "value", allow_duplicate=True),
-                  Output({"type": ids.DOMAIN_BOX, "side": "east"}, "value", allow_duplicate=True),
-                  Output({"type": ids.DOMAIN_BOX, "side": "north"}, "value", allow_duplicate=True),
-                  Input(ids.COUNTS_BOX, "n_clicks"), State(ids.DATASET, "data"),
-                  prevent_initial_call=True)
-    def use_counts_box(clicks, info):
-        """The alert's button: release over the box the counts were made on."""
-        if not clicks or not info or not info.get("box"):
-            return (no_update,) * 5
-        return (controls.CUSTOM, *info["box"])
+    app.callback(Output(ids.DOMAIN_PRESET, "value", allow_duplicate=True),
+                 Output({"type": ids.DOMAIN_BOX, "side": "west"}, "value", allow_duplicate=True),
+                 Output({"type": ids.DOMAIN_BOX, "side": "south"}, "value", allow_duplicate=True),
+                 Output({"type": ids.DOMAIN_BOX, "side": "east"}, "value", allow_duplicate=True),
+                 Output({"type": ids.DOMAIN_BOX, "side": "north"}, "value", allow_duplicate=True),
+                 Input(ids.COUNTS_BOX, "n_clicks"), State(ids.DATASET, "data"),
+                 prevent_initial_call=True)(use_counts_box)
+
+
+def use_counts_box(clicks, info):
+    """The alert's button: release over the box the counts were made on."""
+    if not clicks or not info or not info.get("box"):
+        return (no_update,) * 5
+    return (controls.CUSTOM, *info["box"])
 
 
 def _cells(value) -> int:

@@ -24,7 +24,7 @@ from dp.errors import MissingExtra
 from dp.feature_files import geojson_text
 
 from . import ids, render
-from .data_panel import decode_upload
+from .data_panel import decode_upload, upload_limit
 from .help import help_box
 from .numbers import count_of
 from .map_panel import legend_box
@@ -253,110 +253,118 @@ def summary(sc: shapes.ShapeCounts, kind: str) -> html.Div:
 
 def register_callbacks(app, config: dict):
     """The declaration, the upload, the choropleth and the downloads."""
-    max_bytes = int(config["max_upload_mb"] * 1e6)
+    app.callback(Output(ids.SHAPES_UPLOAD, "disabled"), Input(ids.SHAPES_PUBLIC, "value"))(declared)
 
-    @app.callback(Output(ids.SHAPES_UPLOAD, "disabled"), Input(ids.SHAPES_PUBLIC, "value"))
-    def declared(public):
-        """Districts upload only once declared public."""
-        return "public" not in (public or [])
+    app.callback(Output(ids.SHAPES_FILE, "children"), Output(ids.SHAPES_KIND, "value"),
+                 Output(ids.SHAPES_TICK, "data"), Output(ids.SHAPES_STATUS, "children"),
+                 Output(ids.SHAPES_UPLOAD, "contents"),
+                 Input(ids.SHAPES_UPLOAD, "contents"), State(ids.SHAPES_UPLOAD, "filename"),
+                 State(ids.SHAPES_PUBLIC, "value"), prevent_initial_call=True)(upload)
 
-    @app.callback(Output(ids.SHAPES_FILE, "children"), Output(ids.SHAPES_KIND, "value"),
-                  Output(ids.SHAPES_TICK, "data"), Output(ids.SHAPES_STATUS, "children"),
-                  Output(ids.SHAPES_UPLOAD, "contents"),
-                  Input(ids.SHAPES_UPLOAD, "contents"), State(ids.SHAPES_UPLOAD, "filename"),
-                  State(ids.SHAPES_PUBLIC, "value"), prevent_initial_call=True)
-    def upload(contents, filename, public):
-        """Keep an uploaded district file (declared public: checked here too, whatever the page
-        sent) for this session and switch to it; anything wrong is said and the districts
-        loaded before stay."""
-        if contents is None:
-            return no_update, no_update, no_update, no_update, no_update
+    app.callback(Output(ids.SHAPES_H3_RES, "options"), Output(ids.SHAPES_H3_RES, "value"),
+                 Input(ids.RELEASE, "data"))(fit_sizes)
 
-        def refused(text: str):
-            return (no_update, no_update, no_update,
-                    html.Div(f"Not loaded: {text}. The districts loaded before are kept.",
-                             className="error"), None)
-        if "public" not in (public or []):
-            return refused("tick that these districts are public first (counts per shape are "
-                           "private only for shapes that do not depend on the data)")
-        if not sessions.public_uploads():
-            return refused(state.UPLOADS_OFF)
-        sid = sessions.session_id()
-        try:
-            ids_, polys = read_districts(contents, filename, max_bytes)
-        except (dp.DataError, MissingExtra) as exc:
-            return refused(str(exc))
-        before = choice_of(sid)["districts"]
-        key = f"shapes:{sid}:{secrets.token_hex(12)}"
-        if not services.current().store.set(key, {"ids": ids_, "wkb": shapely.to_wkb(polys)}):
-            return refused(state.FULL)
-        if before:
-            services.current().store.delete(before["key"])
-        districts = {"key": key, "name": filename or "districts", "n": len(ids_)}
-        _remember(sid, kind="districts", districts=districts)
-        return districts_note(districts), "districts", key.rsplit(":", 1)[1], "", None
+    app.callback(Output(ids.SHAPES_LAYER, "children"), Output(ids.SHAPES_LEGEND, "children"),
+                 Output(ids.SHAPES_STATUS, "children", allow_duplicate=True),
+                 Input(ids.SHAPES_SHOW, "n_clicks"), Input(ids.SHAPES_HIDE, "n_clicks"),
+                 Input(ids.SHAPES_KIND, "value"), Input(ids.SHAPES_H3_RES, "value"),
+                 Input(ids.SHAPES_TICK, "data"), Input(ids.RELEASE, "data"),
+                 prevent_initial_call="initial_duplicate")(draw)
 
-    @app.callback(Output(ids.SHAPES_H3_RES, "options"), Output(ids.SHAPES_H3_RES, "value"),
-                  Input(ids.RELEASE, "data"))
-    def fit_sizes(rinfo):
-        """The sizes offered for the shown release's box; a release of other data or another box
-        hides the layer and takes the chosen size, or the finest that fits."""
-        if not rinfo:
-            return res_options(None), no_update
-        sid, place = sessions.session_id(), place_of(rinfo)
-        choice, domain = choice_of(sid), releases.key_domain(rinfo["key"])
-        res = fitted_res(domain, choice["res"])
-        if choice["place"] != place:
-            choice = _remember(sid, res=res, shown=False, place=place)
-        return res_options(domain), choice["res"]
+    app.callback(Output(ids.SHAPES_DOWNLOAD, "data"), Output(ids.SHAPES_STATUS, "children",
+                                                             allow_duplicate=True),
+                 Input(ids.SHAPES_DL_GEOJSON, "n_clicks"), Input(ids.SHAPES_DL_PARQUET, "n_clicks"),
+                 State(ids.SHAPES_KIND, "value"), State(ids.SHAPES_H3_RES, "value"),
+                 State(ids.RELEASE, "data"), prevent_initial_call=True)(download)
 
-    @app.callback(Output(ids.SHAPES_LAYER, "children"), Output(ids.SHAPES_LEGEND, "children"),
-                  Output(ids.SHAPES_STATUS, "children", allow_duplicate=True),
-                  Input(ids.SHAPES_SHOW, "n_clicks"), Input(ids.SHAPES_HIDE, "n_clicks"),
-                  Input(ids.SHAPES_KIND, "value"), Input(ids.SHAPES_H3_RES, "value"),
-                  Input(ids.SHAPES_TICK, "data"), Input(ids.RELEASE, "data"),
-                  prevent_initial_call="initial_duplicate")
-    def draw(_show, _hide, kind, res, _tick, rinfo):
-        """The choropleth of the shown release for the chosen shapes, when shown; it follows
-        the release and the choice, and a page load draws what the workspace says is shown."""
-        sid = sessions.session_id()
-        trigger = ctx.triggered_id
-        if trigger in (ids.SHAPES_SHOW, ids.SHAPES_HIDE):
-            choice = _remember(sid, kind=kind, res=res, shown=trigger == ids.SHAPES_SHOW, place=place_of(rinfo))
-        elif trigger in (ids.SHAPES_KIND, ids.SHAPES_H3_RES):
-            choice = _remember(sid, kind=kind, res=res)
-        else:
-            choice = choice_of(sid)
-        if not choice["shown"] or choice["place"] != place_of(rinfo):     # other data or box: hidden
-            return [], [], "" if trigger == ids.SHAPES_HIDE else no_update
-        if not rinfo:
-            return [], [], html.Div("No release yet: press Release first (step 3).", className="warning")
-        try:
-            sc = counts_for(sid, rinfo["key"], choice)
-        except (dp.ParameterError, dp.DataError, LookupError) as exc:
-            return [], [], html.Div(f"Not shown: {exc}.", className="warning")
-        return (*choropleth(sc, releases.key_domain(rinfo["key"])), summary(sc, choice["kind"]))
 
-    @app.callback(Output(ids.SHAPES_DOWNLOAD, "data"), Output(ids.SHAPES_STATUS, "children",
-                                                              allow_duplicate=True),
-                  Input(ids.SHAPES_DL_GEOJSON, "n_clicks"), Input(ids.SHAPES_DL_PARQUET, "n_clicks"),
-                  State(ids.SHAPES_KIND, "value"), State(ids.SHAPES_H3_RES, "value"),
-                  State(ids.RELEASE, "data"), prevent_initial_call=True)
-    def download(_geojson, _parquet, kind, res, rinfo):
-        """The chosen shapes' counts, intervals and resolved shares with the release's
-        provenance; a release that is not private is named so in the file name."""
-        if not rinfo:
-            return no_update, html.Div("No release yet: press Release first (step 3).", className="warning")
-        sid = sessions.session_id()
-        choice = choice_of(sid, kind=kind, res=res)
-        try:
-            sc = counts_for(sid, rinfo["key"], choice)
-        except (dp.ParameterError, dp.DataError, LookupError) as exc:
-            return no_update, html.Div(f"Nothing downloaded: {exc}.", className="warning")
-        name = (f"counts_{'h3_' + str(choice['res']) if choice['kind'] == 'h3' else 'districts'}"
-                f"{'' if is_private(sc) else '_NOT_PRIVATE'}")
-        if ctx.triggered_id == ids.SHAPES_DL_PARQUET:
-            out = io.BytesIO()
-            sc.to_parquet(out)
-            return dcc.send_bytes(out.getvalue(), f"{name}.parquet"), no_update
-        return dict(content=geojson_text(sc.to_geojson(), sc.provenance), filename=f"{name}.geojson"), no_update
+def upload(contents, filename, public):
+    """Keep an uploaded district file (declared public: checked here too, whatever the page
+    sent) for this session and switch to it; anything wrong is said and the districts
+    loaded before stay."""
+    if contents is None:
+        return no_update, no_update, no_update, no_update, no_update
+
+    def refused(text: str):
+        return (no_update, no_update, no_update,
+                html.Div(f"Not loaded: {text}. The districts loaded before are kept.",
+                         className="error"), None)
+    if "public" not in (public or []):
+        return refused("tick that these districts are public first (counts per shape are "
+                       "private only for shapes that do not depend on the data)")
+    if not sessions.public_uploads():
+        return refused(state.UPLOADS_OFF)
+    sid = sessions.session_id()
+    try:
+        ids_, polys = read_districts(contents, filename, upload_limit())
+    except (dp.DataError, MissingExtra) as exc:
+        return refused(str(exc))
+    before = choice_of(sid)["districts"]
+    key = f"shapes:{sid}:{secrets.token_hex(12)}"
+    if not services.current().store.set(key, {"ids": ids_, "wkb": shapely.to_wkb(polys)}):
+        return refused(state.FULL)
+    if before:
+        services.current().store.delete(before["key"])
+    districts = {"key": key, "name": filename or "districts", "n": len(ids_)}
+    _remember(sid, kind="districts", districts=districts)
+    return districts_note(districts), "districts", key.rsplit(":", 1)[1], "", None
+
+
+def declared(public):
+    """Districts upload only once declared public."""
+    return "public" not in (public or [])
+
+
+def fit_sizes(rinfo):
+    """The sizes offered for the shown release's box; a release of other data or another box
+    hides the layer and takes the chosen size, or the finest that fits."""
+    if not rinfo:
+        return res_options(None), no_update
+    sid, place = sessions.session_id(), place_of(rinfo)
+    choice, domain = choice_of(sid), releases.key_domain(rinfo["key"])
+    res = fitted_res(domain, choice["res"])
+    if choice["place"] != place:
+        choice = _remember(sid, res=res, shown=False, place=place)
+    return res_options(domain), choice["res"]
+
+
+def draw(_show, _hide, kind, res, _tick, rinfo):
+    """The choropleth of the shown release for the chosen shapes, when shown; it follows
+    the release and the choice, and a page load draws what the workspace says is shown."""
+    sid = sessions.session_id()
+    trigger = ctx.triggered_id
+    if trigger in (ids.SHAPES_SHOW, ids.SHAPES_HIDE):
+        choice = _remember(sid, kind=kind, res=res, shown=trigger == ids.SHAPES_SHOW, place=place_of(rinfo))
+    elif trigger in (ids.SHAPES_KIND, ids.SHAPES_H3_RES):
+        choice = _remember(sid, kind=kind, res=res)
+    else:
+        choice = choice_of(sid)
+    if not choice["shown"] or choice["place"] != place_of(rinfo):     # other data or box: hidden
+        return [], [], "" if trigger == ids.SHAPES_HIDE else no_update
+    if not rinfo:
+        return [], [], html.Div("No release yet: press Release first (step 3).", className="warning")
+    try:
+        sc = counts_for(sid, rinfo["key"], choice)
+    except (dp.ParameterError, dp.DataError, LookupError) as exc:
+        return [], [], html.Div(f"Not shown: {exc}.", className="warning")
+    return (*choropleth(sc, releases.key_domain(rinfo["key"])), summary(sc, choice["kind"]))
+
+
+def download(_geojson, _parquet, kind, res, rinfo):
+    """The chosen shapes' counts, intervals and resolved shares with the release's
+    provenance; a release that is not private is named so in the file name."""
+    if not rinfo:
+        return no_update, html.Div("No release yet: press Release first (step 3).", className="warning")
+    sid = sessions.session_id()
+    choice = choice_of(sid, kind=kind, res=res)
+    try:
+        sc = counts_for(sid, rinfo["key"], choice)
+    except (dp.ParameterError, dp.DataError, LookupError) as exc:
+        return no_update, html.Div(f"Nothing downloaded: {exc}.", className="warning")
+    name = (f"counts_{'h3_' + str(choice['res']) if choice['kind'] == 'h3' else 'districts'}"
+            f"{'' if is_private(sc) else '_NOT_PRIVATE'}")
+    if ctx.triggered_id == ids.SHAPES_DL_PARQUET:
+        out = io.BytesIO()
+        sc.to_parquet(out)
+        return dcc.send_bytes(out.getvalue(), f"{name}.parquet"), no_update
+    return dict(content=geojson_text(sc.to_geojson(), sc.provenance), filename=f"{name}.geojson"), no_update

@@ -108,49 +108,55 @@ def _domain(name: str | None, box: str | None) -> tuple[dp.Domain, str]:
 
 
 def register_callbacks(app, config: dict):
-    @app.callback(Output(ids.MECHANISM, "value", allow_duplicate=True),
-                  Output(ids.EPSILON_VALUE, "value", allow_duplicate=True),
-                  Output(ids.DOMAIN_PRESET, "value", allow_duplicate=True),
-                  Output({"type": ids.DOMAIN_BOX, "side": ALL}, "value", allow_duplicate=True),
-                  Output(ids.SEED_MODE, "value", allow_duplicate=True),
-                  Input(ids.URL, "search"), prevent_initial_call="initial_duplicate")
-    def apply_link(search):
-        """Fill in the controls a link carries, with fresh randomness (a link carries no seed);
-        nothing is released until Release is pressed."""
-        s = valid_link(search)
-        if s is None:
-            raise PreventUpdate
-        box = list(s.domain.bounds) if s.preset == CUSTOM else [None] * len(SIDES)
-        return s.mechanism, s.epsilon, s.preset, box, "fresh"
+    app.callback(Output(ids.MECHANISM, "value", allow_duplicate=True),
+                 Output(ids.EPSILON_VALUE, "value", allow_duplicate=True),
+                 Output(ids.DOMAIN_PRESET, "value", allow_duplicate=True),
+                 Output({"type": ids.DOMAIN_BOX, "side": ALL}, "value", allow_duplicate=True),
+                 Output(ids.SEED_MODE, "value", allow_duplicate=True),
+                 Input(ids.URL, "search"), prevent_initial_call="initial_duplicate")(apply_link)
 
-    @app.callback(Output(ids.SHARE_NOTE, "children"), Input(ids.URL, "search"))
-    def say_link(search):
-        """Whether the link's settings were applied, and if not, why."""
-        try:
-            s = from_query(search)
-        except dp.ParameterError as exc:
-            return html.Div(["This link's settings were not applied: ", str(exc)], className="error")
-        if s is None:
-            return ""
-        return html.Div(f"Settings from the link: {dp.mechanisms()[s.mechanism].label}, "
-                        f"ε = {s.epsilon:g}, domain {s.domain.name}.", className="ok")
+    app.callback(Output(ids.SHARE_NOTE, "children"), Input(ids.URL, "search"))(say_link)
 
-    @app.callback(Output(ids.SHARE_LINK, "value"),
-                  Input(ids.SHARE_BUTTON, "n_clicks"),
-                  State(ids.URL, "href"), State(ids.MECHANISM, "value"), State(ids.EPSILON_VALUE, "value"),
-                  State({"type": ids.SPLIT, "part": ALL}, "value"),
-                  State({"type": ids.PARAM, "name": ALL}, "value"),
-                  State({"type": ids.PARAM, "name": ALL}, "id"), State(ids.DOMAIN, "data"),
-                  prevent_initial_call=True)
-    def make_link(_, href, name, eps, weights, pvals, pids, domain_info):
-        """A link to the panel's current settings (checked as a release would check them)."""
-        spec = dp.mechanisms().get(name)
-        if spec is None:                     # the picker empties while it switches to new data
-            return "No link: pick a mechanism in step 3 (Release) first"
-        try:
-            query = to_query(name, epsilon_value(eps), read_split(spec, weights),
-                             spec.resolve_params(read_params(spec, pvals, pids)),
-                             domain_from_store(domain_info))
-        except (dp.ParameterError, LookupError) as exc:
-            return f"No link: {exc}"
-        return (href or "").split("?")[0] + query
+    app.callback(Output(ids.SHARE_LINK, "value"),
+                 Input(ids.SHARE_BUTTON, "n_clicks"),
+                 State(ids.URL, "href"), State(ids.MECHANISM, "value"), State(ids.EPSILON_VALUE, "value"),
+                 State({"type": ids.SPLIT, "part": ALL}, "value"),
+                 State({"type": ids.PARAM, "name": ALL}, "value"),
+                 State({"type": ids.PARAM, "name": ALL}, "id"), State(ids.DOMAIN, "data"),
+                 prevent_initial_call=True)(make_link)
+
+
+def apply_link(search):
+    """Fill in the controls a link carries, with fresh randomness (a link carries no seed);
+    nothing is released until Release is pressed."""
+    s = valid_link(search)
+    if s is None:
+        raise PreventUpdate
+    box = list(s.domain.bounds) if s.preset == CUSTOM else [None] * len(SIDES)
+    return s.mechanism, s.epsilon, s.preset, box, "fresh"
+
+
+def say_link(search):
+    """Whether the link's settings were applied, and if not, why."""
+    try:
+        s = from_query(search)
+    except dp.ParameterError as exc:
+        return html.Div(["This link's settings were not applied: ", str(exc)], className="error")
+    if s is None:
+        return ""
+    return html.Div(f"Settings from the link: {dp.mechanisms()[s.mechanism].label}, "
+                    f"ε = {s.epsilon:g}, domain {s.domain.name}.", className="ok")
+
+
+def make_link(_, href, name, eps, weights, pvals, pids, domain_info):
+    """A link to the panel's current settings (checked as a release would check them)."""
+    spec = dp.mechanisms().get(name)
+    if spec is None:                     # the picker empties while it switches to new data
+        return "No link: pick a mechanism in step 3 (Release) first"
+    try:
+        query = to_query(name, epsilon_value(eps), read_split(spec, weights),
+                         spec.resolve_params(read_params(spec, pvals, pids)),
+                         domain_from_store(domain_info))
+    except (dp.ParameterError, LookupError) as exc:
+        return f"No link: {exc}"
+    return (href or "").split("?")[0] + query

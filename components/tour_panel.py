@@ -18,7 +18,7 @@ from dash import ALL, ClientsideFunction, Input, Output, State, ctx, dcc, html, 
 
 import dp
 
-from . import charts, ids
+from . import charts, ids, pages
 from server import releases, sessions, state
 from .controls import EPS_MAX, EPS_MIN, next_cost
 from .help import help_box
@@ -297,61 +297,67 @@ def layout(config: dict) -> html.Div:
 
 
 def register_callbacks(app, config: dict):
-    @app.callback(Output(ids.TOUR_STEP, "data"),
-                  Output(ids.EPSILON_VALUE, "value", allow_duplicate=True),
-                  Output(ids.RELEASE_BUTTON, "n_clicks", allow_duplicate=True),
-                  Input(ids.TOUR_OPEN, "n_clicks"), Input(ids.TOUR_BACK, "n_clicks"),
-                  Input(ids.TOUR_NEXT, "n_clicks"), Input(ids.TOUR_END, "n_clicks"),
-                  State(ids.TOUR_STEP, "data"), State(ids.RELEASE_BUTTON, "n_clicks"),
-                  prevent_initial_call=True)
-    def navigate(_open, _back, _next, _end, step, clicks):
-        """Go to the step a button leads to; Next into a releasing step sets ε and presses
-        Release, so the mechanism panel releases and the ledger charges it."""
-        new = move(ctx.triggered_id, step)
-        if ctx.triggered_id == ids.TOUR_NEXT and new != step and STEPS[new].release_at is not None:
-            return new, STEPS[new].release_at, (clicks or 0) + 1
-        return new, no_update, no_update
+    app.callback(Output(ids.TOUR_STEP, "data"),
+                 Output(ids.EPSILON_VALUE, "value", allow_duplicate=True),
+                 Output(ids.RELEASE_BUTTON, "n_clicks", allow_duplicate=True),
+                 Input(ids.TOUR_OPEN, "n_clicks"), Input(ids.TOUR_BACK, "n_clicks"),
+                 Input(ids.TOUR_NEXT, "n_clicks"), Input(ids.TOUR_END, "n_clicks"),
+                 State(ids.TOUR_STEP, "data"), State(ids.RELEASE_BUTTON, "n_clicks"),
+                 prevent_initial_call=True)(navigate)
 
-    @app.callback(Output(ids.TOUR_MARGINS, "data"), Input(ids.RELEASE, "data"),
-                  State(ids.TOUR_STEP, "data"), State(ids.TOUR_MARGINS, "data"),
-                  prevent_initial_call=True)
-    def record_margin(rinfo, step, store):
-        """While the tour is open, keep each release's noise margin of the middle box."""
-        if step is None or not rinfo:
-            return no_update
-        try:
-            rel = releases.release(sessions.session_id(), rinfo["key"])
-        except LookupError:
-            return no_update
-        series = [releases.key_fingerprint(rinfo["key"]), rinfo["mechanism"], list(rel.domain.bounds)]
-        return add_margin(store, series, rinfo["epsilon"], *margin_of(rel))
+    app.callback(Output(ids.TOUR_MARGINS, "data"), Input(ids.RELEASE, "data"),
+                 State(ids.TOUR_STEP, "data"), State(ids.TOUR_MARGINS, "data"),
+                 prevent_initial_call=True)(record_margin)
 
-    @app.callback(Output(ids.TOUR_TITLE, "children"), Output(ids.TOUR_COUNTER, "children"),
-                  Output(ids.TOUR_BODY, "children"), Output(charts.place_id(ids.TOUR_CHART), "children"),
-                  Output(ids.TOUR_BACK, "disabled"),
-                  Output(ids.TOUR_NEXT, "disabled"), Output(ids.TOUR_NEXT, "children"),
-                  Input(ids.TOUR_STEP, "data"), Input(ids.TOUR_MARGINS, "data"),
-                  Input(ids.RELEASE, "data"), Input(ids.DATASET, "data"), Input(ids.ACCOUNT_TICK, "data"),
-                  State(ids.MECHANISM, "value"), State({"type": ids.PARAM, "name": ALL}, "value"),
-                  State({"type": ids.PARAM, "name": ALL}, "id"), State(ids.DOMAIN, "data"))
-    def show_step(step, store, rinfo, info, _tick, name, pvals, pids, domain_info):
-        """Render the step with what this session's releases and account say."""
-        if step is None:
-            return (no_update,) * 7
-        upcoming = STEPS[step + 1].release_at if step + 1 < len(STEPS) else None
-        acc = state.account(sessions.session_id(), info["fingerprint"]) if info else None
-        points = (store or {}).get("points", [])
-        f = Facts(info=info or {}, mechanism=(rinfo or {}).get("label", ""),
-                  released=(rinfo or {}).get("epsilon"),
-                  margins={p[0]: (p[1], p[2]) for p in points},
-                  spent=acc.spent if acc else 0.0, total=acc.total if acc else config["default_budget"],
-                  cost=next_cost(upcoming, name, pvals, pids, domain_info) if upcoming else None)
-        chart = STEPS[step].chart and bool(points)
-        return (STEPS[step].title, f"Step {step + 1} of {len(STEPS)}", step_view(step, f),
-                charts.chart(ids.TOUR_CHART, margin_figure(points), config={"displayModeBar": False},
-                             style=CHART_STYLE) if chart else [],
-                step == 0, step == len(STEPS) - 1,
-                f"Next: release at ε = {upcoming:g} (spends ε)" if upcoming else "Next")
+    app.callback(Output(ids.TOUR_TITLE, "children"), Output(ids.TOUR_COUNTER, "children"),
+                 Output(ids.TOUR_BODY, "children"), Output(charts.place_id(ids.TOUR_CHART), "children"),
+                 Output(ids.TOUR_BACK, "disabled"),
+                 Output(ids.TOUR_NEXT, "disabled"), Output(ids.TOUR_NEXT, "children"),
+                 Input(ids.TOUR_STEP, "data"), Input(ids.TOUR_MARGINS, "data"),
+                 Input(ids.RELEASE, "data"), Input(ids.DATASET, "data"), Input(ids.ACCOUNT_TICK, "data"),
+                 State(ids.MECHANISM, "value"), State({"type": ids.PARAM, "name": ALL}, "value"),
+                 State({"type": ids.PARAM, "name": ALL}, "id"), State(ids.DOMAIN, "data"))(show_step)
 
     app.clientside_callback(ClientsideFunction("tour", "focus"), Output(ids.TOUR_CARD, "hidden"),
                             Input(ids.TOUR_STEP, "data"), State(ids.TOUR_TARGETS, "data"))
+
+
+def show_step(step, store, rinfo, info, _tick, name, pvals, pids, domain_info):
+    """Render the step with what this session's releases and account say."""
+    if step is None:
+        return (no_update,) * 7
+    upcoming = STEPS[step + 1].release_at if step + 1 < len(STEPS) else None
+    acc = state.account(sessions.session_id(), info["fingerprint"]) if info else None
+    points = (store or {}).get("points", [])
+    f = Facts(info=info or {}, mechanism=(rinfo or {}).get("label", ""),
+              released=(rinfo or {}).get("epsilon"),
+              margins={p[0]: (p[1], p[2]) for p in points},
+              spent=acc.spent if acc else 0.0, total=acc.total if acc else pages.settings()["default_budget"],
+              cost=next_cost(upcoming, name, pvals, pids, domain_info) if upcoming else None)
+    chart = STEPS[step].chart and bool(points)
+    return (STEPS[step].title, f"Step {step + 1} of {len(STEPS)}", step_view(step, f),
+            charts.chart(ids.TOUR_CHART, margin_figure(points), config={"displayModeBar": False},
+                         style=CHART_STYLE) if chart else [],
+            step == 0, step == len(STEPS) - 1,
+            f"Next: release at ε = {upcoming:g} (spends ε)" if upcoming else "Next")
+
+
+def navigate(_open, _back, _next, _end, step, clicks):
+    """Go to the step a button leads to; Next into a releasing step sets ε and presses
+    Release, so the mechanism panel releases and the ledger charges it."""
+    new = move(ctx.triggered_id, step)
+    if ctx.triggered_id == ids.TOUR_NEXT and new != step and STEPS[new].release_at is not None:
+        return new, STEPS[new].release_at, (clicks or 0) + 1
+    return new, no_update, no_update
+
+
+def record_margin(rinfo, step, store):
+    """While the tour is open, keep each release's noise margin of the middle box."""
+    if step is None or not rinfo:
+        return no_update
+    try:
+        rel = releases.release(sessions.session_id(), rinfo["key"])
+    except LookupError:
+        return no_update
+    series = [releases.key_fingerprint(rinfo["key"]), rinfo["mechanism"], list(rel.domain.bounds)]
+    return add_margin(store, series, rinfo["epsilon"], *margin_of(rel))

@@ -17,9 +17,11 @@ does a job refused at its start (the store full, visitors' jobs at their bound).
 """
 from __future__ import annotations
 
+import base64
 import contextvars
 import functools
 import uuid
+from contextlib import suppress
 
 import flask
 
@@ -28,8 +30,9 @@ from dash._utils import AttributeDict
 from dash.background_callback.managers import BaseBackgroundCallbackManager
 from dash.exceptions import BackgroundCallbackError, PreventUpdate
 
-from . import services, sessions, state  # services first: it imports jobs, which needs it
+from . import services, sessions  # services first: it imports jobs, which needs it
 from . import jobs
+from .faults import Unavailable
 
 # what a job keeps of Dash's callback context: the callback's inputs and outputs (so
 # `ctx.triggered_id` works in it), never the request's cookies or headers
@@ -37,16 +40,25 @@ CONTEXT = ("inputs_list", "states_list", "outputs_list", "input_values", "state_
            "triggered_inputs", "args_grouping", "using_args_grouping", "outputs_grouping",
            "using_outputs_grouping")
 NO_UPDATE = {"_dash_no_update": "_dash_no_update"}    # Dash's mark of a callback that changed nothing
-REFUSED = {"refused-busy": jobs.BUSY, "refused-full": state.FULL}   # handles of jobs never started
+REFUSED = "refused-"     # the handle of a job never started: this, then why in base64 (URL-safe)
 
 _should_stop = contextvars.ContextVar("should_stop", default=None)
 
 
-def stop_requested() -> bool:
+def stop_requested(fresh: bool = False) -> bool:
     """In a background callback: True once the page (or the server's shutdown) asked it to
-    stop; long work checks this between steps and returns what it has."""
+    stop; long work checks this between steps and returns what it has. `fresh` asks the job's
+    state now, not as read in the last half second (before a step that cannot be undone)."""
     check = _should_stop.get()
-    return bool(check and check())
+    return bool(check and check(fresh))
+
+
+def quick(fn):
+    """Mark a background callback as quick work (a release): its job runs in a thread of its
+    role's pool for visitors too, its heavy part sent to the role's lane of `server.heavy` by
+    the work itself, instead of the whole job in the visitors' lowest-priority lane."""
+    fn.quick_job = True
+    return fn
 
 
 def run_callback(fn, wants_progress: bool, *, progress, should_stop, args, context):
@@ -71,6 +83,23 @@ def raised(err: Exception) -> Exception:
     if isinstance(err, BackgroundCallbackError) and flask.has_request_context():
         return flask.g.pop("background_error", err)
     return err
+
+
+def refused_handle(why: str) -> str:
+    """A job handle that says why the job was never started (Dash signs it and the page sends
+    it back in a URL, so the words travel in URL-safe base64)."""
+    return REFUSED + base64.urlsafe_b64encode(why.encode()).decode().rstrip("=")
+
+
+def refusal(job: str) -> str | None:
+    """The words a refused job's handle carries, or None for a job's own handle."""
+    if not job.startswith(REFUSED):
+        return None
+    code = job[len(REFUSED):]
+    try:
+        return base64.b64decode(code + "=" * (-len(code) % 4), altchars=b"-_", validate=True).decode()
+    except (ValueError, UnicodeDecodeError):
+        return None
 
 
 class JobsManager(BaseBackgroundCallbackManager):
@@ -99,15 +128,24 @@ class JobsManager(BaseBackgroundCallbackManager):
         kept = {k: context[k] for k in CONTEXT if k in context}
         args = list(args.values()) if isinstance(args, dict) else list(args)
         try:
+            fn = job_fn.args[0]
             return services.current().jobs.start(job_fn, owner=sessions.session_id(), job_id=key,
-                                                 kind=job_fn.args[0].__name__, args=args, context=kept)
-        except LookupError as exc:   # the handle says why, told at the first poll (Dash drops
-            return next((h for h, why in REFUSED.items() if why == str(exc)), "refused-full")   # on_error's words now)
+                                                 kind=fn.__name__, quick=getattr(fn, "quick_job", False),
+                                                 args=args, context=kept)
+        except LookupError as exc:   # (visitors' bound, a full or failing store) the handle says
+            return refused_handle(str(exc))     # why, told at the first poll (Dash drops on_error's words now)
 
-    def _status(self, job) -> dict | None:
-        if job in REFUSED:
+    def _status(self, job, quiet: bool = True) -> dict | None:
+        """The job's state, or None (refused, not there, or, when `quiet`, the store failing:
+        `get_result` says that)."""
+        if job.startswith(REFUSED):
             return None
-        return services.current().jobs.status(job, sessions.session_id())
+        try:
+            return services.current().jobs.status(job, sessions.session_id())
+        except Unavailable:
+            if quiet:
+                return None
+            raise
 
     def job_running(self, job):
         found = self._status(job)
@@ -133,13 +171,19 @@ class JobsManager(BaseBackgroundCallbackManager):
         runs, or if it was cancelled before it started. If it raised, was refused, or is not
         there (the store lost it, or the handles are another session's), Dash's error mark, the
         exception kept for the app's on_error (`raised`)."""
-        found = self._status(key)
-        if found is None:
-            why = REFUSED.get(job, jobs.LOST)
+        why = refusal(job)
+        if why is not None:
             return self._error(LookupError(why), why)
+        try:
+            found = self._status(key, quiet=False)
+        except Unavailable as exc:            # the store failing: said in its words
+            return self._error(exc, str(exc))
+        if found is None:
+            return self._error(LookupError(jobs.LOST), jobs.LOST)
         if not found["finished"]:
             return self.UNDEFINED
-        services.current().jobs.forget(key, sessions.session_id())
+        with suppress(Unavailable):           # the result is read: forgetting it may fail
+            services.current().jobs.forget(key, sessions.session_id())
         if found["error"]:
             return self._error(found["raised"] or RuntimeError(found["error"]), found["error"])
         if found["result"] is None and found["cancelled"]:

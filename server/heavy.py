@@ -113,6 +113,11 @@ class HeavyPools:
                                                         mp_context=_SpawnAt(nice))
             return self._pools.get(lane)
 
+    def lanes(self) -> set[str]:
+        """The lanes whose pools this process has started (their work came here)."""
+        with self._lock:
+            return set(self._pools)
+
     def warm(self) -> None:
         """Start the owner's and the visitors' pools now, without waiting (a worker just booted):
         the first release then does not wait for them to start."""

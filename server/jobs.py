@@ -1,5 +1,5 @@
-"""Background jobs for long evaluations and plans: a bounded pool of worker threads, progress
-polled by the page.
+"""Background jobs (evaluations, plans, counts of server files, releases): bounded pools of
+worker threads, progress polled by the page.
 
 The owner's jobs and visitors' jobs have pools of their own, so an owner's job never waits
 behind visitors': at most `max_workers` of each run at once in each process (the app's
@@ -8,7 +8,8 @@ and the page says so. Visitors may hold at most VISITOR_JOBS jobs (queued or run
 process, and one session at most SESSION_JOBS; more are refused in words. An owner's job runs
 in a thread of the worker process that got its start request; a visitor's is handed from there
 to the background lane of `server.heavy` (processes at the lowest priority), so visitors'
-evaluations never take the CPU from the owner's releases or anyone's page. A job's
+evaluations never take the CPU from the owner's releases or anyone's page. A quick job (a
+release) runs in a thread for either role: its heavy part goes to its role's lane by itself. A job's
 state (queued, progress, result, a cancellation request) is an entry of the shared store, so
 any process can run, report or cancel it. `Jobs` holds one process's threads (kept in the
 server's services).
@@ -34,10 +35,12 @@ from . import heavy, services, sessions, state
 from .faults import Unavailable
 
 DEFAULT_WORKERS = 2
-VISITOR_JOBS = 8              # visitors' jobs queued or running in one process, at most
-SESSION_JOBS = 2              # one session's, at most
-BUSY = ("the server is running as many evaluations and plans for visitors as it can; try again "
-        "when one of yours (or someone else's) has finished")
+QUICK_WORKERS = 4             # threads per role for quick jobs (releases), which mostly wait on `heavy`
+VISITOR_JOBS = 8              # visitors' jobs of one kind queued or running in one process, at most
+VISITOR_QUICK_JOBS = 32       # the same for a quick kind (releases: tens of milliseconds each)
+SESSION_JOBS = 2              # one session's of one kind, at most
+BUSY = ("the server is doing as much of this for visitors as it can; try again when one of "
+        "yours (or someone else's) has finished")
 PROGRESS_EVERY = 0.5          # seconds between progress writes (and cancellation checks) of a job
 LOST = ("the server process running it stopped before it finished (the server was restarted or "
         "a worker replaced); nothing of it was kept: run it again")
@@ -66,30 +69,34 @@ class Jobs:
         if int(max_workers) < 1:
             raise ValueError(f"evaluation workers must be at least 1, got {max_workers!r}")
         self.workers = int(max_workers)
-        self._local: dict[str, tuple] = {}    # job id -> (its future, its store key, owner role, session)
+        self._local: dict[str, tuple] = {}    # job id -> (its future, its store key, owner role, session, kind)
         self._lock = threading.Lock()
         self._pools: dict[tuple, ThreadPoolExecutor] = {}   # per (role (owner: True), kind)
         self.stopping = threading.Event()
 
-    def _executor(self, role: bool, kind: str) -> ThreadPoolExecutor:
+    def _executor(self, role: bool, kind: str, quick: bool) -> ThreadPoolExecutor:
         """The pool of the owner's jobs (`role` True) or visitors' of this kind (call with _lock held)."""
         if (role, kind) not in self._pools:
             self._pools[role, kind] = ThreadPoolExecutor(
-                max_workers=self.workers, thread_name_prefix=f"{'owner' if role else 'visitor'}-{kind}")
+                max_workers=max(self.workers, QUICK_WORKERS) if quick else self.workers,
+                thread_name_prefix=f"{'owner' if role else 'visitor'}-{kind}")
         return self._pools[role, kind]
 
-    def _refuse_visitor(self, owner: str) -> None:
-        """LookupError (BUSY) when visitors hold VISITOR_JOBS jobs here, or this session
-        SESSION_JOBS (call with _lock held)."""
-        theirs = [sid for _f, _k, role, sid in self._local.values() if not role]
-        if len(theirs) >= VISITOR_JOBS or theirs.count(owner) >= SESSION_JOBS:
+    def _refuse_visitor(self, owner: str, kind: str, quick: bool) -> None:
+        """LookupError (BUSY) when visitors hold VISITOR_JOBS jobs of this kind here
+        (VISITOR_QUICK_JOBS of a quick one), or this session SESSION_JOBS (call with _lock held):
+        a visitor's release never waits for room behind its evaluations."""
+        theirs = [sid for _f, _k, role, sid, of in self._local.values() if not role and of == kind]
+        if len(theirs) >= (VISITOR_QUICK_JOBS if quick else VISITOR_JOBS) or theirs.count(owner) >= SESSION_JOBS:
             raise LookupError(BUSY)
 
-    def start(self, fn, owner: str, job_id: str | None = None, kind: str = "job", **kwargs) -> str:
+    def start(self, fn, owner: str, job_id: str | None = None, kind: str = "job", quick: bool = False,
+              **kwargs) -> str:
         """Queue fn(progress=..., should_stop=..., **kwargs) in its role's pool of its `kind` for
-        `owner` (the session), as `job_id` (a new one by default); returns the job id. LookupError
-        (state.FULL) if the store has no room for the job's state, (BUSY) if visitors' jobs are
-        at their bound."""
+        `owner` (the session), as `job_id` (a new one by default); returns the job id. A `quick`
+        job (a release: its heavy part goes to its role's lane of `server.heavy` by itself) runs
+        in a thread for visitors too, not in the background lane. LookupError (state.FULL) if the
+        store has no room for the job's state, (BUSY) if visitors' jobs are at their bound."""
         job_id = job_id or uuid.uuid4().hex
         key = _key(job_id, owner)
         role = sessions.is_owner()              # the job runs with the role of the request that started it
@@ -104,7 +111,7 @@ class Jobs:
         def run():      # in the app context of the request that started it: its services
             with app.app_context() if app is not None else nullcontext():
                 try:
-                    if role:
+                    if role or quick:
                         _work(key, role, owner, fn, kwargs)
                     else:      # a visitor's: in the background lane, after everyone's releases
                         found.heavy.run(_work, key, role, owner, fn, kwargs, lane=heavy.BACKGROUND,
@@ -118,11 +125,11 @@ class Jobs:
         with self._lock:
             if not role:
                 try:
-                    self._refuse_visitor(owner)
+                    self._refuse_visitor(owner, kind, quick)
                 except LookupError:
                     found.store.delete(key)
                     raise
-            self._local[job_id] = (self._executor(role, kind).submit(run), key, role, owner)
+            self._local[job_id] = (self._executor(role, kind, quick).submit(run), key, role, owner, kind)
         return job_id
 
     def status(self, job_id: str | None, owner: str) -> dict | None:
@@ -165,7 +172,7 @@ class Jobs:
         self.stopping.set()
         with self._lock:
             running = list(self._local.values())
-        for future, key, _role, _sid in running:
+        for future, key, *_ in running:
             future.cancel()
             try:                       # a visitor's job in a background process reads this flag
                 _update(key, cancelled=True)
@@ -205,8 +212,10 @@ class _Progress:
             job = _update(self.key, progress=value)
             self.stop = job is None or job["cancelled"]
 
-    def should_stop(self) -> bool:
-        if time.monotonic() - self.read >= PROGRESS_EVERY:
+    def should_stop(self, fresh: bool = False) -> bool:
+        """True once the job was cancelled (or the server is stopping): read from the store at
+        most every PROGRESS_EVERY seconds, or now if `fresh` (before a step that cannot be undone)."""
+        if fresh or time.monotonic() - self.read >= PROGRESS_EVERY:
             self.read = time.monotonic()
             job = services.current().store.get(self.key)
             self.stop = job is None or job["cancelled"]

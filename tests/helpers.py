@@ -79,17 +79,24 @@ def dash_call(client, first_output: str, values: dict):
     body = {"output": dep["output"], "outputs": outputs if dep["output"].startswith("..") else outputs[0],
             "inputs": spec(dep["inputs"]), "state": spec(dep["state"]), "changedPropIds": [trigger]}
     answer = client.post("/_dash-update-component", json=body)
-    if not dep.get("background") or answer.status_code != 200:
+    return follow_job(client, body, answer) if dep.get("background") else answer
+
+
+def follow_job(client, body: dict, answer):
+    """The last answer to a background callback's request `body`: its job polled, as the page
+    does, until its outputs come (or an error)."""
+    if answer.status_code != 200 or "response" in answer.get_json():
         return answer
     handles = answer.get_json()
-    body = {**body, **{part: [{**item, "value": None} for item in body[part]]     # a poll sends
-                       for part in ("inputs", "state")}}                             # values as null
+    body = {**body, **{part: [{**item, "value": None} if isinstance(item, dict) else item   # a poll sends
+                              for item in body[part]] for part in ("inputs", "state")}}   # values as null
     while True:
         time.sleep(0.05)
         answer = client.post(f"/_dash-update-component?cacheKey={handles['cacheKey']}&job={handles['job']}",
                              json=body)
         if answer.status_code != 200 or "response" in answer.get_json():
             return answer
+
 
 
 def postgres_binaries():

@@ -1,5 +1,5 @@
 """Dash's background callbacks on the server's jobs (`server.background`): the evaluation, the
-plan and the count of server files run as jobs of the session that asked, report progress,
+plan, the count of server files and the release run as jobs of the session that asked, report progress,
 stop when cancelled with what they did so far, keep visitors to their bound and their lane,
 and speak their refusals. Driven as a page drives them (`benchmarks/app_latency.Browser`, which
 polls the jobs with their signed handles as the renderer does)."""
@@ -7,15 +7,17 @@ from __future__ import annotations
 
 import re
 import subprocess
+import threading
 
 import numpy as np
 import pytest
-from dash.exceptions import BackgroundCallbackError
+from dash.exceptions import BackgroundCallbackError, PreventUpdate
 
 import dp
 from app import create_app
-from components import ids
-from server import background, jobs, services, sessions
+from components import controls, ids, mechanism_panel
+from server import background, jobs, services, sessions, state, workspace
+from server.faults import Unavailable
 from helpers import wait_until
 from test_faults import Browser  # noqa: E402 (benchmarks/ is on the path through test_faults)
 
@@ -32,11 +34,16 @@ def page(server, evaluation: dict | None = None, client=None) -> Browser:
     return b
 
 
-def session_and_job(b: Browser) -> tuple[str, str]:
-    """(the page's session id, the id of its last background job)."""
+def session_of(b: Browser) -> str:
+    """The page's session id."""
     cookie = b.client.get_cookie(sessions.COOKIE).value
     with b.client.application.test_request_context(headers={"Cookie": f"{sessions.COOKIE}={cookie}"}):
-        return sessions.session_id(), b.job["handles"]["job"].rpartition("~")[0]
+        return sessions.session_id()
+
+
+def session_and_job(b: Browser) -> tuple[str, str]:
+    """(the page's session id, the id of its last background job)."""
+    return session_of(b), b.job["handles"]["job"].rpartition("~")[0]
 
 
 def job_state(b: Browser, sid: str | None = None) -> dict | None:
@@ -116,7 +123,7 @@ def test_a_visitors_job_runs_in_a_process_of_the_background_lane(tmp_path):
         b = page(server, {ids.EVAL_EPSILONS: "1", ids.EVAL_REPS: 1})
         b.act(ids.EVAL_RUN, "n_clicks", 1)
         assert b.comps[ids.EVAL_STATUS]["children"] == "Done: 9 releases."
-        assert services.current().heavy.pool("background") is not None      # the lane was used
+        assert "background" in services.current().heavy.lanes()           # the lane was used
     finally:
         services.current().close()
 
@@ -245,3 +252,103 @@ def test_an_owners_count_never_waits_behind_its_evaluation(tmp_path):
     assert not job_state(b)["finished"]                 # the evaluation was running all along
     b.act(ids.EVAL_CANCEL, "n_clicks", 1)
     b.finish()
+
+
+def charges(b: Browser) -> int:
+    """How many charges the page's session has on the account of the data it shows."""
+    return len(state.account(session_of(b), b.comps[ids.DATASET]["data"]["fingerprint"]).charges)
+
+
+def test_a_release_is_a_job_the_page_follows_to_its_result(server):
+    """A Release click starts a job of the session (a background callback polled every
+    RELEASE_POLL_MS) whose result the page shows; the click's charge is made once."""
+    b = page(server)
+    b.click(ids.RELEASE_BUTTON, ids.RELEASE_REQUEST)
+    assert b.job is None and b.comps[ids.RELEASE]["data"]["key"]            # followed to its end
+    assert str(b.comps[ids.RELEASE_STATUS]["children"]).count("Released") == 1
+    assert charges(b) == 1
+
+
+def test_a_release_cancelled_before_its_draw_charges_nothing(server, monkeypatch):
+    """Cancel, while the release job has not drawn its noise yet, stops it there: the page says
+    nothing was charged and the account has no charge. (The job is held just before that
+    point until the page's cancel has reached the server.)"""
+    b = page(server)
+    b.poll_jobs = False
+    running, cancelled, real = threading.Event(), threading.Event(), mechanism_panel.check_coverage
+
+    def held(data, domain):
+        running.set()
+        assert cancelled.wait(30)
+        real(data, domain)
+    monkeypatch.setattr(mechanism_panel, "check_coverage", held)
+    b.click(ids.RELEASE_BUTTON, ids.RELEASE_REQUEST)
+    assert running.wait(30)                            # started (a queued one never runs at all)
+    b.act(ids.RELEASE_CANCEL, "n_clicks", 1)           # Dash's cancel callback, the job's handle with it
+    assert job_state(b)["cancelled"]
+    cancelled.set()
+    b.finish()
+    assert mechanism_panel.CANCELLED in str(b.comps[ids.RELEASE_STATUS]["children"])
+    assert charges(b) == 0
+
+
+def test_a_visitors_release_is_never_refused_behind_its_evaluations(server, monkeypatch):
+    """Visitors' bounds count jobs of one kind: a browser holding its share of evaluations still
+    releases."""
+    monkeypatch.setattr(jobs, "SESSION_JOBS", 1)
+    b = page(server, {ids.EVAL_REPS: 50})
+    b.poll_jobs = False
+    b.act(ids.EVAL_RUN, "n_clicks", 1)
+    evaluation = b.job
+    b.poll_jobs = True
+    b.click(ids.RELEASE_BUTTON, ids.RELEASE_REQUEST)
+    assert "Released" in str(b.comps[ids.RELEASE_STATUS]["children"]) and charges(b) == 1
+    assert b.comps[ids.SERVER_ALERT]["hidden"]
+    b.job = evaluation
+    b.act(ids.EVAL_CANCEL, "n_clicks", 1)
+    b.finish()
+
+
+def test_a_release_made_while_the_page_moved_to_other_data_is_kept_not_shown(server):
+    """A release job that ends after the page loaded other data (the workspace's current data)
+    leaves the page to the new data's release: charged and recorded, shown again with its data."""
+    b = page(server)
+    info, box, sid = b.comps[ids.DATASET]["data"], b.comps[ids.DOMAIN]["data"], session_of(b)
+    settings = ("ug", 0.5, [], [], [], "fresh", None, None)
+    with sessions.acting(False, sid):
+        workspace.update(sid, dataset={**info, "fingerprint": "another"})     # the page moved on
+        with pytest.raises(PreventUpdate):
+            mechanism_panel.release_click(lambda _: None, {"id": "m" * 32}, info, box, *settings, None)
+        assert len(state.account(sid, info["fingerprint"]).charges) == 1
+        assert workspace.latest(sid, info["fingerprint"], controls.domain_from_store(box))["mechanism"] == "ug"
+
+
+def test_a_visitors_release_runs_in_its_lane_not_the_background_lane(tmp_path):
+    """A release is quick work: a visitor's runs in a job thread and its draw in the visitors'
+    release lane of the heavy processes, never in the lowest-priority lane of evaluations."""
+    server = create_app({"tiles_url": "http://127.0.0.1:9/{z}/{x}/{y}.png", "heavy_workers": 1,
+                         "accounts_dir": str(tmp_path / "accounts")}).server
+    try:
+        b = page(server)
+        b.click(ids.RELEASE_BUTTON, ids.RELEASE_REQUEST)
+        assert "Released" in str(b.comps[ids.RELEASE_STATUS]["children"])
+        assert services.current().heavy.lanes() == {"visitor"}
+    finally:
+        services.current().close()
+
+
+def test_a_job_the_store_cannot_start_says_why_at_the_first_poll(server, monkeypatch):
+    """A job refused at its start for a reason of the moment (the shared store down) gets a
+    handle carrying those words, and the page's banner says them at the first poll (Dash drops
+    what on_error says while it starts a job); nothing is charged."""
+    why = "the server's store is not answering (Redis is down or unreachable): nothing was charged"
+
+    def down(*_args, **_kw):
+        raise Unavailable(why)
+    b = page(server)
+    monkeypatch.setattr(jobs.Jobs, "start", down)
+    b.click(ids.RELEASE_BUTTON, ids.RELEASE_REQUEST)
+    assert not b.comps[ids.SERVER_ALERT]["hidden"] and why in b.comps[ids.SERVER_ALERT_TEXT]["children"]
+    assert charges(b) == 0
+    assert background.refusal(background.refused_handle(why)) == why
+    assert background.refusal("refused-%%%") is None and background.refusal("a-job-id") is None

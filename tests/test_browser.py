@@ -568,6 +568,40 @@ def test_long_evaluation_can_be_cancelled(dash_duo):
     assert dash_duo.find_element(f"#{ids.EVAL_RUN}").is_enabled()
 
 
+@pytest.mark.parametrize("width", [1280, 1600])
+def test_a_release_shows_its_step_and_can_be_cancelled_before_its_draw(dash_duo, monkeypatch, width):
+    """A release is a background job: while it runs the button is greyed out, the line under it
+    says what the server is doing and Cancel appears; Cancel before the draw charges nothing and
+    says so. (The release is held just before its draw until Cancel has reached the server.)"""
+    from components import mechanism_panel
+    from server import background, sessions, state
+    real = mechanism_panel.check_coverage
+
+    def held(data, domain):
+        poll_until(lambda: background.stop_requested(fresh=True), 60)
+        real(data, domain)
+    app = start(dash_duo, release=False)
+    monkeypatch.setattr(mechanism_panel, "check_coverage", held)    # the page loaded: a release's now
+    dash_duo.driver.set_window_size(width, 1000)
+    assert not dash_duo.find_element(f"#{ids.RELEASE_CANCEL}").is_displayed()
+    dash_duo.find_element(f"#{ids.RELEASE_BUTTON}").click()
+    dash_duo.wait_for_contains_text(f"#{ids.RELEASE_PROGRESS_TEXT}", "Releasing: drawing the noise", timeout=30)
+    assert not dash_duo.find_element(f"#{ids.RELEASE_BUTTON}").is_enabled()
+    cancel = dash_duo.find_element(f"#{ids.RELEASE_CANCEL}")
+    assert cancel.is_displayed()
+    cancel.click()
+    dash_duo.wait_for_contains_text(f"#{ids.RELEASE_STATUS}", "Not released: cancelled before its noise was drawn",
+                                    timeout=60)
+    poll_until(lambda: dash_duo.find_element(f"#{ids.RELEASE_BUTTON}").is_enabled(), 10)
+    assert not dash_duo.find_element(f"#{ids.RELEASE_CANCEL}").is_displayed()
+    assert dash_duo.find_element(f"#{ids.RELEASE_PROGRESS_TEXT}").text == ""
+    cookie = dash_duo.driver.get_cookie(sessions.COOKIE)["value"]
+    with app.server.test_request_context(headers={"Cookie": f"{sessions.COOKIE}={cookie}"}):
+        sid = sessions.session_id()
+        fp = state.use_sample(sid, SAMPLE)["fingerprint"]
+        assert state.account(sid, fp).charges == []
+
+
 @pytest.mark.parametrize("draw_delay", [0.0, 1.0], ids=["fast-draws", "draws-slower-than-a-tick"])
 def test_tree_release_shows_leaves_and_grows_level_by_level(dash_duo, monkeypatch, draw_delay):
     if draw_delay:      # a busy server: each level's map takes longer than Play's 0.7 s tick

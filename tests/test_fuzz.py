@@ -17,7 +17,7 @@ import logging
 import pytest
 
 from app import create_app
-from helpers import page_layout
+from helpers import follow_job, page_layout
 from components import ids, inputs
 from server import sessions
 
@@ -135,7 +135,8 @@ class Page:
         output = next(o for o, cb in self.app.callback_map.items()
                       if output_id in o and "callback" in cb and trigger in triggers(cb))
         changed = triggers(self.app.callback_map[output]).index(trigger)
-        answer = self.client.post(UPDATE, json=self.body(output, changed))
+        body = self.body(output, changed)
+        answer = follow_job(self.client, body, self.client.post(UPDATE, json=body))
         assert answer.status_code == 200, answer.get_data(as_text=True)[-2000:]
         for cid, props in answer.get_json()["response"].items():
             self.absorb(props.get("children"))

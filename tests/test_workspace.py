@@ -13,7 +13,7 @@ import pytest
 
 import dp
 from helpers import new_sid
-from server import releases, services, state, workspace
+from server import releases, services, sessions, state, workspace
 from test_store import config, redis_url  # noqa: F401  (fixtures: a store of each backend)
 
 TILES = "http://127.0.0.1:9/{z}/{x}/{y}.png"
@@ -174,11 +174,12 @@ def test_a_paid_release_whose_record_was_lost_is_shown_on_the_next_load(app_on):
     assert workspace.latest(other, info["fingerprint"], domain) is None
 
 
-def test_the_release_callbacks_jobs_are_functions_a_test_calls(app_on):
-    """`run_release`'s jobs without Dash: a click spends once per request id (a second call with
-    the same id returns the first result, nothing more charged); a page load shows the release
-    paid for and sets the controls to its settings, spending nothing; a link's first view shows
-    only a release made with the link's settings and leaves the controls the link filled in."""
+def test_the_release_callbacks_are_functions_a_test_calls(app_on):
+    """The release callbacks without Dash: a click spends once per request id (a second call
+    with the same id returns the first result, nothing more charged); a page load shows the
+    release paid for and sets the controls to its settings, spending nothing; a link's first
+    view shows only a release made with the link's settings and leaves the controls the link
+    filled in."""
     from dash import no_update
 
     from components import controls, mechanism_panel
@@ -186,16 +187,19 @@ def test_the_release_callbacks_jobs_are_functions_a_test_calls(app_on):
     info = state.use_sample(sid, "small_city_5k")
     box = controls.domain_store(state.sample("small_city_5k")[1])
     settings = ("ug", 0.5, [], [], [], "fresh", None, None)
-    first = mechanism_panel.release_click(sid, {"id": "e" * 32}, info, box, settings, None)
-    assert first[0]["mechanism"] == "ug" and first[0]["epsilon"] == 0.5 and first[-1] is True
-    assert "Released" in str(first[1]) and first[2:7] == mechanism_panel.KEEP_CONTROLS
-    again = mechanism_panel.release_click(sid, {"id": "e" * 32}, info, box, settings, first[0])
-    assert again[0]["key"] == first[0]["key"]
-    assert len(state.account(sid, info["fingerprint"]).charges) == 1
-    shown = mechanism_panel.shown_release(sid, info, box, "htf", 1.0, "fresh", None, None, True)
-    assert shown[0]["key"] == first[0]["key"] and shown[2] == "ug" and shown[3] == 0.5
-    from components import share                            # a link's first view: not that release
-    link = share.to_query("htf", 2.0, dp.mechanisms()["htf"].default_split, {}, state.sample("small_city_5k")[1])
-    on_link = mechanism_panel.shown_release(sid, info, box, "htf", 2.0, "fresh", None, link, False)
-    assert on_link[0] is None and on_link[2:7] == (no_update,) * 5 and on_link[-1] is False
+    steps = []
+    with sessions.acting(False, sid):
+        first = mechanism_panel.release_click(steps.append, {"id": "e" * 32}, info, box, *settings, None)
+        assert steps == [mechanism_panel.RELEASING]
+        assert first[0]["mechanism"] == "ug" and first[0]["epsilon"] == 0.5 and first[-1] is True
+        assert "Released" in str(first[1]) and len(first) == 3
+        again = mechanism_panel.release_click(steps.append, {"id": "e" * 32}, info, box, *settings, first[0])
+        assert again[0]["key"] == first[0]["key"]
+        assert len(state.account(sid, info["fingerprint"]).charges) == 1
+        shown = mechanism_panel.shown_release(info, box, "htf", 1.0, "fresh", None, None, True)
+        assert shown[0]["key"] == first[0]["key"] and shown[2] == "ug" and shown[3] == 0.5
+        from components import share                            # a link's first view: not that release
+        link = share.to_query("htf", 2.0, dp.mechanisms()["htf"].default_split, {}, state.sample("small_city_5k")[1])
+        on_link = mechanism_panel.shown_release(info, box, "htf", 2.0, "fresh", None, link, False)
+        assert on_link[0] is None and on_link[2:7] == (no_update,) * 5 and on_link[-1] is False
     assert len(state.account(sid, info["fingerprint"]).charges) == 1      # nothing spent on loads
