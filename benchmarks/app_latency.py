@@ -329,9 +329,9 @@ def measure(reps: int, n_upload: int) -> list[tuple]:
     rel_up, qry_up = release_and_query(b, reps, 2000)
     rows = []
     for n, r, q, target_r, target_q in ((n_sample, rel, qry, 1.0, 0.1), (n_up, rel_up, qry_up, 3.0, 0.3)):
-        rows += [("1 release + map: run_release + draw", n, target_r,
+        rows += [("1 release + map: release + draw", n, target_r,
                   [cb(s, RELEASE_CB) + cb(s, MAP_CB) for s in r]),
-                 ("    run_release", n, None, [cb(s, RELEASE_CB) for s in r]),
+                 ("    release (its job, polled)", n, None, [cb(s, RELEASE_CB) for s in r]),
                  ("    draw (map)", n, None, [cb(s, MAP_CB) for s in r]),
                  ("    whole chain after Release click", n, None, [s["total"] for s in r]),
                  ("2 drawn rectangle: compare", n, target_q, [cb(s, QUERY_CB) for s in q])]
@@ -339,7 +339,7 @@ def measure(reps: int, n_upload: int) -> list[tuple]:
               [c["layout"] for c in cold]),
              (f"3 page load, cold server: + {cold[0]['n']} initial callbacks", n_sample, 3.0,
               [c["full"] for c in cold]),
-             ("    of which run_release (shows; draws nothing)", n_sample, None, [c["release"] for c in cold]),
+             ("    of which shown_release (draws nothing)", n_sample, None, [c["release"] for c in cold]),
              ("3 page load, warm server: GET / + layout + deps + page", n_sample, None, [w["layout"] for w in warm]),
              (f"3 page load, warm server: + {warm[0]['n']} initial callbacks", n_sample, 3.0,
               [w["full"] for w in warm]),

@@ -227,7 +227,7 @@ def show_split(weights, typed, name):
         return html.Div(str(exc), className="error")
 
 
-RELEASE_POLL_MS = 100      # how often a page asks for a running release (a release takes tens of ms)
+RELEASE_POLL_MS = 50       # how often a page asks for a running release (a release takes tens of ms)
 KEEP_CONTROLS = (no_update,) * 5   # the mechanism, ε, seed mode, seed and parameters, as they are
 RELEASING = "Releasing: drawing the noise and charging ε…"
 CANCELLED = "cancelled before its noise was drawn; nothing was charged"

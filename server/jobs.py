@@ -4,15 +4,15 @@ worker threads, progress polled by the page.
 The owner's jobs and visitors' jobs have pools of their own, so an owner's job never waits
 behind visitors': at most `max_workers` of each run at once in each process (the app's
 `eval_workers` setting, 2 by default); a job waiting for a free worker reports itself as queued,
-and the page says so. Visitors may hold at most VISITOR_JOBS jobs (queued or running) in a
-process, and one session at most SESSION_JOBS; more are refused in words. An owner's job runs
-in a thread of the worker process that got its start request; a visitor's is handed from there
-to the background lane of `server.heavy` (processes at the lowest priority), so visitors'
-evaluations never take the CPU from the owner's releases or anyone's page. A quick job (a
-release) runs in a thread for either role: its heavy part goes to its role's lane by itself. A job's
-state (queued, progress, result, a cancellation request) is an entry of the shared store, so
-any process can run, report or cancel it. `Jobs` holds one process's threads (kept in the
-server's services).
+and the page says so. Visitors may hold at most VISITOR_JOBS jobs of one kind (queued or
+running) in a process, and one session at most SESSION_JOBS of one kind; more are refused in
+words. An owner's job runs in a thread of the worker process that got its start request; a
+visitor's is handed from there to the background lane of `server.heavy` (processes at the lowest
+priority), so visitors' evaluations never take the CPU from the owner's releases or anyone's
+page. A quick job (a release) runs in a thread for either role: its heavy part goes to its
+role's lane by itself. A job's state (queued, progress, result, a cancellation request) is an
+entry of the shared store, so any process can run, report or cancel it. `Jobs` holds one
+process's threads (kept in the server's services).
 
 A job belongs to the browser session that started it: its key names the session, so any other
 session asking for it gets nothing, as if it did not exist. Finished results also go to the
