@@ -48,6 +48,7 @@ RELEASE_BUTTON = "release-button"
 RELEASE_STATUS = "release-status"
 RELEASE_CANCEL = "release-cancel"
 RELEASE_PROGRESS_TEXT = "release-progress-text"   # a running release's step in words
+RELEASE_MADE = "release-made"         # store: a Release click's result, before the page takes it
 RELEASE_REQUEST = "release-request"   # store: the request id of the latest Release click
 LINK_OVER = "link-over"               # store: True once new data or a release moved the page past its link
 

@@ -38,6 +38,7 @@ DOMAIN = Record({"west": NUMBER, "south": NUMBER, "east": NUMBER, "north": NUMBE
 RELEASE_KEY = Json(Row((TEXT, DOMAIN, MECHANISM, Record({}), ListOf(NUMBER), NUMBER,
                         Either((TEXT, Num(whole=True))), Either((None, Num(lo=1, whole=True))))))
 REQUEST = Either((None, Record({"id": Check(workspace.valid_request)})))
+RELEASE_SUMMARY = Record({"key": RELEASE_KEY}, {"mechanism": MECHANISM, "label": TEXT, "epsilon": NUMBER})
 SETUP = {"mechs": ListOf(TEXT), "eps": ListOf(NUMBER), "sizes": ListOf(NUMBER), "rho": NUMBER}
 EVAL_ROW = Record({"mechanism": TEXT, "epsilon": NUMBER, "area_frac": NUMBER, "reps": COUNT,
                    "n_queries": Num(lo=1, whole=True), "n_small": COUNT,
@@ -57,9 +58,9 @@ STORES = {
                   "the summary of the dataset loaded"),
     ids.DOMAIN: (Either((None, Record({"domain": DOMAIN}), Record({"error": TEXT}, {"reason": TEXT}))),
                  "a domain box, or why there is none"),
-    ids.RELEASE: (Either((None, Record({"key": RELEASE_KEY}, {"mechanism": MECHANISM, "label": TEXT,
-                                                             "epsilon": NUMBER}))),
-                  "the summary of a release this server made"),
+    ids.RELEASE: (Either((None, RELEASE_SUMMARY)), "the summary of a release this server made"),
+    ids.RELEASE_MADE: (Either((None, Record({"summary": RELEASE_SUMMARY}, {"unkept": TEXT}),
+                               Record({"error": TEXT}))), "a release this server made, or why not"),
     ids.COMPARE_RELEASE: (Either((None, Record({"key": RELEASE_KEY, "base": TEXT, "label": TEXT},
                                                {"mechanism": MECHANISM}))),
                           "the summary of a comparison release this server made"),

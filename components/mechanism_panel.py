@@ -59,6 +59,7 @@ def layout(config: dict) -> html.Div:
                         title="Stop this release if its noise is not drawn yet: nothing is charged then")]),
         html.Div(id=ids.RELEASE_PROGRESS_TEXT, role="status", className="hint"),
         dcc.Loading(html.Div(id=ids.RELEASE_STATUS, role="status"), type="dot"),
+        dcc.Store(id=ids.RELEASE_MADE),
     ])
 
 
@@ -141,25 +142,29 @@ def register_callbacks(app, config: dict):
 
     # One click, one spend: the click's request id keys the spend (`workspace.once`), so a
     # callback fired twice charges once. The click is a background callback (a job of its own,
-    # shown step by step, cancelled up to the draw); new data, a new domain or a page load
-    # spends nothing: it shows the workspace's release of that data on that box, if there is
-    # one, and sets the controls to its settings (a link's settings, filled in by `share`, win
-    # on the first load).
-    app.callback(Output(ids.RELEASE, "data", allow_duplicate=True),
-                 Output(ids.RELEASE_STATUS, "children", allow_duplicate=True),
-                 Output(ids.LINK_OVER, "data", allow_duplicate=True),
+    # shown step by step, cancelled up to the draw) whose result the page takes only if it is
+    # still on that data and box (`take_release`, reading them as they are then); new data, a
+    # new domain or a page load spends nothing: it shows the workspace's release of that data
+    # on that box, if there is one, and sets the controls to its settings (a link's settings,
+    # filled in by `share`, win on the first load).
+    app.callback(Output(ids.RELEASE_MADE, "data"),
                  Input(ids.RELEASE_REQUEST, "data"), State(ids.DATASET, "data"), State(ids.DOMAIN, "data"),
                  State(ids.MECHANISM, "value"), State(ids.EPSILON_VALUE, "value"),
                  State({"type": ids.SPLIT, "part": ALL}, "value"),
                  State({"type": ids.PARAM, "name": ALL}, "value"),
                  State({"type": ids.PARAM, "name": ALL}, "id"),
                  State(ids.SEED_MODE, "value"), State(ids.SEED, "value"),
-                 State(ids.POINTS_PER_USER, "value"), State(ids.RELEASE, "data"),
+                 State(ids.POINTS_PER_USER, "value"),
                  background=True, interval=RELEASE_POLL_MS, cancel=[Input(ids.RELEASE_CANCEL, "n_clicks")],
                  progress=[Output(ids.RELEASE_PROGRESS_TEXT, "children")], progress_default=[""],
                  running=[(Output(ids.RELEASE_BUTTON, "disabled"), True, False),
                           (Output(ids.RELEASE_CANCEL, "hidden"), False, True)],
                  prevent_initial_call=True)(release_click)
+    app.callback(Output(ids.RELEASE, "data", allow_duplicate=True),
+                 Output(ids.RELEASE_STATUS, "children", allow_duplicate=True),
+                 Output(ids.LINK_OVER, "data", allow_duplicate=True),
+                 Input(ids.RELEASE_MADE, "data"), State(ids.DATASET, "data"), State(ids.DOMAIN, "data"),
+                 State(ids.RELEASE, "data"), prevent_initial_call=True)(take_release)
     app.callback(Output(ids.RELEASE, "data"), Output(ids.RELEASE_STATUS, "children"),
                  Output(ids.MECHANISM, "value"), Output(ids.EPSILON_VALUE, "value", allow_duplicate=True),
                  Output(ids.SEED_MODE, "value"), Output(ids.SEED, "value"),
@@ -235,34 +240,41 @@ CANCELLED = "cancelled before its noise was drawn; nothing was charged"
 
 @background.quick
 def release_click(set_progress, request, info: dict, domain_info, name, eps_v, weights, pvals, pids,
-                  seed_mode, seed, k, current) -> tuple:
+                  seed_mode, seed, k) -> dict:
     """A Release click, as a background job of the session: the release with the panel's
-    settings, spent once per click's request id; returns the release store, the status line and
-    the link's first view over. Cancelled before the draw, nothing is spent. A release made
-    while the page moved to other data is recorded (a page showing that data offers it) but
-    not put on the page, which shows the new data's."""
+    settings, spent once per click's request id; returns {"summary": …} or {"error": why
+    nothing was spent} for the page to take (`take_release`). Cancelled before the draw,
+    nothing is spent."""
     if not info:
         raise PreventUpdate
     sid = sessions.session_id()
     set_progress(RELEASING)
     settings = (name, eps_v, weights, pvals, pids, seed_mode, seed, k)
     try:
-        result = workspace.once(sid, (request or {}).get("id"), lambda: spend(sid, info, domain_info, *settings))
+        return workspace.once(sid, (request or {}).get("id"), lambda: spend(sid, info, domain_info, *settings))
     except LookupError as exc:         # the click could not be recorded: nothing ran
-        result = {"error": str(exc)}
-    if "summary" in result and moved_on(sid, info):
+        return {"error": str(exc)}
+
+
+def take_release(made: dict | None, info: dict | None, domain_info, current) -> tuple:
+    """Show a Release click's result (the release store, the status line, the link's first view
+    over), unless the page has since moved to other data or another box: that release stays
+    recorded and charged (choosing that data and box again shows it), the page keeps the
+    release of what it shows now."""
+    if not made:
         raise PreventUpdate
-    return release_view(result, current) + (True,)
+    if "summary" in made and not of_page(made["summary"]["key"], info, domain_info):
+        raise PreventUpdate
+    return release_view(made, current) + (True,)
 
 
-def moved_on(sid: str, info: dict) -> bool:
-    """True when the session's workspace now shows other data than `info` (the page loaded
-    other data while a release of `info` ran); False when it cannot tell."""
+def of_page(key: str, info: dict | None, domain_info) -> bool:
+    """True when the release with this key is of the data and box the page shows."""
     try:
-        now = (workspace.get(sid).get("dataset") or {}).get("fingerprint")
-    except LookupError:
+        k = ReleaseKey.parse(key)
+        return bool(info) and k.fingerprint == info["fingerprint"] and k.box == domain_from_store(domain_info)
+    except (dp.ParameterError, LookupError, TypeError, ValueError):
         return False
-    return now not in (None, info["fingerprint"])
 
 
 def shown_release(info: dict, domain_info, name, eps_v, seed_mode, seed, search, link_over) -> tuple:

@@ -4,16 +4,18 @@ A callback declared with `background=True` (with `progress`, `cancel` and `runni
 offers them) starts a job in its session's name instead of running in the request; the page
 polls for its progress and result. Dash's own managers start a process per call with no queue,
 bound or priority (Diskcache), or need a broker and workers (Celery); this one keeps what the
-jobs promise: the owner's jobs never wait behind visitors', visitors' run in the lowest-priority
-lane and are bounded per process and per session, and any worker process can report or cancel
-a job because its state is in the shared store.
+jobs promise: the owner's jobs never wait behind visitors', visitors' long ones run in the
+lowest-priority lane (a quick one, a release, in a thread: `quick`), all bounded per process and
+per session for each kind, and any worker process can report or cancel a job because its state
+is in the shared store.
 
 Every call is a job of its own, keyed by its session: a poll from another session (a forged or
 replayed handle, which Dash's signing already refuses) finds nothing. Cancelling asks the job to
 stop after its current step (`stop_requested`), so what it did so far comes back as its result
 (an evaluation's partial results) instead of being thrown away. An error the callback raises
 reaches the app's `on_error` at the next poll (`raised`), as if the callback had run there; so
-does a job refused at its start (the store full, visitors' jobs at their bound).
+does a job refused at its start (the store full or failing, visitors' jobs at their bound),
+in the refusal's own words (`refused_handle`), and a store failing while the page polls.
 """
 from __future__ import annotations
 
@@ -41,6 +43,8 @@ CONTEXT = ("inputs_list", "states_list", "outputs_list", "input_values", "state_
            "using_outputs_grouping")
 NO_UPDATE = {"_dash_no_update": "_dash_no_update"}    # Dash's mark of a callback that changed nothing
 REFUSED = "refused-"     # the handle of a job never started: this, then why in base64 (URL-safe)
+STORE_FAILED = ("the server's store stopped answering while this ran: reload the page once it is back "
+                "to see what it did (the budget ledger lists every charge)")
 
 _should_stop = contextvars.ContextVar("should_stop", default=None)
 
@@ -136,9 +140,9 @@ class JobsManager(BaseBackgroundCallbackManager):
             return refused_handle(str(exc))     # why, told at the first poll (Dash drops on_error's words now)
 
     def _status(self, job, quiet: bool = True) -> dict | None:
-        """The job's state, or None (refused, not there, or, when `quiet`, the store failing:
-        `get_result` says that)."""
-        if job.startswith(REFUSED):
+        """The job's state, or None (refused, no handle, not there, or, when `quiet`, the store
+        failing: `get_result` says that)."""
+        if not job or job.startswith(REFUSED):
             return None
         try:
             return services.current().jobs.status(job, sessions.session_id())
@@ -148,7 +152,11 @@ class JobsManager(BaseBackgroundCallbackManager):
             raise
 
     def job_running(self, job):
-        found = self._status(job)
+        """Whether the job still runs; taken to run while the store fails (the page polls on)."""
+        try:
+            found = self._status(job, quiet=False)
+        except Unavailable:
+            return True
         return found is not None and not found["finished"]
 
     def terminate_job(self, job):
@@ -171,13 +179,13 @@ class JobsManager(BaseBackgroundCallbackManager):
         runs, or if it was cancelled before it started. If it raised, was refused, or is not
         there (the store lost it, or the handles are another session's), Dash's error mark, the
         exception kept for the app's on_error (`raised`)."""
-        why = refusal(job)
+        why = refusal(job or "")
         if why is not None:
             return self._error(LookupError(why), why)
         try:
             found = self._status(key, quiet=False)
-        except Unavailable as exc:            # the store failing: said in its words
-            return self._error(exc, str(exc))
+        except Unavailable:                   # the store failing: the job may have done its work
+            return self._error(LookupError(STORE_FAILED), STORE_FAILED)
         if found is None:
             return self._error(LookupError(jobs.LOST), jobs.LOST)
         if not found["finished"]:

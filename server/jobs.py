@@ -43,7 +43,10 @@ BUSY = ("the server is doing as much of this for visitors as it can; try again w
         "yours (or someone else's) has finished")
 PROGRESS_EVERY = 0.5          # seconds between progress writes (and cancellation checks) of a job
 LOST = ("the server process running it stopped before it finished (the server was restarted or "
-        "a worker replaced); nothing of it was kept: run it again")
+        "a worker replaced): reload the page to see what it kept (a release charged before it "
+        "stopped is shown then; the budget ledger lists every charge) before running it again")
+UNKEPT = ("it ran, but the server could not keep its result (its store is full or failing): reload "
+          "the page to see what it kept (the budget ledger lists every charge)")
 
 def _key(job_id: str, owner: str) -> str:
     return f"job:{owner}:{job_id}"
@@ -75,7 +78,8 @@ class Jobs:
         self.stopping = threading.Event()
 
     def _executor(self, role: bool, kind: str, quick: bool) -> ThreadPoolExecutor:
-        """The pool of the owner's jobs (`role` True) or visitors' of this kind (call with _lock held)."""
+        """The pool of the owner's (`role` True) or visitors' jobs of this kind, of QUICK_WORKERS
+        threads at least for a quick kind (call with _lock held)."""
         if (role, kind) not in self._pools:
             self._pools[role, kind] = ThreadPoolExecutor(
                 max_workers=max(self.workers, QUICK_WORKERS) if quick else self.workers,
@@ -284,7 +288,7 @@ def _work(key: str, role: bool, sid: str, fn, kwargs: dict) -> None:
         error, raised = f"{type(exc).__name__}: {exc}", _keepable(exc)
     finally:
         if not _finish(key, result=result, error=error, raised=raised):     # no room for its result
-            _finish(key, result=None, error=state.FULL, raised=LookupError(state.FULL))
+            _finish(key, result=None, error=UNKEPT, raised=LookupError(UNKEPT))
 
 
 def _finish(key: str, **changes) -> bool:

@@ -309,18 +309,25 @@ def test_a_visitors_release_is_never_refused_behind_its_evaluations(server, monk
     b.finish()
 
 
-def test_a_release_made_while_the_page_moved_to_other_data_is_kept_not_shown(server):
-    """A release job that ends after the page loaded other data (the workspace's current data)
-    leaves the page to the new data's release: charged and recorded, shown again with its data."""
+def test_a_release_made_while_the_page_moved_to_other_data_or_box_is_kept_not_shown(server):
+    """A click's release reaches the page only if the page still shows that data and box, read
+    as they are when its result arrives (`take_release`): made for data or a box the page has
+    left, it stays charged and recorded, and the page keeps what it shows."""
     b = page(server)
     info, box, sid = b.comps[ids.DATASET]["data"], b.comps[ids.DOMAIN]["data"], session_of(b)
     settings = ("ug", 0.5, [], [], [], "fresh", None, None)
     with sessions.acting(False, sid):
-        workspace.update(sid, dataset={**info, "fingerprint": "another"})     # the page moved on
+        made = mechanism_panel.release_click(lambda _: None, {"id": "m" * 32}, info, box, *settings)
+    assert mechanism_panel.take_release(made, info, box, None)[0]["key"] == made["summary"]["key"]
+    other_box = controls.domain_store(dp.Domain(-74.1, 40.6, -73.8, 40.9, name="Elsewhere"))
+    for now_info, now_box in (({**info, "fingerprint": "other data"}, box), (info, other_box), (None, box)):
         with pytest.raises(PreventUpdate):
-            mechanism_panel.release_click(lambda _: None, {"id": "m" * 32}, info, box, *settings, None)
+            mechanism_panel.take_release(made, now_info, now_box, None)
+    with sessions.acting(False, sid):
         assert len(state.account(sid, info["fingerprint"]).charges) == 1
         assert workspace.latest(sid, info["fingerprint"], controls.domain_from_store(box))["mechanism"] == "ug"
+    error = {"error": "a reason"}                 # words always reach the status line
+    assert "a reason" in str(mechanism_panel.take_release(error, {**info, "fingerprint": "x"}, box, None)[1])
 
 
 def test_a_visitors_release_runs_in_its_lane_not_the_background_lane(tmp_path):
@@ -352,3 +359,21 @@ def test_a_job_the_store_cannot_start_says_why_at_the_first_poll(server, monkeyp
     assert charges(b) == 0
     assert background.refusal(background.refused_handle(why)) == why
     assert background.refusal("refused-%%%") is None and background.refusal("a-job-id") is None
+
+
+def test_a_store_failing_while_the_page_polls_is_said_and_the_job_taken_to_run_on(server, monkeypatch):
+    """While the shared store fails, a poll cannot tell whether the job finished: the page is told
+    in words that do not claim nothing was done, and Dash is told the job still runs (it would
+    otherwise take it for cancelled and stop polling in silence)."""
+    manager = background.JobsManager(b"k" * 32)
+
+    def failing(*_args):
+        raise Unavailable("the server's store is not answering")
+    monkeypatch.setattr(jobs.Jobs, "status", failing)
+    with server.test_request_context():
+        assert manager.job_running("a-job") is True
+        assert manager.get_progress("a-job") is None
+        mark = manager.get_result("a-job", "a-job")
+        assert mark["background_callback_error"]["msg"] == background.STORE_FAILED
+        assert "nothing was charged" not in background.STORE_FAILED
+        assert manager.get_result("a-job", None)["background_callback_error"]["msg"] == background.STORE_FAILED

@@ -156,7 +156,8 @@ def page(tmp_path_factory):
     p.call(ids.DATASET, f"{ids.SAMPLE_PICK}.value")
     p.call(ids.DOMAIN, f"{ids.DOMAIN_PRESET}.value")
     p.call(ids.PARAMS_BOX, f"{ids.MECHANISM}.value")
-    p.call(ids.RELEASE, f"{ids.RELEASE_REQUEST}.data")
+    p.call(ids.RELEASE_MADE, f"{ids.RELEASE_REQUEST}.data")     # the click's job, followed
+    p.call(ids.RELEASE, f"{ids.RELEASE_MADE}.data")             # the page takes its release
     assert p.props[(ids.RELEASE, "data")]["key"]
     return p
 

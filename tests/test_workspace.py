@@ -189,12 +189,13 @@ def test_the_release_callbacks_are_functions_a_test_calls(app_on):
     settings = ("ug", 0.5, [], [], [], "fresh", None, None)
     steps = []
     with sessions.acting(False, sid):
-        first = mechanism_panel.release_click(steps.append, {"id": "e" * 32}, info, box, *settings, None)
+        made = mechanism_panel.release_click(steps.append, {"id": "e" * 32}, info, box, *settings)
         assert steps == [mechanism_panel.RELEASING]
+        first = mechanism_panel.take_release(made, info, box, None)
         assert first[0]["mechanism"] == "ug" and first[0]["epsilon"] == 0.5 and first[-1] is True
         assert "Released" in str(first[1]) and len(first) == 3
-        again = mechanism_panel.release_click(steps.append, {"id": "e" * 32}, info, box, *settings, first[0])
-        assert again[0]["key"] == first[0]["key"]
+        again = mechanism_panel.release_click(steps.append, {"id": "e" * 32}, info, box, *settings)
+        assert again["summary"]["key"] == first[0]["key"]
         assert len(state.account(sid, info["fingerprint"]).charges) == 1
         shown = mechanism_panel.shown_release(info, box, "htf", 1.0, "fresh", None, None, True)
         assert shown[0]["key"] == first[0]["key"] and shown[2] == "ug" and shown[3] == 0.5
