@@ -39,6 +39,8 @@ def layout() -> html.Div:
                       "street grid): plan for that too. Untick only if they cannot: the plan is "
                       "cheaper, but missed on such data about half the time", "value": "exact"}]),
         html.Button("Plan (free)", id=ids.PLAN_RUN, n_clicks=0),
+        html.Button("Cancel", id=ids.PLAN_CANCEL, n_clicks=0, hidden=True,
+                    title="Stop after the mechanism being planned: the ones planned are shown"),
         html.Progress(id=ids.PLAN_PROGRESS, value="0", max="1", className="plan-progress"),
         html.Div(id=ids.PLAN_PROGRESS_TEXT, role="status"),
         html.Div(id=ids.PLAN_STATUS, role="status"),
@@ -93,6 +95,9 @@ def make_plan(set_progress, _, area, target, level, points, exact, domain, info,
 
     made = {"request": request, "domain": dom.to_dict(), "k": per_user}
     rows = run_plan(progress, background.stop_requested, made["domain"], request, names, per_user)
+    if background.stop_requested():
+        return made, (f"Cancelled after {len(rows)} of {len(names)} mechanisms: showing those planned "
+                      "(nothing read, nothing charged)."), result_view(rows, request)
     return made, "Planned: nothing read, nothing charged.", result_view(rows, request)
 
 
@@ -158,11 +163,12 @@ def register_callbacks(app, config: dict):
                  State(ids.PLAN_LEVEL, "value"), State(ids.PLAN_POINTS, "value"),
                  State(ids.PLAN_EXACT, "value"),
                  State(ids.DOMAIN, "data"), State(ids.DATASET, "data"), State(ids.POINTS_PER_USER, "value"),
-                 background=True, interval=500,
+                 background=True, interval=500, cancel=[Input(ids.PLAN_CANCEL, "n_clicks")],
                  progress=[Output(ids.PLAN_PROGRESS, "value"), Output(ids.PLAN_PROGRESS, "max"),
                            Output(ids.PLAN_PROGRESS_TEXT, "children")],
                  progress_default=["0", "1", ""],
                  running=[(Output(ids.PLAN_RUN, "disabled"), True, False),
+                          (Output(ids.PLAN_CANCEL, "hidden"), False, True),
                           (Output(ids.PLAN_STATUS, "children"), "Planning… (free)", "")],
                  prevent_initial_call=True)(make_plan)
 

@@ -8,7 +8,6 @@ import os
 from pathlib import Path
 
 from dash import Input, Output, State, dcc, html, no_update
-from dash.exceptions import PreventUpdate
 
 import dp
 
@@ -34,7 +33,9 @@ def layout(config: dict) -> html.Details:
             html.Div(className="row2", children=[
                 dcc.Input(id=ids.SERVER_PATH, placeholder="e.g. trips/*.parquet or city.npz",
                           debounce=False, className="server-path"),
-                html.Button("Open", id=ids.SERVER_OPEN, n_clicks=0)]),
+                html.Button("Open", id=ids.SERVER_OPEN, n_clicks=0),
+                html.Button("Cancel", id=ids.SERVER_CANCEL, n_clicks=0, hidden=True,
+                            title="Stop counting: nothing is loaded, the data shown stays")]),
             html.Div(["A path or a glob inside the server's data folder. CSV and Parquet files "
                       "are counted on a grid of ", dcc.Input(id=ids.SERVER_CELLS, type="number",
                                                             min=16, max=8192, step=1,
@@ -85,6 +86,13 @@ def count(files: list[str], folder, domain: dp.Domain, cells: int, progress) -> 
         raise dp.DataError(str(exc).replace(f"{root}{os.sep}", "").replace(str(root), "the data folder")) from None
 
 
+class Stopped(Exception):
+    """A count cancelled (Cancel, or a newer Open) while it ran."""
+
+
+CANCELLED = "Cancelled: nothing was loaded; the data shown before stays."
+
+
 def open_files(set_progress, _click, _enter, text, cells, domain_info):
     """The Open button's background job: saved counts are read as they are, data files counted
     on the grid with progress; the counts then become the session's data. Returns (dataset,
@@ -104,12 +112,18 @@ def open_files(set_progress, _click, _enter, text, cells, domain_info):
                 raise dp.ParameterError("counting files needs a public box: choose a preset or "
                                         "type one (there are no points here to fit a box to)")
             set_progress(("0", f"Counting {text} on the server over “{domain.name}”…"))
-            data = count(files, folder, domain, _cells(cells), progress=lambda done, total: set_progress(
-                (f"{done / total:.3f}", f"Counting {text} on the server… {100 * done / total:.0f}%")))
-        if background.stop_requested():      # another Open came meanwhile (dp.aggregate cannot
-            raise PreventUpdate               # stop early): this count is not the page's data
+
+            def progress(done, total):        # also where a cancelled count stops (dp.aggregate
+                if background.stop_requested():    # lets its progress callback's error through)
+                    raise Stopped
+                set_progress((f"{done / total:.3f}", f"Counting {text} on the server… {100 * done / total:.0f}%"))
+            data = count(files, folder, domain, _cells(cells), progress=progress)
+        if background.stop_requested():       # Cancel, or another Open, came meanwhile
+            raise Stopped
         info = state.put_server_data(sid, data)
         workspace.use_dataset(sid, info)
+    except Stopped:
+        return no_update, html.Div(CANCELLED, className="hint"), no_update
     except (dp.DataError, dp.ParameterError, LookupError) as exc:
         return no_update, failed(text, exc), no_update
     return info, loaded(text, data), None
@@ -126,10 +140,11 @@ def register_callbacks(app, config: dict):
                  Input(ids.SERVER_OPEN, "n_clicks"), Input(ids.SERVER_PATH, "n_submit"),
                  State(ids.SERVER_PATH, "value"), State(ids.SERVER_CELLS, "value"),
                  State(ids.DOMAIN, "data"),
-                 background=True, interval=400,
+                 background=True, interval=400, cancel=[Input(ids.SERVER_CANCEL, "n_clicks")],
                  progress=[Output(ids.SERVER_PROGRESS, "value"), Output(ids.SERVER_PROGRESS_TEXT, "children")],
                  progress_default=["0", ""],
                  running=[(Output(ids.SERVER_OPEN, "disabled"), True, False),
+                          (Output(ids.SERVER_CANCEL, "hidden"), False, True),
                           (Output(ids.SERVER_PATH, "disabled"), True, False),
                           (Output(ids.SERVER_PROGRESS, "hidden"), False, True)],
                  prevent_initial_call=True)(open_files)

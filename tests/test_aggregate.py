@@ -301,3 +301,16 @@ def test_an_error_while_binning_is_raised_not_hung(files, monkeypatch):
     monkeypatch.setattr(agg._Tally, "add", broken)
     with pytest.raises(MemoryError, match="no room"):
         dp.aggregate(files[0] / "points.csv", BOX, 256)
+
+
+def test_an_error_from_progress_stops_the_count_and_comes_out(files):
+    """The dashboard cancels a count of server files by raising from its progress callback:
+    the count stops there and the error comes out as it is (not as a DataError)."""
+    class Stop(Exception):
+        pass
+
+    def stop(_fraction):
+        raise Stop
+    folder, _ = files
+    with pytest.raises(Stop):
+        dp.aggregate(folder / "points.csv", BOX, 256, progress=stop)

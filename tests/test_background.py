@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 import subprocess
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -377,3 +378,49 @@ def test_a_store_failing_while_the_page_polls_is_said_and_the_job_taken_to_run_o
         assert mark["background_callback_error"]["msg"] == background.STORE_FAILED
         assert "nothing was charged" not in background.STORE_FAILED
         assert manager.get_result("a-job", None)["background_callback_error"]["msg"] == background.STORE_FAILED
+
+
+def test_a_cancelled_plan_shows_the_mechanisms_it_planned(server):
+    """Cancel stops the plan after the mechanism being planned; the page shows those planned."""
+    b = page(server)
+    b.poll_jobs = False
+    b.act(ids.PLAN_RUN, "n_clicks", 1)
+    wait_until(lambda: job_state(b)["progress"] is not None, timeout=120)
+    b.act(ids.PLAN_CANCEL, "n_clicks", 1)
+    assert job_state(b)["cancelled"]
+    b.finish()
+    done, total = map(int, re.match(r"Cancelled after (\d+) of (\d+) mechanisms: showing those planned",
+                                    b.comps[ids.PLAN_STATUS]["children"]).groups())
+    assert 0 < done < total
+
+
+def test_a_cancelled_count_of_server_files_loads_nothing(tmp_path, monkeypatch):
+    """Cancel stops a count of files on the server at its next progress step (a long count is
+    stood in for by one that only reports progress until it is stopped): nothing is loaded and
+    the data shown stays."""
+    from components import server_files
+    folder = tmp_path / "data"
+    folder.mkdir()
+    (folder / "trips.csv").write_text("lon,lat\n-0.1,51.5\n")
+
+    def endless(files, folder, domain, cells, progress):
+        for step in range(1200):
+            progress(step, 1200)
+            time.sleep(0.05)
+        raise AssertionError("the count was never stopped")
+    monkeypatch.setattr(server_files, "count", endless)
+    server = create_app({"tiles_url": "http://127.0.0.1:9/{z}/{x}/{y}.png", "owner_token": "t" * 32,
+                         "data_dir": str(folder)}).server
+    client = server.test_client()
+    client.get("/")
+    assert client.get(f"/owner?token={'t' * 32}").status_code == 302
+    b = page(server, client=client)
+    shown = b.comps[ids.DATASET]["data"]
+    b.poll_jobs = False
+    b.comps[ids.SERVER_PATH]["value"] = "trips.csv"
+    b.act(ids.SERVER_OPEN, "n_clicks", 1)
+    wait_until(lambda: job_state(b)["progress"] is not None, timeout=60)
+    b.act(ids.SERVER_CANCEL, "n_clicks", 1)
+    b.finish()
+    assert str(b.comps[ids.UPLOAD_STATUS]["children"]).count(server_files.CANCELLED) == 1
+    assert b.comps[ids.DATASET]["data"] == shown

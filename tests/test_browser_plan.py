@@ -59,3 +59,24 @@ def test_plan_is_free_and_fills_in_the_release(dash_duo, monkeypatch):
     dash_duo.find_element(f"#{ids.RELEASE_BUTTON}").click()
     dash_duo.wait_for_contains_text(f"#{ids.RELEASE_STATUS}", "Released", timeout=60)
     dash_duo.wait_for_contains_text(f"#{ids.ACCOUNT_SUMMARY}", f"Spent ε = {eps:g}", timeout=20)
+
+
+def test_a_plan_can_be_cancelled_and_shows_what_it_planned(dash_duo):
+    """Cancel appears while the plan runs and stops it after the mechanism being planned; the
+    mechanisms planned are shown, nothing charged."""
+    start(dash_duo, release=False)
+    before = spent(dash_duo)
+    assert not dash_duo.find_element(f"#{ids.PLAN_CANCEL}").is_displayed()
+    dash_duo.find_element(f"#{ids.PLAN_RUN}").click()
+    dash_duo.wait_for_contains_text(f"#{ids.PLAN_PROGRESS_TEXT}", "Planning… 1 of", timeout=120)
+    cancel = dash_duo.find_element(f"#{ids.PLAN_CANCEL}")
+    assert cancel.is_displayed()
+    cancel.click()
+    dash_duo.wait_for_contains_text(f"#{ids.PLAN_STATUS}", "Cancelled after", timeout=120)
+    done, total = map(int, re.search(r"Cancelled after (\d+) of (\d+) mechanisms",
+                                     dash_duo.find_element(f"#{ids.PLAN_STATUS}").text).groups())
+    assert 0 < done < total
+    assert len(dash_duo.find_elements(f"#{ids.PLAN_RESULT} tbody tr")) == done
+    poll_until(lambda: dash_duo.find_element(f"#{ids.PLAN_RUN}").is_enabled(), 10)
+    assert not dash_duo.find_element(f"#{ids.PLAN_CANCEL}").is_displayed()
+    assert spent(dash_duo) == before

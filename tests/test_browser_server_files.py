@@ -99,3 +99,31 @@ def test_saved_counts_upload_and_release_on_their_own_box(dash_duo, tmp_path):
     # the same file opened from the data folder is the same data: no new account, no new load
     open_on_server(dash_duo, "city.npz")
     dash_duo.wait_for_contains_text(f"#{ids.UPLOAD_STATUS}", "Loaded city.npz", timeout=20)
+
+
+def test_a_count_of_server_files_can_be_cancelled(dash_duo, tmp_path, monkeypatch):
+    """Cancel appears while files are counted and stops the count at its next step: nothing is
+    loaded and the sample stays. (A long count is stood in for by one that only reports
+    progress until it is stopped.)"""
+    import time
+
+    from components import server_files
+    (tmp_path / "trips.csv").write_text("lon,lat\n-73.95,40.75\n")
+
+    def endless(files, folder, domain, cells, progress):
+        for step in range(2400):
+            progress(step, 2400)
+            time.sleep(0.05)
+        raise AssertionError("the count was never stopped")
+    monkeypatch.setattr(server_files, "count", endless)
+    start(dash_duo, mechanism=None, release=False, data_dir=str(tmp_path))
+    assert not dash_duo.find_element(f"#{ids.SERVER_CANCEL}").is_displayed()
+    open_on_server(dash_duo, "trips.csv")
+    dash_duo.wait_for_contains_text(f"#{ids.SERVER_PROGRESS_TEXT}", "Counting trips.csv on the server", timeout=30)
+    cancel = dash_duo.find_element(f"#{ids.SERVER_CANCEL}")
+    poll_until(cancel.is_displayed, 10)
+    cancel.click()
+    dash_duo.wait_for_contains_text(f"#{ids.UPLOAD_STATUS}", server_files.CANCELLED, timeout=60)
+    poll_until(lambda: dash_duo.find_element(f"#{ids.SERVER_OPEN}").is_enabled(), 10)
+    assert not dash_duo.find_element(f"#{ids.SERVER_CANCEL}").is_displayed()
+    assert "200,000 points" in dash_duo.find_element(f"#{ids.DATA_SUMMARY}").text
