@@ -227,3 +227,13 @@ def page_layout(client, path: str = "/") -> dict:
     answer = client.post("/_dash-update-component", json=page_request(path))
     assert answer.status_code == 200, answer.get_data(as_text=True)[:300]
     return answer.get_json()["response"][ids.PAGES_CONTENT]["children"]
+
+
+def endless_count(files, folder, domain, cells, progress):
+    """Stands in for `components.server_files.count` as a count too long to finish: it only
+    reports progress (every 0.05 s, for at most two minutes) until its progress callback stops it."""
+    for step in range(2400):
+        progress(step, 2400)
+        time.sleep(0.05)
+    raise AssertionError("the count was never stopped")
+

@@ -8,7 +8,6 @@ from __future__ import annotations
 import re
 import subprocess
 import threading
-import time
 
 import numpy as np
 import pytest
@@ -19,7 +18,7 @@ from app import create_app
 from components import controls, ids, mechanism_panel
 from server import background, jobs, services, sessions, state, workspace
 from server.faults import Unavailable
-from helpers import wait_until
+from helpers import endless_count, wait_until
 from test_faults import Browser  # noqa: E402 (benchmarks/ is on the path through test_faults)
 
 
@@ -402,13 +401,7 @@ def test_a_cancelled_count_of_server_files_loads_nothing(tmp_path, monkeypatch):
     folder = tmp_path / "data"
     folder.mkdir()
     (folder / "trips.csv").write_text("lon,lat\n-0.1,51.5\n")
-
-    def endless(files, folder, domain, cells, progress):
-        for step in range(1200):
-            progress(step, 1200)
-            time.sleep(0.05)
-        raise AssertionError("the count was never stopped")
-    monkeypatch.setattr(server_files, "count", endless)
+    monkeypatch.setattr(server_files, "count", endless_count)
     server = create_app({"tiles_url": "http://127.0.0.1:9/{z}/{x}/{y}.png", "owner_token": "t" * 32,
                          "data_dir": str(folder)}).server
     client = server.test_client()

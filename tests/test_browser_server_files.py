@@ -11,6 +11,7 @@ from test_browser import RECOMMENDED, adaptive_steps, draw_rect, ledger_steps, p
 
 import dp
 from components import ids
+from helpers import endless_count
 from server import state
 from dp.mechanisms.leaves import square_base_grid
 
@@ -105,17 +106,9 @@ def test_a_count_of_server_files_can_be_cancelled(dash_duo, tmp_path, monkeypatc
     """Cancel appears while files are counted and stops the count at its next step: nothing is
     loaded and the sample stays. (A long count is stood in for by one that only reports
     progress until it is stopped.)"""
-    import time
-
     from components import server_files
     (tmp_path / "trips.csv").write_text("lon,lat\n-73.95,40.75\n")
-
-    def endless(files, folder, domain, cells, progress):
-        for step in range(2400):
-            progress(step, 2400)
-            time.sleep(0.05)
-        raise AssertionError("the count was never stopped")
-    monkeypatch.setattr(server_files, "count", endless)
+    monkeypatch.setattr(server_files, "count", endless_count)
     start(dash_duo, mechanism=None, release=False, data_dir=str(tmp_path))
     assert not dash_duo.find_element(f"#{ids.SERVER_CANCEL}").is_displayed()
     open_on_server(dash_duo, "trips.csv")
