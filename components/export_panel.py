@@ -110,23 +110,24 @@ def register_callbacks(app, config: dict):
 def download(_, rinfo):
     """The release shown as GeoJSON (its noisy counts and provenance, nothing of the data), or
     why there is none."""
-    sid = sessions.session_id()
-    rel, why_not = _current(rinfo, sid)
-    if rel is None:
-        return no_update, why_not
-    return dict(content=export_files(rel, _account(sid, rinfo))[0],
-                filename=f"release_{rel.mechanism}.geojson"), ""
+    return _export_file(rinfo, 0, ".geojson")
 
 
 def download_meta(_, rinfo):
     """The release shown's metadata (settings, ledger, guarantee) as JSON, or why there is
     none."""
+    return _export_file(rinfo, 1, "_metadata.json")
+
+
+def _export_file(rinfo, part: int, suffix: str):
+    """(download, status) for one of `export_files`' two texts of the release shown, named
+    release_<mechanism><suffix>; or why there is none."""
     sid = sessions.session_id()
     rel, why_not = _current(rinfo, sid)
     if rel is None:
         return no_update, why_not
-    return dict(content=export_files(rel, _account(sid, rinfo))[1],
-                filename=f"release_{rel.mechanism}_metadata.json"), ""
+    return dict(content=export_files(rel, _account(sid, rinfo))[part],
+                filename=f"release_{rel.mechanism}{suffix}"), ""
 
 
 def download_file(_png, _script, rinfo):
