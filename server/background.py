@@ -152,7 +152,12 @@ class JobsManager(BaseBackgroundCallbackManager):
             raise
 
     def job_running(self, job):
-        """Whether the job still runs; taken to run while the store fails (the page polls on)."""
+        """Whether the job still runs; taken to run while the store fails (the page polls on).
+        Dash asks this after `get_result`: a job `get_result` saw running in this request is
+        answered running, though it may have ended since (Dash would take it for cancelled and
+        the page would stop polling without its result); the next poll brings the result."""
+        if flask.has_request_context() and flask.g.get("background_running") == job:
+            return True
         try:
             found = self._status(job, quiet=False)
         except Unavailable:
@@ -189,6 +194,8 @@ class JobsManager(BaseBackgroundCallbackManager):
         if found is None:
             return self._error(LookupError(jobs.LOST), jobs.LOST)
         if not found["finished"]:
+            if flask.has_request_context():      # `job_running` answers as read here
+                flask.g.background_running = job
             return self.UNDEFINED
         with suppress(Unavailable):           # the result is read: forgetting it may fail
             services.current().jobs.forget(key, sessions.session_id())

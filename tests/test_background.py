@@ -20,6 +20,7 @@ from server import background, jobs, services, sessions, state, workspace
 from server.faults import Unavailable
 from helpers import endless_count, wait_until
 from test_faults import Browser  # noqa: E402 (benchmarks/ is on the path through test_faults)
+from app_latency import poll_body  # noqa: E402
 
 
 def page(server, evaluation: dict | None = None, client=None) -> Browser:
@@ -417,3 +418,36 @@ def test_a_cancelled_count_of_server_files_loads_nothing(tmp_path, monkeypatch):
     b.finish()
     assert str(b.comps[ids.UPLOAD_STATUS]["children"]).count(server_files.CANCELLED) == 1
     assert b.comps[ids.DATASET]["data"] == shown
+
+
+def test_a_job_ending_between_a_polls_two_reads_still_reaches_the_page(server, monkeypatch):
+    """Dash reads a job's result and then whether it still runs, two reads of the store: a job
+    that ends between them was taken for cancelled (204, the page stops polling and never shows
+    the result: a release charged and never shown). The poll must answer "still running" so the
+    next one brings the result. The job is made to end exactly between the two reads."""
+    b = page(server)
+    b.poll_jobs = False
+    reads, real = [], jobs.Jobs.status
+
+    def racing(self, job_id, owner):
+        found = real(self, job_id, owner)
+        reads.append(found and found["finished"])
+        if len(reads) == 2 and not found["finished"]:        # get_result's read saw it running:
+            hold.set()                                       # let it end before job_running reads
+            wait_until(lambda: real(self, job_id, owner)["finished"], 30)
+        return found
+    hold, real_check = threading.Event(), mechanism_panel.check_coverage
+
+    def held(data, domain):
+        assert hold.wait(30)
+        real_check(data, domain)
+    monkeypatch.setattr(mechanism_panel, "check_coverage", held)
+    b.click(ids.RELEASE_BUTTON, ids.RELEASE_REQUEST)
+    monkeypatch.setattr(jobs.Jobs, "status", racing)
+    first = b._post(b.job["dep"], poll_body(b.job["body"]),
+                    {"endId": b.end_id, "cacheKey": b.job["handles"]["cacheKey"], "job": b.job["handles"]["job"]})
+    assert reads[:2] == [False, False] and hold.is_set()     # progress, result: running; then it ended
+    assert first is not None and "response" not in first     # "still running", not 204
+    b.finish()
+    assert str(b.comps[ids.RELEASE_STATUS]["children"]).count("Released") == 1
+    assert charges(b) == 1
