@@ -142,11 +142,10 @@ def register_callbacks(app, config: dict):
 
     # One click, one spend: the click's request id keys the spend (`workspace.once`), so a
     # callback fired twice charges once. The click is a background callback (a job of its own,
-    # shown step by step, cancelled up to the draw) whose result the page takes only if it is
-    # still on that data and box (`take_release`, reading them as they are then); new data, a
-    # new domain or a page load spends nothing: it shows the workspace's release of that data
-    # on that box, if there is one, and sets the controls to its settings (a link's settings,
-    # filled in by `share`, win on the first load).
+    # shown step by step, cancelled up to the draw) whose result goes to a store; one callback
+    # (`show_release`) writes what the page shows of releases, so Dash's rule that the newest
+    # call of a callback wins orders a click's result against new data, a new box or a page
+    # load (two callbacks writing these outputs could land in either order).
     app.callback(Output(ids.RELEASE_MADE, "data"),
                  Input(ids.RELEASE_REQUEST, "data"), State(ids.DATASET, "data"), State(ids.DOMAIN, "data"),
                  State(ids.MECHANISM, "value"), State(ids.EPSILON_VALUE, "value"),
@@ -160,19 +159,14 @@ def register_callbacks(app, config: dict):
                  running=[(Output(ids.RELEASE_BUTTON, "disabled"), True, False),
                           (Output(ids.RELEASE_CANCEL, "hidden"), False, True)],
                  prevent_initial_call=True)(release_click)
-    app.callback(Output(ids.RELEASE, "data", allow_duplicate=True),
-                 Output(ids.RELEASE_STATUS, "children", allow_duplicate=True),
-                 Output(ids.LINK_OVER, "data", allow_duplicate=True),
-                 Input(ids.RELEASE_MADE, "data"), State(ids.DATASET, "data"), State(ids.DOMAIN, "data"),
-                 State(ids.RELEASE, "data"), prevent_initial_call=True)(take_release)
     app.callback(Output(ids.RELEASE, "data"), Output(ids.RELEASE_STATUS, "children"),
                  Output(ids.MECHANISM, "value"), Output(ids.EPSILON_VALUE, "value", allow_duplicate=True),
                  Output(ids.SEED_MODE, "value"), Output(ids.SEED, "value"),
                  Output(ids.PARAMS_BOX, "children", allow_duplicate=True), Output(ids.LINK_OVER, "data"),
-                 Input(ids.DATASET, "data"), Input(ids.DOMAIN, "data"),
-                 State(ids.MECHANISM, "value"), State(ids.EPSILON_VALUE, "value"),
+                 Input(ids.RELEASE_MADE, "data"), Input(ids.DATASET, "data"), Input(ids.DOMAIN, "data"),
+                 State(ids.RELEASE, "data"), State(ids.MECHANISM, "value"), State(ids.EPSILON_VALUE, "value"),
                  State(ids.SEED_MODE, "value"), State(ids.SEED, "value"), State(ids.URL, "search"),
-                 State(ids.LINK_OVER, "data"), prevent_initial_call="initial_duplicate")(shown_release)
+                 State(ids.LINK_OVER, "data"), prevent_initial_call="initial_duplicate")(show_release)
 
 
 def offer_mechanisms(info):
@@ -256,15 +250,26 @@ def release_click(set_progress, request, info: dict, domain_info, name, eps_v, w
         return {"error": str(exc)}
 
 
-def take_release(made: dict | None, info: dict | None, domain_info, current) -> tuple:
-    """Show a Release click's result (the release store, the status line, the link's first view
-    over), unless the page has since moved to other data or another box: that release stays
-    recorded and charged (choosing that data and box again shows it), the page keeps the
-    release of what it shows now."""
-    if not made:
-        raise PreventUpdate
+def show_release(made: dict | None, info: dict | None, domain_info, current, name, eps_v, seed_mode,
+                 seed, search, link_over) -> tuple:
+    """What the page shows of releases: a Release click's result when that set it off
+    (`take_release`), else the release already paid for of the data and box shown
+    (`shown_release`). Returns the release store, status line, mechanism, ε, seed mode, seed,
+    parameters and whether the link's first view is over."""
+    if triggered(ids.RELEASE_MADE) and made:
+        taken = take_release(made, info, domain_info, current)
+        if taken is not None:
+            return taken[:2] + KEEP_CONTROLS + taken[2:]
+    return shown_release(info, domain_info, name, eps_v, seed_mode, seed, search, link_over)
+
+
+def take_release(made: dict, info: dict | None, domain_info, current) -> tuple | None:
+    """(release store, status line, link's first view over) for a Release click's result, or
+    None when the page has moved to other data or another box since: that release stays
+    recorded and charged (choosing that data and box again shows it) and the page shows the
+    release paid for of what it shows now (Dash may have dropped that call for this one)."""
     if "summary" in made and not of_page(made["summary"]["key"], info, domain_info):
-        raise PreventUpdate
+        return None
     return release_view(made, current) + (True,)
 
 
@@ -299,12 +304,18 @@ def shown_release(info: dict, domain_info, name, eps_v, seed_mode, seed, search,
     return (rec, status) + control_values(rec, name, eps_v, seed_mode, seed) + (link_over,)
 
 
-def new_data() -> bool:
-    """True when the callback running was set off by new data (False outside a Dash callback)."""
+def triggered(component: str) -> bool:
+    """True when the callback running was set off by this component's data store (False
+    outside a Dash callback)."""
     try:
-        return f"{ids.DATASET}.data" in ctx.triggered_prop_ids
+        return f"{component}.data" in ctx.triggered_prop_ids
     except MissingCallbackContextException:
         return False
+
+
+def new_data() -> bool:
+    """True when the callback running was set off by new data."""
+    return triggered(ids.DATASET)
 
 
 def spend(sid: str, info: dict, domain_info, name, eps_v, weights, pvals, pids, seed_mode, seed,

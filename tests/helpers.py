@@ -1,4 +1,5 @@
 """Small helpers shared by several test files."""
+import contextlib
 import os
 import secrets
 import socket
@@ -58,6 +59,19 @@ def wait_until(condition, timeout: float = 30):
     end = time.monotonic() + timeout
     while not condition() and time.monotonic() < end:
         time.sleep(0.05)
+
+
+@contextlib.contextmanager
+def set_off_by(*prop_ids: str):
+    """Call a callback function as Dash would when these "id.property"s set it off (what
+    `ctx.triggered_prop_ids` reads), without a request."""
+    from dash._callback_context import context_value
+    from dash._utils import AttributeDict
+    token = context_value.set(AttributeDict(triggered_inputs=[{"prop_id": p, "value": None} for p in prop_ids]))
+    try:
+        yield
+    finally:
+        context_value.reset(token)
 
 
 def dash_call(client, first_output: str, values: dict):

@@ -11,14 +11,15 @@ import threading
 
 import numpy as np
 import pytest
-from dash.exceptions import BackgroundCallbackError, PreventUpdate
+from dash import no_update
+from dash.exceptions import BackgroundCallbackError
 
 import dp
 from app import create_app
 from components import controls, ids, mechanism_panel
 from server import background, jobs, services, sessions, state, workspace
 from server.faults import Unavailable
-from helpers import endless_count, wait_until
+from helpers import endless_count, set_off_by, wait_until
 from test_faults import Browser  # noqa: E402 (benchmarks/ is on the path through test_faults)
 from app_latency import poll_body  # noqa: E402
 
@@ -313,18 +314,24 @@ def test_a_visitors_release_is_never_refused_behind_its_evaluations(server, monk
 def test_a_release_made_while_the_page_moved_to_other_data_or_box_is_kept_not_shown(server):
     """A click's release reaches the page only if the page still shows that data and box, read
     as they are when its result arrives (`take_release`): made for data or a box the page has
-    left, it stays charged and recorded, and the page keeps what it shows."""
+    left, it stays charged and recorded, and the page shows the release paid for of what it
+    shows now (`show_release`: Dash may have dropped the call that moved it for this one)."""
     b = page(server)
     info, box, sid = b.comps[ids.DATASET]["data"], b.comps[ids.DOMAIN]["data"], session_of(b)
     settings = ("ug", 0.5, [], [], [], "fresh", None, None)
+    controls_now = ("htf", 1.0, "fresh", None, None, True)     # mechanism, ε, seed mode, seed, link, link over
     with sessions.acting(False, sid):
         made = mechanism_panel.release_click(lambda _: None, {"id": "m" * 32}, info, box, *settings)
     assert mechanism_panel.take_release(made, info, box, None)[0]["key"] == made["summary"]["key"]
     other_box = controls.domain_store(dp.Domain(-74.1, 40.6, -73.8, 40.9, name="Elsewhere"))
     for now_info, now_box in (({**info, "fingerprint": "other data"}, box), (info, other_box), (None, box)):
-        with pytest.raises(PreventUpdate):
-            mechanism_panel.take_release(made, now_info, now_box, None)
-    with sessions.acting(False, sid):
+        assert mechanism_panel.take_release(made, now_info, now_box, None) is None
+    with sessions.acting(False, sid), set_off_by(f"{ids.RELEASE_MADE}.data"):
+        shown = mechanism_panel.show_release(made, info, box, None, *controls_now)
+        assert shown[0]["key"] == made["summary"]["key"] and "Released" in str(shown[1])
+        assert shown[2:7] == (no_update,) * 5 and shown[7] is True        # the controls as they are
+        elsewhere = mechanism_panel.show_release(made, info, other_box, made["summary"], *controls_now)
+        assert elsewhere[0] is None and "Nothing released" in str(elsewhere[1])   # what that box has
         assert len(state.account(sid, info["fingerprint"]).charges) == 1
         assert workspace.latest(sid, info["fingerprint"], controls.domain_from_store(box))["mechanism"] == "ug"
     error = {"error": "a reason"}                 # words always reach the status line

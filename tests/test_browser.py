@@ -602,6 +602,41 @@ def test_a_release_shows_its_step_and_can_be_cancelled_before_its_draw(dash_duo,
         assert state.account(sid, fp).charges == []
 
 
+def test_a_release_clicked_while_the_page_loads_is_not_hidden_by_the_loads_answer(dash_duo, monkeypatch):
+    """A page load asks which release of its data and box is paid for (none yet); a Release
+    clicked before that answer arrives must stay shown when it does: the answer, computed before
+    the release, is held here until the release is charged, as on a loaded server. One callback
+    writes the release shown, so Dash drops the load's call for the click's (two callbacks
+    writing it let the late "Nothing released" hide a release charged and recorded)."""
+    import threading
+    from components import mechanism_panel
+    real_paid, real_spend, spent = mechanism_panel.paid_release, mechanism_panel.spend, threading.Event()
+
+    def spend(*args, **kwargs):
+        found = real_spend(*args, **kwargs)
+        spent.set()
+        return found
+
+    def paid_late(*args, **kwargs):
+        found = real_paid(*args, **kwargs)
+        if not spent.is_set():                       # computed before the release: answered after it
+            spent.wait(60)
+            time.sleep(1.0)
+        return found
+    start(dash_duo, release=False)
+    monkeypatch.setattr(mechanism_panel, "spend", spend)
+    monkeypatch.setattr(mechanism_panel, "paid_release", paid_late)
+    dash_duo.driver.refresh()
+    until(lambda: dash_duo.driver.execute_script(
+        "var b = document.getElementById(arguments[0]); return !!b && !b.disabled;", ids.RELEASE_BUTTON), 30)
+    dash_duo.find_element(f"#{ids.RELEASE_BUTTON}").click()
+    assert spent.wait(60)
+    time.sleep(4.0)                                  # the load's held answers have arrived by now
+    dash_duo.wait_for_element("img.grid-raster, .leaflet-overlay-pane path", timeout=30)
+    text = dash_duo.find_element(f"#{ids.RELEASE_STATUS}").text
+    assert "Nothing released" not in text and ("Released" in text or "Showing your release" in text), text
+
+
 @pytest.mark.parametrize("draw_delay", [0.0, 1.0], ids=["fast-draws", "draws-slower-than-a-tick"])
 def test_tree_release_shows_leaves_and_grows_level_by_level(dash_duo, monkeypatch, draw_delay):
     if draw_delay:      # a busy server: each level's map takes longer than Play's 0.7 s tick

@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 
 from app import create_app
+from components import ids
 
 
 def test_every_callback_is_a_function_a_test_can_import():
@@ -22,3 +23,14 @@ def test_every_callback_is_a_function_a_test_can_import():
         assert getattr(sys.modules[fn.__module__], fn.__name__) is fn, output
         ours.append(fn)
     assert len(ours) >= 60 and len(set(ours)) == len(ours)     # each registered once
+
+
+def test_what_the_page_shows_of_releases_has_one_writer():
+    """The release store and its status line are written by one callback (`show_release`): a
+    click's result, new data, a new box and a page load then reach them in the order Dash asks,
+    the newest call winning. Written by two, an answer computed before a click's release could
+    land after it and hide it ("Nothing released" over a release charged and recorded)."""
+    app = create_app({"tiles_url": "http://127.0.0.1:9/{z}/{x}/{y}.png"})
+    outputs = [out.partition("@")[0] for key in app.callback_map for out in key.strip(".").split("...")]
+    for prop in (f"{ids.RELEASE}.data", f"{ids.RELEASE_STATUS}.children"):
+        assert outputs.count(prop) == 1, prop
