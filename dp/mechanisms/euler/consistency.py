@@ -90,25 +90,15 @@ def repair(G) -> np.ndarray:
     return G
 
 
-def linprog_lad(Hp, *, include_c3: bool = True, norm: str = "l1", progress=None):
-    """LinProg (Algorithm 3): min ||H'' - H'||_1 (or ||.||_inf) s.t. C1-C3 and H'' >= 0.
-
-    One sparse HiGHS solve. The solution is polished within the solver's tolerance (negatives
-    to 0, then `repair`), so the released H'' violates nothing; the largest change is in
-    info["polish"]. Returns (H'', info).
-    """
+@functools.lru_cache(maxsize=8)
+def _lad_program(m: int, include_c3: bool, norm: str):
+    """(A, c) of LinProg for an m x m histogram: the variables are vec(H'') then the deviations
+    (one per cell for L1, one for L-inf); rows -H'' - d <= -H', H'' - d <= H', C H'' <= 0. The
+    same for every release of that size (cached; do not modify)."""
     import scipy.sparse as sp
-    from scipy.optimize import linprog
-    Hp = np.asarray(Hp, dtype=np.float64)
-    m = Hp.shape[0]
-    n = (m + 1) // 2
     M = m * m
-    t0 = time.perf_counter()
-    if progress:
-        progress("building the linear program", 0.0)
-    C, _ = constraint_matrix(n, include_c3)
+    C, _ = constraint_matrix((m + 1) // 2, include_c3)
     Id = sp.identity(M, format="csr")
-    h = Hp.ravel()
     if norm == "l1":
         k = M
         c = np.concatenate([np.zeros(M), np.ones(M)])
@@ -122,8 +112,26 @@ def linprog_lad(Hp, *, include_c3: bool = True, norm: str = "l1", progress=None)
         mid = sp.hstack([Id, -ones])
     else:
         raise ParameterError(f"norm must be 'l1' or 'linf', got {norm!r}")
-    A = sp.vstack([top, mid, sp.hstack([C, sp.csr_matrix((C.shape[0], k))])], format="csr")
-    b = np.concatenate([-h, h, np.zeros(C.shape[0])])
+    return sp.vstack([top, mid, sp.hstack([C, sp.csr_matrix((C.shape[0], k))])], format="csr"), c
+
+
+def linprog_lad(Hp, *, include_c3: bool = True, norm: str = "l1", progress=None):
+    """LinProg (Algorithm 3): min ||H'' - H'||_1 (or ||.||_inf) s.t. C1-C3 and H'' >= 0.
+
+    One sparse HiGHS solve. The solution is polished within the solver's tolerance (negatives
+    to 0, then `repair`), so the released H'' violates nothing; the largest change is in
+    info["polish"]. Returns (H'', info).
+    """
+    from scipy.optimize import linprog
+    Hp = np.asarray(Hp, dtype=np.float64)
+    m = Hp.shape[0]
+    M = m * m
+    t0 = time.perf_counter()
+    if progress:
+        progress("building the linear program", 0.0)
+    A, c = _lad_program(m, include_c3, norm)
+    h = Hp.ravel()
+    b = np.concatenate([-h, h, np.zeros(A.shape[0] - 2 * M)])
     if progress:
         progress("solving (HiGHS)", 0.1)
     res = linprog(c, A_ub=A, b_ub=b, bounds=(0, None), method="highs")
