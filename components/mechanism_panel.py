@@ -291,7 +291,7 @@ def shown_release(info: dict, domain_info, name, eps_v, seed_mode, seed, search,
     if not info:
         return (None, "") + KEEP_CONTROLS + (no_update,)
     sid = sessions.session_id()
-    link_over = bool(link_over) or new_data()
+    link_over = bool(link_over) or triggered(ids.DATASET)
     kind = info.get("kind", "points")
     link = link_settings(search, kind) if not link_over else None
     rec, status = paid_release(sid, info, domain_info, link)
@@ -311,11 +311,6 @@ def triggered(component: str) -> bool:
         return f"{component}.data" in ctx.triggered_prop_ids
     except MissingCallbackContextException:
         return False
-
-
-def new_data() -> bool:
-    """True when the callback running was set off by new data."""
-    return triggered(ids.DATASET)
 
 
 def spend(sid: str, info: dict, domain_info, name, eps_v, weights, pvals, pids, seed_mode, seed,

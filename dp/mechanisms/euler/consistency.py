@@ -94,7 +94,7 @@ def repair(G) -> np.ndarray:
 def _lad_program(m: int, include_c3: bool, norm: str):
     """(A, c) of LinProg for an m x m histogram: the variables are vec(H'') then the deviations
     (one per cell for L1, one for L-inf); rows -H'' - d <= -H', H'' - d <= H', C H'' <= 0. The
-    same for every release of that size (cached; do not modify)."""
+    same for every release of that size (cached, its arrays read-only)."""
     import scipy.sparse as sp
     M = m * m
     C, _ = constraint_matrix((m + 1) // 2, include_c3)
@@ -112,7 +112,10 @@ def _lad_program(m: int, include_c3: bool, norm: str):
         mid = sp.hstack([Id, -ones])
     else:
         raise ParameterError(f"norm must be 'l1' or 'linf', got {norm!r}")
-    return sp.vstack([top, mid, sp.hstack([C, sp.csr_matrix((C.shape[0], k))])], format="csr"), c
+    A = sp.vstack([top, mid, sp.hstack([C, sp.csr_matrix((C.shape[0], k))])], format="csr")
+    for kept in (A.data, A.indices, A.indptr, c):     # shared by every later call: read-only
+        kept.flags.writeable = False
+    return A, c
 
 
 def linprog_lad(Hp, *, include_c3: bool = True, norm: str = "l1", progress=None):
